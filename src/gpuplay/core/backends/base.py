@@ -1,0 +1,153 @@
+"""The small interface every array library sits behind."""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gpuplay.core.spec import RunSpec
+
+
+@dataclass(frozen=True)
+class Availability:
+    ok: bool
+    reason: str = ""  # why not, in words a user can act on; empty when ok
+    pending: bool = False  # the probe has not finished yet
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    id: str  # "cpu", "cuda:0", "mps"
+    name: str
+    memory_bytes: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+StepTimer = Callable[[Callable[[], Any]], tuple[float, Any]]
+
+
+def host_timer(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """Wall time of one synchronous call. The CPU libraries return only when done."""
+    t0 = time.perf_counter_ns()
+    out = fn()
+    return (time.perf_counter_ns() - t0) * 1e-9, out
+
+
+class Backend(ABC):
+    """One array library. Subclasses import their library lazily, inside methods."""
+
+    name: str = ""
+    title: str = ""
+
+    def __init__(self) -> None:
+        self._probe_lock = threading.Lock()
+        self._probe_thread: threading.Thread | None = None
+        self._probe_result: tuple[Availability, list[DeviceInfo]] | None = None
+
+    # -- availability ------------------------------------------------------
+    @abstractmethod
+    def _probe(self) -> tuple[Availability, list[DeviceInfo]]:
+        """Import the library and list devices. May be slow; runs at most once."""
+
+    def start_probe(self) -> None:
+        """Begin probing in the background; callers that cannot wait return at once."""
+        with self._probe_lock:
+            if self._probe_thread is None and self._probe_result is None:
+                self._probe_thread = threading.Thread(
+                    target=self._run_probe, name=f"gpuplay-probe-{self.name}", daemon=True
+                )
+                self._probe_thread.start()
+
+    def _run_probe(self) -> None:
+        try:
+            result = self._probe()
+        except Exception as exc:  # a probe must never take the caller down
+            result = (Availability(False, f"{self.title} failed to load: {type(exc).__name__}: {exc}"), [])
+        self._probe_result = result
+
+    def probe(self, timeout: float | None = None) -> tuple[Availability, list[DeviceInfo]]:
+        """Availability and devices, waiting at most `timeout` seconds (None: as long as it takes)."""
+        if self._probe_result is None:
+            self.start_probe()
+            thread = self._probe_thread
+            if thread is not None:
+                thread.join(timeout)
+        if self._probe_result is None:
+            return Availability(False, f"{self.title}: still probing", pending=True), []
+        return self._probe_result
+
+    def availability(self, timeout: float | None = None) -> Availability:
+        return self.probe(timeout)[0]
+
+    def devices(self, timeout: float | None = None) -> list[DeviceInfo]:
+        return self.probe(timeout)[1]
+
+    def device_ids(self, timeout: float | None = None) -> list[str]:
+        return [d.id for d in self.devices(timeout)]
+
+    def device_name(self, device: str) -> str:
+        for d in self.devices(0):
+            if d.id == device or (device == "cuda" and d.id == "cuda:0"):
+                return d.name
+        return device
+
+    # -- arrays --------------------------------------------------------------
+    @abstractmethod
+    def version(self) -> str | None: ...
+
+    @abstractmethod
+    def from_host(self, host: np.ndarray, device: str, dtype: str) -> Any: ...
+
+    @abstractmethod
+    def to_host(self, x: Any) -> Any:
+        """Device array (or tuple of them) to NumPy, widened to float64/complex128."""
+
+    @abstractmethod
+    def synchronize(self, device: str) -> None: ...
+
+    def download(self, x: Any) -> Any:
+        """Copy a result to host memory as it is (no widening): the transfer a user's code pays."""
+        return x
+
+    def step_timer(self, device: str) -> StepTimer:
+        return host_timer
+
+    def module(self) -> Any:
+        """The array module a workload's code uses (numpy, torch, cupy)."""
+        raise NotImplementedError
+
+    def free_memory(self, device: str) -> None:
+        """Give cached device memory back (after an out-of-memory, between runs)."""
+        return None
+
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        return isinstance(exc, MemoryError)
+
+    # -- conditions ----------------------------------------------------------
+    def thread_counts(self) -> dict[str, int | None]:
+        return {}
+
+    @contextmanager
+    def configured(self, spec: RunSpec) -> Iterator[list[str]]:
+        """Apply the spec's library settings (threads, TF32...) for the run, then restore.
+
+        Yields a list the run appends notes to.
+        """
+        yield []
+
+
+def widen(a: np.ndarray) -> np.ndarray:
+    """Float results to float64 and complex to complex128, for checking against the reference."""
+    a = np.asarray(a)
+    if np.iscomplexobj(a):
+        return a.astype(np.complex128, copy=False)
+    if a.dtype.kind == "f":
+        return a.astype(np.float64, copy=False)
+    return a

@@ -1,0 +1,102 @@
+"""CuPy: NumPy's API on CUDA devices. Optional (`pip install 'gpuplay[cupy]'`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, widen
+
+CUPY_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
+
+
+def _cupy() -> Any:
+    import cupy
+
+    return cupy
+
+
+class CupyBackend(Backend):
+    name = "cupy"
+    title = "CuPy"
+
+    def _probe(self) -> tuple[Availability, list[DeviceInfo]]:
+        # cupy.cuda.is_available() can take >10 s on some machines; this runs in a
+        # background thread (start_probe) so no caller that cannot wait is blocked.
+        try:
+            cupy = _cupy()
+        except ImportError:
+            return Availability(False, "CuPy is not installed: pip install 'gpuplay[cupy]' on a CUDA machine"), []
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as exc:  # CUDARuntimeError, or a missing libcuda
+            return Availability(False, f"CuPy {cupy.__version__}: no CUDA device ({type(exc).__name__}: {exc})"), []
+        if count == 0:
+            return Availability(False, f"CuPy {cupy.__version__}: no CUDA device"), []
+        devices = []
+        for i in range(count):
+            props = cupy.cuda.runtime.getDeviceProperties(i)
+            name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+            devices.append(DeviceInfo(f"cuda:{i}", name, int(props.get("totalGlobalMem", 0)) or None))
+        return Availability(True), devices
+
+    def version(self) -> str | None:
+        try:
+            return _cupy().__version__
+        except ImportError:
+            return None
+
+    def module(self) -> Any:
+        return _cupy()
+
+    def _device(self, device: str) -> Any:
+        index = int(device.split(":")[1]) if ":" in device else 0
+        return _cupy().cuda.Device(index)
+
+    def from_host(self, host: np.ndarray, device: str, dtype: str) -> Any:
+        cupy = _cupy()
+        with self._device(device):
+            return cupy.asarray(np.ascontiguousarray(host, dtype=CUPY_DTYPES[dtype]))
+
+    def to_host(self, x: Any) -> Any:
+        if isinstance(x, tuple | list):
+            return tuple(self.to_host(v) for v in x)
+        return widen(_cupy().asnumpy(x))
+
+    def download(self, x: Any) -> Any:
+        if isinstance(x, tuple | list):
+            return tuple(self.download(v) for v in x)
+        return x.get()
+
+    def synchronize(self, device: str) -> None:
+        with self._device(device):
+            _cupy().cuda.get_current_stream().synchronize()
+
+    def step_timer(self, device: str) -> StepTimer:
+        cupy = _cupy()
+        with self._device(device):
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+
+        def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+            start.record()
+            out = fn()
+            end.record()
+            end.synchronize()
+            return cupy.cuda.get_elapsed_time(start, end) * 1e-3, out
+
+        return timed
+
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        try:
+            oom = _cupy().cuda.memory.OutOfMemoryError
+        except ImportError:
+            return isinstance(exc, MemoryError)
+        return isinstance(exc, oom | MemoryError)
+
+    def free_memory(self, device: str) -> None:
+        try:
+            _cupy().get_default_memory_pool().free_all_blocks()
+        except Exception:
+            pass

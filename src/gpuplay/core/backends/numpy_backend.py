@@ -1,0 +1,62 @@
+"""NumPy on the host CPU: the baseline every speedup is measured against."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, widen
+from gpuplay.core.spec import RunSpec
+from gpuplay.core.system import cpu_count, cpu_name
+
+NUMPY_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
+
+
+def blas_threads() -> int | None:
+    """Threads NumPy's BLAS will use, as the BLAS library itself reports."""
+    from threadpoolctl import threadpool_info
+
+    counts = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
+    return max(counts) if counts else None
+
+
+class NumpyBackend(Backend):
+    name = "numpy"
+    title = "NumPy"
+
+    def _probe(self) -> tuple[Availability, list[DeviceInfo]]:
+        return Availability(True), [DeviceInfo("cpu", f"{cpu_name()} ({cpu_count()} cores)")]
+
+    def version(self) -> str:
+        return np.__version__
+
+    def module(self) -> Any:
+        return np
+
+    def from_host(self, host: np.ndarray, device: str, dtype: str) -> np.ndarray:
+        return np.ascontiguousarray(host, dtype=NUMPY_DTYPES[dtype])
+
+    def to_host(self, x: Any) -> Any:
+        if isinstance(x, tuple | list):
+            return tuple(self.to_host(v) for v in x)
+        return widen(np.asarray(x))
+
+    def synchronize(self, device: str) -> None:
+        pass
+
+    def thread_counts(self) -> dict[str, int | None]:
+        return {"numpy_blas": blas_threads()}
+
+    @contextmanager
+    def configured(self, spec: RunSpec) -> Iterator[list[str]]:
+        notes: list[str] = []
+        if spec.threads is None:
+            yield notes
+            return
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=spec.threads, user_api="blas"):
+            yield notes

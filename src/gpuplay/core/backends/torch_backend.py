@@ -1,0 +1,177 @@
+"""PyTorch on the CPU, on every CUDA device, and on Apple's MPS where present."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, host_timer, widen
+from gpuplay.core.spec import RunSpec
+from gpuplay.core.system import cpu_count, cpu_name
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def torch_dtype(name: str) -> Any:
+    torch = _torch()
+    return {
+        "float64": torch.float64,
+        "float32": torch.float32,
+        "float16": torch.float16,
+        "bfloat16": torch.bfloat16,
+    }[name]
+
+
+def cuda_unavailable_reason(torch: Any) -> str:
+    if torch.version.cuda is None:
+        return f"PyTorch {torch.__version__} is a CPU-only build (no CUDA)"
+    return f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device: no NVIDIA driver or GPU visible"
+
+
+class TorchBackend(Backend):
+    name = "torch"
+    title = "PyTorch"
+
+    def _probe(self) -> tuple[Availability, list[DeviceInfo]]:
+        try:
+            torch = _torch()
+        except ImportError as exc:
+            return Availability(False, f"PyTorch is not installed ({exc})"), []
+        devices = [DeviceInfo("cpu", f"{cpu_name()} ({cpu_count()} cores)")]
+        if torch.cuda.is_available():
+            for i in range(torch.cuda.device_count()):
+                p = torch.cuda.get_device_properties(i)
+                devices.append(
+                    DeviceInfo(
+                        f"cuda:{i}",
+                        p.name,
+                        p.total_memory,
+                        {"capability": f"{p.major}.{p.minor}", "sms": p.multi_processor_count},
+                    )
+                )
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            devices.append(DeviceInfo("mps", "Apple Metal (MPS)"))
+        return Availability(True), devices
+
+    def cuda_reason(self) -> str:
+        """Why there is no cuda device for torch, or '' when there is one."""
+        avail, devices = self.probe()
+        if not avail.ok:
+            return avail.reason
+        if any(d.id.startswith("cuda") for d in devices):
+            return ""
+        return cuda_unavailable_reason(_torch())
+
+    def version(self) -> str | None:
+        try:
+            return _torch().__version__
+        except ImportError:
+            return None
+
+    def module(self) -> Any:
+        return _torch()
+
+    def from_host(self, host: np.ndarray, device: str, dtype: str) -> Any:
+        torch = _torch()
+        t = torch.from_numpy(np.ascontiguousarray(host))
+        return t.to(device=device, dtype=torch_dtype(dtype))
+
+    def to_host(self, x: Any) -> Any:
+        if isinstance(x, tuple | list):
+            return tuple(self.to_host(v) for v in x)
+        torch = _torch()
+        x = x.detach()
+        if x.is_complex():
+            x = x.to(torch.complex128)
+        elif x.is_floating_point():
+            x = x.to(torch.float64)
+        return widen(x.cpu().numpy())
+
+    def download(self, x: Any) -> Any:
+        if isinstance(x, tuple | list):
+            return tuple(self.download(v) for v in x)
+        return x.cpu()
+
+    def synchronize(self, device: str) -> None:
+        torch = _torch()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize(device)
+        elif device == "mps":
+            torch.mps.synchronize()
+
+    def step_timer(self, device: str) -> StepTimer:
+        if not device.startswith("cuda"):
+            if device == "mps":
+                return _synced_timer(lambda: self.synchronize(device))
+            return host_timer
+        torch = _torch()
+        # One pair of events, reused: the timed loop allocates nothing.
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        stream = torch.cuda.current_stream(device)
+
+        def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+            start.record(stream)
+            out = fn()
+            end.record(stream)
+            end.synchronize()
+            return start.elapsed_time(end) * 1e-3, out
+
+        return timed
+
+    def is_out_of_memory(self, exc: BaseException) -> bool:
+        torch = _torch()
+        oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+        return isinstance(exc, oom | MemoryError) or "out of memory" in str(exc).lower()
+
+    def free_memory(self, device: str) -> None:
+        torch = _torch()
+        if device.startswith("cuda") and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def thread_counts(self) -> dict[str, int | None]:
+        torch = _torch()
+        return {"torch_intraop": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads()}
+
+    @contextmanager
+    def configured(self, spec: RunSpec) -> Iterator[list[str]]:
+        torch = _torch()
+        notes: list[str] = []
+        saved_threads = torch.get_num_threads()
+        saved_tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+        saved_linalg = None
+        try:
+            if spec.threads is not None:
+                torch.set_num_threads(spec.threads)
+            if spec.device.startswith("cuda"):
+                torch.backends.cuda.matmul.allow_tf32 = spec.tf32
+                torch.backends.cudnn.allow_tf32 = spec.tf32
+                if spec.linalg_library != "default":
+                    saved_linalg = torch.backends.cuda.preferred_linalg_library()
+                    torch.backends.cuda.preferred_linalg_library(spec.linalg_library)
+            yield notes
+        finally:
+            torch.set_num_threads(saved_threads)
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved_tf32
+            if saved_linalg is not None:
+                torch.backends.cuda.preferred_linalg_library(saved_linalg)
+
+
+def _synced_timer(sync: Callable[[], None]) -> StepTimer:
+    import time
+
+    def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+        t0 = time.perf_counter_ns()
+        out = fn()
+        sync()
+        return (time.perf_counter_ns() - t0) * 1e-9, out
+
+    return timed

@@ -1,0 +1,160 @@
+"""Many measurements side by side, each against NumPy on the CPU with the same workload."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from gpuplay.core.backends import get_backend
+from gpuplay.core.planner import check, compute_dtype
+from gpuplay.core.result import RunResult
+from gpuplay.core.runner import TelemetryWindow, run
+from gpuplay.core.scenarios import Scenario
+from gpuplay.core.spec import Refusal, RunSpec
+from gpuplay.core.workloads import get_workload
+
+# Levers a compare can add on top of each torch configuration.
+VARIANTS: dict[str, dict[str, object]] = {
+    "base": {},
+    "amp-bf16": {"amp": "bf16"},
+    "amp-fp16": {"amp": "fp16"},
+    "compile": {"compile": "default"},
+    "tf32": {"tf32": True},
+    "graphs": {"cuda_graphs": True},
+}
+
+
+def baseline_spec(spec: RunSpec) -> RunSpec:
+    """NumPy on the CPU, same workload and size; same dtype where NumPy can, else float32."""
+    dtype = spec.dtype
+    workload = get_workload(spec.workload)
+    params = workload.resolve(spec.params)
+    if dtype == "bfloat16" or workload.unsupported("numpy", "cpu", dtype, params):
+        dtype = "float32"
+    p = dict(spec.params)
+    if "method" in p:
+        p["method"] = "auto"  # NumPy has only finite differences
+    return RunSpec.make(
+        spec.workload, p, scenario=spec.scenario, backend="numpy", device="cpu", dtype=dtype,
+        warmup=spec.warmup, repeat=spec.repeat, budget_s=spec.budget_s, min_repeat=spec.min_repeat,
+        max_repeat=spec.max_repeat, seed=spec.seed, threads=spec.threads, max_step_s=spec.max_step_s,
+        check=spec.check,
+    )
+
+
+def is_baseline(spec: RunSpec) -> bool:
+    return spec.backend == "numpy" and spec.device == "cpu"
+
+
+def comparison_warnings(result: RunResult, baseline: RunResult) -> list[str]:
+    out = []
+    cd = result.compute_dtype or compute_dtype(result.spec)
+    if cd != baseline.spec.dtype:
+        out.append(f"mixed precision: {cd} here vs NumPy {baseline.spec.dtype}")
+    if result.spec.workload == "autograd":
+        method = get_workload("autograd").method(result.spec.backend, result.spec.params)  # type: ignore[attr-defined]
+        if method == "autograd":
+            out.append("algorithms differ: autograd vs NumPy finite differences")
+    if result.conditions.get("transfers_timed") is False and result.spec.device.startswith("cuda"):
+        out.append("host↔device transfers not timed")
+    return out
+
+
+@dataclass
+class Row:
+    result: RunResult
+    baseline: RunResult | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float | None:
+        if self.baseline is None or not self.baseline.median or not self.result.median:
+            return None
+        return self.baseline.median / self.result.median
+
+
+def attach_baselines(results: Sequence[RunResult], baselines: Iterable[RunResult] = ()) -> list[Row]:
+    """Pair each result with its NumPy-CPU baseline among `results` and `baselines`."""
+    pool = {r.spec: r for r in [*baselines, *results] if is_baseline(r.spec) and r.usable}
+    rows = []
+    for r in results:
+        row = Row(r)
+        if r.usable:
+            try:
+                base = pool.get(baseline_spec(r.spec))
+            except (KeyError, ValueError):
+                base = None
+            if base is not None:
+                row.baseline = base
+                if base is not r:
+                    row.warnings = comparison_warnings(r, base)
+        rows.append(row)
+    return rows
+
+
+def plan_compare(
+    scenarios: Iterable[Scenario], preset: str | None, backends: Sequence[str], *,
+    dtype: str = "float32", variants: Sequence[str] = ("base",), devices: Sequence[str] | None = None,
+    probe_timeout: float | None = 30.0, **spec_kw: object,
+) -> tuple[list[RunSpec], list[tuple[RunSpec, Refusal]]]:
+    """Every (scenario × backend × device × variant) that can run here, and the ones that cannot."""
+    specs: list[RunSpec] = []
+    refused: list[tuple[RunSpec, Refusal]] = []
+    for sc in scenarios:
+        params = sc.preset_params(preset)
+        for b in backends:
+            backend = get_backend(b)
+            avail, devs = backend.probe(probe_timeout)
+            ids = [d.id for d in devs] if avail.ok else (["cpu"] if b != "cupy" else ["cuda:0"])
+            if devices:
+                ids = [d for d in ids if d in devices] or ([devices[0]] if not avail.ok else [])
+            for dev in ids:
+                for v in variants if b == "torch" else ("base",):
+                    method_variants = [None]
+                    if sc.workload == "autograd" and b == "torch" and params.get("method") == "auto":
+                        method_variants = ["autograd", "fd"]
+                    for method in method_variants:
+                        p = dict(params) if method is None else {**params, "method": method}
+                        spec = RunSpec.make(sc.workload, p, scenario=sc.name, backend=b, device=dev, dtype=dtype,
+                                            **VARIANTS[v], **spec_kw)  # type: ignore[arg-type]
+                        verdict = check(spec, probe_timeout)
+                        if isinstance(verdict, Refusal):
+                            refused.append((spec, verdict))
+                        else:
+                            specs.append(spec)
+    return with_baselines(specs), refused
+
+
+def with_baselines(specs: Sequence[RunSpec]) -> list[RunSpec]:
+    """The specs in order, each preceded by its NumPy-CPU baseline once."""
+    ordered: list[RunSpec] = []
+    for s in specs:
+        if not is_baseline(s):
+            base = baseline_spec(s)
+            if base not in ordered:
+                ordered.append(base)
+        if s not in ordered:
+            ordered.append(s)
+    return ordered
+
+
+def run_compare(
+    specs: Sequence[RunSpec], *, cancel: threading.Event | None = None,
+    on_start: Callable[[int, RunSpec], None] | None = None,
+    on_result: Callable[[int, RunResult], None] | None = None,
+    telemetry: TelemetryWindow | None = None,
+) -> list[RunResult]:
+    """Run each spec in turn (never two at once: they would perturb each other)."""
+    cancel = cancel or threading.Event()
+    results = []
+    for i, spec in enumerate(specs):
+        if cancel.is_set():
+            break
+        if on_start:
+            on_start(i, spec)
+        r = run(spec, cancel=cancel, telemetry=telemetry)
+        results.append(r)
+        if on_result:
+            on_result(i, r)
+    return results

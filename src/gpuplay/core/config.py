@@ -1,0 +1,53 @@
+"""User settings and where gpuplay keeps its files (platformdirs: XDG on Linux)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+
+APP = "gpuplay"
+
+
+def config_dir() -> Path:
+    return Path(os.environ.get("GPUPLAY_CONFIG_DIR") or platformdirs.user_config_dir(APP))
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("GPUPLAY_STATE_DIR") or platformdirs.user_state_dir(APP))
+
+
+@dataclass
+class Config:
+    scenario_dirs: list[Path] = field(default_factory=list)
+    sample_interval: float = 0.5
+    problems: list[str] = field(default_factory=list)  # what was wrong with the file, if anything
+
+
+def load_config(path: Path | None = None) -> Config:
+    """Read config.toml; a broken file gives defaults and a problem line, never an exception."""
+    path = path or config_dir() / "config.toml"
+    cfg = Config()
+    if not path.exists():
+        return cfg
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        cfg.problems.append(f"{path}: not read ({exc}); using defaults")
+        return cfg
+    dirs = data.get("scenario_dirs", [])
+    if isinstance(dirs, str):
+        dirs = [dirs]
+    if isinstance(dirs, list) and all(isinstance(d, str) for d in dirs):
+        cfg.scenario_dirs = [Path(d).expanduser() for d in dirs]
+    else:
+        cfg.problems.append(f"{path}: scenario_dirs must be a list of paths; ignored")
+    interval = data.get("sample_interval", cfg.sample_interval)
+    if isinstance(interval, int | float) and not isinstance(interval, bool) and interval > 0:
+        cfg.sample_interval = float(interval)
+    else:
+        cfg.problems.append(f"{path}: sample_interval must be a positive number; ignored")
+    return cfg

@@ -1,0 +1,184 @@
+"""Results as tables, Markdown, CSV and JSON, always with their conditions beside them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from gpuplay import __version__
+from gpuplay.core.compare import Row
+from gpuplay.core.system import host_description, package_version
+
+
+def fmt_time(s: float | None) -> str:
+    if s is None or not math.isfinite(s):
+        return "—"
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs"
+
+
+def fmt_rate(x: float | None, unit: str) -> str:
+    if x is None or not math.isfinite(x):
+        return "—"
+    if x >= 1000:
+        return f"{x / 1000:.3g} T{unit}"
+    return f"{x:.3g} G{unit}"
+
+
+def fmt_speedup(x: float | None) -> str:
+    if x is None:
+        return "—"
+    return f"{x:,.0f}×" if x >= 100 else f"{x:.3g}×"
+
+
+def fmt_error(r: Any) -> str:
+    if r.error is None:
+        return "—"
+    mark = "✓" if r.check_ok else "✗"
+    return f"{r.error:.0e}{mark}" if math.isfinite(r.error) else f"{r.error}✗"
+
+
+def threads_text(conditions: dict[str, Any]) -> str:
+    t = conditions.get("threads") or {}
+    parts = []
+    if t.get("torch_intraop") is not None and conditions.get("backend") == "torch":
+        parts.append(f"torch {t['torch_intraop']}")
+    if t.get("numpy_blas") is not None and conditions.get("backend") == "numpy":
+        parts.append(f"BLAS {t['numpy_blas']}")
+    return ", ".join(parts) or "—"
+
+
+def environment() -> dict[str, Any]:
+    env: dict[str, Any] = {"gpuplay": __version__, **host_description()}
+    for pkg in ("numpy", "torch", "cupy-cuda12x", "cupy-cuda13x", "nvidia-ml-py"):
+        v = package_version(pkg)
+        if v:
+            env[pkg] = v
+    return env
+
+
+COLUMNS = ["scenario", "size", "configuration", "compute", "median", "IQR", "n", "GFLOP/s", "GB/s",
+           "speedup vs NumPy CPU", "rel. error", "threads", "notes"]
+
+
+def row_cells(row: Row) -> list[str]:
+    r = row.result
+    s = r.summary
+    notes = list(row.warnings)
+    if r.status != "ok":
+        notes.insert(0, f"{r.status}: {r.message}")
+    if r.compile_s is not None:
+        notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
+    notes.extend(n for n in r.notes if n.startswith(("torch.compile failed", "AMP:", "the result holds")))
+    return [
+        r.spec.scenario or r.spec.workload,
+        r.size,
+        r.spec.label(),
+        r.compute_dtype or r.spec.dtype,
+        fmt_time(s.median) if s else "—",
+        f"±{100 * s.rel_iqr / 2:.1f}%" if s and math.isfinite(s.rel_iqr) else "—",
+        str(s.n) if s else "0",
+        fmt_rate(r.gflops, "FLOP/s").replace(" GFLOP/s", "").replace(" TFLOP/s", "k"),
+        fmt_rate(r.gbps, "B/s").replace(" GB/s", "").replace(" TB/s", "k"),
+        fmt_speedup(row.speedup),
+        fmt_error(r),
+        threads_text(r.conditions),
+        "; ".join(notes),
+    ]
+
+
+def to_markdown(rows: Sequence[Row], title: str = "") -> str:
+    env = environment()
+    out = []
+    if title:
+        out.append(f"### {title}\n")
+    out.append(
+        f"Machine: {env['cpu']} ({env['cores']} cores), Python {env['python']}, NumPy {env.get('numpy', '?')}, "
+        f"PyTorch {env.get('torch', 'not installed')}. Medians of timed steps after warm-up; IQR as ± half its "
+        "width; CPU steps timed with perf_counter_ns (synchronous), GPU steps with CUDA events; compile time "
+        "excluded; errors relative to a float64 NumPy reference.\n"
+    )
+    out.append("| " + " | ".join(COLUMNS) + " |")
+    out.append("|" + "---|" * len(COLUMNS))
+    for row in rows:
+        out.append("| " + " | ".join(c.replace("|", "\\|") for c in row_cells(row)) + " |")
+    return "\n".join(out) + "\n"
+
+
+def to_csv(rows: Sequence[Row]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["scenario", "workload", "size", "backend", "device", "device_name", "dtype", "compute_dtype",
+                "amp", "compile", "tf32", "cuda_graphs", "transfers_timed", "status", "median_s", "p25_s",
+                "p75_s", "p10_s", "p90_s", "min_s", "mean_s", "n", "compile_s", "gflops", "gbps",
+                "speedup_vs_numpy_cpu", "rel_error", "tolerance", "check_ok", "torch_threads", "blas_threads",
+                "message"])
+    for row in rows:
+        r, s, c = row.result, row.result.summary, row.result.conditions
+        th = c.get("threads") or {}
+        w.writerow([
+            r.spec.scenario, r.spec.workload, r.size, r.spec.backend, r.spec.device, c.get("device_name", ""),
+            r.spec.dtype, r.compute_dtype, r.spec.amp, r.spec.compile, r.spec.tf32, r.spec.cuda_graphs,
+            c.get("transfers_timed", ""), r.status,
+            *(f"{v:.9g}" if v is not None else "" for v in
+              ([s.median, s.p25, s.p75, s.p10, s.p90, s.min, s.mean] if s else [None] * 7)),
+            s.n if s else 0, r.compile_s if r.compile_s is not None else "",
+            r.gflops if r.gflops is not None else "", r.gbps if r.gbps is not None else "",
+            row.speedup if row.speedup is not None else "",
+            r.error if r.error is not None else "", r.tolerance if r.tolerance is not None else "",
+            r.check_ok if r.check_ok is not None else "",
+            th.get("torch_intraop", ""), th.get("numpy_blas", ""), r.message,
+        ])
+    return buf.getvalue()
+
+
+def to_json(rows: Sequence[Row], **meta: Any) -> str:
+    doc = {
+        "environment": environment(),
+        **meta,
+        "results": [
+            {**row.result.to_dict(), "speedup_vs_numpy_cpu": row.speedup,
+             "baseline": row.baseline.spec.label() if row.baseline else None, "warnings": row.warnings}
+            for row in rows
+        ],
+    }
+    return json.dumps(doc, indent=2, default=str)
+
+
+def rich_table(rows: Sequence[Row], title: str = "") -> Any:
+    """A terminal table narrow enough for 80 columns; notes go below it, numbered."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title or None, header_style="bold", pad_edge=False, box=None, padding=(0, 1, 0, 0))
+    table.add_column("configuration", overflow="fold", min_width=16)
+    table.add_column("compute", no_wrap=True)
+    table.add_column("median", justify="right", no_wrap=True)
+    table.add_column("±", justify="right", no_wrap=True)
+    table.add_column("n", justify="right", no_wrap=True)
+    table.add_column("GFLOP/s", justify="right", no_wrap=True)
+    table.add_column("GB/s", justify="right", no_wrap=True)
+    table.add_column("speedup", justify="right", no_wrap=True)
+    table.add_column("error", justify="right", no_wrap=True)
+    current = None
+    for row in rows:
+        cells = row_cells(row)
+        group = f"{cells[0]} · {cells[1]}"
+        if group != current:
+            table.add_row(Text(group, style="bold cyan"), *[""] * 8)
+            current = group
+        short = row.result.spec.label(with_dtype=False)
+        config = short if not cells[12] else f"{short} [{rows.index(row) + 1}]"
+        table.add_row(Text(config), *cells[3:11])
+    return table
+
+
+def footnotes(rows: Sequence[Row]) -> list[str]:
+    return [f"[{i}] {row_cells(row)[12]}" for i, row in enumerate(rows, 1) if row_cells(row)[12]]

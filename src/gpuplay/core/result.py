@@ -1,0 +1,130 @@
+"""A finished (or stopped) measurement: samples, summary, accuracy and conditions."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuplay.core.spec import RunSpec
+from gpuplay.core.stats import Summary, summarize
+
+STATUSES = ("ok", "cancelled", "failed", "refused")
+
+
+@dataclass
+class RunResult:
+    spec: RunSpec
+    status: str = "ok"  # ok | cancelled | failed | refused
+    message: str = ""  # why it failed or was refused, in words
+    failure: str = ""  # out-of-memory | compile | error | not-finite | '' (for tests and exports)
+    samples: list[float] = field(default_factory=list)  # timed steps, seconds
+    warmup: list[float] = field(default_factory=list)
+    setup_s: float | None = None
+    compile_s: float | None = None
+    estimate_s: float | None = None  # predicted step time before running
+    flops: float = 0.0
+    bytes: float = 0.0
+    error: float | None = None  # relative error against the float64 reference
+    tolerance: float | None = None
+    compute_dtype: str = ""
+    size: str = ""
+    conditions: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    telemetry: dict[str, Any] = field(default_factory=dict)
+    started: str = ""
+    finished: str = ""
+
+    @property
+    def summary(self) -> Summary | None:
+        return summarize(self.samples)
+
+    @property
+    def median(self) -> float | None:
+        s = self.summary
+        return s.median if s else None
+
+    @property
+    def gflops(self) -> float | None:
+        m = self.median
+        return self.flops / m / 1e9 if m and self.flops else None
+
+    @property
+    def gbps(self) -> float | None:
+        m = self.median
+        return self.bytes / m / 1e9 if m and self.bytes else None
+
+    @property
+    def check_ok(self) -> bool | None:
+        if self.error is None or self.tolerance is None:
+            return None
+        return bool(self.error <= self.tolerance)
+
+    @property
+    def usable(self) -> bool:
+        """Has timed samples worth showing (a cancelled run keeps what it measured)."""
+        return bool(self.samples) and self.status in ("ok", "cancelled")
+
+    def to_dict(self) -> dict[str, Any]:
+        s = self.summary
+        return {
+            "scenario": self.spec.scenario,
+            "workload": self.spec.workload,
+            "size": self.size,
+            "label": self.spec.label(),
+            "spec": self.spec.to_dict(),
+            "status": self.status,
+            "message": self.message,
+            "failure": self.failure,
+            "summary": s.to_dict() if s else None,
+            "samples_s": self.samples,
+            "warmup_s": self.warmup,
+            "setup_s": self.setup_s,
+            "compile_s": self.compile_s,
+            "estimate_s": self.estimate_s,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "gflops": self.gflops,
+            "gbps": self.gbps,
+            "error": _finite_or_str(self.error),
+            "tolerance": self.tolerance,
+            "check_ok": self.check_ok,
+            "compute_dtype": self.compute_dtype,
+            "conditions": self.conditions,
+            "notes": self.notes,
+            "telemetry": self.telemetry,
+            "started": self.started,
+            "finished": self.finished,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunResult:
+        err = d.get("error")
+        return cls(
+            spec=RunSpec.from_dict(d["spec"]),
+            status=d.get("status", "ok"),
+            message=d.get("message", ""),
+            failure=d.get("failure", ""),
+            samples=list(d.get("samples_s") or []),
+            warmup=list(d.get("warmup_s") or []),
+            setup_s=d.get("setup_s"),
+            compile_s=d.get("compile_s"),
+            estimate_s=d.get("estimate_s"),
+            flops=d.get("flops") or 0.0,
+            bytes=d.get("bytes") or 0.0,
+            error=math.inf if err == "inf" else (math.nan if err == "nan" else err),
+            tolerance=d.get("tolerance"),
+            compute_dtype=d.get("compute_dtype", ""),
+            size=d.get("size", ""),
+            conditions=d.get("conditions") or {},
+            notes=list(d.get("notes") or []),
+            telemetry=d.get("telemetry") or {},
+            started=d.get("started", ""),
+            finished=d.get("finished", ""),
+        )
+
+
+def _finite_or_str(x: float | None) -> float | str | None:
+    if x is None or math.isfinite(x):
+        return x
+    return "nan" if math.isnan(x) else "inf"

@@ -1,0 +1,196 @@
+"""Scenario files: TOML data naming a workload, its presets, and the public claim it tests.
+
+Loading parses data only (tomllib); nothing in a scenario file is ever executed.
+A broken file yields a ScenarioError naming the file and the field; the rest load.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from gpuplay.core.workloads import get_workload, registry
+
+PRESETS = ("quick", "published")
+MAX_FILE_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Claim:
+    source: str
+    text: str
+    numpy_ms: float | None = None
+    gpu_ms: float | None = None
+    speedup: float | None = None
+    hardware: str = ""
+    flaws: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    workload: str
+    description: str
+    params: Mapping[str, Any]
+    presets: Mapping[str, Mapping[str, Any]]
+    claim: Claim | None = None
+    path: Path | None = None
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def preset_params(self, preset: str | None) -> dict[str, Any]:
+        """Resolved parameters for a preset (None: the scenario's own defaults)."""
+        base = dict(self.params)
+        if preset:
+            if preset not in self.presets:
+                raise ValueError(f"scenario {self.name} has no preset {preset!r} (has: {', '.join(self.presets)})")
+            base.update(self.presets[preset])
+        return get_workload(self.workload).resolve(base)
+
+
+class ScenarioError(ValueError):
+    def __init__(self, path: Path | str, field_name: str, message: str) -> None:
+        self.path, self.field, self.detail = Path(path), field_name, message
+        where = f"{self.path.name}: {field_name}: " if field_name else f"{self.path.name}: "
+        super().__init__(where + message)
+
+
+def _require(data: Mapping[str, Any], key: str, kind: type, path: Path, prefix: str = "") -> Any:
+    name = prefix + key
+    if key not in data:
+        raise ScenarioError(path, name, "missing (required)")
+    value = data[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise ScenarioError(path, name, f"must be a {kind.__name__}; got {type(value).__name__}")
+    return value
+
+
+def _optional_number(data: Mapping[str, Any], key: str, path: Path) -> float | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ScenarioError(path, f"claim.{key}", f"must be a non-negative number; got {value!r}")
+    return float(value)
+
+
+def parse_scenario(text: str, path: Path | str = "<string>") -> Scenario:
+    """Validate one scenario document. Raises ScenarioError naming the field."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(path, "", f"not valid TOML ({exc})") from None
+    known_top = {"name", "title", "workload", "description", "params", "presets", "claim", "tags"}
+    unknown = set(data) - known_top
+    if unknown:
+        raise ScenarioError(path, sorted(unknown)[0], f"unknown field (known: {', '.join(sorted(known_top))})")
+    name = _require(data, "name", str, path)
+    if not name or not all(c.isalnum() or c in "-_" for c in name):
+        raise ScenarioError(path, "name", f"use letters, digits, '-' and '_' only; got {name!r}")
+    workload_name = _require(data, "workload", str, path)
+    if workload_name not in registry():
+        raise ScenarioError(path, "workload", f"unknown workload {workload_name!r} (known: {', '.join(registry())})")
+    workload = get_workload(workload_name)
+    title = data.get("title", name)
+    description = data.get("description", "")
+    for key, value in (("title", title), ("description", description)):
+        if not isinstance(value, str):
+            raise ScenarioError(path, key, f"must be a string; got {type(value).__name__}")
+
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        raise ScenarioError(path, "params", "must be a table")
+    _check_params(workload, params, path, "params")
+    presets_raw = data.get("presets", {})
+    if not isinstance(presets_raw, dict):
+        raise ScenarioError(path, "presets", "must be a table of tables")
+    presets: dict[str, dict[str, Any]] = {}
+    for preset, values in presets_raw.items():
+        if not isinstance(values, dict):
+            raise ScenarioError(path, f"presets.{preset}", "must be a table")
+        merged = {**params, **values}
+        _check_params(workload, merged, path, f"presets.{preset}")
+        presets[preset] = dict(values)
+
+    claim = None
+    if "claim" in data:
+        c = data["claim"]
+        if not isinstance(c, dict):
+            raise ScenarioError(path, "claim", "must be a table")
+        flaws = c.get("flaws", [])
+        if not isinstance(flaws, list) or not all(isinstance(f, str) for f in flaws):
+            raise ScenarioError(path, "claim.flaws", "must be a list of strings")
+        hardware = c.get("hardware", "")
+        if not isinstance(hardware, str):
+            raise ScenarioError(path, "claim.hardware", "must be a string")
+        claim = Claim(
+            source=_require(c, "source", str, path, "claim."),
+            text=_require(c, "text", str, path, "claim."),
+            numpy_ms=_optional_number(c, "numpy_ms", path),
+            gpu_ms=_optional_number(c, "gpu_ms", path),
+            speedup=_optional_number(c, "speedup", path),
+            hardware=hardware,
+            flaws=tuple(flaws),
+        )
+    tags = data.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ScenarioError(path, "tags", "must be a list of strings")
+    return Scenario(name, title, workload_name, description, params, presets, claim, path, tuple(tags))
+
+
+def _check_params(workload: Any, params: Mapping[str, Any], path: Path, where: str) -> None:
+    try:
+        workload.resolve(params)
+    except ValueError as exc:
+        raise ScenarioError(path, where, str(exc)) from None
+
+
+def builtin_dir() -> Path:
+    """Scenarios shipped with gpuplay: inside the wheel, or the repo's scenarios/ when editable."""
+    packaged = Path(str(resources.files("gpuplay"))) / "scenarios"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[3] / "scenarios"
+
+
+@dataclass
+class ScenarioSet:
+    scenarios: dict[str, Scenario]
+    errors: list[ScenarioError]
+
+    def get(self, name: str) -> Scenario:
+        try:
+            return self.scenarios[name]
+        except KeyError:
+            raise KeyError(f"unknown scenario {name!r}; known: {', '.join(self.scenarios)}") from None
+
+
+def load_scenarios(extra_dirs: Iterable[Path | str] = ()) -> ScenarioSet:
+    """Built-in scenarios, then each extra folder's (a later file of the same name wins)."""
+    found: dict[str, Scenario] = {}
+    errors: list[ScenarioError] = []
+    for folder in [builtin_dir(), *(Path(d).expanduser() for d in extra_dirs)]:
+        if not folder.is_dir():
+            errors.append(ScenarioError(folder, "", "scenario folder not found"))
+            continue
+        for path in sorted(folder.glob("*.toml")):
+            try:
+                if path.stat().st_size > MAX_FILE_BYTES:
+                    raise ScenarioError(path, "", f"larger than {MAX_FILE_BYTES // 1024} KiB; not a scenario")
+                text = path.read_text(encoding="utf-8")
+                scenario = parse_scenario(text, path)
+            except ScenarioError as exc:
+                errors.append(exc)
+                continue
+            except (OSError, UnicodeDecodeError) as exc:
+                errors.append(ScenarioError(path, "", f"cannot read ({exc})"))
+                continue
+            found[scenario.name] = scenario
+    order = list(registry())
+    ranked = sorted(found.values(), key=lambda s: (order.index(s.workload), s.name))
+    return ScenarioSet({s.name: s for s in ranked}, errors)

@@ -1,0 +1,82 @@
+"""Every finished measurement, appended to a JSON-lines file as it finishes.
+
+One file per session in the user's state directory, flushed and fsynced per
+line, so even `kill -9` loses nothing that had finished.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from gpuplay.core.config import state_dir
+from gpuplay.core.result import RunResult
+
+
+def sessions_dir() -> Path:
+    return state_dir() / "sessions"
+
+
+class SessionLog:
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory or sessions_dir()
+        stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        self.path = self.directory / f"session-{stamp}-{os.getpid()}.jsonl"
+        self.error: str | None = None
+
+    def append(self, result: RunResult) -> bool:
+        """Write one line; on a disk problem remember why and keep the app going."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(result.to_dict(), default=str) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            return True
+        except OSError as exc:
+            self.error = f"session log not written: {exc}"
+            return False
+
+
+def read_log(path: Path) -> Iterator[dict[str, Any]]:
+    """Lines of one log; a torn last line (the process was killed mid-write) is skipped."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+def list_sessions(directory: Path | None = None) -> list[Path]:
+    directory = directory or sessions_dir()
+    if not directory.is_dir():
+        return []
+    return sorted(directory.glob("session-*.jsonl"))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temporary file in the same folder and rename: never a half-written export."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -1,0 +1,28 @@
+"""The workload registry: every computation gpuplay can time, by name."""
+
+from __future__ import annotations
+
+import functools
+
+from gpuplay.core.workloads import autodiff, linalg, pde, pointwise, spectral
+from gpuplay.core.workloads.base import Param, Workload, relative_error
+
+
+@functools.cache
+def registry() -> dict[str, Workload]:
+    out: dict[str, Workload] = {}
+    for module in (linalg, pointwise, spectral, pde, autodiff):
+        for cls in module.WORKLOADS:
+            w = cls()
+            out[w.name] = w
+    return out
+
+
+def get_workload(name: str) -> Workload:
+    try:
+        return registry()[name]
+    except KeyError:
+        raise KeyError(f"unknown workload {name!r}; known: {', '.join(registry())}") from None
+
+
+__all__ = ["Param", "Workload", "get_workload", "registry", "relative_error"]

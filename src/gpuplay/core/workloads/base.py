@@ -1,0 +1,182 @@
+"""What a workload is: inputs, the code per backend, a float64 reference, and its cost."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+EPS = {
+    "float64": float(np.finfo(np.float64).eps),
+    "float32": float(np.finfo(np.float32).eps),
+    "float16": float(np.finfo(np.float16).eps),
+    "bfloat16": 2.0**-7,
+}
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+LINALG_DTYPES = ("float32", "float64")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: type  # int, float or str
+    default: Any
+    help: str = ""
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] | None = None
+    size: bool = False  # scaled down when probing a step's cost
+
+    def coerce(self, value: Any) -> Any:
+        """Check one value from a scenario file or the command line; raise ValueError with why."""
+        if self.kind is int:
+            if isinstance(value, bool) or not isinstance(value, int | str):
+                raise ValueError(f"{self.name} must be an integer; got {value!r}")
+            try:
+                value = int(value)
+            except ValueError:
+                raise ValueError(f"{self.name} must be an integer; got {value!r}") from None
+        elif self.kind is float:
+            if isinstance(value, bool):
+                raise ValueError(f"{self.name} must be a number; got {value!r}")
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"{self.name} must be a number; got {value!r}") from None
+            if not math.isfinite(value):
+                raise ValueError(f"{self.name} must be finite; got {value!r}")
+        else:
+            if not isinstance(value, str):
+                raise ValueError(f"{self.name} must be a string; got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"{self.name} must be one of {', '.join(self.choices)}; got {value!r}")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"{self.name} must be >= {self.minimum:g}; got {value!r}")
+        if self.maximum is not None and value > self.maximum:
+            raise ValueError(f"{self.name} must be <= {self.maximum:g}; got {value!r}")
+        return value
+
+
+class Workload:
+    """One computation, written once per backend family.
+
+    A kernel takes the device inputs and returns the device output. Kernels are
+    plain module-level functions, so the app can show their source verbatim.
+    """
+
+    name: str = ""
+    title: str = ""
+    category: str = ""
+    params: tuple[Param, ...] = ()
+    amp_eligible: bool = False  # has an op torch.autocast runs in half precision
+    graph_safe: bool = True  # can be captured in a CUDA graph (no host syncs inside)
+    compile_safe: bool = True
+    half_ok: bool = True  # computes in float16/bfloat16 natively on some backend
+    tol_scale: float = 10.0
+
+    # -- parameters ------------------------------------------------------------
+    def param(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def resolve(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Defaults filled in and each value checked. Raises ValueError naming the parameter."""
+        given = dict(given or {})
+        unknown = set(given) - {p.name for p in self.params}
+        if unknown:
+            known = ", ".join(p.name for p in self.params)
+            raise ValueError(f"unknown parameter(s) {', '.join(sorted(unknown))} for {self.name} (known: {known})")
+        return {p.name: p.coerce(given.get(p.name, p.default)) for p in self.params}
+
+    def scaled(self, p: Mapping[str, Any], factor: float) -> dict[str, Any]:
+        """The same workload with every size parameter multiplied by `factor` (for cost probes)."""
+        out = dict(p)
+        for param in self.params:
+            if param.size:
+                lo = int(param.minimum or 1)
+                out[param.name] = max(lo, int(round(p[param.name] * factor)))
+        return out
+
+    def size_label(self, p: Mapping[str, Any]) -> str:
+        return ", ".join(f"{k}={v}" for k, v in p.items())
+
+    # -- the computation --------------------------------------------------------
+    def inputs(self, p: Mapping[str, Any], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
+        raise NotImplementedError
+
+    def kernel_function(self, backend: str, p: Mapping[str, Any]) -> Callable[..., Any]:
+        """The plain function for `backend`, before its module and parameters are bound."""
+        raise NotImplementedError
+
+    def kernel(self, backend: str, xp: Any, p: Mapping[str, Any]) -> Callable[..., Any]:
+        fn = self.kernel_function(backend, p)
+        return functools.partial(fn, xp, **self.kernel_kwargs(p))
+
+    def effective(self, p: Mapping[str, Any], backend: str, compute_dtype: str) -> dict[str, Any]:
+        """Parameters as a run sees them, with what the backend decides filled in."""
+        return dict(p)
+
+    def kernel_kwargs(self, p: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def source(self, backend: str, p: Mapping[str, Any]) -> str:
+        fns = [self.kernel_function(backend, p), *self.helper_functions(backend, p)]
+        return "\n\n".join(inspect.getsource(f).rstrip() for f in fns)
+
+    def helper_functions(self, backend: str, p: Mapping[str, Any]) -> list[Callable[..., Any]]:
+        return []
+
+    def reference(self, p: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> np.ndarray:
+        """The checked quantity, computed by NumPy in float64."""
+        raise NotImplementedError
+
+    def checked(self, out: Any, p: Mapping[str, Any]) -> np.ndarray:
+        """The quantity compared with the reference, from the host copy of the output."""
+        return np.asarray(out)
+
+    # -- cost and accuracy ---------------------------------------------------------
+    def flops(self, p: Mapping[str, Any]) -> float:
+        raise NotImplementedError
+
+    def bytes_moved(self, p: Mapping[str, Any], itemsize: int) -> float:
+        raise NotImplementedError
+
+    def footprint_elements(self, p: Mapping[str, Any]) -> float:
+        """Elements held at once (inputs and output), for the memory check before a run."""
+        return self.bytes_moved(p, 1)
+
+    def tolerance(self, compute_dtype: str, p: Mapping[str, Any]) -> float:
+        return self.tol_scale * EPS[compute_dtype] * max(1.0, math.log2(max(2.0, self.flops(p) ** (1 / 3))))
+
+    def unsupported(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:
+        """Why this backend/device/dtype cannot compute this workload, or None."""
+        return None
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """||out - ref|| / ||ref|| in float64; inf when the output is not finite."""
+    out = np.asarray(out)
+    ref = np.asarray(ref)
+    if out.shape != ref.shape:
+        raise ValueError(f"result shape {out.shape} differs from reference shape {ref.shape}")
+    if not np.all(np.isfinite(out)):
+        return math.inf
+    denom = float(np.linalg.norm(ref.ravel()))
+    num = float(np.linalg.norm((out - ref).ravel()))
+    return num / denom if denom > 0 else num
+
+
+def linalg_dtype_reason(backend: str, dtype: str) -> str | None:
+    if dtype not in LINALG_DTYPES:
+        return (
+            f"{dtype} factorizations do not exist in LAPACK, cuSOLVER or MAGMA; "
+            "use float32 (AMP runs linear algebra in float32 too)"
+        )
+    return None

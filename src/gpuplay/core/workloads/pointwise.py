@@ -1,0 +1,85 @@
+"""Memory-bound work: an element-wise expression and reductions."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuplay.core.workloads.base import EPS, Param, Workload
+
+
+def elementwise(xp, x):
+    return xp.sin(x) * xp.exp(-(x**2))
+
+
+def reductions(xp, x):
+    # ddof=0 on every backend: np.std's default. torch.std defaults to the
+    # unbiased estimator, so comparing the defaults compares different numbers.
+    return xp.stack([x.sum(), x.mean(), x.std()])
+
+
+def reductions_torch(torch, x):
+    return torch.stack([x.sum(), x.mean(), x.std(correction=0)])
+
+
+class Elementwise(Workload):
+    name = "elementwise"
+    title = "Element-wise sin(x)·exp(−x²)"
+    category = "memory-bound"
+    params = (Param("n", int, 10_000_000, "elements", minimum=1, maximum=1 << 34, size=True),)
+    tol_scale = 4.0
+
+    def size_label(self, p):
+        return f"{p['n']:,}"
+
+    def inputs(self, p, rng):
+        return (rng.standard_normal(p["n"]),)
+
+    def kernel_function(self, backend, p):
+        return elementwise
+
+    def reference(self, p, inputs):
+        x = inputs[0]
+        return np.sin(x) * np.exp(-(x**2))
+
+    def flops(self, p):
+        return 4.0 * p["n"]  # square, negate, multiply, plus sin and exp counted once each
+
+    def bytes_moved(self, p, itemsize):
+        return 2.0 * p["n"] * itemsize
+
+    def tolerance(self, compute_dtype, p):
+        return self.tol_scale * EPS[compute_dtype]
+
+
+class Reductions(Workload):
+    name = "reductions"
+    title = "Reductions: sum, mean, std"
+    category = "memory-bound"
+    params = (Param("n", int, 10_000_000, "elements", minimum=2, maximum=1 << 34, size=True),)
+    tol_scale = 20.0
+
+    def size_label(self, p):
+        return f"{p['n']:,}"
+
+    def inputs(self, p, rng):
+        # Uniform on [0, 1): sums and means far from zero, so relative errors mean something.
+        return (rng.random(p["n"]),)
+
+    def kernel_function(self, backend, p):
+        return reductions_torch if backend == "torch" else reductions
+
+    def reference(self, p, inputs):
+        x = inputs[0]
+        return np.array([x.sum(), x.mean(), x.std()])
+
+    def flops(self, p):
+        return 4.0 * p["n"]
+
+    def bytes_moved(self, p, itemsize):
+        return 4.0 * p["n"] * itemsize  # sum, mean and the two passes of std each read x
+
+    def tolerance(self, compute_dtype, p):
+        return self.tol_scale * EPS[compute_dtype] * np.log2(p["n"])
+
+
+WORKLOADS = [Elementwise, Reductions]

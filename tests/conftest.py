@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+# Keep torch's OpenMP pool small on the 2-core CI machine; tests measure behaviour, not speed.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(autouse=True)
+def isolated_dirs(tmp_path, monkeypatch):
+    """Session logs and config go to a temporary folder, never the user's."""
+    monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("GPUPLAY_CONFIG_DIR", str(tmp_path / "config"))
+    yield
+
+
+def gpu_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def no_leaked_threads():
+    before = set(threading.enumerate())
+    yield
+    leaked = [t for t in threading.enumerate() if t not in before and t.is_alive() and t.name.startswith("gpuplay")]
+    assert not leaked, f"threads left running: {leaked}"

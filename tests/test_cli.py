@@ -1,0 +1,133 @@
+"""The headless CLI on real NumPy and PyTorch: outputs, formats and bad arguments."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from gpuplay.cli import main
+
+
+@pytest.fixture
+def cli():
+    return CliRunner()
+
+
+def test_info_json_names_backends_and_why_unavailable(cli):
+    res = cli.invoke(main, ["info", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    by_name = {b["name"]: b for b in data["backends"]}
+    assert by_name["numpy"]["available"]
+    assert by_name["torch"]["available"]
+    assert "CPU-only build" in by_name["torch"]["cuda"] or by_name["torch"]["cuda"] == "available"
+    if not by_name["cupy"]["available"]:
+        assert by_name["cupy"]["reason"]
+    assert data["nvml"]["status"] == "ok" or "NVML unavailable" in data["nvml"]["status"]
+
+
+def test_info_table(cli):
+    res = cli.invoke(main, ["info"])
+    assert res.exit_code == 0 and "NumPy" in res.output and "NVML" in res.output
+
+
+def test_list_shows_every_scenario(cli):
+    res = cli.invoke(main, ["list", "--format", "json"])
+    assert res.exit_code == 0
+    names = {s["name"] for s in json.loads(res.stdout)}
+    assert {"matmul", "fft2d", "heat", "autograd", "lstsq", "solve"} <= names
+
+
+def test_run_json(cli):
+    res = cli.invoke(main, ["run", "matmul", "-s", "n=64", "--repeat", "5", "--format", "json", "-b", "torch",
+                            "--baseline"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert [r["spec"]["backend"] for r in doc["results"]] == ["numpy", "torch"]
+    torch_row = doc["results"][1]
+    assert torch_row["summary"]["n"] == 5 and torch_row["check_ok"] is True
+    assert torch_row["speedup_vs_numpy_cpu"] > 0
+    assert torch_row["conditions"]["threads"]["torch_intraop"] >= 1
+
+
+def test_run_csv_and_table(cli):
+    res = cli.invoke(main, ["run", "fft1d", "-s", "n=1024", "--repeat", "3", "--format", "csv"])
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert res.exit_code == 0 and rows[0]["workload"] == "fft1d" and float(rows[0]["median_s"]) > 0
+    res = cli.invoke(main, ["run", "fft1d", "-s", "n=1024", "--repeat", "3"])
+    assert res.exit_code == 0 and "numpy cpu" in res.output
+
+
+def test_run_writes_out_file_and_session_log(cli, tmp_path):
+    out = tmp_path / "r.json"
+    res = cli.invoke(main, ["run", "heat", "-s", "n=16", "-s", "steps=2", "--repeat", "2", "--format", "json",
+                            "--out", str(out)])
+    assert res.exit_code == 0
+    assert json.loads(out.read_text())["results"][0]["workload"] == "heat"
+    hist = cli.invoke(main, ["history", "--format", "csv"])
+    assert hist.exit_code == 0 and "heat" in hist.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "nosuch"], "unknown scenario 'nosuch'"),
+        (["run", "matmul", "-s", "n=abc"], "n must be an integer"),
+        (["run", "matmul", "-s", "n"], "expected NAME=VALUE"),
+        (["run", "matmul", "--dtype", "int8"], "Invalid value for '--dtype'"),
+        (["run", "matmul", "--device", "tpu"], "device must be"),
+        (["run", "matmul", "--preset", "huge"], "no preset 'huge'"),
+        (["run", "matmul", "--repeat", "0"], "Invalid value for '--repeat'"),
+        (["compare", "--backends", "jax"], "unknown backend(s) jax"),
+        (["compare", "--variants", "turbo"], "unknown variant(s) turbo"),
+        (["monitor", "--interval", "0"], "Invalid value for '--interval'"),
+    ],
+)
+def test_bad_arguments_give_a_message_and_exit_2(cli, args, message):
+    res = cli.invoke(main, args)
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+    assert "Traceback" not in res.output
+
+
+def test_refused_run_exits_1_with_reason(cli):
+    res = cli.invoke(main, ["run", "fft2d", "-b", "torch", "--dtype", "bfloat16", "-s", "n=32"])
+    assert res.exit_code == 1 and "bfloat16" in res.output
+
+
+def test_compare_markdown_has_baseline_and_speedups(cli):
+    res = cli.invoke(main, ["compare", "--preset", "quick", "--scenario", "matmul", "--scenario", "reductions",
+                            "--backends", "numpy,torch", "--budget", "0.05", "--format", "markdown"])
+    assert res.exit_code == 0, res.output
+    md = res.stdout
+    assert "| matmul | 1024×1024 | numpy cpu float32 |" in md
+    assert "| reductions |" in md and "torch cpu float32" in md
+    assert md.count("| 1× |") == 2  # each baseline against itself
+
+
+def test_compare_json_lists_refusals(cli):
+    res = cli.invoke(main, ["compare", "--scenario", "matmul", "--backends", "numpy,cupy", "--budget", "0.05",
+                            "--format", "json", "-p", "quick"])
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    assert doc["preset"] == "quick"
+    assert any(r["label"].startswith("cupy") for r in doc["refused"])
+
+
+def test_monitor_streams_json_lines(cli):
+    res = cli.invoke(main, ["monitor", "--count", "2", "--interval", "0.05"])
+    assert res.exit_code == 0
+    lines = [json.loads(x) for x in res.stdout.strip().splitlines()]
+    assert len(lines) == 2
+    assert lines[0]["host"]["mem_total"] > 0 and isinstance(lines[0]["host"]["cpu_percent"], list)
+
+
+def test_module_entry_point():
+    out = subprocess.run([sys.executable, "-m", "gpuplay", "--version"], capture_output=True, text=True, check=True)
+    assert "gpuplay" in out.stdout
