@@ -1,0 +1,1 @@
+"""The live playground: a Textual app over gpuplay's core engine."""

@@ -1,0 +1,42 @@
+"""Messages the worker threads post to the app. Workers never touch widgets."""
+
+from __future__ import annotations
+
+from textual.message import Message
+
+from gpuplay.core.result import RunResult
+from gpuplay.core.telemetry import Snapshot
+
+
+class RunProgress(Message):
+    """A batch of step timings (coalesced: at most ~10 messages a second)."""
+
+    def __init__(self, run_id: int, samples: list[tuple[str, float]]) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.samples = samples
+
+
+class RunPhase(Message):
+    def __init__(self, run_id: int, phase: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.phase = phase
+
+
+class RunFinished(Message):
+    def __init__(self, run_id: int, result: RunResult, role: str) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.result = result
+        self.role = role  # "live" or "baseline"
+
+
+class ProbesDone(Message):
+    """Backends probed (torch imported, devices listed) in the background."""
+
+
+class TelemetryTick(Message):
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot

@@ -1,0 +1,318 @@
+"""The playground's panels. Each renders state the app hands it; none holds measurement state."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Group
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+from textual_plotext import PlotextPlot
+
+from gpuplay.core.compare import Row
+from gpuplay.core.report import fmt_error, fmt_rate, fmt_speedup, fmt_time
+from gpuplay.core.spec import RunSpec
+from gpuplay.core.stats import Summary
+from gpuplay.core.telemetry import Snapshot
+from gpuplay.tui.controls import CONTROLS, label, refusal_for, values_for
+
+PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
+
+
+class ControlsPanel(Static):
+    """Every control with its values; unavailable values dimmed, with the reason below."""
+
+    def show(self, spec: RunSpec, preset: str, step_limit: float, paused: bool, compact: bool = False) -> None:
+        t = Table.grid(padding=(0, 1))
+        t.add_column(style="bold cyan", no_wrap=True)
+        t.add_column(no_wrap=True)
+        t.add_column()
+        reasons: list[str] = []
+        for c in CONTROLS:
+            current = getattr(spec, c.field)
+            cells = Text()
+            for v in values_for(c.field):
+                if v == current:
+                    if cells:
+                        cells.append(" ")
+                    cells.append(f" {label(v)} ", style="reverse bold")
+                    continue
+                if compact:  # only the current value; the reasons still listed below
+                    why = refusal_for(spec, c.field, v)
+                    if why and c.field in ("backend", "device"):
+                        reasons.append(f"{label(v)}: {why}")
+                    continue
+                if cells:
+                    cells.append(" ")
+                why = refusal_for(spec, c.field, v)
+                if why:
+                    cells.append(label(v), style="dim strike")
+                    if c.field in ("backend", "device") or len(reasons) < 3:
+                        reasons.append(f"{label(v)}: {why}")
+                else:
+                    cells.append(label(v))
+            t.add_row(c.key, c.title, cells)
+        t.add_row("p", "preset", Text(f" {preset} ", style="reverse bold"))
+        t.add_row("l", "step limit", Text(f" {step_limit:g} s ", style="reverse bold"))
+        if paused:
+            t.add_row("␣", "", Text(" PAUSED ", style="bold black on yellow"))
+        unique = list(dict.fromkeys(reasons))
+        why = Text("\n".join(f"✗ {r}" for r in unique[: 2 if compact else 5]), style="dim",
+                   overflow="ellipsis", no_wrap=compact)
+        self.update(Group(t, why) if unique else t)
+
+
+class SpeedupDigits(Static):
+    """The speedup over NumPy on the CPU, in big digits."""
+
+    def show(self, speedup: float | None, note: str) -> None:
+        from textual.renderables.digits import Digits
+
+        if speedup is None:
+            self.update(Group(Text(note or "speedup vs NumPy CPU: —", style="dim")))
+            return
+        value = f"{speedup:.0f}x" if speedup >= 100 else f"{speedup:.3g}x"
+        style = "bold green" if speedup >= 1 else "bold red"
+        self.update(Group(Digits(value, style=style), Text(f"vs NumPy on the CPU  {note}", style="dim")))
+
+
+class StatsPanel(Static):
+    def show(self, spec: RunSpec | None, summary: Summary | None, phase: str, info: dict[str, Any]) -> None:
+        t = Table.grid(padding=(0, 1))
+        t.add_column(style="bold", no_wrap=True)
+        t.add_column()
+        if spec is None:
+            self.update(Text("choose a scenario", style="dim"))
+            return
+        t.add_row("config", escape(spec.label()))
+        t.add_row("phase", Text(phase, style="yellow" if phase not in ("done",) else "green"))
+        if summary is not None:
+            spread = f"±{100 * summary.rel_iqr / 2:.1f}%" if math.isfinite(summary.rel_iqr) else ""
+            t.add_row("median", f"{fmt_time(summary.median)} {spread}  (n={summary.n})")
+            t.add_row("p10–p90", f"{fmt_time(summary.p10)} – {fmt_time(summary.p90)}")
+            flops, nbytes = info.get("flops"), info.get("bytes")
+            gflops = flops / summary.median / 1e9 if flops else None
+            gbps = nbytes / summary.median / 1e9 if nbytes else None
+            t.add_row("rate", f"{fmt_rate(gflops, 'FLOP/s')}  {fmt_rate(gbps, 'B/s')}")
+        else:
+            t.add_row("median", "—")
+        if info.get("compile_s") is not None:
+            t.add_row("compile", f"{fmt_time(info['compile_s'])} (excluded)")
+        if info.get("result") is not None:
+            t.add_row("error", fmt_error(info["result"]) + " vs float64")
+        c = info.get("conditions") or {}
+        if c:
+            th = c.get("threads") or {}
+            threads = th.get("torch_intraop") if spec.backend == "torch" else th.get("numpy_blas")
+            t.add_row("dtype", f"{c.get('dtype')} → computes in {c.get('compute_dtype')}")
+            t.add_row("threads", f"{threads} of {th.get('cores')} cores · {c.get('timer', '')}")
+            t.add_row("transfers", "timed" if c.get("transfers_timed") else "not timed (data on device)")
+            t.add_row("device", escape(str(c.get("device_name", ""))))
+        if info.get("message"):
+            t.add_row("status", Text(info["message"], style="bold red"))
+        for note in info.get("notes", [])[:3]:
+            t.add_row("note", Text(note, style="dim"))
+        self.update(t)
+
+
+class ClaimLine(Static):
+    """The public claim this scenario checks, beside the live figures."""
+
+    def show(self, scenario: Any) -> None:
+        if scenario is None or scenario.claim is None:
+            self.update("")
+            return
+        c = scenario.claim
+        text = Text()
+        text.append("claim: ", style="bold")
+        text.append(c.text)
+        if c.flaws:
+            text.append(f"  ⚠ {c.flaws[0]}", style="italic")
+        self.update(text)
+
+
+class StepChart(PlotextPlot):
+    """Per-step times: compile and warm-up in their own colours, then the timed steps."""
+
+    def show(self, samples: Sequence[tuple[str, float]], median: float | None, title: str) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        plt.title(title)
+        plt.xlabel("step")
+        plt.ylabel("ms")
+        shown = list(samples)[-600:]
+        offset = max(0, len(samples) - len(shown))
+        for phase, color in PHASE_COLORS.items():
+            xs = [offset + i for i, (ph, _) in enumerate(shown) if ph == phase]
+            ys = [dt * 1e3 for ph, dt in shown if ph == phase]
+            if xs:
+                plt.scatter(xs, ys, marker="dot", color=color, label=phase)
+        if median is not None and shown:
+            plt.hline(median * 1e3, "blue")
+        self.refresh()
+
+
+class CompareView(Vertical):
+    """Every configuration tried this session for the current workload and size."""
+
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="compare-table", zebra_stripes=True, cursor_type="row")
+        yield CompareChart(id="compare-chart")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("scenario", "size", "configuration", "compute", "median", "±", "speedup", "error")
+
+    def show(self, rows: Sequence[Row], focus: tuple[str, str] | None) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        for row in rows:
+            r, s = row.result, row.result.summary
+            table.add_row(
+                r.spec.scenario or r.spec.workload, r.size, r.spec.label(with_dtype=False),
+                r.compute_dtype, fmt_time(s.median if s else None),
+                f"±{100 * s.rel_iqr / 2:.1f}%" if s and math.isfinite(s.rel_iqr) else "—",
+                fmt_speedup(row.speedup), fmt_error(r),
+            )
+        chosen = [row for row in rows if focus and (row.result.spec.workload, row.result.size) == focus]
+        self.query_one(CompareChart).show(chosen)
+
+
+class CompareChart(PlotextPlot):
+    def show(self, rows: Sequence[Row]) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        rows = [r for r in rows if r.result.median]
+        if not rows:
+            plt.title("no finished measurement of this scenario yet")
+            self.refresh()
+            return
+        labels = [r.result.spec.label(with_dtype=False)[:28] for r in rows]
+        if all(r.speedup is not None for r in rows):
+            plt.title(f"speedup over NumPy on the CPU · {rows[0].result.spec.workload} {rows[0].result.size}")
+            plt.bar(labels, [r.speedup for r in rows], orientation="horizontal", width=0.3)
+        else:
+            plt.title(f"median time, ms · {rows[0].result.spec.workload} {rows[0].result.size}")
+            plt.bar(labels, [r.result.median * 1e3 for r in rows], orientation="horizontal", width=0.3)
+        self.refresh()
+
+
+class CodeView(Horizontal):
+    """The workload's real source: NumPy beside the chosen backend."""
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(id="code-left")
+        with VerticalScroll():
+            yield Static(id="code-right")
+
+    def show(self, left_title: str, left: str, right_title: str, right: str) -> None:
+        self.query_one("#code-left", Static).update(_code(left_title, left))
+        self.query_one("#code-right", Static).update(_code(right_title, right))
+
+
+def _code(title: str, source: str) -> Group:
+    return Group(Text(title, style="bold"), Syntax(source, "python", theme="ansi_dark", line_numbers=False,
+                                                   word_wrap=True))
+
+
+class TelemetryPanel(Static):
+    """Host always; every GPU NVML sees, the run's GPU first; or the one line saying why not."""
+
+    def show(self, snap: Snapshot | None, nvml_line: str, device: str) -> None:
+        if snap is None:
+            self.update(Text("telemetry: waiting for the first sample…", style="dim"))
+            return
+        h = snap.host
+        t = Table.grid(padding=(0, 1))
+        t.add_column(style="bold", no_wrap=True)
+        t.add_column()
+        cores = " ".join(f"{p:3.0f}%" for p in h.cpu_percent[:16])
+        t.add_row("CPU", f"{h.cpu_mean:5.1f}%  [{cores}]")
+        t.add_row("memory", f"{h.mem_used / 2**30:.1f} / {h.mem_total / 2**30:.1f} GiB · "
+                            f"gpuplay RSS {h.process_rss / 2**20:.0f} MiB")
+        if nvml_line:
+            t.add_row("GPU", Text(nvml_line, style="dim"))
+        run_index = int(device.split(":")[1]) if device.startswith("cuda:") else None
+        for g in sorted(snap.gpus, key=lambda g: g.index != run_index):
+            mark = "▶ " if g.index == run_index else ""
+            t.add_row(f"{mark}GPU {g.index}", escape(g.name or "n/a"))
+            t.add_row("  util", f"{_na(g.util_gpu, '%')} SM · {_na(g.util_mem, '%')} memory")
+            mem = (f"{g.mem_used / 2**30:.1f} / {g.mem_total / 2**30:.1f} GiB" if g.mem_used is not None
+                   and g.mem_total else "n/a")
+            proc = f" (this process {g.process_mem / 2**30:.2f} GiB)" if g.process_mem else ""
+            t.add_row("  memory", mem + proc)
+            t.add_row("  power", f"{_na(g.power_w, ' W', 0)} of {_na(g.power_limit_w, ' W', 0)} · "
+                                 f"{_na(g.temp_c, ' °C')} · {g.pstate or 'n/a'}")
+            t.add_row("  clocks", f"SM {_na(g.sm_clock_mhz, '')}/{_na(g.sm_clock_max_mhz, ' MHz')} · "
+                                  f"mem {_na(g.mem_clock_mhz, '')}/{_na(g.mem_clock_max_mhz, ' MHz')}")
+            t.add_row("  PCIe", f"gen {_na(g.pcie_gen, '')} x{_na(g.pcie_width, '')} · "
+                                f"TX {_na(g.pcie_tx_mbs, ' MB/s')} RX {_na(g.pcie_rx_mbs, ' MB/s')}")
+        self.update(t)
+
+
+class TelemetryChart(PlotextPlot):
+    def show(self, history: Sequence[Snapshot], device: str) -> None:
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        if not history:
+            self.refresh()
+            return
+        t0 = history[-1].t
+        xs = [s.t - t0 for s in history]
+        plt.plot(xs, [s.host.cpu_mean for s in history], label="CPU %", color="cyan")
+        index = int(device.split(":")[1]) if device.startswith("cuda:") else 0
+        gpu = [next((g for g in s.gpus if g.index == index), None) for s in history]
+        if any(g is not None and g.util_gpu is not None for g in gpu):
+            plt.plot(xs, [g.util_gpu if g and g.util_gpu is not None else 0 for g in gpu], label="GPU %",
+                     color="green")
+        if any(g is not None and g.power_limit_w for g in gpu):
+            plt.plot(xs, [100 * g.power_w / g.power_limit_w if g and g.power_w and g.power_limit_w else 0
+                          for g in gpu], label="power % of limit", color="red")
+        plt.ylim(0, 100)
+        plt.title("utilisation, last minutes (s)")
+        self.refresh()
+
+
+def _na(v: Any, unit: str, digits: int = 0) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.{digits}f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, generated from the app's bindings so it cannot drift from them."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 72; max-width: 95%; height: auto; max-height: 90%;
+        border: round $accent; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, bindings: Sequence[tuple[str, str]]) -> None:
+        super().__init__()
+        self.rows = bindings
+
+    def compose(self) -> ComposeResult:
+        t = Table(title="gpuplay keys", box=None, header_style="bold", expand=True)
+        t.add_column("key", style="bold cyan", no_wrap=True)
+        t.add_column("action")
+        for key, desc in self.rows:
+            t.add_row(key, desc)
+        with VerticalScroll():
+            yield Static(t)
+            yield Static(Text("Esc closes this help. Every number is a median of timed steps after warm-up, "
+                              "checked against a float64 NumPy reference.", style="dim"))
