@@ -101,7 +101,8 @@ class GpuPlayApp(App[None]):
     ]
 
     def __init__(self, scenario_dirs: list[Path] | None = None, *, autostart: bool = True,
-                 telemetry: bool = True, export_dir: Path | None = None, preset: str = "quick") -> None:
+                 telemetry: bool = True, export_dir: Path | None = None, preset: str = "quick",
+                 budget_s: float = LIVE_BUDGET_S) -> None:
         super().__init__()
         cfg = load_config()
         self.config_problems = cfg.problems
@@ -110,6 +111,7 @@ class GpuPlayApp(App[None]):
         self.export_dir = export_dir or Path.cwd()
         self.preset = preset
         self.step_limit = STEP_LIMITS[0]
+        self.budget_s = budget_s
         names = list(self.scenario_set.scenarios)
         self.scenario: Scenario | None = self.scenario_set.scenarios[names[0]] if names else None
         self.spec: RunSpec | None = None  # the live configuration
@@ -221,7 +223,7 @@ class GpuPlayApp(App[None]):
         assert self.scenario is not None
         sc = self.scenario
         params = sc.preset_params(None if self.preset == "default" else self.preset)
-        common = dict(scenario=sc.name, threads=live_threads(cpu_count()), budget_s=LIVE_BUDGET_S,
+        common = dict(scenario=sc.name, threads=live_threads(cpu_count()), budget_s=self.budget_s,
                       max_step_s=self.step_limit, warmup=3)
         if base is None:
             return RunSpec.make(sc.workload, params, **common)
@@ -247,7 +249,7 @@ class GpuPlayApp(App[None]):
     def _start_baseline(self) -> None:
         assert self.spec is not None
         base = baseline_spec(self.spec)
-        if base in self.baselines or is_baseline(self.spec):
+        if base in self.baselines or is_baseline(self.spec) or not self.autostart:
             return
         self.baseline_running = True
         self._measure(base, self.run_id, "baseline", self.cancel, self.paused)

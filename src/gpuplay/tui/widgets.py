@@ -66,6 +66,7 @@ class ControlsPanel(Static):
         if paused:
             t.add_row("␣", "", Text(" PAUSED ", style="bold black on yellow"))
         unique = list(dict.fromkeys(reasons))
+        self.reasons = unique  # what the panel says is unavailable, and why
         why = Text("\n".join(f"✗ {r}" for r in unique[: 2 if compact else 5]), style="dim",
                    overflow="ellipsis", no_wrap=compact)
         self.update(Group(t, why) if unique else t)
@@ -77,6 +78,7 @@ class SpeedupDigits(Static):
     def show(self, speedup: float | None, note: str) -> None:
         from textual.renderables.digits import Digits
 
+        self.speedup, self.note = speedup, note
         if speedup is None:
             self.update(Group(Text(note or "speedup vs NumPy CPU: —", style="dim")))
             return
@@ -201,10 +203,12 @@ class CompareChart(PlotextPlot):
         labels = [r.result.spec.label(with_dtype=False)[:28] for r in rows]
         if all(r.speedup is not None for r in rows):
             plt.title(f"speedup over NumPy on the CPU · {rows[0].result.spec.workload} {rows[0].result.size}")
-            plt.bar(labels, [r.speedup for r in rows], orientation="horizontal", width=0.3)
+            values = [r.speedup for r in rows]
         else:
             plt.title(f"median time, ms · {rows[0].result.spec.workload} {rows[0].result.size}")
-            plt.bar(labels, [r.result.median * 1e3 for r in rows], orientation="horizontal", width=0.3)
+            values = [r.result.median * 1e3 for r in rows]
+        plt.bar(labels, values, orientation="horizontal", width=0.3)
+        plt.xlim(0, max(values) * 1.1)  # a bar at the axis' end overflows the widget otherwise
         self.refresh()
 
 
@@ -218,6 +222,7 @@ class CodeView(Horizontal):
             yield Static(id="code-right")
 
     def show(self, left_title: str, left: str, right_title: str, right: str) -> None:
+        self.query_one("#code-right", Static).code_text = right  # type: ignore[attr-defined]
         self.query_one("#code-left", Static).update(_code(left_title, left))
         self.query_one("#code-right", Static).update(_code(right_title, right))
 

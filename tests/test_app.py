@@ -1,0 +1,179 @@
+"""The playground driven through Textual's Pilot, on real NumPy and PyTorch with tiny sizes."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from gpuplay.tui.app import GpuPlayApp
+from gpuplay.tui.widgets import ControlsPanel, HelpScreen
+from tests.tui_helpers import tiny_scenarios, wait_until
+
+
+@pytest.fixture
+def app(tmp_path):
+    return GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path / "out", budget_s=0.1,
+                      telemetry=False)
+
+
+def finished(app):
+    return lambda: app.live_result is not None
+
+
+async def test_first_run_measures_numpy_and_records_it(app):
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, finished(app))
+        r = app.live_result
+        assert r.status == "ok" and r.spec.backend == "numpy" and r.spec.workload == "matmul"
+        assert r.check_ok
+        assert r.conditions["threads"]["numpy_blas"] == r.spec.threads  # the live thread policy, shown
+        assert app.results and app.phase == "done"
+        assert app.session_log.path.exists()
+
+
+async def test_flipping_backend_restarts_and_shows_speedup(app):
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, finished(app))
+        await pilot.press("b")
+        assert app.spec.backend == "torch"
+        await wait_until(pilot, lambda: app.live_result is not None and app.live_result.spec.backend == "torch")
+        assert app.baseline_for(app.spec) is not None
+        digits = app.query_one("#speedup")
+        base, live = app.baseline_for(app.spec).median, app.timed_summary().median
+        assert digits.speedup == pytest.approx(base / live)
+        assert "NumPy float32" in digits.note
+
+
+async def test_each_control_flips(app):
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, finished(app))
+        await pilot.press("b")  # torch
+        await pilot.press("t")
+        assert app.spec.dtype == "float16"  # float32 → float16 (next available)
+        await pilot.press("t", "t", "t")
+        assert app.spec.dtype == "float32"
+        await pilot.press("a")
+        assert app.spec.amp == "fp16"
+        await pilot.press("c")
+        assert app.spec.compile == "default"
+        await pilot.press("c", "c", "c")
+        assert app.spec.compile == "off"
+        await pilot.press("p")
+        assert app.preset == "published"
+        await pilot.press("l")
+        assert app.spec.max_step_s == 10.0
+        await pilot.press("space")
+        assert app.paused.is_set()
+        await pilot.press("space")
+        assert not app.paused.is_set()
+        await pilot.press("b")  # cupy is not available here: skipped, back to numpy
+        assert app.spec.backend == "numpy" and app.spec.amp == "off" and app.spec.device == "cpu"
+
+
+async def test_unavailable_option_is_disabled_with_reason(app):
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        text = " ".join(app.query_one(ControlsPanel).reasons)
+        assert "CuPy" in text and ("not installed" in text or "no CUDA device" in text)
+        assert "cuda:0" in text
+        before = app.spec
+        await pilot.press("d")  # no cuda device: nothing else to choose
+        assert app.spec == before
+        assert any("cuda:0" in n.message for n in app._notifications)
+
+
+async def test_cancel_and_restart_keeps_one_measurement_at_a_time(app):
+    running = []
+    from gpuplay.core import runner
+
+    real_run = runner.run
+    peak = {"n": 0}
+    lock = threading.Lock()
+
+    def counting_run(*a, **k):
+        with lock:
+            running.append(1)
+            peak["n"] = max(peak["n"], len(running))
+        try:
+            return real_run(*a, **k)
+        finally:
+            with lock:
+                running.pop()
+
+    import gpuplay.tui.app as app_module
+
+    app_module.run = counting_run
+    try:
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_until(pilot, finished(app))
+            for _ in range(6):
+                await pilot.press("b")
+            await wait_until(pilot, lambda: app.live_result is not None and app.live_result.spec == app.spec)
+            assert peak["n"] == 1
+            assert app.live_result.status == "ok"
+    finally:
+        app_module.run = real_run
+
+
+async def test_choosing_a_scenario(app):
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, finished(app))
+        app.query_one("#scenarios").focus()
+        await pilot.press("down")
+        await wait_until(pilot, lambda: app.spec.workload == "batched_matmul" and app.live_result is not None)
+        assert app.live_result.spec.workload == "batched_matmul"
+
+
+async def test_failing_run_leaves_app_usable(app, monkeypatch):
+    from gpuplay.core.workloads import linalg
+
+    def broken(self, backend, p):
+        def kernel(xp, a, b):
+            raise RuntimeError("CUDA error: an illegal memory access (simulated)")
+
+        return kernel
+
+    monkeypatch.setattr(linalg.Matmul, "kernel_function", broken)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, finished(app))
+        assert app.live_result.status == "failed"
+        assert any("illegal memory access" in n.message for n in app._notifications)
+        monkeypatch.undo()
+        await pilot.press("r")
+        await wait_until(pilot, lambda: app.live_result is not None)
+        assert app.live_result.status == "ok"
+
+
+async def test_export_and_screenshot_write_files(app, tmp_path):
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, finished(app))
+        await pilot.press("e")
+        await pilot.press("s")
+        await pilot.pause()
+    out = tmp_path / "out"
+    names = sorted(p.suffix for p in out.iterdir())
+    assert names == [".csv", ".json", ".md", ".svg"]
+    md = next(out.glob("*.md")).read_text()
+    assert "numpy cpu float32" in md
+
+
+async def test_views_and_help(app):
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, finished(app))
+        await pilot.press("3")
+        assert "def matmul(xp, a, b):" in app.query_one("#code-right").code_text
+        await pilot.press("2")
+        assert app.query_one("#compare-table").row_count >= 1
+        await pilot.press("4")
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_small_terminal_layout(app):
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, finished(app))
+        assert app.screen.has_class("narrow")
+        assert not app.query_one("#side-telemetry").display

@@ -1,0 +1,56 @@
+"""Layout snapshots at 80×24 and 160×45, fed fixed timings so they are stable."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplay.tui.app import GpuPlayApp
+from tests.snapshot_feed import feed
+from tests.tui_helpers import tiny_scenarios, wait_until
+
+
+def make_app(tmp_path):
+    return GpuPlayApp([tiny_scenarios(tmp_path / "sc")], autostart=False, telemetry=False,
+                      export_dir=tmp_path)
+
+
+def before(tab: str | None = None):
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_until(pilot, lambda: app.probed)
+        feed(app)
+        if tab:
+            await pilot.press(tab)
+        await pilot.pause()
+
+    return run_before
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+def test_live_layout(snap_compare, tmp_path, size):
+    assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=before())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+def test_compare_layout(snap_compare, tmp_path, size):
+    assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=before("2"))
+
+
+def test_code_layout(snap_compare, tmp_path):
+    assert snap_compare(make_app(tmp_path), terminal_size=(160, 45), run_before=before("3"))
+
+
+def test_telemetry_panel_without_driver(snap_compare, tmp_path):
+    """The panel with NVML's real no-driver line and a fixed host snapshot."""
+    from gpuplay.core.telemetry import HostSnapshot, Snapshot, nvml_status
+
+    async def run_before(pilot):
+        app = pilot.app
+        await wait_until(pilot, lambda: app.probed)
+        feed(app)
+        app.nvml_line = nvml_status() or "NVML available"
+        app.latest = Snapshot(0.0, 0.0, HostSnapshot([37.0, 12.0], 6 * 2**30, 24 * 2**30, 512 * 2**20), [])
+        await pilot.press("4")
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path), terminal_size=(120, 36), run_before=run_before)

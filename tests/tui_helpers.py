@@ -1,0 +1,44 @@
+"""Shared set-up for the app's tests: tiny scenarios so each step takes milliseconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+TINY = {
+    "matmul": ("matmul", "n = 64"),
+    "batched_matmul": ("batched_matmul", "batch = 4\nn = 32"),
+    "svd": ("svd", "n = 32"),
+    "eigh": ("eigh", "n = 32"),
+    "solve": ("solve", "n = 48"),
+    "lstsq": ("lstsq", "m = 64\nn = 16"),
+    "elementwise": ("elementwise", "n = 20000"),
+    "reductions": ("reductions", "n = 20000"),
+    "fft1d": ("fft1d", "n = 2048"),
+    "fft2d": ("fft2d", "n = 32"),
+    "heat": ("heat", "n = 32\nsteps = 3"),
+    "autograd": ("autograd", "n = 6"),
+}
+
+
+def tiny_scenarios(folder: Path) -> Path:
+    """Override every built-in scenario with a tiny 'quick' preset (user folders win by name)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, (workload, params) in TINY.items():
+        (folder / f"{name}.toml").write_text(
+            f'name = "{name}"\ntitle = "{name}"\nworkload = "{workload}"\n'
+            f"[params]\n{params}\n[presets.quick]\n{params}\n[presets.published]\n{params}\n"
+        )
+    return folder
+
+
+async def wait_until(pilot, predicate, timeout: float = 20.0) -> None:
+    """Let the app run until `predicate()` holds (workers finish in their own threads)."""
+    import asyncio
+    import time
+
+    t0 = time.monotonic()
+    while not predicate():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+    await pilot.pause()
