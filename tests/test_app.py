@@ -177,3 +177,13 @@ async def test_small_terminal_layout(app):
         await wait_until(pilot, finished(app))
         assert app.screen.has_class("narrow")
         assert not app.query_one("#side-telemetry").display
+
+
+async def test_runs_and_telemetry_keep_flowing_under_the_help_screen(tmp_path):
+    app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.3, telemetry=True)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await wait_until(pilot, lambda: app.live_result is not None and app.latest is not None)
+        await pilot.press("escape")
+        assert app.live_result.status == "ok"

@@ -54,6 +54,7 @@ def test_run_json(cli):
     assert torch_row["summary"]["n"] == 5 and torch_row["check_ok"] is True
     assert torch_row["speedup_vs_numpy_cpu"] > 0
     assert torch_row["conditions"]["threads"]["torch_intraop"] >= 1
+    assert "duration_s" in torch_row["telemetry"]  # telemetry of the timed phase, in the JSON
 
 
 def test_run_csv_and_table(cli):

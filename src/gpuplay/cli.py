@@ -228,12 +228,15 @@ def run(scenario: str, preset: str | None, sizes: tuple[str, ...], baseline: boo
     specs = [spec]
     if baseline and not is_baseline(spec):
         specs.insert(0, baseline_spec(spec))
+    from gpuplay.core.telemetry import RunTelemetry
+
     results = []
     cancel = threading.Event()
+    telemetry = RunTelemetry()
     try:
         for s in specs:
             with err.status(f"running {s.label()} …"):
-                results.append(run_spec(s, cancel=cancel))
+                results.append(run_spec(s, cancel=cancel, telemetry=telemetry))
     except KeyboardInterrupt:
         cancel.set()
         raise click.Abort() from None
@@ -352,7 +355,10 @@ def compare(preset: str, backends: str, only: tuple[str, ...], dtype: str, varia
                                        style="yellow", highlight=False, markup=False)
 
         try:
-            results = run_compare(specs, cancel=cancel, on_start=on_start, on_result=on_result)
+            from gpuplay.core.telemetry import RunTelemetry
+
+            results = run_compare(specs, cancel=cancel, on_start=on_start, on_result=on_result,
+                                  telemetry=RunTelemetry())
         except KeyboardInterrupt:
             cancel.set()
             err.print("interrupted: showing what finished", highlight=False)

@@ -96,6 +96,7 @@ def timed_loop(
         if pause is not None and pause.is_set():
             _wait_while_paused(pause, cancel)
             continue
+        last = None  # free the previous output first, as a user's loop would
         dt, last = timer(fn)
         append(dt)
         n += 1

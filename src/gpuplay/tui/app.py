@@ -5,6 +5,7 @@ thread workers run the core engine and only post messages back.
 from __future__ import annotations
 
 import datetime as _dt
+import gc
 import threading
 import time
 from pathlib import Path
@@ -73,7 +74,7 @@ class _Coalescer:
 
 
 class GpuPlayApp(App[None]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).parent / "app.tcss"  # absolute: subclasses live elsewhere
     TITLE = "gpuplay"
     SUB_TITLE = "the same array code, NumPy → PyTorch → CuPy, CPU → GPU"
 
@@ -159,8 +160,13 @@ class GpuPlayApp(App[None]):
                 yield TelemetryChart(id="tchart-side")
         yield Footer()
 
+    @property
+    def main(self) -> Any:
+        """The playground's own screen: queries must not land on the help screen above it."""
+        return self.screen_stack[0] if self.screen_stack else self.screen
+
     def on_mount(self) -> None:
-        self.query_one("#scenarios", OptionList).border_title = "scenarios"
+        self.main.query_one("#scenarios", OptionList).border_title = "scenarios"
         self._adapt_layout(self.size.width, self.size.height)
         for problem in self.config_problems:
             self.notify(problem, severity="warning")
@@ -184,8 +190,8 @@ class GpuPlayApp(App[None]):
         self.refresh_controls()
 
     def _adapt_layout(self, width: int, height: int) -> None:
-        self.screen.set_class(width < 150, "narrow")
-        self.screen.set_class(height < 32, "short")
+        self.main.set_class(width < 150, "narrow")
+        self.main.set_class(height < 32, "short")
 
     def on_unmount(self) -> None:
         self.cancel.set()
@@ -263,6 +269,11 @@ class GpuPlayApp(App[None]):
     # -- messages ----------------------------------------------------------------
     def on_probes_done(self, _: ProbesDone) -> None:
         self.probed = True
+        # torch and Textual leave ~10^6 long-lived objects; a full collection that scans
+        # them all stalls the UI (and any Python-heavy step) for 100+ ms. Freezing them
+        # once, after start-up, keeps later collections to what is new.
+        gc.collect()
+        gc.freeze()
         if self.autostart:
             self.start_measurement()
         else:
@@ -272,13 +283,15 @@ class GpuPlayApp(App[None]):
     def on_run_phase(self, msg: RunPhase) -> None:
         if msg.run_id == self.run_id and not self.baseline_running:
             self.phase = msg.phase
-            self.refresh_stats()
+            if self.main.query_one(TabbedContent).active == "live":
+                self.refresh_stats()
 
     def on_run_progress(self, msg: RunProgress) -> None:
         if msg.run_id != self.run_id:
             return  # a cancelled run's last steps
         self.samples.extend(msg.samples)
-        self.refresh_live()
+        if self.main.query_one(TabbedContent).active == "live":
+            self.refresh_live()
 
     def on_run_finished(self, msg: RunFinished) -> None:
         r = msg.result
@@ -377,8 +390,7 @@ class GpuPlayApp(App[None]):
         self.start_measurement()
 
     def action_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
-        self.refresh_all()
+        self.main.query_one(TabbedContent).active = tab  # TabActivated refreshes the new view
 
     def action_help(self) -> None:
         rows = [(b.key.replace("question_mark", "?"), b.description) for b in self.BINDINGS]
@@ -417,10 +429,12 @@ class GpuPlayApp(App[None]):
 
     # -- drawing -----------------------------------------------------------------
     def refresh_all(self) -> None:
+        """Redraw the controls and whatever view is visible; hidden views redraw when shown."""
         self.refresh_controls()
-        self.refresh_live()
-        active = self.query_one(TabbedContent).active
-        if active == "compare":
+        active = self.main.query_one(TabbedContent).active
+        if active == "live":
+            self.refresh_live()
+        elif active == "compare":
             self.refresh_compare()
         elif active == "code":
             self.refresh_code()
@@ -428,9 +442,10 @@ class GpuPlayApp(App[None]):
 
     def refresh_controls(self) -> None:
         if self.spec is not None:
-            compact = self.screen.has_class("narrow") and self.size.width < 110
-            self.query_one(ControlsPanel).show(self.spec, self.preset, self.step_limit, self.paused.is_set(),
-                                               compact)
+            compact = self.main.has_class("narrow") and self.size.width < 110
+            probes = tuple(b.availability(0).pending for b in all_backends())
+            self.main.query_one(ControlsPanel).show(self.spec, self.preset, self.step_limit, self.paused.is_set(),
+                                                    compact, probes)
 
     def timed_summary(self) -> Any:
         return summarize([dt for ph, dt in self.samples if ph == "timed"])
@@ -459,7 +474,7 @@ class GpuPlayApp(App[None]):
         compile_s = next((dt for ph, dt in self.samples if ph == "compile"), None)
         if compile_s is not None:
             info["compile_s"] = compile_s
-        self.query_one(StatsPanel).show(self.spec, self.timed_summary(), phase, info)
+        self.main.query_one(StatsPanel).show(self.spec, self.timed_summary(), phase, info)
 
     def refresh_live(self) -> None:
         self.refresh_stats()
@@ -475,7 +490,7 @@ class GpuPlayApp(App[None]):
             note = f"(NumPy {base.spec.dtype}: {base.median * 1e3:.3g} ms)"
         elif self.baseline_running:
             note = "measuring the NumPy baseline…"
-        self.query_one(SpeedupDigits).show(speedup, note)
+        self.main.query_one(SpeedupDigits).show(speedup, note)
         title = ""
         if self.spec is not None and self.scenario is not None:
             w = get_workload(self.spec.workload)
@@ -484,8 +499,8 @@ class GpuPlayApp(App[None]):
             except ValueError:
                 size = "?"
             title = f"{self.scenario.title} · {size} · step times"
-        self.query_one(StepChart).show(self.samples, summary.median if summary else None, title)
-        self.query_one(ClaimLine).show(self.scenario)
+        self.main.query_one(StepChart).show(self.samples, summary.median if summary else None, title)
+        self.main.query_one(ClaimLine).show(self.scenario)
 
     def refresh_compare(self) -> None:
         rows = attach_baselines(self.results)
@@ -496,7 +511,7 @@ class GpuPlayApp(App[None]):
                 focus = (self.spec.workload, w.size_label(w.resolve(self.spec.params)))
             except ValueError:
                 focus = None
-        self.query_one(CompareView).show(rows, focus)
+        self.main.query_one(CompareView).show(rows, focus)
 
     def refresh_code(self) -> None:
         if self.spec is None:
@@ -513,7 +528,7 @@ class GpuPlayApp(App[None]):
         right = w.source(right_backend, p)
         if levers:
             right += "\n\n# levers applied around the kernel:\n# " + "\n# ".join(levers)
-        self.query_one(CodeView).show(
+        self.main.query_one(CodeView).show(
             "NumPy  (xp = numpy, arrays on the host)", w.source("numpy", p),
             f"{get_backend(right_backend).title}  (xp = {right_backend}, device {self.spec.device})", right,
         )
@@ -521,13 +536,13 @@ class GpuPlayApp(App[None]):
     def refresh_telemetry(self) -> None:
         device = self.spec.device if self.spec is not None else "cpu"
         history = list(self.sampler.history) if self.sampler is not None else []
-        active = self.query_one(TabbedContent).active
-        side_visible = not self.screen.has_class("narrow")
+        active = self.main.query_one(TabbedContent).active
+        side_visible = not self.main.has_class("narrow")
         for panel_id, chart_id, visible in (("#telemetry-side", "#tchart-side", side_visible),
                                             ("#telemetry-full", "#tchart-full", active == "telemetry")):
             if visible:
-                self.query_one(panel_id, TelemetryPanel).show(self.latest, self.nvml_line, device)
-                self.query_one(chart_id, TelemetryChart).show(history, device)
+                self.main.query_one(panel_id, TelemetryPanel).show(self.latest, self.nvml_line, device)
+                self.main.query_one(chart_id, TelemetryChart).show(history, device)
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self) -> None:

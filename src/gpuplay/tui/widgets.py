@@ -31,7 +31,12 @@ PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
 class ControlsPanel(Static):
     """Every control with its values; unavailable values dimmed, with the reason below."""
 
-    def show(self, spec: RunSpec, preset: str, step_limit: float, paused: bool, compact: bool = False) -> None:
+    def show(self, spec: RunSpec, preset: str, step_limit: float, paused: bool, compact: bool = False,
+             probes: tuple[bool, ...] = ()) -> None:
+        key = (spec, preset, step_limit, paused, compact, probes)
+        if key == getattr(self, "_key", None):
+            return  # nothing a user could see has changed
+        self._key = key
         t = Table.grid(padding=(0, 1))
         t.add_column(style="bold cyan", no_wrap=True)
         t.add_column(no_wrap=True)
@@ -126,6 +131,35 @@ class StatsPanel(Static):
         self.update(t)
 
 
+class CachedPlot(PlotextPlot):
+    """A plot that rebuilds only when its data or size changed.
+
+    PlotextPlot rebuilds the whole figure on every render (~20 ms at 160x45),
+    and a layout change (a tab switch) re-renders every visible widget.
+    """
+
+    _version = 0
+    _cache_key: tuple[Any, ...] | None = None
+    _cache: Any = None
+
+    def unchanged(self, key: Any) -> bool:
+        """True when `key` (a summary of the data) is what is drawn already."""
+        if key == getattr(self, "_data_key", object()):
+            return True
+        self._data_key = key
+        return False
+
+    def changed(self) -> None:
+        self._version += 1
+        self.refresh()
+
+    def render(self) -> Any:
+        key = (self._version, self.size.width, self.size.height, self.app.theme)
+        if key != self._cache_key:
+            self._cache, self._cache_key = super().render(), key
+        return self._cache
+
+
 class ClaimLine(Static):
     """The public claim this scenario checks, beside the live figures."""
 
@@ -142,10 +176,12 @@ class ClaimLine(Static):
         self.update(text)
 
 
-class StepChart(PlotextPlot):
+class StepChart(CachedPlot):
     """Per-step times: compile and warm-up in their own colours, then the timed steps."""
 
     def show(self, samples: Sequence[tuple[str, float]], median: float | None, title: str) -> None:
+        if self.unchanged((len(samples), samples[-1] if samples else None, median, title)):
+            return
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
@@ -161,7 +197,7 @@ class StepChart(PlotextPlot):
                 plt.scatter(xs, ys, marker="dot", color=color, label=phase)
         if median is not None and shown:
             plt.hline(median * 1e3, "blue")
-        self.refresh()
+        self.changed()
 
 
 class CompareView(Vertical):
@@ -176,6 +212,10 @@ class CompareView(Vertical):
         table.add_columns("scenario", "size", "configuration", "compute", "median", "±", "speedup", "error")
 
     def show(self, rows: Sequence[Row], focus: tuple[str, str] | None) -> None:
+        key = (tuple((r.result.spec, r.result.median, r.speedup) for r in rows), focus)
+        if key == getattr(self, "_key", None):
+            return
+        self._key = key
         table = self.query_one(DataTable)
         table.clear()
         for row in rows:
@@ -190,15 +230,17 @@ class CompareView(Vertical):
         self.query_one(CompareChart).show(chosen)
 
 
-class CompareChart(PlotextPlot):
+class CompareChart(CachedPlot):
     def show(self, rows: Sequence[Row]) -> None:
+        if self.unchanged(tuple((r.result.spec, r.result.median, r.speedup) for r in rows)):
+            return
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
         rows = [r for r in rows if r.result.median]
         if not rows:
             plt.title("no finished measurement of this scenario yet")
-            self.refresh()
+            self.changed()
             return
         labels = [r.result.spec.label(with_dtype=False)[:28] for r in rows]
         if all(r.speedup is not None for r in rows):
@@ -209,7 +251,7 @@ class CompareChart(PlotextPlot):
             values = [r.result.median * 1e3 for r in rows]
         plt.bar(labels, values, orientation="horizontal", width=0.3)
         plt.xlim(0, max(values) * 1.1)  # a bar at the axis' end overflows the widget otherwise
-        self.refresh()
+        self.changed()
 
 
 class CodeView(Horizontal):
@@ -267,13 +309,15 @@ class TelemetryPanel(Static):
         self.update(t)
 
 
-class TelemetryChart(PlotextPlot):
+class TelemetryChart(CachedPlot):
     def show(self, history: Sequence[Snapshot], device: str) -> None:
+        if self.unchanged((len(history), history[-1].t if history else None, device)):
+            return
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
         if not history:
-            self.refresh()
+            self.changed()
             return
         t0 = history[-1].t
         xs = [s.t - t0 for s in history]
@@ -288,7 +332,7 @@ class TelemetryChart(PlotextPlot):
                           for g in gpu], label="power % of limit", color="red")
         plt.ylim(0, 100)
         plt.title("utilisation, last minutes (s)")
-        self.refresh()
+        self.changed()
 
 
 def _na(v: Any, unit: str, digits: int = 0) -> str:
