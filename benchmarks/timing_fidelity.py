@@ -3,7 +3,8 @@
 For each workload on PyTorch (CPU here; CUDA if asked and present), gpuplay's
 median against torch.utils.benchmark.Timer(...).blocked_autorange() with the
 same thread count; for NumPy, against timeit. Each pair is measured in
-alternating rounds (A B A B A B), and the ratio is median(A)/median(B). Also prints the
+alternating rounds (A B A B …), and the ratio is the median of the rounds'
+paired ratios A/B, so slow drift of a shared machine cancels. Also prints the
 harness overhead of an empty step. Goal: every ratio within 0.97–1.03; empty
 step ≤ 2 µs.
 
@@ -66,10 +67,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", default="quick")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--budget", type=float, default=1.0, help="seconds of timed steps per measurement")
+    ap.add_argument("--budget", type=float, default=0.5, help="seconds of timed steps per measurement")
     ap.add_argument("--threads", type=int, default=None, help="default: torch's own count")
     ap.add_argument("--only", nargs="*", default=None)
-    ap.add_argument("--rounds", type=int, default=3, help="A/B alternations per pair")
+    ap.add_argument("--rounds", type=int, default=7, help="A/B alternations per pair")
     args = ap.parse_args()
 
     import torch
@@ -98,7 +99,7 @@ def main() -> None:
             for _ in range(args.rounds):  # alternate, so drift and thermal state hit both sides alike
                 a.append(gpuplay_median(spec))
                 b.append(ref(spec, args.budget))
-            ratio = statistics.median(a) / statistics.median(b)
+            ratio = statistics.median(x / y for x, y in zip(a, b))  # paired: drift hits both alike
             ratios.append(ratio)
             flag = "" if 0.97 <= ratio <= 1.03 else "  <-- outside 0.97–1.03"
             spread = f"rounds {min(x / y for x, y in zip(a, b)):.3f}–{max(x / y for x, y in zip(a, b)):.3f}"

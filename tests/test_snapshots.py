@@ -4,9 +4,27 @@ from __future__ import annotations
 
 import pytest
 
+from gpuplay.core.backends import get_backend
+from gpuplay.core.backends.base import Availability
 from gpuplay.tui.app import GpuPlayApp
+from tests.conftest import gpu_available
 from tests.snapshot_feed import feed
 from tests.tui_helpers import tiny_scenarios, wait_until
+
+
+pytestmark = pytest.mark.skipif(gpu_available(), reason="snapshots are of the no-GPU layout")
+
+
+@pytest.fixture(autouse=True)
+def fixed_cupy_state():
+    """CuPy's state differs between machines (absent in CI, installed without a device here):
+    the snapshots show one fixed state, as they show fixed timings."""
+    cupy = get_backend("cupy")
+    saved = cupy._probe_result
+    cupy._probe_result = (Availability(False, "CuPy is not installed: pip install 'gpuplay[cupy]' on a CUDA "
+                                              "machine"), [])
+    yield
+    cupy._probe_result = saved
 
 
 def make_app(tmp_path):

@@ -51,7 +51,8 @@ def threads_text(conditions: dict[str, Any]) -> str:
     if t.get("torch_intraop") is not None and conditions.get("backend") == "torch":
         parts.append(f"torch {t['torch_intraop']}")
     if t.get("numpy_blas") is not None and conditions.get("backend") == "numpy":
-        parts.append(f"BLAS {t['numpy_blas']}")
+        # BLAS/LAPACK calls use the pool; ufuncs, FFT and reductions run on one thread.
+        parts.append(f"BLAS {t['numpy_blas']}, ufuncs 1")
     return ", ".join(parts) or "—"
 
 

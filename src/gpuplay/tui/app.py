@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerState
 from gpuplay.core.backends import all_backends, get_backend
 from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
 from gpuplay.core.config import load_config
+from gpuplay.core.report import fmt_time
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner import run
 from gpuplay.core.scenarios import Scenario, ScenarioSet, load_scenarios
@@ -47,6 +48,8 @@ from gpuplay.tui.widgets import (
 )
 
 PRESETS = ("quick", "published", "default")
+MAX_SESSION_RESULTS = 500  # in memory; every one is also in the session log on disk
+LIVE_MAX_STEPS = 10_000  # a 2 s budget of µs-steps would otherwise keep 10^5+ samples per run
 STEP_LIMITS = (2.0, 10.0, 60.0)
 LIVE_BUDGET_S = 2.0
 PROGRESS_INTERVAL_S = 0.1  # per-step timings reach the UI at most ~10 times a second
@@ -99,6 +102,7 @@ class GpuPlayApp(App[None]):
         Binding("4", "tab('telemetry')", "telemetry", show=False),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit", "quit"),
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
 
     def __init__(self, scenario_dirs: list[Path] | None = None, *, autostart: bool = True,
@@ -230,7 +234,7 @@ class GpuPlayApp(App[None]):
         sc = self.scenario
         params = sc.preset_params(None if self.preset == "default" else self.preset)
         common = dict(scenario=sc.name, threads=live_threads(cpu_count()), budget_s=self.budget_s,
-                      max_step_s=self.step_limit, warmup=3)
+                      max_step_s=self.step_limit, warmup=3, max_repeat=LIVE_MAX_STEPS)
         if base is None:
             return RunSpec.make(sc.workload, params, **common)
         if base.workload == sc.workload and "method" in base.params:
@@ -297,6 +301,10 @@ class GpuPlayApp(App[None]):
         r = msg.result
         if r.usable and r.status == "ok":
             self.results.append(r)
+            if len(self.results) > MAX_SESSION_RESULTS:
+                dropped = self.results.pop(0)
+                if self.baselines.get(dropped.spec) is dropped:
+                    del self.baselines[dropped.spec]
             if not self.session_log.append(r):
                 self.notify(self.session_log.error or "session log not written", severity="warning")
             if is_baseline(r.spec):
@@ -487,7 +495,7 @@ class GpuPlayApp(App[None]):
             speedup = 1.0 if summary else None
         elif base is not None and summary is not None and base.median:
             speedup = base.median / summary.median
-            note = f"(NumPy {base.spec.dtype}: {base.median * 1e3:.3g} ms)"
+            note = f"(NumPy {base.spec.dtype}: {fmt_time(base.median)})"
         elif self.baseline_running:
             note = "measuring the NumPy baseline…"
         self.main.query_one(SpeedupDigits).show(speedup, note)

@@ -62,7 +62,8 @@ class ControlsPanel(Static):
                 if why:
                     cells.append(label(v), style="dim strike")
                     if c.field in ("backend", "device") or len(reasons) < 3:
-                        reasons.append(f"{label(v)}: {why}")
+                        name = label(v) if c.field in ("backend", "device") else f"{c.title} {label(v)}"
+                        reasons.append(f"{name}: {why}")
                 else:
                     cells.append(label(v))
             t.add_row(c.key, c.title, cells)
@@ -119,7 +120,10 @@ class StatsPanel(Static):
         c = info.get("conditions") or {}
         if c:
             th = c.get("threads") or {}
-            threads = th.get("torch_intraop") if spec.backend == "torch" else th.get("numpy_blas")
+            if spec.backend == "numpy":
+                threads = f"BLAS {th.get('numpy_blas')} (ufuncs/FFT 1)"
+            else:
+                threads = f"{th.get('torch_intraop')}" if spec.backend == "torch" else "GPU"
             t.add_row("dtype", f"{c.get('dtype')} → computes in {c.get('compute_dtype')}")
             t.add_row("threads", f"{threads} of {th.get('cores')} cores · {c.get('timer', '')}")
             t.add_row("transfers", "timed" if c.get("transfers_timed") else "not timed (data on device)")
@@ -187,16 +191,19 @@ class StepChart(CachedPlot):
         plt.clear_figure()
         plt.title(title)
         plt.xlabel("step")
-        plt.ylabel("ms")
         shown = list(samples)[-600:]
+        # plotext truncates long tick labels ("6.7e-03" shows as "6.7"): pick a unit that keeps them short.
+        top = max((dt for _, dt in shown), default=1.0)
+        unit, scale = ("s", 1.0) if top >= 10 else ("ms", 1e3) if top >= 1e-3 else ("µs", 1e6)
+        plt.ylabel(unit)
         offset = max(0, len(samples) - len(shown))
         for phase, color in PHASE_COLORS.items():
             xs = [offset + i for i, (ph, _) in enumerate(shown) if ph == phase]
-            ys = [dt * 1e3 for ph, dt in shown if ph == phase]
+            ys = [dt * scale for ph, dt in shown if ph == phase]
             if xs:
                 plt.scatter(xs, ys, marker="dot", color=color, label=phase)
         if median is not None and shown:
-            plt.hline(median * 1e3, "blue")
+            plt.hline(median * scale, "blue")
         self.changed()
 
 

@@ -130,7 +130,9 @@ class TorchBackend(Backend):
     def is_out_of_memory(self, exc: BaseException) -> bool:
         torch = _torch()
         oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
-        return isinstance(exc, oom | MemoryError) or "out of memory" in str(exc).lower()
+        text = str(exc).lower()
+        # CUDA: torch.OutOfMemoryError. CPU: a RuntimeError from DefaultCPUAllocator.
+        return isinstance(exc, oom | MemoryError) or "out of memory" in text or "can't allocate memory" in text
 
     def free_memory(self, device: str) -> None:
         torch = _torch()

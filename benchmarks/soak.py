@@ -1,0 +1,78 @@
+"""R4 soak: run the live app for a while, flipping controls like a presenter, and watch memory.
+
+Prints RSS at intervals and the growth after warm-up (goal ≤ 20 MB), with the sizes
+of every history the app keeps (they must stay bounded).
+
+    python benchmarks/soak.py --minutes 30      # for the record
+    python benchmarks/soak.py --minutes 0.5     # a short check
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import random
+import time
+
+import psutil
+
+from gpuplay.core.report import environment
+from gpuplay.tui.app import GpuPlayApp
+
+KEYS = ["b", "t", "a", "p", "l", "r", "down", "up", "1", "2", "3", "4"]
+
+
+async def soak(minutes: float, interval: float, warmup_s: float) -> dict:
+    proc = psutil.Process()
+    rng = random.Random(7)
+    app = GpuPlayApp(budget_s=1.0, telemetry=True)
+    samples = []
+    async with app.run_test(size=(160, 45)) as pilot:
+        while not app.probed:
+            await asyncio.sleep(0.1)
+        app.query_one("#scenarios").focus()
+        t0 = time.monotonic()
+        next_mark = t0
+        baseline = None
+        while time.monotonic() - t0 < minutes * 60:
+            await pilot.press(rng.choice(KEYS))
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            if baseline is None and now - t0 >= warmup_s:
+                gc.collect()
+                baseline = proc.memory_info().rss
+            if now >= next_mark:
+                rss = proc.memory_info().rss
+                samples.append((now - t0, rss))
+                print(f"t={now - t0:7.1f}s rss={rss / 2**20:7.1f} MiB results={len(app.results)} "
+                      f"telemetry_history={len(app.sampler.history)} samples={len(app.samples)}", flush=True)
+                next_mark = now + max(10.0, minutes * 60 / 20)
+        app.cancel.set()
+        gc.collect()
+        end = proc.memory_info().rss
+        out = {
+            "rss_growth_mb": (end - (baseline or samples[0][1])) / 2**20,
+            "results": len(app.results),
+            "history": len(app.sampler.history),
+            "history_max": app.sampler.history.maxlen,
+            "live_samples": len(app.samples),
+        }
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=30.0)
+    ap.add_argument("--interval", type=float, default=2.0, help="seconds between key presses")
+    ap.add_argument("--warmup", type=float, default=20.0, help="seconds before the RSS baseline is taken")
+    args = ap.parse_args()
+    env = environment()
+    print(f"# soak · {env['cpu']} ({env['cores']} cores) · {args.minutes} min · a key every {args.interval} s")
+    out = asyncio.run(soak(args.minutes, args.interval, min(args.warmup, args.minutes * 60 / 3)))
+    print(f"RSS growth after warm-up: {out['rss_growth_mb']:.1f} MB (goal ≤ 20 MB); results kept {out['results']}; "
+          f"telemetry history {out['history']}/{out['history_max']}; live samples {out['live_samples']}")
+
+
+if __name__ == "__main__":
+    main()

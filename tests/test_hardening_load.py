@@ -1,0 +1,106 @@
+"""R3: 1,000 rapid control changes through Pilot.
+
+No crash, at most one measurement running at any time, no leaked threads, memory
+back to where it was. Prints its figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import random
+import threading
+
+import psutil
+
+import gpuplay.tui.app as app_module
+from gpuplay.tui.app import GpuPlayApp
+from tests.tui_helpers import tiny_scenarios, wait_until
+
+# 'c' (torch.compile: ~16 s a cold compile) and 'g' are left out to keep the test short;
+# every other control, scenario move, pause and re-run is in the mix.
+KEYS = ["b", "t", "a", "d", "f", "p", "l", "space", "r", "down", "up", "1", "2", "3", "4"]
+CHARS = {"space": " ", "down": None, "up": None}
+
+
+def key_event(key: str):
+    from textual import events
+
+    return events.Key(key, CHARS.get(key, key))
+
+
+async def test_a_thousand_rapid_changes(tmp_path):
+    running, peak, lock = [0], [0], threading.Lock()
+    real_run = app_module.run
+
+    def counting_run(*a, **k):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        try:
+            return real_run(*a, **k)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    app_module.run = counting_run
+    proc = psutil.Process()
+    threads_before = {t.ident for t in threading.enumerate()}
+    rng = random.Random(1234)
+    app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.05, telemetry=False)
+    try:
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_until(pilot, lambda: app.live_result is not None)
+            app.query_one("#scenarios").focus()
+            gc.collect()
+            rss_before = proc.memory_info().rss
+            # Keys arrive as a fast typist's would: 5 ms apart, without waiting for the app to go
+            # idle between them (pilot.press waits for idle, which a busy worker delays ~2 s).
+            rss_half = None
+            for i in range(1000):
+                app.post_message(key_event(rng.choice(KEYS)))
+                await asyncio.sleep(0.005)
+                if i == 499:
+                    await pilot.pause()
+                    gc.collect()
+                    rss_half = proc.memory_info().rss
+            await pilot.pause()
+            if app.paused.is_set():
+                await pilot.press("space")
+            await pilot.press("1", "r")
+            await wait_until(pilot, lambda: app.live_result is not None and app.live_result.spec == app.spec,
+                             timeout=60)
+            assert app.live_result.status in ("ok", "refused")
+            gc.collect()
+            rss_after = proc.memory_info().rss
+        await_threads = [t for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
+        for t in await_threads:
+            t.join(5)
+        leaked = [t.name for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()
+                  and not t.name.startswith("asyncio_")]  # the test loop's own executor
+    finally:
+        app_module.run = real_run
+    growth = (rss_after - rss_before) / 2**20
+    second = (rss_after - rss_half) / 2**20
+    print(f"\nR3: 1000 key presses, peak concurrent measurements {peak[0]}, {len(app.results)} results kept, "
+          f"RSS growth {growth:.1f} MiB over all, {second:.1f} MiB over the second 500, leaked threads {leaked}")
+    assert peak[0] == 1
+    assert not leaked
+    assert growth < 60  # allocator warm-up: buffers of every size the keys reached
+    assert second < 15  # steady state: the second 500 changes add (almost) nothing
+
+
+def test_short_soak_keeps_memory_and_histories_bounded():
+    """R4 in CI: the soak script for 40 s (the record run is 30 minutes: docs/hardening.md)."""
+    import asyncio
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("soak", Path(__file__).parents[1] / "benchmarks" / "soak.py")
+    soak = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(soak)
+    out = asyncio.run(soak.soak(minutes=40 / 60, interval=0.5, warmup_s=15))
+    print(f"\nR4 short soak: {out}")
+    assert out["history"] <= out["history_max"]
+    assert out["live_samples"] <= 10_000 + 10
+    assert out["rss_growth_mb"] < 20
