@@ -11,7 +11,6 @@ from tests.conftest import gpu_available
 from tests.snapshot_feed import feed
 from tests.tui_helpers import tiny_scenarios, wait_until
 
-
 pytestmark = pytest.mark.skipif(gpu_available(), reason="snapshots are of the no-GPU layout")
 
 
