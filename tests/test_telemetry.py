@@ -52,3 +52,120 @@ def test_run_records_host_telemetry_for_the_timed_phase():
     assert r.telemetry["duration_s"] > 0
     assert r.telemetry["host_cpu_mean_percent"] is not None
     assert r.telemetry["gpu"] is None and r.telemetry["gpu_note"]
+
+
+class FakeNVML:
+    """A stand-in for the pynvml module at the library boundary: one GPU whose board,
+    like many, does not report some fields (those raise NVMLError_NotSupported)."""
+
+    NVML_TEMPERATURE_GPU, NVML_CLOCK_SM, NVML_CLOCK_MEM = 0, 1, 2
+    NVML_PCIE_UTIL_TX_BYTES, NVML_PCIE_UTIL_RX_BYTES = 0, 1
+
+    class NVMLError(Exception):
+        pass
+
+    class NVMLError_NotSupported(NVMLError):
+        pass
+
+    def __init__(self):
+        self.energy = 1_000_000
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return ("h", i)
+
+    def nvmlDeviceGetName(self, h):
+        return b"NVIDIA H100 80GB HBM3"
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        return type("U", (), {"gpu": 97, "memory": 61})()
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        return type("M", (), {"used": 40 * 2**30, "total": 80 * 2**30})()
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 612_000  # mW
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h):
+        return 700_000
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        return 64
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        return 1980 if kind == self.NVML_CLOCK_SM else 2619
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        return 1980 if kind == self.NVML_CLOCK_SM else 2619
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h):
+        return 5
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h):
+        return 16
+
+    def nvmlDeviceGetPcieThroughput(self, h, counter):
+        raise self.NVMLError_NotSupported("Not Supported")
+
+    def nvmlDeviceGetPerformanceState(self, h):
+        return 0
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        self.energy += 61_200  # mJ between two reads
+        return self.energy
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        import os
+
+        return [type("P", (), {"pid": os.getpid(), "usedGpuMemory": 3 * 2**30})()]
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch):
+    fake = FakeNVML()
+    state = telemetry._NVML()
+    state._tried, state._pynvml = True, fake
+    monkeypatch.setattr(telemetry, "nvml", state)
+    return fake
+
+
+def test_gpu_fields_map_and_unsupported_ones_read_na(fake_nvml):
+    g = telemetry.query_gpu(0)
+    assert g.name == "NVIDIA H100 80GB HBM3"
+    assert (g.util_gpu, g.util_mem, g.power_w, g.power_limit_w, g.temp_c) == (97.0, 61.0, 612.0, 700.0, 64)
+    assert (g.sm_clock_mhz, g.mem_clock_max_mhz, g.pcie_gen, g.pcie_width, g.pstate) == (1980, 2619, 5, 16, "P0")
+    assert g.pcie_tx_mbs is None and g.pcie_rx_mbs is None  # NotSupported → n/a, no exception
+    assert g.process_mem == 3 * 2**30
+
+
+def test_run_window_records_gpu_utilisation_power_and_energy(fake_nvml):
+    from gpuplay.core.runner import run
+    from gpuplay.core.spec import RunSpec
+
+    tele = telemetry.RunTelemetry()
+    token = tele.begin("cuda:0")
+    out = tele.end(token)
+    gpu = out["gpu"]
+    assert gpu["util_mean_percent"] == 97.0 and gpu["power_mean_w"] == 612.0
+    assert gpu["energy_j"] == 61.2 and gpu["energy_source"] == "NVML total-energy counter"
+    # and through the runner, energy per step is derived from the window
+    r = run(RunSpec.make("matmul", {"n": 32}, repeat=4), telemetry=_AsCuda(tele))
+    assert r.telemetry["gpu"]["energy_per_step_j"] == pytest.approx(r.telemetry["gpu"]["energy_j"] / 4)
+
+
+class _AsCuda:
+    """Bracket a CPU run as if it ran on cuda:0, to exercise the runner's energy bookkeeping."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def begin(self, device):
+        return self.inner.begin("cuda:0")
+
+    def end(self, token):
+        return self.inner.end(token)

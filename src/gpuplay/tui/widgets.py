@@ -329,11 +329,16 @@ class TelemetryChart(CachedPlot):
         t0 = history[-1].t
         xs = [s.t - t0 for s in history]
         plt.plot(xs, [s.host.cpu_mean for s in history], label="CPU %", color="cyan")
+        plt.plot(xs, [100 * s.host.mem_used / s.host.mem_total if s.host.mem_total else 0 for s in history],
+                 label="host mem %", color="magenta")
         index = int(device.split(":")[1]) if device.startswith("cuda:") else 0
         gpu = [next((g for g in s.gpus if g.index == index), None) for s in history]
         if any(g is not None and g.util_gpu is not None for g in gpu):
             plt.plot(xs, [g.util_gpu if g and g.util_gpu is not None else 0 for g in gpu], label="GPU %",
                      color="green")
+        if any(g is not None and g.mem_total for g in gpu):
+            plt.plot(xs, [100 * g.mem_used / g.mem_total if g and g.mem_used is not None and g.mem_total else 0
+                          for g in gpu], label="GPU mem %", color="yellow")
         if any(g is not None and g.power_limit_w for g in gpu):
             plt.plot(xs, [100 * g.power_w / g.power_limit_w if g and g.power_w and g.power_limit_w else 0
                           for g in gpu], label="power % of limit", color="red")
