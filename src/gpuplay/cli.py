@@ -330,11 +330,9 @@ def compare(preset: str, backends: str, only: tuple[str, ...], dtype: str, varia
     err = _stderr_console()
     seen = set()
     for spec, why in refused:
-        key = (spec.backend, spec.device, str(why)) if "device" in str(why) or "installed" in str(why) \
-            or "CUDA" in str(why) else (spec.label(), spec.scenario)
-        if key in seen:
-            continue
-        seen.add(key)
+        if (spec.backend, spec.device, str(why)) in seen:
+            continue  # one line per reason: "CuPy is not installed" once, not per scenario
+        seen.add((spec.backend, spec.device, str(why)))
         err.print(f"skipped {spec.label()} ({spec.scenario}): {why}", style="dim", highlight=False, markup=False)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -95,8 +95,8 @@ def attach_baselines(results: Sequence[RunResult], baselines: Iterable[RunResult
 
 def plan_compare(
     scenarios: Iterable[Scenario], preset: str | None, backends: Sequence[str], *,
-    dtype: str = "float32", variants: Sequence[str] = ("base",), devices: Sequence[str] | None = None,
-    probe_timeout: float | None = 30.0, **spec_kw: object,
+    dtype: str = "float32", variants: Sequence[str] = ("base",), probe_timeout: float | None = 30.0,
+    **spec_kw: object,
 ) -> tuple[list[RunSpec], list[tuple[RunSpec, Refusal]]]:
     """Every (scenario × backend × device × variant) that can run here, and the ones that cannot."""
     specs: list[RunSpec] = []
@@ -104,17 +104,15 @@ def plan_compare(
     for sc in scenarios:
         params = sc.preset_params(preset)
         for b in backends:
-            backend = get_backend(b)
-            avail, devs = backend.probe(probe_timeout)
-            ids = [d.id for d in devs] if avail.ok else (["cpu"] if b != "cupy" else ["cuda:0"])
-            if devices:
-                ids = [d for d in ids if d in devices] or ([devices[0]] if not avail.ok else [])
+            avail, devs = get_backend(b).probe(probe_timeout)
+            # An unavailable backend still gets one row, refused with the reason it is missing.
+            ids = [d.id for d in devs] if avail.ok else ["cuda:0" if b == "cupy" else "cpu"]
             for dev in ids:
                 for v in variants if b == "torch" else ("base",):
-                    method_variants = [None]
+                    methods: list[str | None] = [None]
                     if sc.workload == "autograd" and b == "torch" and params.get("method") == "auto":
-                        method_variants = ["autograd", "fd"]
-                    for method in method_variants:
+                        methods = ["autograd", "fd"]  # device and algorithm told apart
+                    for method in methods:
                         p = dict(params) if method is None else {**params, "method": method}
                         spec = RunSpec.make(sc.workload, p, scenario=sc.name, backend=b, device=dev, dtype=dtype,
                                             **VARIANTS[v], **spec_kw)  # type: ignore[arg-type]

@@ -5,6 +5,7 @@ thread workers run the core engine and only post messages back.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import gc
 import threading
 import time
@@ -32,6 +33,7 @@ from gpuplay.core.stats import summarize
 from gpuplay.core.system import cpu_count
 from gpuplay.core.telemetry import RunTelemetry, Sampler, Snapshot, nvml_status
 from gpuplay.core.workloads import get_workload
+from gpuplay.core.workloads.base import ITEMSIZE
 from gpuplay.tui.controls import cycle, live_threads
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
 from gpuplay.tui.widgets import (
@@ -463,17 +465,7 @@ class GpuPlayApp(App[None]):
         phase = self.phase if self.probed else "probing backends (importing torch)…"
         if self.paused.is_set():
             phase += " (paused)"
-        info: dict[str, Any] = {}
-        if self.spec is not None:
-            w = get_workload(self.spec.workload)
-            try:
-                p = w.effective(w.resolve(self.spec.params), self.spec.backend, self.spec.dtype)
-                info["flops"] = w.flops(p)
-                from gpuplay.core.workloads.base import ITEMSIZE
-
-                info["bytes"] = w.bytes_moved(p, ITEMSIZE[self.spec.dtype])
-            except (KeyError, ValueError):
-                pass
+        info: dict[str, Any] = dict(zip(("flops", "bytes"), _cost(self.spec))) if self.spec else {}
         if r is not None:
             info.update(result=r if r.error is not None else None, conditions=r.conditions,
                         compile_s=r.compile_s, notes=r.notes,
@@ -555,6 +547,17 @@ class GpuPlayApp(App[None]):
     @on(TabbedContent.TabActivated)
     def _tab_changed(self) -> None:
         self.refresh_all()
+
+
+@functools.lru_cache(maxsize=64)
+def _cost(spec: RunSpec) -> tuple[float | None, float | None]:
+    """FLOPs and bytes of one step, for the live rates before the run's own figures arrive."""
+    w = get_workload(spec.workload)
+    try:
+        p = w.effective(w.resolve(spec.params), spec.backend, spec.dtype)
+    except (KeyError, ValueError):
+        return None, None
+    return w.flops(p), w.bytes_moved(p, ITEMSIZE[spec.dtype])
 
 
 def run_app(scenario_dirs: list[Path] | None = None) -> None:
