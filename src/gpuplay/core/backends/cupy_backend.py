@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, widen
+from gpuplay.core.spec import RunSpec
 
 CUPY_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
 
@@ -87,6 +89,12 @@ class CupyBackend(Backend):
             return cupy.cuda.get_elapsed_time(start, end) * 1e-3, out
 
         return timed
+
+    @contextmanager
+    def configured(self, spec: RunSpec) -> Iterator[list[str]]:
+        # CuPy launches on the *current* device: make the run's device current for the whole run.
+        with self._device(spec.device):
+            yield []
 
     def is_out_of_memory(self, exc: BaseException) -> bool:
         try:
