@@ -187,3 +187,8 @@ async def test_runs_and_telemetry_keep_flowing_under_the_help_screen(tmp_path):
         await wait_until(pilot, lambda: app.live_result is not None and app.latest is not None)
         await pilot.press("escape")
         assert app.live_result.status == "ok"
+        await pilot.press("4")  # the telemetry view: host figures always, the NVML line when no driver
+        assert app.latest.host.mem_total > 0 and app.latest.host.cpu_percent
+        from gpuplay.core.telemetry import nvml_status
+
+        assert app.nvml_line == nvml_status()
