@@ -192,3 +192,33 @@ async def test_runs_and_telemetry_keep_flowing_under_the_help_screen(tmp_path):
         from gpuplay.core.telemetry import nvml_status
 
         assert app.nvml_line == nvml_status()
+
+
+async def test_a_slow_cupy_probe_does_not_delay_the_first_measurement(tmp_path, monkeypatch):
+    """cupy.cuda.is_available() can take >10 s: the app measures meanwhile and says 'probing'."""
+    import time
+
+    from gpuplay.core import backends
+    from gpuplay.core.backends.base import Availability
+    from gpuplay.core.backends.cupy_backend import CupyBackend
+
+    release = threading.Event()
+
+    def slow_probe(self):
+        release.wait(30)
+        return Availability(False, "CuPy: no CUDA device (slow probe)"), []
+
+    backends.get_backend.cache_clear()
+    monkeypatch.setattr(CupyBackend, "_probe", slow_probe)
+    app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.1, telemetry=False)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            t0 = time.monotonic()
+            await wait_until(pilot, lambda: app.live_result is not None)
+            assert time.monotonic() - t0 < 15
+            assert any("still probing" in r for r in app.query_one(ControlsPanel).reasons)
+            release.set()
+            await wait_until(pilot, lambda: any("slow probe" in r for r in app.query_one(ControlsPanel).reasons))
+    finally:
+        release.set()
+        backends.get_backend.cache_clear()

@@ -210,9 +210,13 @@ class GpuPlayApp(App[None]):
     def _probe(self) -> None:
         for b in all_backends():
             b.start_probe()
-        for b in all_backends():
-            b.probe()
-        self.post_message(ProbesDone())
+        # The first measurement needs NumPy and PyTorch; CuPy's probe can take >10 s on some
+        # machines, so its answer arrives later and only redraws the controls.
+        for name in ("numpy", "torch"):
+            get_backend(name).probe()
+        self.post_message(ProbesDone(final=False))
+        get_backend("cupy").probe()
+        self.post_message(ProbesDone(final=True))
 
     @work(thread=True, group="measure", exit_on_error=False)
     def _measure(self, spec: RunSpec, run_id: int, role: str, cancel: threading.Event,
@@ -273,7 +277,10 @@ class GpuPlayApp(App[None]):
             return None
 
     # -- messages ----------------------------------------------------------------
-    def on_probes_done(self, _: ProbesDone) -> None:
+    def on_probes_done(self, msg: ProbesDone) -> None:
+        if msg.final:
+            self.refresh_controls()
+            return
         self.probed = True
         # torch and Textual leave ~10^6 long-lived objects; a full collection that scans
         # them all stalls the UI (and any Python-heavy step) for 100+ ms. Freezing them

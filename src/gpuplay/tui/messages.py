@@ -33,7 +33,11 @@ class RunFinished(Message):
 
 
 class ProbesDone(Message):
-    """Backends probed (torch imported, devices listed) in the background."""
+    """Backends probed in the background: NumPy and PyTorch first (final=False), then CuPy."""
+
+    def __init__(self, final: bool) -> None:
+        super().__init__()
+        self.final = final
 
 
 class TelemetryTick(Message):
