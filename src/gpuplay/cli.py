@@ -375,11 +375,15 @@ def monitor(interval: float, fmt: str, count: int | None) -> None:
     """Stream GPU and host telemetry (JSON lines for scripts). Ctrl+C stops."""
     import time
 
+    import psutil
+
     from gpuplay.core.telemetry import nvml_status, snapshot
 
     status = nvml_status()
     if status:
-        _stderr_console().print(f"[yellow]{status}[/]: host telemetry only", highlight=False)
+        _stderr_console().print(f"{status}: host telemetry only", style="yellow", highlight=False, markup=False)
+    psutil.cpu_percent(percpu=True)  # psutil's first reading covers no interval: prime it
+    time.sleep(min(interval, 0.1))
     n = 0
     try:
         while count is None or n < count:
