@@ -9,8 +9,6 @@ from typing import Any
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary, summarize
 
-STATUSES = ("ok", "cancelled", "failed", "refused")
-
 
 @dataclass
 class RunResult:

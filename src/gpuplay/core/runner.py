@@ -26,8 +26,6 @@ from gpuplay.core.system import cpu_count, cpu_name
 from gpuplay.core.workloads import get_workload, relative_error
 from gpuplay.core.workloads.base import ITEMSIZE, Workload
 
-PHASES = ("estimate", "setup", "compile", "warmup", "timed", "check")
-
 SampleCallback = Callable[[str, float], None]
 PhaseCallback = Callable[[str, str], None]
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from gpuplay.core.workloads import get_workload, registry
 
-PRESETS = ("quick", "published")
 MAX_FILE_BYTES = 256 * 1024
 
 

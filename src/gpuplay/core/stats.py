@@ -66,20 +66,3 @@ def summarize(samples: Sequence[float]) -> Summary | None:
         p90=quantile(s, 0.90),
         std=math.sqrt(var),
     )
-
-
-class RunningSummary:
-    """Incremental view for live displays: keeps the samples, summarises on demand.
-
-    Sorting a few thousand floats ten times a second is cheap; a streaming
-    quantile sketch would be approximate for no visible gain.
-    """
-
-    def __init__(self) -> None:
-        self.samples: list[float] = []
-
-    def extend(self, values: Sequence[float]) -> None:
-        self.samples.extend(values)
-
-    def summary(self) -> Summary | None:
-        return summarize(self.samples)

@@ -241,10 +241,6 @@ class Sampler:
             self.history.append(snap)
         return snap
 
-    def latest(self) -> Snapshot | None:
-        with self._lock:
-            return self.history[-1] if self.history else None
-
     def window(self, t0: float, t1: float) -> list[Snapshot]:
         with self._lock:
             return [s for s in self.history if t0 <= s.t <= t1]

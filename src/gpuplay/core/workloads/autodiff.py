@@ -7,6 +7,8 @@ lets PyTorch run either, so device and algorithm can be told apart.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from gpuplay.core.workloads.base import EPS, Param, Workload
@@ -76,8 +78,6 @@ class Autograd(Workload):
         return {**p, "_method": self.method(backend, p), "_compute_dtype": compute_dtype}
 
     def kernel(self, backend, xp, p):
-        import functools
-
         if self.method(backend, p) == "autograd":
             return functools.partial(grad_autograd, xp)
         return functools.partial(grad_finite_differences, xp, h=self.step_size(p))
