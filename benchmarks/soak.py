@@ -65,8 +65,11 @@ async def soak(minutes: float, interval: float, warmup_s: float) -> dict:
             if now >= next_mark:
                 rss = proc.memory_info().rss
                 samples.append((now - t0, rss))
-                print(f"t={now - t0:7.1f}s rss={rss / 2**20:7.1f} MiB results={len(app.results)} "
-                      f"telemetry_history={len(app.sampler.history)} samples={len(app.samples)}", flush=True)
+                print(
+                    f"t={now - t0:7.1f}s rss={rss / 2**20:7.1f} MiB results={len(app.results)} "
+                    f"telemetry_history={len(app.sampler.history)} samples={len(app.samples)}",
+                    flush=True,
+                )
                 next_mark = now + max(10.0, minutes * 60 / 20)
         app.cancel.set()
         await asyncio.sleep(1.0)  # let the cancelled step finish
@@ -85,14 +88,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--interval", type=float, default=2.0, help="seconds between key presses")
-    ap.add_argument("--warmup", type=float, default=300.0,
-                    help="seconds before the RSS baseline is taken (every scenario visited, allocator warm)")
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=300.0,
+        help="seconds before the RSS baseline is taken (every scenario visited, allocator warm)",
+    )
     args = ap.parse_args()
     env = environment()
-    print(f"# soak · {env['cpu']} ({env['cores']} cores) · {args.minutes} min · a key every {args.interval} s")
+    print(
+        f"# soak · {env['cpu']} ({env['cores']} cores) · {args.minutes} min · a key every {args.interval} s"
+    )
     out = asyncio.run(soak(args.minutes, args.interval, min(args.warmup, args.minutes * 60 / 3)))
-    print(f"RSS growth after warm-up: {out['rss_growth_mb']:.1f} MB (goal ≤ 20 MB); results kept {out['results']}; "
-          f"telemetry history {out['history']}/{out['history_max']}; live samples {out['live_samples']}")
+    print(
+        f"RSS growth after warm-up: {out['rss_growth_mb']:.1f} MB (goal ≤ 20 MB); results kept {out['results']}; "
+        f"telemetry history {out['history']}/{out['history_max']}; live samples {out['live_samples']}"
+    )
 
 
 if __name__ == "__main__":

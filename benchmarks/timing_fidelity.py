@@ -77,24 +77,40 @@ def main() -> None:
 
     threads = args.threads or torch.get_num_threads()
     env = environment()
-    print(f"# timing fidelity · {env['cpu']} ({env['cores']} cores) · torch {env.get('torch')} · "
-          f"numpy {env.get('numpy')} · {threads} thread(s) · preset {args.preset} · device {args.device}")
+    print(
+        f"# timing fidelity · {env['cpu']} ({env['cores']} cores) · torch {env.get('torch')} · "
+        f"numpy {env.get('numpy')} · {threads} thread(s) · preset {args.preset} · device {args.device}"
+    )
 
     empty = timed_loop(lambda: None, host_timer, phase="timed", count=200_000, cancel=threading.Event())
-    print(f"harness overhead of an empty step (median of 200,000): {statistics.median(empty.samples) * 1e9:.0f} ns")
+    print(
+        f"harness overhead of an empty step (median of 200,000): {statistics.median(empty.samples) * 1e9:.0f} ns"
+    )
 
     scenarios = load_scenarios().scenarios
-    print(f"{'workload':16s} {'backend':8s} {'gpuplay':>10s} {'reference':>10s} {'ratio':>7s}  reference timer")
+    print(
+        f"{'workload':16s} {'backend':8s} {'gpuplay':>10s} {'reference':>10s} {'ratio':>7s}  reference timer"
+    )
     ratios = []
     for sc in scenarios.values():
         if args.only and sc.name not in args.only:
             continue
         params = sc.preset_params(args.preset)
-        for backend, ref_name, ref in (("torch", "torch.utils.benchmark blocked_autorange", torch_reference),
-                                       ("numpy", "timeit", timeit_reference)):
+        for backend, ref_name, ref in (
+            ("torch", "torch.utils.benchmark blocked_autorange", torch_reference),
+            ("numpy", "timeit", timeit_reference),
+        ):
             device = args.device if backend == "torch" else "cpu"
-            spec = RunSpec.make(sc.workload, params, scenario=sc.name, backend=backend, device=device,
-                                threads=threads, budget_s=args.budget, warmup=3)
+            spec = RunSpec.make(
+                sc.workload,
+                params,
+                scenario=sc.name,
+                backend=backend,
+                device=device,
+                threads=threads,
+                budget_s=args.budget,
+                warmup=3,
+            )
             a, b = [], []
             for _ in range(args.rounds):  # alternate, so drift and thermal state hit both sides alike
                 a.append(gpuplay_median(spec))
@@ -103,8 +119,11 @@ def main() -> None:
             ratios.append(ratio)
             flag = "" if 0.97 <= ratio <= 1.03 else "  <-- outside 0.97–1.03"
             spread = f"rounds {min(x / y for x, y in zip(a, b)):.3f}–{max(x / y for x, y in zip(a, b)):.3f}"
-            print(f"{sc.name:16s} {backend:8s} {statistics.median(a) * 1e3:8.3f}ms "
-                  f"{statistics.median(b) * 1e3:8.3f}ms {ratio:7.3f}  {spread}  {ref_name}{flag}", flush=True)
+            print(
+                f"{sc.name:16s} {backend:8s} {statistics.median(a) * 1e3:8.3f}ms "
+                f"{statistics.median(b) * 1e3:8.3f}ms {ratio:7.3f}  {spread}  {ref_name}{flag}",
+                flush=True,
+            )
     inside = sum(0.97 <= r <= 1.03 for r in ratios)
     print(f"{inside}/{len(ratios)} ratios within 0.97–1.03; range {min(ratios):.3f}–{max(ratios):.3f}")
 

@@ -98,8 +98,10 @@ def main() -> None:
     ap.add_argument("--presses", type=int, default=40)
     args = ap.parse_args()
     env = environment()
-    print(f"# UI perturbation · {env['cpu']} ({env['cores']} cores) · torch {env.get('torch')} · "
-          f"textual {textual.__version__}")
+    print(
+        f"# UI perturbation · {env['cpu']} ({env['cores']} cores) · torch {env.get('torch')} · "
+        f"textual {textual.__version__}"
+    )
 
     headless, live = [], []
     for _ in range(args.rounds):
@@ -107,16 +109,20 @@ def main() -> None:
         live.append(m)
         headless.append(run(spec).median)  # the very spec the app ran, same threads and budget
     ratio = statistics.median(live) / statistics.median(headless)
-    print(f"{args.scenario} ({args.preset}) on {args.backend}, {spec.threads} thread(s): "
-          f"headless {statistics.median(headless) * 1e3:.3f} ms, in the live app "
-          f"{statistics.median(live) * 1e3:.3f} ms → ratio {ratio:.3f} (goal ≤ 1.05)")
+    print(
+        f"{args.scenario} ({args.preset}) on {args.backend}, {spec.threads} thread(s): "
+        f"headless {statistics.median(headless) * 1e3:.3f} ms, in the live app "
+        f"{statistics.median(live) * 1e3:.3f} ms → ratio {ratio:.3f} (goal ≤ 1.05)"
+    )
 
     for threads, why in ((live_threads(cpu_count()), "the app's policy"), (cpu_count(), "every core")):
         lat = asyncio.run(latency(threads, args.presses, args.backend))
         s = stats.summarize(lat)
-        print(f"keypress→repaint during matmul 4096² on {args.backend}, {threads} worker thread(s) ({why}): "
-              f"p50 {s.median * 1e3:.1f} ms, p95 {stats.quantile(sorted(lat), 0.95) * 1e3:.1f} ms, "
-              f"max {s.max * 1e3:.1f} ms over {s.n} presses (goal p95 ≤ 50 ms)")
+        print(
+            f"keypress→repaint during matmul 4096² on {args.backend}, {threads} worker thread(s) ({why}): "
+            f"p50 {s.median * 1e3:.1f} ms, p95 {stats.quantile(sorted(lat), 0.95) * 1e3:.1f} ms, "
+            f"max {s.max * 1e3:.1f} ms over {s.n} presses (goal p95 ≤ 50 ms)"
+        )
 
 
 if __name__ == "__main__":

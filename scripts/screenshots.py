@@ -1,7 +1,7 @@
 """Regenerate screenshots/ from the real app: real measurements on this machine, driven by Pilot.
 
-    python scripts/screenshots.py            # SVGs into screenshots/
-    python scripts/screenshots.py --png      # also PNGs beside them (needs cairosvg), to look at
+python scripts/screenshots.py            # SVGs into screenshots/
+python scripts/screenshots.py --png      # also PNGs beside them (needs cairosvg), to look at
 """
 
 from __future__ import annotations
@@ -26,8 +26,12 @@ async def wait_for(pilot, predicate, timeout=120.0):
 
 
 def done_with(app, **fields):
-    return lambda: (app.live_result is not None and app.live_result.spec == app.spec
-                    and all(getattr(app.spec, k) == v for k, v in fields.items()) and not app.baseline_running)
+    return lambda: (
+        app.live_result is not None
+        and app.live_result.spec == app.spec
+        and all(getattr(app.spec, k) == v for k, v in fields.items())
+        and not app.baseline_running
+    )
 
 
 async def main(size: tuple[int, int], prefix: str) -> list[Path]:

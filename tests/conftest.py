@@ -39,5 +39,7 @@ def pytest_collection_modifyitems(config, items):
 def no_leaked_threads():
     before = set(threading.enumerate())
     yield
-    leaked = [t for t in threading.enumerate() if t not in before and t.is_alive() and t.name.startswith("gpuplay")]
+    leaked = [
+        t for t in threading.enumerate() if t not in before and t.is_alive() and t.name.startswith("gpuplay")
+    ]
     assert not leaked, f"threads left running: {leaked}"

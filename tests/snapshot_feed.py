@@ -11,7 +11,9 @@ from gpuplay.core.workloads import get_workload
 
 def fixed_samples(median_s: float, n: int = 60, warmup: int = 3) -> list[tuple[str, float]]:
     out = [("warmup", median_s * (1.8 - 0.25 * i)) for i in range(warmup)]
-    out += [("timed", median_s * (1 + 0.04 * math.sin(1.7 * i) + (0.2 if i % 17 == 5 else 0))) for i in range(n)]
+    out += [
+        ("timed", median_s * (1 + 0.04 * math.sin(1.7 * i) + (0.2 if i % 17 == 5 else 0))) for i in range(n)
+    ]
     return out
 
 
@@ -20,14 +22,27 @@ def fixed_result(spec: RunSpec, median_s: float, error: float, compute: str | No
     p = w.effective(w.resolve(spec.params), spec.backend, compute or spec.dtype)
     samples = fixed_samples(median_s)
     return RunResult(
-        spec=spec, status="ok", samples=[dt for ph, dt in samples if ph == "timed"],
-        warmup=[dt for ph, dt in samples if ph == "warmup"], setup_s=0.01, flops=w.flops(p),
-        bytes=w.bytes_moved(p, 4), error=error, tolerance=w.tolerance(compute or spec.dtype, p),
-        compute_dtype=compute or spec.dtype, size=w.size_label(p),
-        conditions={"backend": spec.backend, "device": spec.device, "device_name": "Example CPU (2 cores)",
-                    "dtype": spec.dtype, "compute_dtype": compute or spec.dtype,
-                    "threads": {"cores": 2, "numpy_blas": 1, "torch_intraop": 1},
-                    "timer": "perf_counter_ns (synchronous)", "transfers_timed": False},
+        spec=spec,
+        status="ok",
+        samples=[dt for ph, dt in samples if ph == "timed"],
+        warmup=[dt for ph, dt in samples if ph == "warmup"],
+        setup_s=0.01,
+        flops=w.flops(p),
+        bytes=w.bytes_moved(p, 4),
+        error=error,
+        tolerance=w.tolerance(compute or spec.dtype, p),
+        compute_dtype=compute or spec.dtype,
+        size=w.size_label(p),
+        conditions={
+            "backend": spec.backend,
+            "device": spec.device,
+            "device_name": "Example CPU (2 cores)",
+            "dtype": spec.dtype,
+            "compute_dtype": compute or spec.dtype,
+            "threads": {"cores": 2, "numpy_blas": 1, "torch_intraop": 1},
+            "timer": "perf_counter_ns (synchronous)",
+            "transfers_timed": False,
+        },
     )
 
 
@@ -36,8 +51,12 @@ def feed(app, backend: str = "torch", amp: str = "off") -> None:
     spec = app.spec.replace(backend=backend, amp=amp)
     base = app.spec.replace(backend="numpy")
     base_r = fixed_result(base, 0.0212, 3.1e-7)
-    live_r = fixed_result(spec, 0.0106 if amp == "off" else 0.0052, 2.6e-7 if amp == "off" else 2.9e-3,
-                          "bfloat16" if amp == "bf16" else None)
+    live_r = fixed_result(
+        spec,
+        0.0106 if amp == "off" else 0.0052,
+        2.6e-7 if amp == "off" else 2.9e-3,
+        "bfloat16" if amp == "bf16" else None,
+    )
     app.spec = spec
     app.results = [base_r, live_r]
     app.baselines = {base: base_r}

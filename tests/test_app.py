@@ -13,8 +13,9 @@ from tests.tui_helpers import tiny_scenarios, wait_until
 
 @pytest.fixture
 def app(tmp_path):
-    return GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path / "out", budget_s=0.1,
-                      telemetry=False)
+    return GpuPlayApp(
+        [tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path / "out", budget_s=0.1, telemetry=False
+    )
 
 
 def finished(app):
@@ -37,7 +38,9 @@ async def test_flipping_backend_restarts_and_shows_speedup(app):
         await wait_until(pilot, finished(app))
         await pilot.press("b")
         assert app.spec.backend == "torch"
-        await wait_until(pilot, lambda: app.live_result is not None and app.live_result.spec.backend == "torch")
+        await wait_until(
+            pilot, lambda: app.live_result is not None and app.live_result.spec.backend == "torch"
+        )
         assert app.baseline_for(app.spec) is not None
         digits = app.query_one("#speedup")
         base, live = app.baseline_for(app.spec).median, app.timed_summary().median
@@ -218,7 +221,9 @@ async def test_a_slow_cupy_probe_does_not_delay_the_first_measurement(tmp_path, 
             assert time.monotonic() - t0 < 15
             assert any("still probing" in r for r in app.query_one(ControlsPanel).reasons)
             release.set()
-            await wait_until(pilot, lambda: any("slow probe" in r for r in app.query_one(ControlsPanel).reasons))
+            await wait_until(
+                pilot, lambda: any("slow probe" in r for r in app.query_one(ControlsPanel).reasons)
+            )
     finally:
         release.set()
         backends.get_backend.cache_clear()

@@ -45,8 +45,10 @@ def test_list_shows_every_scenario(cli):
 
 
 def test_run_json(cli):
-    res = cli.invoke(main, ["run", "matmul", "-s", "n=64", "--repeat", "5", "--format", "json", "-b", "torch",
-                            "--baseline"])
+    res = cli.invoke(
+        main,
+        ["run", "matmul", "-s", "n=64", "--repeat", "5", "--format", "json", "-b", "torch", "--baseline"],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert [r["spec"]["backend"] for r in doc["results"]] == ["numpy", "torch"]
@@ -67,8 +69,23 @@ def test_run_csv_and_table(cli):
 
 def test_run_writes_out_file_and_session_log(cli, tmp_path):
     out = tmp_path / "r.json"
-    res = cli.invoke(main, ["run", "heat", "-s", "n=16", "-s", "steps=2", "--repeat", "2", "--format", "json",
-                            "--out", str(out)])
+    res = cli.invoke(
+        main,
+        [
+            "run",
+            "heat",
+            "-s",
+            "n=16",
+            "-s",
+            "steps=2",
+            "--repeat",
+            "2",
+            "--format",
+            "json",
+            "--out",
+            str(out),
+        ],
+    )
     assert res.exit_code == 0
     assert json.loads(out.read_text())["results"][0]["workload"] == "heat"
     hist = cli.invoke(main, ["history", "--format", "csv"])
@@ -103,8 +120,24 @@ def test_refused_run_exits_1_with_reason(cli):
 
 
 def test_compare_markdown_has_baseline_and_speedups(cli):
-    res = cli.invoke(main, ["compare", "--preset", "quick", "--scenario", "matmul", "--scenario", "reductions",
-                            "--backends", "numpy,torch", "--budget", "0.05", "--format", "markdown"])
+    res = cli.invoke(
+        main,
+        [
+            "compare",
+            "--preset",
+            "quick",
+            "--scenario",
+            "matmul",
+            "--scenario",
+            "reductions",
+            "--backends",
+            "numpy,torch",
+            "--budget",
+            "0.05",
+            "--format",
+            "markdown",
+        ],
+    )
     assert res.exit_code == 0, res.output
     md = res.stdout
     assert "| matmul | 1024×1024 | numpy cpu float32 |" in md
@@ -113,8 +146,22 @@ def test_compare_markdown_has_baseline_and_speedups(cli):
 
 
 def test_compare_json_lists_refusals(cli):
-    res = cli.invoke(main, ["compare", "--scenario", "matmul", "--backends", "numpy,cupy", "--budget", "0.05",
-                            "--format", "json", "-p", "quick"])
+    res = cli.invoke(
+        main,
+        [
+            "compare",
+            "--scenario",
+            "matmul",
+            "--backends",
+            "numpy,cupy",
+            "--budget",
+            "0.05",
+            "--format",
+            "json",
+            "-p",
+            "quick",
+        ],
+    )
     assert res.exit_code == 0
     doc = json.loads(res.stdout)
     assert doc["preset"] == "quick"
@@ -130,5 +177,7 @@ def test_monitor_streams_json_lines(cli):
 
 
 def test_module_entry_point():
-    out = subprocess.run([sys.executable, "-m", "gpuplay", "--version"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuplay", "--version"], capture_output=True, text=True, check=True
+    )
     assert "gpuplay" in out.stdout

@@ -27,14 +27,19 @@ class Tmux:
         self.name = f"gpuplay-test-{uuid.uuid4().hex[:8]}"
         exports = " ".join(f"{k}={v}" for k, v in env.items())
         # Record the terminal's settings before and after, to prove the app restored them.
-        script = (f"cd {cwd} && stty -g > tty.before; env {exports} {gpuplay_exe()} {args}; echo EXITED-$?; "
-                  "stty -g > tty.after; cmp -s tty.before tty.after && echo TTY-RESTORED; sleep 60")
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-                        script], check=True)
+        script = (
+            f"cd {cwd} && stty -g > tty.before; env {exports} {gpuplay_exe()} {args}; echo EXITED-$?; "
+            "stty -g > tty.after; cmp -s tty.before tty.after && echo TTY-RESTORED; sleep 60"
+        )
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), script],
+            check=True,
+        )
 
     def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True,
-                              text=True).stdout
+        return subprocess.run(
+            ["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True
+        ).stdout
 
     def keys(self, *keys: str) -> None:
         subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
@@ -54,8 +59,13 @@ class Tmux:
 
 @pytest.fixture
 def env(tmp_path):
-    return {"GPUPLAY_STATE_DIR": str(tmp_path / "state"), "GPUPLAY_CONFIG_DIR": str(tmp_path / "cfg"),
-            "OMP_NUM_THREADS": "1", "TERM": "xterm-256color", "PATH": os.environ.get("PATH", "")}
+    return {
+        "GPUPLAY_STATE_DIR": str(tmp_path / "state"),
+        "GPUPLAY_CONFIG_DIR": str(tmp_path / "cfg"),
+        "OMP_NUM_THREADS": "1",
+        "TERM": "xterm-256color",
+        "PATH": os.environ.get("PATH", ""),
+    }
 
 
 @pytest.mark.parametrize("size", [(120, 36), (80, 24)])

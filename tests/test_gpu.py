@@ -42,14 +42,18 @@ def test_tf32_is_visible_in_the_error():
 
 @pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
 def test_compile_on_cuda(mode):
-    r = run(RunSpec.make("elementwise", {"n": 1 << 20}, backend="torch", device="cuda:0", compile=mode,
-                         repeat=10))
+    r = run(
+        RunSpec.make("elementwise", {"n": 1 << 20}, backend="torch", device="cuda:0", compile=mode, repeat=10)
+    )
     assert r.status == "ok" and r.failure == "" and r.compile_s > max(r.samples) and r.check_ok
 
 
 def test_cuda_graphs_replay_gives_the_same_result():
-    r = run(RunSpec.make("heat", {"n": 256, "steps": 20}, backend="torch", device="cuda:0", cuda_graphs=True,
-                         repeat=10))
+    r = run(
+        RunSpec.make(
+            "heat", {"n": 256, "steps": 20}, backend="torch", device="cuda:0", cuda_graphs=True, repeat=10
+        )
+    )
     assert r.status == "ok" and r.check_ok
 
 
@@ -66,7 +70,9 @@ def test_nvml_reads_the_gpu_and_the_run_window():
     assert telemetry.nvml_status() == ""
     g = telemetry.query_gpu(0)
     assert g.name and g.mem_total and g.util_gpu is not None
-    r = run(RunSpec.make("matmul", {"n": 4096}, backend="torch", device="cuda:0", budget_s=2.0),
-            telemetry=telemetry.RunTelemetry())
+    r = run(
+        RunSpec.make("matmul", {"n": 4096}, backend="torch", device="cuda:0", budget_s=2.0),
+        telemetry=telemetry.RunTelemetry(),
+    )
     gpu = r.telemetry["gpu"]
     assert gpu["util_mean_percent"] > 50 and gpu["energy_per_step_j"] > 0

@@ -34,24 +34,33 @@ def limited(gib: float):
 
 
 def run_cli(args, tmp_path, preexec=None, env_extra=None, timeout=120):
-    env = {**os.environ, "GPUPLAY_STATE_DIR": str(tmp_path / "state"), "OMP_NUM_THREADS": "1",
-           **(env_extra or {})}
-    return subprocess.run([*GPUPLAY, *args], capture_output=True, text=True, env=env, preexec_fn=preexec,
-                          timeout=timeout)
+    env = {
+        **os.environ,
+        "GPUPLAY_STATE_DIR": str(tmp_path / "state"),
+        "OMP_NUM_THREADS": "1",
+        **(env_extra or {}),
+    }
+    return subprocess.run(
+        [*GPUPLAY, *args], capture_output=True, text=True, env=env, preexec_fn=preexec, timeout=timeout
+    )
 
 
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_real_out_of_memory_is_a_message_not_a_crash(tmp_path, backend):
     # 1.2 GB of float64 input cannot be allocated under a 2 GiB address-space limit
     # (torch's import alone maps ~1 GiB), though the machine has plenty free.
-    res = run_cli(["run", "elementwise", "-b", backend, "-s", "n=150000000", "--repeat", "1",
-                   "--format", "json"], tmp_path, preexec=limited(2.0 if backend == "numpy" else 3.0))
+    res = run_cli(
+        ["run", "elementwise", "-b", backend, "-s", "n=150000000", "--repeat", "1", "--format", "json"],
+        tmp_path,
+        preexec=limited(2.0 if backend == "numpy" else 3.0),
+    )
     assert "Traceback" not in res.stderr + res.stdout
     assert res.returncode == 1
     assert "out of memory" in res.stderr
     # the next run in a fresh process works
-    ok = run_cli(["run", "elementwise", "-b", backend, "-s", "n=1000", "--repeat", "2", "--format", "json"],
-                 tmp_path)
+    ok = run_cli(
+        ["run", "elementwise", "-b", backend, "-s", "n=1000", "--repeat", "2", "--format", "json"], tmp_path
+    )
     assert ok.returncode == 0 and json.loads(ok.stdout)["results"][0]["status"] == "ok"
 
 
@@ -85,10 +94,31 @@ def test_out_of_memory_in_the_app_leaves_it_usable(tmp_path, monkeypatch):
 def test_compile_failure_without_a_cxx_compiler_runs_eager_and_says_so(tmp_path):
     bare = tmp_path / "bin"
     bare.mkdir()
-    env = {"CXX": str(bare / "no-such-c++"), "CC": str(bare / "no-such-cc"),
-           "PATH": f"{bare}:{Path(sys.executable).parent}", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind")}
-    res = run_cli(["run", "elementwise", "-b", "torch", "--compile", "default", "-s", "n=4096",
-                   "--repeat", "3", "--format", "json"], tmp_path, env_extra=env, timeout=300)
+    env = {
+        "CXX": str(bare / "no-such-c++"),
+        "CC": str(bare / "no-such-cc"),
+        "PATH": f"{bare}:{Path(sys.executable).parent}",
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "ind"),
+    }
+    res = run_cli(
+        [
+            "run",
+            "elementwise",
+            "-b",
+            "torch",
+            "--compile",
+            "default",
+            "-s",
+            "n=4096",
+            "--repeat",
+            "3",
+            "--format",
+            "json",
+        ],
+        tmp_path,
+        env_extra=env,
+        timeout=300,
+    )
     assert "Traceback" not in res.stderr + res.stdout, res.stderr[-2000:]
     assert res.returncode == 0, res.stderr[-2000:]
     r = json.loads(res.stdout)["results"][0]
@@ -131,7 +161,9 @@ def test_cupy_not_installed_says_how_to_get_it(monkeypatch):
 def test_torch_cpu_allocator_failure_counts_as_out_of_memory():
     from gpuplay.core.backends.torch_backend import TorchBackend
 
-    msg = ("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
-           "you tried to allocate 68719476736 bytes. Error code 12 (Cannot allocate memory)")
+    msg = (
+        "[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: "
+        "you tried to allocate 68719476736 bytes. Error code 12 (Cannot allocate memory)"
+    )
     assert TorchBackend().is_out_of_memory(RuntimeError(msg))
     assert not TorchBackend().is_out_of_memory(RuntimeError("shape mismatch"))

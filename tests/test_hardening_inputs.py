@@ -38,7 +38,9 @@ def toml_value(v) -> str:
 
 
 scalars = st.one_of(
-    st.integers(min_value=-(2**40), max_value=2**40), st.floats(allow_nan=True), st.booleans(),
+    st.integers(min_value=-(2**40), max_value=2**40),
+    st.floats(allow_nan=True),
+    st.booleans(),
     st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12),
 )
 params = st.dictionaries(st.sampled_from(PARAM_NAMES), st.one_of(scalars, st.integers(2, 64)), max_size=3)
@@ -47,8 +49,13 @@ params = st.dictionaries(st.sampled_from(PARAM_NAMES), st.one_of(scalars, st.int
 @st.composite
 def scenario_docs(draw) -> str:
     lines = []
-    top = draw(st.dictionaries(st.sampled_from(["name", "title", "workload", "description", "exec"]),
-                               st.one_of(st.sampled_from(WORKLOADS + ["ok_name"]), scalars), max_size=5))
+    top = draw(
+        st.dictionaries(
+            st.sampled_from(["name", "title", "workload", "description", "exec"]),
+            st.one_of(st.sampled_from(WORKLOADS + ["ok_name"]), scalars),
+            max_size=5,
+        )
+    )
     for k, v in top.items():
         lines.append(f"{k} = {toml_value(v)}")
     if draw(st.booleans()):
@@ -59,8 +66,13 @@ def scenario_docs(draw) -> str:
         lines += [f"{k} = {toml_value(v)}" for k, v in draw(params).items()]
     if draw(st.booleans()):
         lines.append("[claim]")
-        claim = draw(st.dictionaries(st.sampled_from(["source", "text", "speedup", "flaws", "numpy_ms"]),
-                                     st.one_of(scalars, st.lists(scalars, max_size=2)), max_size=4))
+        claim = draw(
+            st.dictionaries(
+                st.sampled_from(["source", "text", "speedup", "flaws", "numpy_ms"]),
+                st.one_of(scalars, st.lists(scalars, max_size=2)),
+                max_size=4,
+            )
+        )
         lines += [f"{k} = {toml_value(v)}" for k, v in claim.items()]
     return "\n".join(lines) + "\n"
 
@@ -95,8 +107,15 @@ def test_arbitrary_text_never_raises_anything_but_scenario_error(text):
 
 
 def test_good_scenarios_still_load_beside_fuzzed_files(tmp_path):
-    for i, text in enumerate(["name = 1", "[[[", "workload = 'matmul'", "\x00\x01", "name='a'\nworkload='heat'\n"
-                              "[params]\nalpha = 0.9"]):
+    for i, text in enumerate(
+        [
+            "name = 1",
+            "[[[",
+            "workload = 'matmul'",
+            "\x00\x01",
+            "name='a'\nworkload='heat'\n[params]\nalpha = 0.9",
+        ]
+    ):
         (tmp_path / f"bad{i}.toml").write_text(text)
     sset = load_scenarios([tmp_path])
     assert len(sset.scenarios) == 12 and len(sset.errors) == 5
@@ -150,8 +169,11 @@ def cli_args(draw) -> list[str]:
     return args
 
 
-@settings(max_examples=300, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(cli_args())
 def test_cli_never_shows_a_traceback(args):
     COUNT["cli"] += 1

@@ -68,22 +68,28 @@ async def test_a_thousand_rapid_changes(tmp_path):
             if app.paused.is_set():
                 await pilot.press("space")
             await pilot.press("1", "r")
-            await wait_until(pilot, lambda: app.live_result is not None and app.live_result.spec == app.spec,
-                             timeout=60)
+            await wait_until(
+                pilot, lambda: app.live_result is not None and app.live_result.spec == app.spec, timeout=60
+            )
             assert app.live_result.status in ("ok", "refused")
             gc.collect()
             rss_after = proc.memory_info().rss
         await_threads = [t for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
         for t in await_threads:
             t.join(5)
-        leaked = [t.name for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()
-                  and not t.name.startswith("asyncio_")]  # the test loop's own executor
+        leaked = [
+            t.name
+            for t in threading.enumerate()
+            if t.ident not in threads_before and t.is_alive() and not t.name.startswith("asyncio_")
+        ]  # the test loop's own executor
     finally:
         app_module.run = real_run
     growth = (rss_after - rss_before) / 2**20
     second = (rss_after - rss_half) / 2**20
-    print(f"\nR3: 1000 key presses, peak concurrent measurements {peak[0]}, {len(app.results)} results kept, "
-          f"RSS growth {growth:.1f} MiB over all, {second:.1f} MiB over the second 500, leaked threads {leaked}")
+    print(
+        f"\nR3: 1000 key presses, peak concurrent measurements {peak[0]}, {len(app.results)} results kept, "
+        f"RSS growth {growth:.1f} MiB over all, {second:.1f} MiB over the second 500, leaked threads {leaked}"
+    )
     assert peak[0] == 1
     assert not leaked
     assert growth < 60  # allocator warm-up: buffers of every size the keys reached
@@ -96,7 +102,9 @@ def test_short_soak_keeps_memory_and_histories_bounded():
     import importlib.util
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location("soak", Path(__file__).parents[1] / "benchmarks" / "soak.py")
+    spec = importlib.util.spec_from_file_location(
+        "soak", Path(__file__).parents[1] / "benchmarks" / "soak.py"
+    )
     soak = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(soak)
     out = asyncio.run(soak.soak(minutes=40 / 60, interval=0.5, warmup_s=15))

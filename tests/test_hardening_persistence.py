@@ -31,8 +31,13 @@ def test_kill_9_loses_no_finished_measurement(tmp_path):
     env = {**os.environ, "GPUPLAY_STATE_DIR": str(state), "OMP_NUM_THREADS": "1"}
     sc = tiny_scenarios(tmp_path / "sc")
     # The live app, measuring continuously, is killed with SIGKILL mid-session.
-    app = subprocess.Popen([sys.executable, "-c", APP_SCRIPT, str(sc)], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, text=True)
+    app = subprocess.Popen(
+        [sys.executable, "-c", APP_SCRIPT, str(sc)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     lines = []
     while time.monotonic() < deadline:
@@ -97,7 +102,9 @@ def test_unwritable_log_is_reported_not_raised(tmp_path):
     assert "session log not written" in log.error
 
 
-NETWORK = re.compile(r"^\s*(import|from)\s+(socket|urllib|http|requests|httpx|aiohttp|ftplib|smtplib)\b", re.M)
+NETWORK = re.compile(
+    r"^\s*(import|from)\s+(socket|urllib|http|requests|httpx|aiohttp|ftplib|smtplib)\b", re.M
+)
 
 
 def test_no_network_code_anywhere():
@@ -112,7 +119,10 @@ def test_commands_work_with_the_network_cut(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     runner = CliRunner()
-    for args in (["info", "--format", "json"], ["list"], ["run", "heat", "-s", "n=8", "-s", "steps=1",
-                                                          "--repeat", "1", "-b", "torch"]):
+    for args in (
+        ["info", "--format", "json"],
+        ["list"],
+        ["run", "heat", "-s", "n=8", "-s", "steps=1", "--repeat", "1", "-b", "torch"],
+    ):
         res = runner.invoke(main, args)
         assert res.exit_code == 0, (args, res.output)

@@ -11,16 +11,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_wheel_ships_scenarios_and_finds_them(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(ROOT), "-w", str(tmp_path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(ROOT), "-w", str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
     wheel = next(tmp_path.glob("gpuplay-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "gpuplay/scenarios/fft2d.toml" in names and "gpuplay/tui/app.tcss" in names
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
-    probe = ("from gpuplay.core.scenarios import builtin_dir, load_scenarios; s = load_scenarios(); "
-             "print(builtin_dir()); print(len(s.scenarios), len(s.errors))")
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(unpacked), "PATH": ""}, cwd=tmp_path).stdout.split("\n")
+    probe = (
+        "from gpuplay.core.scenarios import builtin_dir, load_scenarios; s = load_scenarios(); "
+        "print(builtin_dir()); print(len(s.scenarios), len(s.errors))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(unpacked), "PATH": ""},
+        cwd=tmp_path,
+    ).stdout.split("\n")
     assert out[0].startswith(str(unpacked))  # the wheel's copy, not the checkout's
     assert out[1] == "12 0"

@@ -14,8 +14,11 @@ from gpuplay.core.spec import Refusal, RunSpec, SpecError
 
 def test_phases_come_in_order_and_samples_are_reported():
     phases, samples = [], []
-    r = run(RunSpec.make("matmul", {"n": 64}, warmup=2, repeat=4),
-            on_sample=lambda ph, dt: samples.append((ph, dt)), on_phase=lambda ph, d: phases.append(ph))
+    r = run(
+        RunSpec.make("matmul", {"n": 64}, warmup=2, repeat=4),
+        on_sample=lambda ph, dt: samples.append((ph, dt)),
+        on_phase=lambda ph, d: phases.append(ph),
+    )
     assert phases == ["estimate", "setup", "warmup", "timed", "check"]
     assert [ph for ph, _ in samples] == ["warmup"] * 2 + ["timed"] * 4
     assert [dt for ph, dt in samples if ph == "timed"] == r.samples
@@ -182,7 +185,9 @@ def test_spec_round_trips_through_dict():
 
 @pytest.mark.compile
 def test_compile_time_is_reported_apart_from_steps():
-    r = run(RunSpec.make("elementwise", {"n": 10_000}, backend="torch", compile="default", repeat=3, warmup=1))
+    r = run(
+        RunSpec.make("elementwise", {"n": 10_000}, backend="torch", compile="default", repeat=3, warmup=1)
+    )
     assert r.status == "ok", r.message
     assert r.compile_s is not None
     assert r.compile_s > 10 * max(r.samples)  # the first call compiles; the steps do not

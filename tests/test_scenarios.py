@@ -77,7 +77,7 @@ def test_missing_folder_is_reported():
 def test_loading_never_executes_code(tmp_path):
     marker = tmp_path / "executed"
     (tmp_path / "evil.toml").write_text(
-        f'name = "__import__(\'os\').system(\'touch {marker}\')"\nworkload = "matmul"\n'
+        f"name = \"__import__('os').system('touch {marker}')\"\nworkload = \"matmul\"\n"
     )
     load_scenarios([tmp_path])
     assert not marker.exists()

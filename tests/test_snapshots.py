@@ -20,15 +20,18 @@ def fixed_cupy_state():
     the snapshots show one fixed state, as they show fixed timings."""
     cupy = get_backend("cupy")
     saved = cupy._probe_result
-    cupy._probe_result = (Availability(False, "CuPy is not installed: pip install 'gpuplay[cupy]' on a CUDA "
-                                              "machine"), [])
+    cupy._probe_result = (
+        Availability(False, "CuPy is not installed: pip install 'gpuplay[cupy]' on a CUDA machine"),
+        [],
+    )
     yield
     cupy._probe_result = saved
 
 
 def make_app(tmp_path):
-    return GpuPlayApp([tiny_scenarios(tmp_path / "sc")], autostart=False, telemetry=False,
-                      export_dir=tmp_path)
+    return GpuPlayApp(
+        [tiny_scenarios(tmp_path / "sc")], autostart=False, telemetry=False, export_dir=tmp_path
+    )
 
 
 def before(tab: str | None = None):

@@ -138,7 +138,13 @@ def test_gpu_fields_map_and_unsupported_ones_read_na(fake_nvml):
     g = telemetry.query_gpu(0)
     assert g.name == "NVIDIA H100 80GB HBM3"
     assert (g.util_gpu, g.util_mem, g.power_w, g.power_limit_w, g.temp_c) == (97.0, 61.0, 612.0, 700.0, 64)
-    assert (g.sm_clock_mhz, g.mem_clock_max_mhz, g.pcie_gen, g.pcie_width, g.pstate) == (1980, 2619, 5, 16, "P0")
+    assert (g.sm_clock_mhz, g.mem_clock_max_mhz, g.pcie_gen, g.pcie_width, g.pstate) == (
+        1980,
+        2619,
+        5,
+        16,
+        "P0",
+    )
     assert g.pcie_tx_mbs is None and g.pcie_rx_mbs is None  # NotSupported → n/a, no exception
     assert g.process_mem == 3 * 2**30
 

@@ -36,9 +36,20 @@ def baseline_spec(spec: RunSpec) -> RunSpec:
     if "method" in p:
         p["method"] = "auto"  # NumPy has only finite differences
     return RunSpec.make(
-        spec.workload, p, scenario=spec.scenario, backend="numpy", device="cpu", dtype=dtype,
-        warmup=spec.warmup, repeat=spec.repeat, budget_s=spec.budget_s, min_repeat=spec.min_repeat,
-        max_repeat=spec.max_repeat, seed=spec.seed, threads=spec.threads, max_step_s=spec.max_step_s,
+        spec.workload,
+        p,
+        scenario=spec.scenario,
+        backend="numpy",
+        device="cpu",
+        dtype=dtype,
+        warmup=spec.warmup,
+        repeat=spec.repeat,
+        budget_s=spec.budget_s,
+        min_repeat=spec.min_repeat,
+        max_repeat=spec.max_repeat,
+        seed=spec.seed,
+        threads=spec.threads,
+        max_step_s=spec.max_step_s,
         check=spec.check,
     )
 
@@ -94,8 +105,13 @@ def attach_baselines(results: Sequence[RunResult], baselines: Iterable[RunResult
 
 
 def plan_compare(
-    scenarios: Iterable[Scenario], preset: str | None, backends: Sequence[str], *,
-    dtype: str = "float32", variants: Sequence[str] = ("base",), probe_timeout: float | None = 30.0,
+    scenarios: Iterable[Scenario],
+    preset: str | None,
+    backends: Sequence[str],
+    *,
+    dtype: str = "float32",
+    variants: Sequence[str] = ("base",),
+    probe_timeout: float | None = 30.0,
     **spec_kw: object,
 ) -> tuple[list[RunSpec], list[tuple[RunSpec, Refusal]]]:
     """Every (scenario × backend × device × variant) that can run here, and the ones that cannot."""
@@ -114,8 +130,16 @@ def plan_compare(
                         methods = ["autograd", "fd"]  # device and algorithm told apart
                     for method in methods:
                         p = dict(params) if method is None else {**params, "method": method}
-                        spec = RunSpec.make(sc.workload, p, scenario=sc.name, backend=b, device=dev, dtype=dtype,
-                                            **VARIANTS[v], **spec_kw)  # type: ignore[arg-type]
+                        spec = RunSpec.make(
+                            sc.workload,
+                            p,
+                            scenario=sc.name,
+                            backend=b,
+                            device=dev,
+                            dtype=dtype,
+                            **VARIANTS[v],
+                            **spec_kw,
+                        )  # type: ignore[arg-type]
                         verdict = check(spec, probe_timeout)
                         if isinstance(verdict, Refusal):
                             refused.append((spec, verdict))
@@ -138,7 +162,9 @@ def with_baselines(specs: Sequence[RunSpec]) -> list[RunSpec]:
 
 
 def run_compare(
-    specs: Sequence[RunSpec], *, cancel: threading.Event | None = None,
+    specs: Sequence[RunSpec],
+    *,
+    cancel: threading.Event | None = None,
     on_start: Callable[[int, RunSpec], None] | None = None,
     on_result: Callable[[int, RunResult], None] | None = None,
     telemetry: TelemetryWindow | None = None,

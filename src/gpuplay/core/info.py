@@ -23,7 +23,9 @@ def gather(probe_timeout: float = 30.0) -> dict[str, Any]:
             "version": b.version() if avail.ok else None,
             "available": avail.ok,
             "reason": avail.reason,
-            "devices": [{"id": d.id, "name": d.name, "memory_bytes": d.memory_bytes, **d.extra} for d in devices],
+            "devices": [
+                {"id": d.id, "name": d.name, "memory_bytes": d.memory_bytes, **d.extra} for d in devices
+            ],
         }
         if b.name == "torch" and avail.ok:
             entry["cuda"] = b.cuda_reason() or "available"  # type: ignore[attr-defined]

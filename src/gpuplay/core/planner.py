@@ -80,7 +80,9 @@ def check(spec: RunSpec, probe_timeout: float | None = None) -> Plan | Refusal:
             notes.append("compile reduce-overhead: CUDA graphs do not exist on the CPU; behaves as default")
     if spec.tf32:
         if not (b == "torch" and dev.startswith("cuda")):
-            return Refusal("TF32 is an NVIDIA tensor-core format (Ampere and newer)", "needs torch on a cuda device")
+            return Refusal(
+                "TF32 is an NVIDIA tensor-core format (Ampere and newer)", "needs torch on a cuda device"
+            )
         if compute_dtype(spec) != "float32":
             notes.append("TF32 changes float32 matmuls only; this run computes in " + compute_dtype(spec))
     if spec.cuda_graphs:
@@ -91,7 +93,9 @@ def check(spec: RunSpec, probe_timeout: float | None = None) -> Plan | Refusal:
                 f"{workload.title} synchronises with the host inside each step, which CUDA graph capture forbids"
             )
         if spec.compile == "reduce-overhead":
-            return Refusal("compile mode reduce-overhead already captures CUDA graphs", "turn one of them off")
+            return Refusal(
+                "compile mode reduce-overhead already captures CUDA graphs", "turn one of them off"
+            )
     if spec.linalg_library != "default" and not (b == "torch" and dev.startswith("cuda")):
         return Refusal("the preferred linalg library (cuSOLVER/MAGMA) is a torch CUDA setting")
     if spec.transfers and dev == "cpu":

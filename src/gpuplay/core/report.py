@@ -65,8 +65,21 @@ def environment() -> dict[str, Any]:
     return env
 
 
-COLUMNS = ["scenario", "size", "configuration", "compute", "median", "IQR", "n", "GFLOP/s", "GB/s",
-           "speedup vs NumPy CPU", "rel. error", "threads", "notes"]
+COLUMNS = [
+    "scenario",
+    "size",
+    "configuration",
+    "compute",
+    "median",
+    "IQR",
+    "n",
+    "GFLOP/s",
+    "GB/s",
+    "speedup vs NumPy CPU",
+    "rel. error",
+    "threads",
+    "notes",
+]
 
 
 def row_cells(row: Row) -> list[str]:
@@ -116,27 +129,78 @@ def to_markdown(rows: Sequence[Row], title: str = "") -> str:
 def to_csv(rows: Sequence[Row]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["scenario", "workload", "size", "backend", "device", "device_name", "dtype", "compute_dtype",
-                "amp", "compile", "tf32", "cuda_graphs", "transfers_timed", "status", "median_s", "p25_s",
-                "p75_s", "p10_s", "p90_s", "min_s", "mean_s", "n", "compile_s", "gflops", "gbps",
-                "speedup_vs_numpy_cpu", "rel_error", "tolerance", "check_ok", "torch_threads", "blas_threads",
-                "message"])
+    w.writerow(
+        [
+            "scenario",
+            "workload",
+            "size",
+            "backend",
+            "device",
+            "device_name",
+            "dtype",
+            "compute_dtype",
+            "amp",
+            "compile",
+            "tf32",
+            "cuda_graphs",
+            "transfers_timed",
+            "status",
+            "median_s",
+            "p25_s",
+            "p75_s",
+            "p10_s",
+            "p90_s",
+            "min_s",
+            "mean_s",
+            "n",
+            "compile_s",
+            "gflops",
+            "gbps",
+            "speedup_vs_numpy_cpu",
+            "rel_error",
+            "tolerance",
+            "check_ok",
+            "torch_threads",
+            "blas_threads",
+            "message",
+        ]
+    )
     for row in rows:
         r, s, c = row.result, row.result.summary, row.result.conditions
         th = c.get("threads") or {}
-        w.writerow([
-            r.spec.scenario, r.spec.workload, r.size, r.spec.backend, r.spec.device, c.get("device_name", ""),
-            r.spec.dtype, r.compute_dtype, r.spec.amp, r.spec.compile, r.spec.tf32, r.spec.cuda_graphs,
-            c.get("transfers_timed", ""), r.status,
-            *(f"{v:.9g}" if v is not None else "" for v in
-              ([s.median, s.p25, s.p75, s.p10, s.p90, s.min, s.mean] if s else [None] * 7)),
-            s.n if s else 0, r.compile_s if r.compile_s is not None else "",
-            r.gflops if r.gflops is not None else "", r.gbps if r.gbps is not None else "",
-            row.speedup if row.speedup is not None else "",
-            r.error if r.error is not None else "", r.tolerance if r.tolerance is not None else "",
-            r.check_ok if r.check_ok is not None else "",
-            th.get("torch_intraop", ""), th.get("numpy_blas", ""), r.message,
-        ])
+        w.writerow(
+            [
+                r.spec.scenario,
+                r.spec.workload,
+                r.size,
+                r.spec.backend,
+                r.spec.device,
+                c.get("device_name", ""),
+                r.spec.dtype,
+                r.compute_dtype,
+                r.spec.amp,
+                r.spec.compile,
+                r.spec.tf32,
+                r.spec.cuda_graphs,
+                c.get("transfers_timed", ""),
+                r.status,
+                *(
+                    f"{v:.9g}" if v is not None else ""
+                    for v in ([s.median, s.p25, s.p75, s.p10, s.p90, s.min, s.mean] if s else [None] * 7)
+                ),
+                s.n if s else 0,
+                r.compile_s if r.compile_s is not None else "",
+                r.gflops if r.gflops is not None else "",
+                r.gbps if r.gbps is not None else "",
+                row.speedup if row.speedup is not None else "",
+                r.error if r.error is not None else "",
+                r.tolerance if r.tolerance is not None else "",
+                r.check_ok if r.check_ok is not None else "",
+                th.get("torch_intraop", ""),
+                th.get("numpy_blas", ""),
+                r.message,
+            ]
+        )
     return buf.getvalue()
 
 
@@ -145,8 +209,12 @@ def to_json(rows: Sequence[Row], **meta: Any) -> str:
         "environment": environment(),
         **meta,
         "results": [
-            {**row.result.to_dict(), "speedup_vs_numpy_cpu": row.speedup,
-             "baseline": row.baseline.spec.label() if row.baseline else None, "warnings": row.warnings}
+            {
+                **row.result.to_dict(),
+                "speedup_vs_numpy_cpu": row.speedup,
+                "baseline": row.baseline.spec.label() if row.baseline else None,
+                "warnings": row.warnings,
+            }
             for row in rows
         ],
     }

@@ -156,8 +156,13 @@ def _autocast(spec: RunSpec) -> Callable[[], Any]:
 
 
 def build_step(
-    spec: RunSpec, workload: Workload, backend: Backend, p: dict[str, Any], args: tuple[Any, ...],
-    host_args: tuple[np.ndarray, ...] | None = None, compiled: bool = True,
+    spec: RunSpec,
+    workload: Workload,
+    backend: Backend,
+    p: dict[str, Any],
+    args: tuple[Any, ...],
+    host_args: tuple[np.ndarray, ...] | None = None,
+    compiled: bool = True,
 ) -> Callable[[], Any]:
     """The zero-argument callable the timer calls: kernel, plus AMP and transfers if asked."""
     kernel = workload.kernel(backend.name, backend.module(), p)
@@ -207,8 +212,13 @@ def _capture_graph(step: Callable[[], Any], device: str) -> Callable[[], Any]:
 
 # -- estimating a step's cost before committing to it ---------------------------
 def estimate_step_seconds(
-    spec: RunSpec, workload: Workload, backend: Backend, p: dict[str, Any], timer: StepTimer,
-    limit_s: float, cancel: threading.Event,
+    spec: RunSpec,
+    workload: Workload,
+    backend: Backend,
+    p: dict[str, Any],
+    timer: StepTimer,
+    limit_s: float,
+    cancel: threading.Event,
 ) -> float:
     """Time the workload at growing fractions of its size and extrapolate by FLOPs.
 
@@ -252,15 +262,19 @@ def memory_shortfall(spec: RunSpec, workload: Workload, backend: Backend, p: dic
     available = psutil.virtual_memory().available
     gib = 2**30
     if host_need > available:
-        return (f"needs ~{host_need / gib:.1f} GiB of host memory at {workload.size_label(p)}, "
-                f"{available / gib:.1f} GiB available: choose a smaller size")
+        return (
+            f"needs ~{host_need / gib:.1f} GiB of host memory at {workload.size_label(p)}, "
+            f"{available / gib:.1f} GiB available: choose a smaller size"
+        )
     if spec.device.startswith("cuda") and spec.backend == "torch":
         import torch
 
         free, _total = torch.cuda.mem_get_info(spec.device)
         if device_need > free:
-            return (f"needs ~{device_need / gib:.1f} GiB on {spec.device}, {free / gib:.1f} GiB free: "
-                    "choose a smaller size")
+            return (
+                f"needs ~{device_need / gib:.1f} GiB on {spec.device}, {free / gib:.1f} GiB free: "
+                "choose a smaller size"
+            )
     return ""
 
 
@@ -374,8 +388,15 @@ def run(
                     step = build_step(spec, workload, backend, p, args, host_typed, compiled=False)
 
             phase("warmup")
-            warm = timed_loop(step, timer, phase="warmup", count=spec.warmup, cancel=cancel, pause=pause,
-                              on_sample=on_sample)
+            warm = timed_loop(
+                step,
+                timer,
+                phase="warmup",
+                count=spec.warmup,
+                cancel=cancel,
+                pause=pause,
+                on_sample=on_sample,
+            )
             result.warmup = warm.samples
             if warm.cancelled:
                 raise Cancelled
@@ -385,8 +406,15 @@ def run(
             phase("timed")
             token = telemetry.begin(spec.device) if telemetry is not None else None
             timed = timed_loop(
-                step, timer, phase="timed", count=spec.repeat, budget_s=spec.budget_s,
-                min_count=spec.min_repeat, max_count=spec.max_repeat, cancel=cancel, pause=pause,
+                step,
+                timer,
+                phase="timed",
+                count=spec.repeat,
+                budget_s=spec.budget_s,
+                min_count=spec.min_repeat,
+                max_count=spec.max_repeat,
+                cancel=cancel,
+                pause=pause,
                 on_sample=on_sample,
             )
             if telemetry is not None:

@@ -46,7 +46,9 @@ class Scenario:
         base = dict(self.params)
         if preset:
             if preset not in self.presets:
-                raise ValueError(f"scenario {self.name} has no preset {preset!r} (has: {', '.join(self.presets)})")
+                raise ValueError(
+                    f"scenario {self.name} has no preset {preset!r} (has: {', '.join(self.presets)})"
+                )
             base.update(self.presets[preset])
         return get_workload(self.workload).resolve(base)
 
@@ -87,13 +89,17 @@ def parse_scenario(text: str, path: Path | str = "<string>") -> Scenario:
     known_top = {"name", "title", "workload", "description", "params", "presets", "claim", "tags"}
     unknown = set(data) - known_top
     if unknown:
-        raise ScenarioError(path, sorted(unknown)[0], f"unknown field (known: {', '.join(sorted(known_top))})")
+        raise ScenarioError(
+            path, sorted(unknown)[0], f"unknown field (known: {', '.join(sorted(known_top))})"
+        )
     name = _require(data, "name", str, path)
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ScenarioError(path, "name", f"use letters, digits, '-' and '_' only; got {name!r}")
     workload_name = _require(data, "workload", str, path)
     if workload_name not in registry():
-        raise ScenarioError(path, "workload", f"unknown workload {workload_name!r} (known: {', '.join(registry())})")
+        raise ScenarioError(
+            path, "workload", f"unknown workload {workload_name!r} (known: {', '.join(registry())})"
+        )
     workload = get_workload(workload_name)
     title = data.get("title", name)
     description = data.get("description", "")

@@ -195,8 +195,9 @@ def snapshot() -> Snapshot:
 class Sampler:
     """Takes a snapshot every `interval` seconds into a bounded history, in a daemon thread."""
 
-    def __init__(self, interval: float = 0.5, history: int = 600,
-                 on_snapshot: Callable[[Snapshot], None] | None = None) -> None:
+    def __init__(
+        self, interval: float = 0.5, history: int = 600, on_snapshot: Callable[[Snapshot], None] | None = None
+    ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be > 0 seconds; got {interval}")
         self.interval = interval
@@ -286,8 +287,16 @@ class RunTelemetry:
             out["gpu_note"] = nvml_status() or "run on the CPU"
             return out
         gpu1 = query_gpu(index)
-        snaps = [gpu0, *(g for s in (self.sampler.window(t0, t1) if self.sampler else []) for g in s.gpus
-                         if g.index == index), gpu1]
+        snaps = [
+            gpu0,
+            *(
+                g
+                for s in (self.sampler.window(t0, t1) if self.sampler else [])
+                for g in s.gpus
+                if g.index == index
+            ),
+            gpu1,
+        ]
         utils = [g.util_gpu for g in snaps if g.util_gpu is not None]
         powers = [g.power_w for g in snaps if g.power_w is not None]
         mems = [g.mem_used for g in snaps if g.mem_used is not None]

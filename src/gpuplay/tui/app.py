@@ -107,9 +107,16 @@ class GpuPlayApp(App[None]):
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
 
-    def __init__(self, scenario_dirs: list[Path] | None = None, *, autostart: bool = True,
-                 telemetry: bool = True, export_dir: Path | None = None, preset: str = "quick",
-                 budget_s: float = LIVE_BUDGET_S) -> None:
+    def __init__(
+        self,
+        scenario_dirs: list[Path] | None = None,
+        *,
+        autostart: bool = True,
+        telemetry: bool = True,
+        export_dir: Path | None = None,
+        preset: str = "quick",
+        budget_s: float = LIVE_BUDGET_S,
+    ) -> None:
         super().__init__()
         cfg = load_config()
         self.config_problems = cfg.problems
@@ -219,15 +226,22 @@ class GpuPlayApp(App[None]):
         self.post_message(ProbesDone(final=True))
 
     @work(thread=True, group="measure", exit_on_error=False)
-    def _measure(self, spec: RunSpec, run_id: int, role: str, cancel: threading.Event,
-                 pause: threading.Event) -> None:
+    def _measure(
+        self, spec: RunSpec, run_id: int, role: str, cancel: threading.Event, pause: threading.Event
+    ) -> None:
         with self.measure_lock:
             if cancel.is_set():
                 return
             sink = _Coalescer(self, run_id)
             telemetry = RunTelemetry(self.sampler) if self.sampler is not None else None
-            result = run(spec, on_sample=sink.add if role == "live" else None, cancel=cancel, pause=pause,
-                         on_phase=lambda ph, _d: self.post_message(RunPhase(run_id, ph)), telemetry=telemetry)
+            result = run(
+                spec,
+                on_sample=sink.add if role == "live" else None,
+                cancel=cancel,
+                pause=pause,
+                on_phase=lambda ph, _d: self.post_message(RunPhase(run_id, ph)),
+                telemetry=telemetry,
+            )
             sink.flush()
         self.post_message(RunFinished(run_id, result, role))
 
@@ -239,8 +253,14 @@ class GpuPlayApp(App[None]):
         assert self.scenario is not None
         sc = self.scenario
         params = sc.preset_params(None if self.preset == "default" else self.preset)
-        common = dict(scenario=sc.name, threads=live_threads(cpu_count()), budget_s=self.budget_s,
-                      max_step_s=self.step_limit, warmup=3, max_repeat=LIVE_MAX_STEPS)
+        common = dict(
+            scenario=sc.name,
+            threads=live_threads(cpu_count()),
+            budget_s=self.budget_s,
+            max_step_s=self.step_limit,
+            warmup=3,
+            max_repeat=LIVE_MAX_STEPS,
+        )
         if base is None:
             return RunSpec.make(sc.workload, params, **common)
         if base.workload == sc.workload and "method" in base.params:
@@ -332,8 +352,10 @@ class GpuPlayApp(App[None]):
             self.notify(r.message, title=f"{r.spec.label()} {r.status}", severity="error", timeout=8)
         elif r.status == "ok":
             if r.check_ok is False:
-                self.notify(f"result differs from float64 by {r.error:.1e} (tolerance {r.tolerance:.1e})",
-                            severity="warning")
+                self.notify(
+                    f"result differs from float64 by {r.error:.1e} (tolerance {r.tolerance:.1e})",
+                    severity="warning",
+                )
             self._start_baseline()
         self.refresh_all()
 
@@ -424,9 +446,11 @@ class GpuPlayApp(App[None]):
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         written = []
         try:
-            for ext, text in (("json", report.to_json(rows, source="gpuplay playground")),
-                              ("csv", report.to_csv(rows)),
-                              ("md", report.to_markdown(rows, "gpuplay session"))):
+            for ext, text in (
+                ("json", report.to_json(rows, source="gpuplay playground")),
+                ("csv", report.to_csv(rows)),
+                ("md", report.to_markdown(rows, "gpuplay session")),
+            ):
                 path = self.export_dir / f"gpuplay-session-{stamp}.{ext}"
                 write_atomic(path, text)
                 written.append(path.name)
@@ -461,8 +485,9 @@ class GpuPlayApp(App[None]):
         if self.spec is not None:
             compact = self.main.has_class("narrow") and self.size.width < 110
             probes = tuple(b.availability(0).pending for b in all_backends())
-            self.main.query_one(ControlsPanel).show(self.spec, self.preset, self.step_limit, self.paused.is_set(),
-                                                    compact, probes)
+            self.main.query_one(ControlsPanel).show(
+                self.spec, self.preset, self.step_limit, self.paused.is_set(), compact, probes
+            )
 
     def timed_summary(self) -> Any:
         return summarize([dt for ph, dt in self.samples if ph == "timed"])
@@ -474,9 +499,13 @@ class GpuPlayApp(App[None]):
             phase += " (paused)"
         info: dict[str, Any] = dict(zip(("flops", "bytes"), _cost(self.spec))) if self.spec else {}
         if r is not None:
-            info.update(result=r if r.error is not None else None, conditions=r.conditions,
-                        compile_s=r.compile_s, notes=r.notes,
-                        message=r.message if r.status in ("failed", "refused") else "")
+            info.update(
+                result=r if r.error is not None else None,
+                conditions=r.conditions,
+                compile_s=r.compile_s,
+                notes=r.notes,
+                message=r.message if r.status in ("failed", "refused") else "",
+            )
             info["flops"], info["bytes"] = r.flops or info.get("flops"), r.bytes or info.get("bytes")
         compile_s = next((dt for ph, dt in self.samples if ph == "compile"), None)
         if compile_s is not None:
@@ -528,16 +557,20 @@ class GpuPlayApp(App[None]):
         right_backend = self.spec.backend if self.spec.backend != "numpy" else "torch"
         levers = []
         if self.spec.amp != "off" and right_backend == "torch":
-            levers.append(f"with torch.autocast('{self.spec.device.split(':')[0]}', dtype=torch."
-                          f"{'bfloat16' if self.spec.amp == 'bf16' else 'float16'}):")
+            levers.append(
+                f"with torch.autocast('{self.spec.device.split(':')[0]}', dtype=torch."
+                f"{'bfloat16' if self.spec.amp == 'bf16' else 'float16'}):"
+            )
         if self.spec.compile != "off":
             levers.append(f"kernel = torch.compile(kernel, mode={self.spec.compile!r})")
         right = w.source(right_backend, p)
         if levers:
             right += "\n\n# levers applied around the kernel:\n# " + "\n# ".join(levers)
         self.main.query_one(CodeView).show(
-            "NumPy  (xp = numpy, arrays on the host)", w.source("numpy", p),
-            f"{get_backend(right_backend).title}  (xp = {right_backend}, device {self.spec.device})", right,
+            "NumPy  (xp = numpy, arrays on the host)",
+            w.source("numpy", p),
+            f"{get_backend(right_backend).title}  (xp = {right_backend}, device {self.spec.device})",
+            right,
         )
 
     def refresh_telemetry(self) -> None:
@@ -545,8 +578,10 @@ class GpuPlayApp(App[None]):
         history = list(self.sampler.history) if self.sampler is not None else []
         active = self.main.query_one(TabbedContent).active
         side_visible = not self.main.has_class("narrow")
-        for panel_id, chart_id, visible in (("#telemetry-side", "#tchart-side", side_visible),
-                                            ("#telemetry-full", "#tchart-full", active == "telemetry")):
+        for panel_id, chart_id, visible in (
+            ("#telemetry-side", "#tchart-side", side_visible),
+            ("#telemetry-full", "#tchart-full", active == "telemetry"),
+        ):
             if visible:
                 self.main.query_one(panel_id, TelemetryPanel).show(self.latest, self.nvml_line, device)
                 self.main.query_one(chart_id, TelemetryChart).show(history, device)

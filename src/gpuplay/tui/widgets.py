@@ -31,8 +31,15 @@ PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
 class ControlsPanel(Static):
     """Every control with its values; unavailable values dimmed, with the reason below."""
 
-    def show(self, spec: RunSpec, preset: str, step_limit: float, paused: bool, compact: bool = False,
-             probes: tuple[bool, ...] = ()) -> None:
+    def show(
+        self,
+        spec: RunSpec,
+        preset: str,
+        step_limit: float,
+        paused: bool,
+        compact: bool = False,
+        probes: tuple[bool, ...] = (),
+    ) -> None:
         key = (spec, preset, step_limit, paused, compact, probes)
         if key == getattr(self, "_key", None):
             return  # nothing a user could see has changed
@@ -73,8 +80,12 @@ class ControlsPanel(Static):
             t.add_row("␣", "", Text(" PAUSED ", style="bold black on yellow"))
         unique = list(dict.fromkeys(reasons))
         self.reasons = unique  # what the panel says is unavailable, and why
-        why = Text("\n".join(f"✗ {r}" for r in unique[: 2 if compact else 5]), style="dim",
-                   overflow="ellipsis", no_wrap=compact)
+        why = Text(
+            "\n".join(f"✗ {r}" for r in unique[: 2 if compact else 5]),
+            style="dim",
+            overflow="ellipsis",
+            no_wrap=compact,
+        )
         self.update(Group(t, why) if unique else t)
 
 
@@ -228,10 +239,14 @@ class CompareView(Vertical):
         for row in rows:
             r, s = row.result, row.result.summary
             table.add_row(
-                r.spec.scenario or r.spec.workload, r.size, r.spec.label(with_dtype=False),
-                r.compute_dtype, fmt_time(s.median if s else None),
+                r.spec.scenario or r.spec.workload,
+                r.size,
+                r.spec.label(with_dtype=False),
+                r.compute_dtype,
+                fmt_time(s.median if s else None),
                 f"±{100 * s.rel_iqr / 2:.1f}%" if s and math.isfinite(s.rel_iqr) else "—",
-                fmt_speedup(row.speedup), fmt_error(r),
+                fmt_speedup(row.speedup),
+                fmt_error(r),
             )
         chosen = [row for row in rows if focus and (row.result.spec.workload, row.result.size) == focus]
         self.query_one(CompareChart).show(chosen)
@@ -277,8 +292,10 @@ class CodeView(Horizontal):
 
 
 def _code(title: str, source: str) -> Group:
-    return Group(Text(title, style="bold"), Syntax(source, "python", theme="ansi_dark", line_numbers=False,
-                                                   word_wrap=True))
+    return Group(
+        Text(title, style="bold"),
+        Syntax(source, "python", theme="ansi_dark", line_numbers=False, word_wrap=True),
+    )
 
 
 class TelemetryPanel(Static):
@@ -294,8 +311,11 @@ class TelemetryPanel(Static):
         t.add_column()
         cores = " ".join(f"{p:3.0f}%" for p in h.cpu_percent[:16])
         t.add_row("CPU", f"{h.cpu_mean:5.1f}%  [{cores}]")
-        t.add_row("memory", f"{h.mem_used / 2**30:.1f} / {h.mem_total / 2**30:.1f} GiB · "
-                            f"gpuplay RSS {h.process_rss / 2**20:.0f} MiB")
+        t.add_row(
+            "memory",
+            f"{h.mem_used / 2**30:.1f} / {h.mem_total / 2**30:.1f} GiB · "
+            f"gpuplay RSS {h.process_rss / 2**20:.0f} MiB",
+        )
         if nvml_line:
             t.add_row("GPU", Text(nvml_line, style="dim"))
         run_index = int(device.split(":")[1]) if device.startswith("cuda:") else None
@@ -303,16 +323,28 @@ class TelemetryPanel(Static):
             mark = "▶ " if g.index == run_index else ""
             t.add_row(f"{mark}GPU {g.index}", escape(g.name or "n/a"))
             t.add_row("  util", f"{_na(g.util_gpu, '%')} SM · {_na(g.util_mem, '%')} memory")
-            mem = (f"{g.mem_used / 2**30:.1f} / {g.mem_total / 2**30:.1f} GiB" if g.mem_used is not None
-                   and g.mem_total else "n/a")
+            mem = (
+                f"{g.mem_used / 2**30:.1f} / {g.mem_total / 2**30:.1f} GiB"
+                if g.mem_used is not None and g.mem_total
+                else "n/a"
+            )
             proc = f" (this process {g.process_mem / 2**30:.2f} GiB)" if g.process_mem else ""
             t.add_row("  memory", mem + proc)
-            t.add_row("  power", f"{_na(g.power_w, ' W', 0)} of {_na(g.power_limit_w, ' W', 0)} · "
-                                 f"{_na(g.temp_c, ' °C')} · {g.pstate or 'n/a'}")
-            t.add_row("  clocks", f"SM {_na(g.sm_clock_mhz, '')}/{_na(g.sm_clock_max_mhz, ' MHz')} · "
-                                  f"mem {_na(g.mem_clock_mhz, '')}/{_na(g.mem_clock_max_mhz, ' MHz')}")
-            t.add_row("  PCIe", f"gen {_na(g.pcie_gen, '')} x{_na(g.pcie_width, '')} · "
-                                f"TX {_na(g.pcie_tx_mbs, ' MB/s')} RX {_na(g.pcie_rx_mbs, ' MB/s')}")
+            t.add_row(
+                "  power",
+                f"{_na(g.power_w, ' W', 0)} of {_na(g.power_limit_w, ' W', 0)} · "
+                f"{_na(g.temp_c, ' °C')} · {g.pstate or 'n/a'}",
+            )
+            t.add_row(
+                "  clocks",
+                f"SM {_na(g.sm_clock_mhz, '')}/{_na(g.sm_clock_max_mhz, ' MHz')} · "
+                f"mem {_na(g.mem_clock_mhz, '')}/{_na(g.mem_clock_max_mhz, ' MHz')}",
+            )
+            t.add_row(
+                "  PCIe",
+                f"gen {_na(g.pcie_gen, '')} x{_na(g.pcie_width, '')} · "
+                f"TX {_na(g.pcie_tx_mbs, ' MB/s')} RX {_na(g.pcie_rx_mbs, ' MB/s')}",
+            )
         self.update(t)
 
 
@@ -329,19 +361,41 @@ class TelemetryChart(CachedPlot):
         t0 = history[-1].t
         xs = [s.t - t0 for s in history]
         plt.plot(xs, [s.host.cpu_mean for s in history], label="CPU %", color="cyan")
-        plt.plot(xs, [100 * s.host.mem_used / s.host.mem_total if s.host.mem_total else 0 for s in history],
-                 label="host mem %", color="magenta")
+        plt.plot(
+            xs,
+            [100 * s.host.mem_used / s.host.mem_total if s.host.mem_total else 0 for s in history],
+            label="host mem %",
+            color="magenta",
+        )
         index = int(device.split(":")[1]) if device.startswith("cuda:") else 0
         gpu = [next((g for g in s.gpus if g.index == index), None) for s in history]
         if any(g is not None and g.util_gpu is not None for g in gpu):
-            plt.plot(xs, [g.util_gpu if g and g.util_gpu is not None else 0 for g in gpu], label="GPU %",
-                     color="green")
+            plt.plot(
+                xs,
+                [g.util_gpu if g and g.util_gpu is not None else 0 for g in gpu],
+                label="GPU %",
+                color="green",
+            )
         if any(g is not None and g.mem_total for g in gpu):
-            plt.plot(xs, [100 * g.mem_used / g.mem_total if g and g.mem_used is not None and g.mem_total else 0
-                          for g in gpu], label="GPU mem %", color="yellow")
+            plt.plot(
+                xs,
+                [
+                    100 * g.mem_used / g.mem_total if g and g.mem_used is not None and g.mem_total else 0
+                    for g in gpu
+                ],
+                label="GPU mem %",
+                color="yellow",
+            )
         if any(g is not None and g.power_limit_w for g in gpu):
-            plt.plot(xs, [100 * g.power_w / g.power_limit_w if g and g.power_w and g.power_limit_w else 0
-                          for g in gpu], label="power % of limit", color="red")
+            plt.plot(
+                xs,
+                [
+                    100 * g.power_w / g.power_limit_w if g and g.power_w and g.power_limit_w else 0
+                    for g in gpu
+                ],
+                label="power % of limit",
+                color="red",
+            )
         plt.ylim(0, 100)
         plt.title("utilisation, last minutes (s)")
         self.changed()
@@ -375,5 +429,10 @@ class HelpScreen(ModalScreen[None]):
             t.add_row(key, desc)
         with VerticalScroll():
             yield Static(t)
-            yield Static(Text("Esc closes this help. Every number is a median of timed steps after warm-up, "
-                              "checked against a float64 NumPy reference.", style="dim"))
+            yield Static(
+                Text(
+                    "Esc closes this help. Every number is a median of timed steps after warm-up, "
+                    "checked against a float64 NumPy reference.",
+                    style="dim",
+                )
+            )

@@ -30,11 +30,15 @@ class CupyBackend(Backend):
         try:
             cupy = _cupy()
         except ImportError:
-            return Availability(False, "CuPy is not installed: pip install 'gpuplay[cupy]' on a CUDA machine"), []
+            return Availability(
+                False, "CuPy is not installed: pip install 'gpuplay[cupy]' on a CUDA machine"
+            ), []
         try:
             count = cupy.cuda.runtime.getDeviceCount()
         except Exception as exc:  # CUDARuntimeError, or a missing libcuda
-            return Availability(False, f"CuPy {cupy.__version__}: no CUDA device ({type(exc).__name__}: {exc})"), []
+            return Availability(
+                False, f"CuPy {cupy.__version__}: no CUDA device ({type(exc).__name__}: {exc})"
+            ), []
         if count == 0:
             return Availability(False, f"CuPy {cupy.__version__}: no CUDA device"), []
         devices = []

@@ -132,7 +132,9 @@ class TorchBackend(Backend):
         oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
         text = str(exc).lower()
         # CUDA: torch.OutOfMemoryError. CPU: a RuntimeError from DefaultCPUAllocator.
-        return isinstance(exc, oom | MemoryError) or "out of memory" in text or "can't allocate memory" in text
+        return (
+            isinstance(exc, oom | MemoryError) or "out of memory" in text or "can't allocate memory" in text
+        )
 
     def free_memory(self, device: str) -> None:
         torch = _torch()

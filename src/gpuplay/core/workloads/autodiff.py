@@ -49,8 +49,13 @@ class Autograd(Workload):
     category = "autodiff"
     params = (
         Param("n", int, 64, "grid side: n² gradient components", minimum=2, maximum=4096, size=True),
-        Param("method", str, "auto", "auto: autograd on PyTorch, finite differences elsewhere",
-              choices=("auto", "autograd", "fd")),
+        Param(
+            "method",
+            str,
+            "auto",
+            "auto: autograd on PyTorch, finite differences elsewhere",
+            choices=("auto", "autograd", "fd"),
+        ),
     )
     graph_safe = False
 

@@ -92,7 +92,9 @@ class Workload:
         unknown = set(given) - {p.name for p in self.params}
         if unknown:
             known = ", ".join(p.name for p in self.params)
-            raise ValueError(f"unknown parameter(s) {', '.join(sorted(unknown))} for {self.name} (known: {known})")
+            raise ValueError(
+                f"unknown parameter(s) {', '.join(sorted(unknown))} for {self.name} (known: {known})"
+            )
         return {p.name: p.coerce(given.get(p.name, p.default)) for p in self.params}
 
     def scaled(self, p: Mapping[str, Any], factor: float) -> dict[str, Any]:

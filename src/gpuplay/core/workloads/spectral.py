@@ -22,7 +22,9 @@ def _half_reason(backend: str, device: str, dtype: str, length: int) -> str | No
         return "no FFT library (cuFFT, pocketfft, MKL) computes in bfloat16; use float16 on CUDA or float32"
     if dtype == "float16":
         if backend != "torch":
-            return f"{backend} computes a float16 FFT in float32, so it would not measure float16; use float32"
+            return (
+                f"{backend} computes a float16 FFT in float32, so it would not measure float16; use float32"
+            )
         if not device.startswith("cuda"):
             return "PyTorch's CPU FFT has no float16 kernel; float16 FFT needs cuFFT (a CUDA device)"
         if length & (length - 1):
