@@ -103,7 +103,7 @@ def test_short_soak_keeps_memory_and_histories_bounded():
     from pathlib import Path
 
     spec = importlib.util.spec_from_file_location(
-        "soak", Path(__file__).parents[1] / "benchmarks" / "soak.py"
+        "soak", Path(__file__).parents[2] / "benchmarks" / "soak.py"
     )
     soak = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(soak)

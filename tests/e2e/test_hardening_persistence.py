@@ -23,7 +23,7 @@ from gpuplay.core.sessionlog import SessionLog, list_sessions, read_log, write_a
 from gpuplay.core.spec import RunSpec
 from tests.tui_helpers import tiny_scenarios
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "gpuplay"
+SRC = Path(__file__).resolve().parents[2] / "src" / "gpuplay"
 
 
 def test_kill_9_loses_no_finished_measurement(tmp_path):

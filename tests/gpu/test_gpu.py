@@ -7,7 +7,7 @@ import pytest
 
 from gpuplay.core.runner import run
 from gpuplay.core.spec import RunSpec
-from tests.test_workloads import SMALL
+from tests.unit.test_workloads import SMALL
 
 pytestmark = pytest.mark.gpu
 
