@@ -221,33 +221,5 @@ def to_json(rows: Sequence[Row], **meta: Any) -> str:
     return json.dumps(doc, indent=2, default=str)
 
 
-def rich_table(rows: Sequence[Row], title: str = "") -> Any:
-    """A terminal table narrow enough for 80 columns; notes go below it, numbered."""
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=title or None, header_style="bold", pad_edge=False, box=None, padding=(0, 1, 0, 0))
-    table.add_column("configuration", overflow="fold", min_width=16)
-    table.add_column("compute", no_wrap=True)
-    table.add_column("median", justify="right", no_wrap=True)
-    table.add_column("±", justify="right", no_wrap=True)
-    table.add_column("n", justify="right", no_wrap=True)
-    table.add_column("GFLOP/s", justify="right", no_wrap=True)
-    table.add_column("GB/s", justify="right", no_wrap=True)
-    table.add_column("speedup", justify="right", no_wrap=True)
-    table.add_column("error", justify="right", no_wrap=True)
-    current = None
-    for row in rows:
-        cells = row_cells(row)
-        group = f"{cells[0]} · {cells[1]}"
-        if group != current:
-            table.add_row(Text(group, style="bold cyan"), *[""] * 8)
-            current = group
-        short = row.result.spec.label(with_dtype=False)
-        config = short if not cells[12] else f"{short} [{rows.index(row) + 1}]"
-        table.add_row(Text(config), *cells[3:11])
-    return table
-
-
 def footnotes(rows: Sequence[Row]) -> list[str]:
     return [f"[{i}] {row_cells(row)[12]}" for i, row in enumerate(rows, 1) if row_cells(row)[12]]

@@ -1,0 +1,71 @@
+"""`gpuplay info`: versions, devices, drivers, and what is missing and why."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command()
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--probe-timeout",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for a slow backend probe (CuPy's can take >10 s).",
+)
+def info(fmt: str, probe_timeout: float) -> None:
+    """Versions, devices, drivers, and what is unavailable and why."""
+    from gpuplay.core.info import gather
+
+    data = gather(probe_timeout)
+    if fmt == "json":
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    con = Console()
+    env = data["environment"]
+    con.print(
+        f"[bold]gpuplay {env['gpuplay']}[/]  Python {env['python']}  {env['platform']}", highlight=False
+    )
+    con.print(f"CPU: {env['cpu']} ({env['cores']} cores usable)", highlight=False)
+    t = Table("backend", "version", "status", "devices", header_style="bold")
+    for b in data["backends"]:
+        status = "[green]available[/]" if b["available"] else f"[red]unavailable[/]: {escape(b['reason'])}"
+        if b["name"] == "torch" and b["available"]:
+            status += f"\nCUDA: {b['cuda']}" + (
+                f" (built for CUDA {b['cuda_version']})" if b.get("cuda_version") else ""
+            )
+            status += f"\nthreads: {b.get('threads')}"
+        if b["name"] == "numpy":
+            status += f"\nBLAS threads: {b.get('blas_threads')}"
+        devs = "\n".join(f"{d['id']}: {d['name']}" for d in b["devices"]) or "—"
+        t.add_row(b["title"], b["version"] or "—", status, devs)
+    con.print(t)
+    nv = data["nvml"]
+    if nv["status"] == "ok":
+        con.print(f"NVML: driver {nv['driver']}, {len(nv['gpus'])} GPU(s)", highlight=False)
+        for g in nv["gpus"]:
+            mem = (
+                f"{g['mem_used'] / 2**30:.1f}/{g['mem_total'] / 2**30:.1f} GiB"
+                if g.get("mem_total")
+                else "n/a"
+            )
+            con.print(
+                f"  GPU {g['index']}: {g['name']}  util {g['util_gpu']}%  mem {mem}  "
+                f"{g['power_w']} W  {g['temp_c']} °C  {g['pstate']}",
+                highlight=False,
+            )
+    else:
+        con.print(f"NVML: {nv['status']}", highlight=False, markup=False)
+    con.print(f"config: {data['paths']['config']}\nstate:  {data['paths']['state']}", highlight=False)
+    for p in data["config_problems"]:
+        con.print(f"[yellow]warning:[/] {p}", highlight=False)
+
+
+command = info

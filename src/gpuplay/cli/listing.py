@@ -1,0 +1,52 @@
+"""`gpuplay list`: the scenarios, their presets and the claims they check."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from gpuplay.cli import options
+from gpuplay.cli.options import scenario_dirs_option
+from gpuplay.cli.output import load_scenarios
+
+
+@click.command(name="list")
+@scenario_dirs_option
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def list_(scenario_dirs: tuple[str, ...], fmt: str) -> None:
+    """Scenarios, their presets and the public claims they check."""
+    sset = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs))
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "name": s.name,
+                        "title": s.title,
+                        "workload": s.workload,
+                        "description": s.description,
+                        "presets": {k: s.preset_params(k) for k in s.presets},
+                        "params": s.preset_params(None),
+                        "claim": s.claim.text if s.claim else None,
+                        "path": str(s.path),
+                    }
+                    for s in sset.scenarios.values()
+                ],
+                indent=2,
+            )
+        )
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table("scenario", "workload", "presets", "claim", header_style="bold")
+    for s in sset.scenarios.values():
+        presets = "\n".join(
+            f"{k}: " + ", ".join(f"{a}={b}" for a, b in s.presets[k].items()) for k in s.presets
+        )
+        t.add_row(f"[bold]{s.name}[/]\n{s.title}", s.workload, presets, s.claim.text if s.claim else "—")
+    Console().print(t)
+
+
+command = list_

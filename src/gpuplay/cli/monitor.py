@@ -1,0 +1,73 @@
+"""`gpuplay monitor`: stream GPU and host telemetry."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from gpuplay.cli.output import stderr_console
+
+
+@click.command()
+@click.option("--interval", type=click.FloatRange(min=0.05), default=0.5, show_default=True, help="Seconds.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="json",
+    show_default=True,
+    help="json: one JSON object per line; table: one line of text per sample.",
+)
+@click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after N samples.")
+def monitor(interval: float, fmt: str, count: int | None) -> None:
+    """Stream GPU and host telemetry (JSON lines for scripts). Ctrl+C stops."""
+    import time
+
+    import psutil
+
+    from gpuplay.core.telemetry import nvml_status, snapshot
+
+    status = nvml_status()
+    if status:
+        stderr_console().print(
+            f"{status}: host telemetry only", style="yellow", highlight=False, markup=False
+        )
+    psutil.cpu_percent(percpu=True)  # psutil's first reading covers no interval: prime it
+    time.sleep(min(interval, 0.1))
+    n = 0
+    try:
+        while count is None or n < count:
+            t0 = time.monotonic()
+            snap = snapshot()
+            if fmt == "json":
+                click.echo(json.dumps(snap.to_dict()))
+            else:
+                h = snap.host
+                gpus = "  ".join(
+                    f"GPU{g.index} {_na(g.util_gpu, '%')} {_na(g.power_w, ' W')} "
+                    f"{_na(g.mem_used and g.mem_used / 2**30, ' GiB', 1)}"
+                    for g in snap.gpus
+                )
+                click.echo(
+                    f"{time.strftime('%H:%M:%S')}  CPU {h.cpu_mean:5.1f}%  "
+                    f"mem {h.mem_used / 2**30:.1f}/{h.mem_total / 2**30:.1f} GiB  "
+                    f"rss {h.process_rss / 2**20:.0f} MiB  {gpus}"
+                )
+            sys.stdout.flush()
+            n += 1
+            if count is None or n < count:
+                time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:
+        sys.stderr.close()
+
+
+def _na(v: Any, unit: str, digits: int = 0) -> str:
+    return "n/a" if v is None else f"{v:.{digits}f}{unit}"
+
+
+command = monitor

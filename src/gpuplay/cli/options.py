@@ -1,0 +1,123 @@
+"""Options shared by several commands, named after the RunSpec fields they set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from gpuplay.core.spec import AMP_MODES, BACKENDS, COMPILE_MODES, DTYPES, LINALG_LIBRARIES
+
+scenario_dirs_option = click.option(
+    "--scenarios",
+    "scenario_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Extra folder of scenario .toml files (repeatable; also `scenario_dirs` in config.toml).",
+)
+
+# Each option's destination is the RunSpec field it sets, so `spec_fields` needs no mapping table.
+SPEC_OPTIONS: list[Callable[[Any], Any]] = [
+    click.option("--backend", "-b", type=click.Choice(BACKENDS), default="numpy", show_default=True),
+    click.option("--device", "-d", default="cpu", show_default=True, help="cpu, cuda, cuda:N or mps."),
+    click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True),
+    click.option(
+        "--amp",
+        type=click.Choice(AMP_MODES),
+        default="off",
+        show_default=True,
+        help="torch.autocast precision.",
+    ),
+    click.option(
+        "--compile",
+        "compile",
+        type=click.Choice(COMPILE_MODES),
+        default="off",
+        show_default=True,
+        help="torch.compile mode (compile time is reported apart).",
+    ),
+    click.option("--tf32/--no-tf32", default=False, help="Allow TF32 tensor-core matmuls (torch, CUDA)."),
+    click.option(
+        "--graphs/--no-graphs",
+        "cuda_graphs",
+        default=False,
+        help="Replay each step as a CUDA graph (torch, CUDA).",
+    ),
+    click.option(
+        "--linalg",
+        "linalg_library",
+        type=click.Choice(LINALG_LIBRARIES),
+        default="default",
+        help="Preferred torch CUDA linear-algebra library.",
+    ),
+    click.option(
+        "--transfers/--no-transfers",
+        default=False,
+        help="Time host→device input copies and the result's copy back inside each step.",
+    ),
+    click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True),
+    click.option(
+        "--repeat",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Timed steps (default: as many as fit in --budget, at least 5).",
+    ),
+    click.option(
+        "--budget",
+        "budget_s",
+        type=click.FloatRange(min=0.001),
+        default=1.0,
+        show_default=True,
+        help="Seconds of timed steps when --repeat is not given.",
+    ),
+    click.option(
+        "--threads",
+        type=click.IntRange(min=1),
+        default=None,
+        help="CPU threads for torch and NumPy's BLAS (default: the libraries' own).",
+    ),
+    click.option(
+        "--max-step",
+        "max_step_s",
+        type=click.FloatRange(min=0.001),
+        default=30.0,
+        show_default=True,
+        help="Refuse a configuration whose single step is estimated longer (seconds).",
+    ),
+    click.option("--seed", type=int, default=0, show_default=True),
+]
+
+SPEC_FIELDS = (
+    "backend", "device", "dtype", "amp", "compile", "tf32", "cuda_graphs", "linalg_library",
+    "transfers", "warmup", "repeat", "budget_s", "threads", "max_step_s", "seed",
+)  # fmt: skip
+
+
+def spec_options(f: Any) -> Any:
+    for opt in reversed(SPEC_OPTIONS):
+        f = opt(f)
+    return f
+
+
+def pop_spec_fields(kw: dict[str, Any]) -> dict[str, Any]:
+    """Take the RunSpec fields out of a command's keyword arguments."""
+    return {name: kw.pop(name) for name in SPEC_FIELDS if name in kw}
+
+
+def parse_assignments(items: tuple[str, ...], hint: str = "--size") -> dict[str, str]:
+    """NAME=VALUE pairs, as given with -s/--size."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected NAME=VALUE, got {item!r}", param_hint=hint)
+        out[key.strip()] = value.strip()
+    return out
+
+
+def scenario_dirs(ctx: click.Context, local: tuple[str, ...]) -> tuple[str, ...]:
+    """Folders given before the command (`gpuplay --scenarios D list`) and after it."""
+    root = ctx.find_root()
+    inherited = tuple((root.obj or {}).get("scenario_dirs", ())) if root is not None else ()
+    return (*inherited, *local)

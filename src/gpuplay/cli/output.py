@@ -1,0 +1,123 @@
+"""What commands print: tables on stdout, progress and warnings on stderr, files written atomically."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from gpuplay.core.compare import Row
+from gpuplay.core.report import row_cells
+
+
+def stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def load_scenarios(extra: Sequence[str]) -> Any:
+    """Built-in, configured and extra scenario folders; a broken file is a warning, not an exit."""
+    from gpuplay.core.config import load_config
+    from gpuplay.core.scenarios import load_scenarios as load
+
+    cfg = load_config()
+    err = stderr_console()
+    for problem in cfg.problems:
+        err.print(f"[yellow]warning:[/] {problem}", highlight=False)
+    sset = load([*cfg.scenario_dirs, *extra])
+    for e in sset.errors:
+        err.print(
+            f"[yellow]warning:[/] scenario {e.path}: {e.field + ': ' if e.field else ''}{e.detail}",
+            highlight=False,
+        )
+    return sset
+
+
+def message(exc: BaseException) -> str:
+    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+
+
+def emit(text: str, out: str | None) -> None:
+    if out:
+        from gpuplay.core.sessionlog import write_atomic
+
+        try:
+            write_atomic(Path(out), text)
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}") from None
+        stderr_console().print(f"wrote {out}", highlight=False)
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+
+
+def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: Any) -> None:
+    from gpuplay.core import report
+
+    if fmt == "json":
+        emit(report.to_json(rows, **meta), out)
+    elif fmt == "csv":
+        emit(report.to_csv(rows), out)
+    elif fmt == "markdown":
+        emit(report.to_markdown(rows, title), out)
+    else:
+        if out:
+            emit(report.to_markdown(rows, title), out)
+            return
+        from rich.console import Console
+
+        con = Console()
+        shown = [r for r in rows if r.result.summary is not None]
+        if shown:
+            con.print(rich_table(shown, title))
+            env = report.environment()
+            con.print(
+                f"{env['cpu']} ({env['cores']} cores) · medians after warm-up, ± = half the IQR · "
+                "CPU: perf_counter_ns, GPU: CUDA events · compile time excluded · error vs float64 NumPy",
+                style="dim",
+                highlight=False,
+                markup=False,
+            )
+            for line in report.footnotes(shown):
+                con.print(line, style="dim", highlight=False, markup=False)
+
+
+def log_results(results: Any) -> None:
+    from gpuplay.core.sessionlog import SessionLog
+
+    log = SessionLog()
+    for r in results:
+        if r.usable:
+            log.append(r)
+    if log.error:
+        stderr_console().print(f"[yellow]warning:[/] {log.error}", highlight=False)
+
+
+def rich_table(rows: Sequence[Row], title: str = "") -> Any:
+    """A terminal table narrow enough for 80 columns; notes go below it, numbered."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=title or None, header_style="bold", pad_edge=False, box=None, padding=(0, 1, 0, 0))
+    table.add_column("configuration", overflow="fold", min_width=16)
+    table.add_column("compute", no_wrap=True)
+    table.add_column("median", justify="right", no_wrap=True)
+    table.add_column("±", justify="right", no_wrap=True)
+    table.add_column("n", justify="right", no_wrap=True)
+    table.add_column("GFLOP/s", justify="right", no_wrap=True)
+    table.add_column("GB/s", justify="right", no_wrap=True)
+    table.add_column("speedup", justify="right", no_wrap=True)
+    table.add_column("error", justify="right", no_wrap=True)
+    current = None
+    for row in rows:
+        cells = row_cells(row)
+        group = f"{cells[0]} · {cells[1]}"
+        if group != current:
+            table.add_row(Text(group, style="bold cyan"), *[""] * 8)
+            current = group
+        short = row.result.spec.label(with_dtype=False)
+        config = short if not cells[12] else f"{short} [{rows.index(row) + 1}]"
+        table.add_row(Text(config), *cells[3:11])
+    return table

@@ -1,0 +1,84 @@
+"""`gpuplay run`: one scenario in one configuration."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import click
+
+from gpuplay.cli import options
+from gpuplay.cli.options import parse_assignments, pop_spec_fields, scenario_dirs_option, spec_options
+from gpuplay.cli.output import load_scenarios, log_results, message, print_rows, stderr_console
+from gpuplay.core.spec import SpecError
+
+FORMATS = ("table", "json", "csv")
+
+
+@click.command()
+@click.argument("scenario")
+@spec_options
+@click.option("--preset", "-p", default=None, help="quick, published, or a preset the scenario defines.")
+@click.option(
+    "--size", "-s", "sizes", multiple=True, metavar="NAME=VALUE", help="Set a parameter, e.g. -s n=2048."
+)
+@click.option(
+    "--baseline/--no-baseline", default=False, help="Also run NumPy on the CPU and show the speedup."
+)
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option(
+    "--out", type=click.Path(dir_okay=False), default=None, help="Write to a file instead of stdout."
+)
+@scenario_dirs_option
+def run(
+    scenario: str,
+    preset: str | None,
+    sizes: tuple[str, ...],
+    baseline: bool,
+    fmt: str,
+    out: str | None,
+    scenario_dirs: tuple[str, ...],
+    **kw: Any,
+) -> None:
+    """Time one scenario in one configuration."""
+    from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
+    from gpuplay.core.runner import run as run_spec
+    from gpuplay.core.spec import RunSpec
+    from gpuplay.core.workloads import get_workload
+
+    sset = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs))
+    try:
+        sc = sset.get(scenario)
+        params = {**sc.preset_params(preset), **parse_assignments(sizes)}
+        params = get_workload(sc.workload).resolve(params)
+        spec = RunSpec.make(sc.workload, params, scenario=sc.name, **pop_spec_fields(kw))
+    except (KeyError, ValueError, SpecError) as exc:
+        raise click.UsageError(message(exc)) from None
+    err = stderr_console()
+    specs = [spec]
+    if baseline and not is_baseline(spec):
+        specs.insert(0, baseline_spec(spec))
+    from gpuplay.core.telemetry import RunTelemetry
+
+    results = []
+    cancel = threading.Event()
+    telemetry = RunTelemetry()
+    try:
+        for s in specs:
+            with err.status(f"running {s.label()} …"):
+                results.append(run_spec(s, cancel=cancel, telemetry=telemetry))
+    except KeyboardInterrupt:
+        cancel.set()
+        raise click.Abort() from None
+    log_results(results)
+    rows = attach_baselines(results)
+    print_rows(rows, fmt, out, title=f"{sc.title} ({results[-1].size})")
+    failed = [r for r in results if r.status in ("failed", "refused")]
+    for r in failed:
+        err.print(f"{r.status}: {r.spec.label()}: {r.message}", style="red", highlight=False, markup=False)
+    if failed:
+        sys.exit(1)
+
+
+command = run
