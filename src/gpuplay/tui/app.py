@@ -4,9 +4,11 @@ thread workers run the core engine and only post messages back.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import functools
 import gc
+import signal
 import threading
 import time
 from pathlib import Path
@@ -23,9 +25,10 @@ from textual.worker import Worker, WorkerState
 from gpuplay.core.backends import all_backends, get_backend
 from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
 from gpuplay.core.config import load_config
+from gpuplay.core.engine import make_engine
+from gpuplay.core.engine.protocol import adopt_probe, await_engine_probe, forget_engine_probe
 from gpuplay.core.report import fmt_time
 from gpuplay.core.result import RunResult
-from gpuplay.core.runner import run
 from gpuplay.core.scenarios import Scenario, ScenarioSet, load_scenarios
 from gpuplay.core.sessionlog import SessionLog, write_atomic
 from gpuplay.core.spec import RunSpec
@@ -145,6 +148,11 @@ class GpuPlayApp(App[None]):
         self.nvml_line = ""
         self.latest: Snapshot | None = None
         self._scenario_timer: Any = None
+        # Measurements run in an engine process: this process never imports torch or CuPy.
+        self.engine = make_engine("engine", on_probe=self._post_probe)
+        if not self.engine.in_process:
+            await_engine_probe()  # before anything asks a backend: never probe (import torch) here
+        self.exit_signal: int | None = None
 
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -193,10 +201,16 @@ class GpuPlayApp(App[None]):
         if self.sampler is not None:
             self.nvml_line = nvml_status()
             self.sampler.start()
-        # torch's import (~2 s) and device probes run off the UI thread; the first
-        # frame does not wait for them, and the first measurement does (it would
-        # otherwise share the CPU with the import).
-        self._probe()
+        # SIGTERM and SIGHUP quit like `q`: the engine goes, the terminal is restored.
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                loop.add_signal_handler(sig, self._quit_on_signal, sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread (tests) or no signals on this platform
+        # The engine imports torch and probes the devices in its own process; the first frame
+        # does not wait for it, and the first measurement does.
+        self.engine.start()
 
     def on_resize(self, event: Any) -> None:
         self._adapt_layout(event.size.width, event.size.height)
@@ -209,21 +223,21 @@ class GpuPlayApp(App[None]):
     def on_unmount(self) -> None:
         self.cancel.set()
         self.paused.clear()
+        self.engine.kill()  # nothing in it to save; a compile or a long step must not delay quitting
+        if not self.engine.in_process:
+            forget_engine_probe()
         if self.sampler is not None:
             self.sampler.stop()
 
+    def _quit_on_signal(self, sig: int) -> None:
+        self.exit_signal = sig
+        self.engine.kill()
+        self.exit(return_code=128 + sig)
+
     # -- workers: plain engine calls that only post messages ---------------------------
-    @work(thread=True, group="probe", exit_on_error=False)
-    def _probe(self) -> None:
-        for b in all_backends():
-            b.start_probe()
-        # The first measurement needs NumPy and PyTorch; CuPy's probe can take >10 s on some
-        # machines, so its answer arrives later and only redraws the controls.
-        for name in ("numpy", "torch"):
-            get_backend(name).probe()
-        self.post_message(ProbesDone(final=False))
-        get_backend("cupy").probe()
-        self.post_message(ProbesDone(final=True))
+    def _post_probe(self, data: dict[str, Any], final: bool) -> None:
+        # Called from the engine client's reader thread: hand the answer to the UI thread.
+        self.post_message(ProbesDone(final=final, data=data))
 
     @work(thread=True, group="measure", exit_on_error=False)
     def _measure(
@@ -234,7 +248,7 @@ class GpuPlayApp(App[None]):
                 return
             sink = _Coalescer(self, run_id)
             telemetry = RunTelemetry(self.sampler) if self.sampler is not None else None
-            result = run(
+            result = self.engine.run(
                 spec,
                 on_sample=sink.add if role == "live" else None,
                 cancel=cancel,
@@ -298,7 +312,9 @@ class GpuPlayApp(App[None]):
 
     # -- messages ----------------------------------------------------------------
     def on_probes_done(self, msg: ProbesDone) -> None:
-        if msg.final:
+        if msg.data is not None and not self.engine.in_process:
+            adopt_probe(msg.data)
+        if msg.final or self.probed:  # the final answer, or a restarted engine's
             self.refresh_controls()
             return
         self.probed = True
@@ -603,4 +619,7 @@ def _cost(spec: RunSpec) -> tuple[float | None, float | None]:
 
 
 def run_app(scenario_dirs: list[Path] | None = None) -> None:
-    GpuPlayApp(scenario_dirs).run()
+    app = GpuPlayApp(scenario_dirs)
+    app.run()
+    if app.exit_signal is not None:
+        raise SystemExit(128 + app.exit_signal)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.message import Message
 
 from gpuplay.core.result import RunResult
@@ -35,9 +37,10 @@ class RunFinished(Message):
 class ProbesDone(Message):
     """Backends probed in the background: NumPy and PyTorch first (final=False), then CuPy."""
 
-    def __init__(self, final: bool) -> None:
+    def __init__(self, final: bool, data: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.final = final
+        self.data = data  # the engine's probe answer, adopted by the UI thread
 
 
 class TelemetryTick(Message):

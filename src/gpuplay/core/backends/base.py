@@ -50,6 +50,9 @@ class Backend(ABC):
         self._probe_lock = threading.Lock()
         self._probe_thread: threading.Thread | None = None
         self._probe_result: tuple[Availability, list[DeviceInfo]] | None = None
+        # Set in a process that must not import the library (the UI): answers come from the engine.
+        self._remote = False
+        self._facts: dict[str, Any] = {}
 
     # -- availability ------------------------------------------------------
     @abstractmethod
@@ -58,6 +61,8 @@ class Backend(ABC):
 
     def start_probe(self) -> None:
         """Begin probing in the background; callers that cannot wait return at once."""
+        if self._remote:
+            return  # the engine process probes; its answer arrives through adopt_probe
         with self._probe_lock:
             if self._probe_thread is None and self._probe_result is None:
                 self._probe_thread = threading.Thread(
@@ -82,6 +87,19 @@ class Backend(ABC):
         if self._probe_result is None:
             return Availability(False, f"{self.title}: still probing", pending=True), []
         return self._probe_result
+
+    def adopt_probe(self, avail: Availability, devices: list[DeviceInfo], facts: dict[str, Any]) -> None:
+        """Take another process's probe answer as this backend's, and never probe here."""
+        with self._probe_lock:
+            self._remote = True
+            self._facts = dict(facts)
+            self._probe_result = None if avail.pending else (avail, list(devices))
+
+    def forget_adopted(self) -> None:
+        """Probe in this process again (after the engine that answered is gone)."""
+        with self._probe_lock:
+            if self._remote:
+                self._remote, self._facts, self._probe_result, self._probe_thread = False, {}, None, None
 
     def availability(self, timeout: float | None = None) -> Availability:
         return self.probe(timeout)[0]

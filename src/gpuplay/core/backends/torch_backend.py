@@ -63,6 +63,8 @@ class TorchBackend(Backend):
 
     def cuda_reason(self) -> str:
         """Why there is no cuda device for torch, or '' when there is one."""
+        if self._remote:
+            return str(self._facts.get("cuda_reason", ""))
         avail, devices = self.probe()
         if not avail.ok:
             return avail.reason
@@ -71,6 +73,8 @@ class TorchBackend(Backend):
         return cuda_unavailable_reason(_torch())
 
     def version(self) -> str | None:
+        if self._remote:
+            return self._facts.get("version")
         try:
             return _torch().__version__
         except ImportError:

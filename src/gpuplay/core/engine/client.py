@@ -1,0 +1,363 @@
+"""The front end's side of the engine: one process per client, killed and replaced when it must be.
+
+`EngineClient.run` has `gpuplay.core.runner.run`'s signature and meaning, so the app, `gpuplay run`
+and `gpuplay compare` measure the same way; the measurement happens in the engine process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from gpuplay.core.result import RunResult
+from gpuplay.core.spec import RunSpec
+
+CANCEL_GRACE_S = 0.3  # an engine that has not stopped this long after a cancel is killed
+POLL_S = 0.02
+ProbeCallback = Callable[[dict[str, Any], bool], None]
+
+
+def _now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def engine_log_path() -> Path:
+    from gpuplay.core.config import state_dir
+
+    folder = state_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "engine.log"
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > 1_000_000:
+            path.unlink()  # keep it bounded: the latest crashes are what matter
+    return path
+
+
+def death_cause(exitcode: int | None) -> str:
+    """Why an engine process ended, in words."""
+    if exitcode is None:
+        return "the engine process stopped answering"
+    if exitcode < 0:
+        sig = -exitcode
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else f"signal {sig}"
+        return {
+            "SIGKILL": "the engine process was killed (SIGKILL: out of host memory, or killed by hand)",
+            "SIGSEGV": "the engine process crashed (SIGSEGV: a segmentation fault in native code)",
+            "SIGABRT": "the engine process aborted (SIGABRT: a fatal error in native code)",
+            "SIGBUS": "the engine process crashed (SIGBUS: a bad memory access in native code)",
+            "SIGFPE": "the engine process crashed (SIGFPE: an arithmetic fault in native code)",
+            "SIGTERM": "the engine process was terminated (SIGTERM)",
+        }.get(name, f"the engine process was ended by {name}")
+    from gpuplay.core.engine.server import STICKY_EXIT_CODE
+
+    if exitcode == STICKY_EXIT_CODE:
+        return "the engine process exited after a CUDA error that poisons its context"
+    return f"the engine process exited with code {exitcode} (os._exit or sys.exit in the measured code?)"
+
+
+class EngineClient:
+    """Drives one engine process. One measurement at a time; thread-safe to call from a worker."""
+
+    in_process = False
+
+    _ids = itertools.count(1)
+
+    def __init__(self, name: str = "engine", on_probe: ProbeCallback | None = None) -> None:
+        self.name = name
+        self.on_probe = on_probe
+        self.probe: dict[str, Any] | None = None  # the latest answer (final or not)
+        self.probe_final = False
+        self.restarts = 0
+        self._probe_event = threading.Event()
+        self._lock = threading.Lock()  # starting and killing
+        self._run_lock = threading.Lock()  # one measurement at a time
+        self._proc: Any = None
+        self._conn: Any = None
+        self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._send_lock = threading.Lock()
+        self._log_path: Path | None = None
+        self._closed = False
+
+    # -- the process ----------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._log_path
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start the engine if none runs. Returns at once: the engine imports torch on its own time."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("engine client is closed")
+            if self.alive():
+                return
+            self._reap()
+            ours, theirs = socket.socketpair()
+            try:
+                self._log_path = engine_log_path()
+                log = open(self._log_path, "ab")  # noqa: SIM115
+            except OSError:
+                self._log_path, log = None, None
+            # A fresh interpreter, not multiprocessing's spawn: it never re-imports the caller's
+            # __main__, and its own session keeps the terminal's Ctrl+C for the front end.
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gpuplay.core.engine.server", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=log or subprocess.DEVNULL,
+                stderr=log or subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+            theirs.close()
+            if log is not None:
+                log.close()
+            self._proc, self._conn = proc, Connection(ours.detach())
+            parent = self._conn
+            self._events = queue.Queue()
+            threading.Thread(target=self._read, args=(parent, self._events), name="gpuplay-engine-client",
+                             daemon=True).start()  # fmt: skip
+
+    def _read(self, conn: Any, events: queue.Queue[tuple[Any, ...]]) -> None:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                events.put(("died",))
+                return
+            if msg[0] == "probe":
+                self.probe, self.probe_final = json.loads(msg[1]), msg[2]
+                self._probe_event.set()
+                if self.on_probe is not None:
+                    self.on_probe(self.probe, msg[2])
+            elif msg[0] != "ready":
+                events.put(msg)
+
+    def _send(self, msg: tuple[Any, ...]) -> bool:
+        with self._send_lock:
+            try:
+                self._conn.send(msg)
+                return True
+            except (BrokenPipeError, EOFError, OSError, AttributeError):
+                return False
+
+    def kill(self) -> None:
+        """Stop the engine now (SIGKILL): a hung compile or a stuck step cannot delay it."""
+        with self._lock:
+            proc = self._proc
+            if proc is not None and proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    proc.kill()
+            self._reap()
+
+    def _reap(self) -> None:
+        if self._proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(2.0)
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.close()
+        self._proc = self._conn = None
+
+    def close(self) -> None:
+        """Shut down for good: a polite request, then SIGKILL if it is not gone at once."""
+        self._closed = True
+        if self.alive():
+            self._send(("shutdown",))
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(0.2)
+        self.kill()
+
+    def wait_probe(self, timeout: float | None = None, final: bool = False) -> dict[str, Any] | None:
+        """The engine's probe answer (starting the engine if needed), or None after `timeout`."""
+        self.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if self.probe is not None and (self.probe_final or not final):
+                return self.probe
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            self._probe_event.clear()
+            self._probe_event.wait(0.1 if left is None else min(0.1, left))
+
+    # -- measuring ----------------------------------------------------------------------
+    def run(
+        self,
+        spec: RunSpec,
+        on_sample: Callable[[str, float], None] | None = None,
+        cancel: threading.Event | None = None,
+        *,
+        pause: threading.Event | None = None,
+        on_phase: Callable[[str, str], None] | None = None,
+        telemetry: Any = None,
+        probe_timeout: float | None = 30.0,
+    ) -> RunResult:
+        """Measure `spec` in the engine. Never raises for what a user can cause, nor for an engine
+        that dies: the result says what happened."""
+        cancel = cancel or threading.Event()
+        with self._run_lock:
+            started = _now()
+            if cancel.is_set():
+                return self._stopped(spec, started, "cancelled", "cancelled by the user")
+            self.start()
+            run_id = next(self._ids)
+            events = self._events
+            if not self._send(("run", run_id, spec.to_dict(), on_sample is not None)):
+                return self._died(spec, started)
+            paused = False
+            cancel_sent: float | None = None
+            while True:
+                if pause is not None and pause.is_set() != paused:
+                    paused = pause.is_set()
+                    self._send(("pause", run_id, paused))
+                if cancel.is_set() and cancel_sent is None:
+                    cancel_sent = time.monotonic()
+                    self._send(("cancel", run_id))
+                if cancel_sent is not None and time.monotonic() - cancel_sent > CANCEL_GRACE_S:
+                    # Mid-step, mid-compile or hung in user code: a new engine is quicker than waiting.
+                    self.kill()
+                    self.restarts += 1
+                    self.start()
+                    return self._stopped(
+                        spec, started, "cancelled",
+                        f"cancelled by the user; the engine did not stop within {CANCEL_GRACE_S:.1f} s "
+                        "(a long step, a compile or a hang) and was replaced",
+                    )  # fmt: skip
+                try:
+                    ev = events.get(timeout=POLL_S)
+                except queue.Empty:
+                    continue
+                kind = ev[0]
+                if kind == "died":
+                    return self._died(spec, started)
+                if len(ev) > 1 and ev[1] != run_id:
+                    continue  # a cancelled run's last events
+                if kind == "samples" and on_sample is not None:
+                    for phase, dt in ev[2]:
+                        on_sample(phase, dt)
+                elif kind == "phase" and on_phase is not None:
+                    on_phase(ev[2], "")
+                elif kind == "result":
+                    return RunResult.from_dict(json.loads(ev[2]))
+                elif kind == "error":
+                    return self._stopped(spec, started, "failed", ev[2], failure="error")
+
+    def _stopped(
+        self, spec: RunSpec, started: str, status: str, message: str, failure: str = ""
+    ) -> RunResult:
+        return RunResult(spec=spec, status=status, message=message, failure=failure, started=started,
+                         finished=_now())  # fmt: skip
+
+    def _died(self, spec: RunSpec, started: str) -> RunResult:
+        proc = self._proc
+        exitcode = None
+        pid = proc.pid if proc is not None else None
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(2.0)
+            exitcode = proc.returncode
+        with self._lock:
+            self._reap()
+        self.restarts += 1
+        message = death_cause(exitcode)
+        tail = self._log_tail(pid)
+        if tail:
+            message += f": {tail}"
+        if self._log_path is not None:
+            message += f" (engine log: {self._log_path})"
+        result = self._stopped(spec, started, "failed", message, failure="engine-died")
+        result.notes.append("the next measurement runs in a new engine process")
+        return result
+
+    def _log_tail(self, pid: int | None) -> str:
+        """The last meaningful line the dead engine wrote (faulthandler's header, an error)."""
+        if self._log_path is None or pid is None:
+            return ""
+        try:
+            text = self._log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        marker = f"--- gpuplay engine pid {pid} started"
+        if marker not in text:
+            return ""
+        lines = text[text.rindex(marker) :].splitlines()[1:]
+        for line in reversed(lines):
+            if line.startswith(("Fatal Python error", "MemoryError")) or "Error:" in line:
+                return line.strip()[:200]
+        return ""
+
+
+# -- one engine per front-end process, for the headless commands ---------------------------
+_shared: EngineClient | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_client() -> EngineClient:
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = EngineClient()
+            atexit.register(shutdown_shared)
+        return _shared
+
+
+def shutdown_shared() -> None:
+    global _shared
+    with _shared_lock:
+        client, _shared = _shared, None
+    if client is not None:
+        client.close()
+
+
+def in_process() -> bool:
+    """GPUPLAY_IN_PROCESS=1 measures in the calling process (profiling gpuplay itself, some tests)."""
+    return os.environ.get("GPUPLAY_IN_PROCESS", "") not in ("", "0")
+
+
+def measure(
+    spec: RunSpec,
+    on_sample: Callable[[str, float], None] | None = None,
+    cancel: threading.Event | None = None,
+    *,
+    pause: threading.Event | None = None,
+    on_phase: Callable[[str, str], None] | None = None,
+    telemetry: Any = None,
+) -> RunResult:
+    """`runner.run`'s contract, measured in the shared engine process (or in-process if asked)."""
+    if in_process():
+        from gpuplay.core.runner import run
+
+        return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
+    return shared_client().run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
+
+
+def make_engine(name: str = "engine", on_probe: ProbeCallback | None = None) -> Any:
+    """The engine a front end should use: a process of its own, unless GPUPLAY_IN_PROCESS=1."""
+    if in_process():
+        from gpuplay.core.engine.inprocess import InProcessEngine
+
+        return InProcessEngine(name, on_probe)
+    return EngineClient(name, on_probe)

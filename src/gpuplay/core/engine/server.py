@@ -1,0 +1,175 @@
+"""The engine process's side: receive specs, measure them with the core runner, stream events back.
+
+The main thread measures; a reader thread takes cancel, pause and shutdown at any time. Nothing
+here writes to the terminal: the front end may be drawing on it, so the engine's stdout and
+stderr (and faulthandler's dump on a crash) go to a log file the client names in its messages.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from gpuplay.core.engine.protocol import SAMPLE_BATCH_S, probe_data
+
+# A CUDA error of these kinds poisons the context for the life of the process: the only recovery
+# is a new process, so the engine reports the run and exits.
+STICKY_CUDA_ERRORS = (
+    "device-side assert",
+    "illegal memory access",
+    "illegal address",
+    "unspecified launch failure",
+    "misaligned address",
+    "an illegal instruction",
+    "CUDA error: uncorrectable ECC",
+    "cudaErrorLaunchFailure",
+    "cudaErrorIllegalAddress",
+    "cudaErrorAssert",
+)
+STICKY_EXIT_CODE = 3
+
+
+def main(fd: int) -> None:
+    """Entry point of the engine process: `python -m gpuplay.core.engine.server FD`.
+
+    The client starts it in a session of its own (Ctrl+C in the terminal is the front end's to
+    handle) with stdout and stderr on the engine log, and FD one end of a socket pair.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    faulthandler.enable(sys.stderr)  # a segfault leaves the Python stack in the engine log
+    print(f"--- gpuplay engine pid {os.getpid()} started {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
+    Engine(Connection(fd)).serve()
+
+
+class _Batcher:
+    """Step timings leave the engine in batches, at most ~10 messages a second."""
+
+    def __init__(self, send: Any, run_id: int) -> None:
+        self.send, self.run_id = send, run_id
+        self.pending: list[tuple[str, float]] = []
+        self.last = time.monotonic()
+
+    def add(self, phase: str, dt: float) -> None:
+        self.pending.append((phase, dt))
+        now = time.monotonic()
+        if now - self.last >= SAMPLE_BATCH_S:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        if self.pending:
+            batch, self.pending = self.pending, []
+            self.send(("samples", self.run_id, batch))
+        self.last = now or time.monotonic()
+
+
+class Engine:
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.send_lock = threading.Lock()
+        self.jobs: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self.current: int | None = None
+        self.cancel = threading.Event()
+        self.pause = threading.Event()
+        self.stopping = threading.Event()
+
+    def send(self, msg: tuple[Any, ...]) -> None:
+        with self.send_lock:
+            try:
+                self.conn.send(msg)
+            except (BrokenPipeError, EOFError, OSError):
+                os._exit(0)  # the front end is gone: nothing left to measure for
+
+    def serve(self) -> None:
+        self.send(("ready", os.getpid()))
+        threading.Thread(target=self._read, name="gpuplay-engine-reader", daemon=True).start()
+        threading.Thread(target=self._probe, name="gpuplay-engine-probe", daemon=True).start()
+        while not self.stopping.is_set():
+            job = self.jobs.get()
+            if job[0] == "stop":
+                break
+            if job[0] == "run":
+                _, run_id, spec_dict, live = job
+                self._run(run_id, spec_dict, live)
+        self.conn.close()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                os._exit(0)  # the front end died or closed the pipe: never outlive it
+            kind = msg[0]
+            if kind == "run":
+                self.jobs.put(msg)
+            elif kind == "cancel":
+                if msg[1] == self.current:
+                    self.cancel.set()
+            elif kind == "pause":
+                if msg[1] == self.current:
+                    (self.pause.set if msg[2] else self.pause.clear)()
+            elif kind == "probe":
+                threading.Thread(target=self._probe, daemon=True).start()
+            elif kind == "shutdown":
+                self.stopping.set()
+                self.cancel.set()
+                self.jobs.put(("stop",))
+                return
+
+    def _probe(self) -> None:
+        # NumPy and PyTorch first (the first measurement needs them); CuPy's probe can take >10 s.
+        from gpuplay.core.backends import get_backend
+
+        for b in ("numpy", "torch", "cupy"):
+            get_backend(b).start_probe()
+        self.send(("probe", json.dumps(probe_data(("numpy", "torch")), default=str), False))
+        self.send(("probe", json.dumps(probe_data(("numpy", "torch", "cupy")), default=str), True))
+
+    def _run(self, run_id: int, spec_dict: dict[str, Any], live: bool) -> None:
+        from gpuplay.core.result import RunResult
+        from gpuplay.core.runner import run
+        from gpuplay.core.spec import RunSpec
+        from gpuplay.core.telemetry import RunTelemetry
+
+        self.current = run_id
+        self.cancel.clear()
+        self.pause.clear()
+        batcher = _Batcher(self.send, run_id)
+        try:
+            spec = RunSpec.from_dict(spec_dict)
+        except Exception as exc:  # a client bug, reported rather than killing the engine
+            self.send(("error", run_id, f"bad spec: {exc}"))
+            return
+        try:
+            result = run(
+                spec,
+                on_sample=batcher.add if live else None,
+                cancel=self.cancel,
+                pause=self.pause,
+                on_phase=lambda name, _detail: self.send(("phase", run_id, name)),
+                telemetry=RunTelemetry(),
+            )
+        except BaseException as exc:  # run() reports what a user can cause; anything else is ours
+            result = RunResult(spec=spec, status="failed", failure="error", message=f"engine: {exc!r}")
+        batcher.flush()
+        sticky = result.status == "failed" and any(s in result.message for s in STICKY_CUDA_ERRORS)
+        if sticky:
+            result.failure = "cuda-context"
+            result.notes.append("the CUDA context is poisoned by this error; the engine restarts")
+        self.current = None
+        # JSON on the wire: plain data only (a torch version string would make the client import torch)
+        self.send(("result", run_id, json.dumps(result.to_dict(), default=str)))
+        if sticky:
+            os._exit(STICKY_EXIT_CODE)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
