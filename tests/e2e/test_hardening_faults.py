@@ -73,6 +73,7 @@ def test_out_of_memory_in_the_app_leaves_it_usable(tmp_path, monkeypatch):
         raise MemoryError("Unable to allocate 8.00 GiB for an array")
 
     monkeypatch.setattr(NumpyBackend, "from_host", no_memory)
+    monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")  # the patch lives in this process
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.1, telemetry=False)
 
     async def scenario():

@@ -104,9 +104,7 @@ async def test_cancel_and_restart_keeps_one_measurement_at_a_time(app):
             with lock:
                 running.pop()
 
-    import gpuplay.tui.app as app_module
-
-    app_module.run = counting_run
+    runner.run = counting_run
     try:
         async with app.run_test(size=(120, 36)) as pilot:
             await wait_until(pilot, finished(app))
@@ -116,7 +114,7 @@ async def test_cancel_and_restart_keeps_one_measurement_at_a_time(app):
             assert peak["n"] == 1
             assert app.live_result.status == "ok"
     finally:
-        app_module.run = real_run
+        runner.run = real_run
 
 
 async def test_choosing_a_scenario(app):

@@ -13,7 +13,7 @@ import threading
 
 import psutil
 
-import gpuplay.tui.app as app_module
+from gpuplay.core import runner
 from gpuplay.tui.app import GpuPlayApp
 from tests.tui_helpers import tiny_scenarios, wait_until
 
@@ -31,7 +31,7 @@ def key_event(key: str):
 
 async def test_a_thousand_rapid_changes(tmp_path):
     running, peak, lock = [0], [0], threading.Lock()
-    real_run = app_module.run
+    real_run = runner.run
 
     def counting_run(*a, **k):
         with lock:
@@ -43,7 +43,7 @@ async def test_a_thousand_rapid_changes(tmp_path):
             with lock:
                 running[0] -= 1
 
-    app_module.run = counting_run
+    runner.run = counting_run
     proc = psutil.Process()
     threads_before = {t.ident for t in threading.enumerate()}
     rng = random.Random(1234)
@@ -83,7 +83,7 @@ async def test_a_thousand_rapid_changes(tmp_path):
             if t.ident not in threads_before and t.is_alive() and not t.name.startswith("asyncio_")
         ]  # the test loop's own executor
     finally:
-        app_module.run = real_run
+        runner.run = real_run
     growth = (rss_after - rss_before) / 2**20
     second = (rss_after - rss_half) / 2**20
     print(
