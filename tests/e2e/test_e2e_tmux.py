@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -96,5 +97,50 @@ def test_ctrl_c_during_a_run_restores_the_terminal(tmp_path, env):
         screen = t.wait_for("TTY-RESTORED")
         assert "scenarios" not in screen  # the alternate screen is gone
         assert "Traceback" not in screen
+    finally:
+        t.kill()
+
+
+def _app_process(marker: str):
+    import psutil
+
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if any("gpuplay" in c for c in cmd[:2]) and marker in " ".join(cmd):
+            return p
+    return None
+
+
+def test_sigterm_restores_the_terminal_and_the_engine_goes_too(tmp_path, env):
+    import psutil
+
+    scenarios = tiny_scenarios(tmp_path / "sc")
+    t = Tmux(tmp_path, f"--scenarios {scenarios}", 120, 36, env)
+    try:
+        t.wait_for("done")
+        t.keys("b")
+        t.wait_for("torch cpu", "done")
+        app = _app_process(str(scenarios))
+        assert app is not None
+        engines = [c for c in app.children(recursive=True) if "gpuplay.core.engine" in " ".join(c.cmdline())]
+        assert len(engines) == 1
+        engine = engines[0]
+        # torch lives in the engine only
+        assert "libtorch" in Path(f"/proc/{engine.pid}/maps").read_text()
+        assert "libtorch" not in Path(f"/proc/{app.pid}/maps").read_text()
+        alt = subprocess.run(["tmux", "display", "-p", "-t", t.name, "#{alternate_on}"],
+                             capture_output=True, text=True).stdout.strip()  # fmt: skip
+        assert alt == "1"
+        app.send_signal(signal.SIGTERM)
+        screen = t.wait_for("TTY-RESTORED", timeout=10)
+        assert "EXITED-143" in screen
+        alt = subprocess.run(["tmux", "display", "-p", "-t", t.name, "#{alternate_on}"],
+                             capture_output=True, text=True).stdout.strip()  # fmt: skip
+        assert alt == "0", "the terminal was left in the alternate screen"
+        with pytest.raises(psutil.NoSuchProcess):
+            for _ in range(50):
+                if engine.status() == psutil.STATUS_ZOMBIE:
+                    raise psutil.NoSuchProcess(engine.pid)
+                time.sleep(0.1)
     finally:
         t.kill()
