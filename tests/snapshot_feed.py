@@ -57,10 +57,11 @@ def feed(app, backend: str = "torch", amp: str = "off") -> None:
         2.6e-7 if amp == "off" else 2.9e-3,
         "bfloat16" if amp == "bf16" else None,
     )
-    app.spec = spec
-    app.results = [base_r, live_r]
-    app.baselines = {base: base_r}
-    app.samples = fixed_samples(live_r.median)
-    app.live_result = live_r
-    app.phase = "done"
+    s = app.session
+    s.spec = spec
+    s.results = [base_r, live_r]
+    s.baselines = {base: base_r}
+    s.samples = fixed_samples(live_r.median)
+    s.live_result = live_r
+    s.phase = "done"
     app.refresh_all()

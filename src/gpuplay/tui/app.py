@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import functools
 import gc
 import signal
 import threading
@@ -17,27 +16,24 @@ from typing import Any
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Header, OptionList, TabbedContent, TabPane
-from textual.widgets.option_list import Option
+from textual.widgets import OptionList, TabbedContent
 from textual.worker import Worker, WorkerState
 
-from gpuplay.core.backends import all_backends, get_backend
-from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
+from gpuplay.core.backends import all_backends
+from gpuplay.core.compare import attach_baselines
 from gpuplay.core.config import load_config
 from gpuplay.core.engine import make_engine
 from gpuplay.core.engine.protocol import adopt_probe, await_engine_probe, forget_engine_probe
-from gpuplay.core.report import fmt_time
 from gpuplay.core.result import RunResult
-from gpuplay.core.scenarios import Scenario, ScenarioSet, load_scenarios
+from gpuplay.core.scenarios import ScenarioSet, load_scenarios
+from gpuplay.core.session import LIVE_BUDGET_S, LiveSession
 from gpuplay.core.sessionlog import SessionLog, write_atomic
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.stats import summarize
 from gpuplay.core.system import cpu_count
 from gpuplay.core.telemetry import RunTelemetry, Sampler, Snapshot, nvml_status
-from gpuplay.core.workloads import get_workload
-from gpuplay.core.workloads.base import ITEMSIZE
+from gpuplay.tui import viewmodels
 from gpuplay.tui.controls import cycle, live_threads
+from gpuplay.tui.layout import compose_main
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
 from gpuplay.tui.widgets import (
     ClaimLine,
@@ -52,11 +48,6 @@ from gpuplay.tui.widgets import (
     TelemetryPanel,
 )
 
-PRESETS = ("quick", "published", "default")
-MAX_SESSION_RESULTS = 500  # in memory; every one is also in the session log on disk
-LIVE_MAX_STEPS = 10_000  # a 2 s budget of µs-steps would otherwise keep 10^5+ samples per run
-STEP_LIMITS = (2.0, 10.0, 60.0)
-LIVE_BUDGET_S = 2.0
 PROGRESS_INTERVAL_S = 0.1  # per-step timings reach the UI at most ~10 times a second
 
 
@@ -124,24 +115,13 @@ class GpuPlayApp(App[None]):
         cfg = load_config()
         self.config_problems = cfg.problems
         self.scenario_set: ScenarioSet = load_scenarios([*cfg.scenario_dirs, *(scenario_dirs or [])])
+        self.session = LiveSession(self.scenario_set, threads=live_threads(cpu_count()), preset=preset,
+                                   budget_s=budget_s, autostart=autostart)  # fmt: skip
         self.autostart = autostart
         self.export_dir = export_dir or Path.cwd()
-        self.preset = preset
-        self.step_limit = STEP_LIMITS[0]
-        self.budget_s = budget_s
-        names = list(self.scenario_set.scenarios)
-        self.scenario: Scenario | None = self.scenario_set.scenarios[names[0]] if names else None
-        self.spec: RunSpec | None = None  # the live configuration
-        self.run_id = 0
         self.cancel = threading.Event()
         self.paused = threading.Event()
         self.measure_lock = threading.Lock()  # at most one measurement at any time
-        self.samples: list[tuple[str, float]] = []
-        self.phase = "starting"
-        self.live_result: RunResult | None = None
-        self.results: list[RunResult] = []
-        self.baselines: dict[RunSpec, RunResult] = {}
-        self.baseline_running = False
         self.probed = False
         self.session_log = SessionLog()
         self.sampler = Sampler(cfg.sample_interval, on_snapshot=self._post_snapshot) if telemetry else None
@@ -154,32 +134,24 @@ class GpuPlayApp(App[None]):
             await_engine_probe()  # before anything asks a backend: never probe (import torch) here
         self.exit_signal: int | None = None
 
+    # The session's state, read through the app by tests, benchmarks and widgets.
+    spec = property(lambda self: self.session.spec, lambda self, v: setattr(self.session, "spec", v))
+    scenario = property(lambda self: self.session.scenario)
+    live_result = property(lambda self: self.session.live_result)
+    results = property(lambda self: self.session.results)
+    baselines = property(lambda self: self.session.baselines)
+    samples = property(lambda self: self.session.samples)
+    phase = property(lambda self: self.session.phase)
+    baseline_running = property(lambda self: self.session.baseline_running)
+    preset = property(lambda self: self.session.preset)
+    step_limit = property(lambda self: self.session.step_limit)
+    budget_s = property(
+        lambda self: self.session.budget_s, lambda self, v: setattr(self.session, "budget_s", v)
+    )
+
     # -- layout ---------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Header()
-        with Horizontal(id="body"):
-            with Vertical(id="sidebar"):
-                options = [Option(f"{s.title}", id=s.name) for s in self.scenario_set.scenarios.values()]
-                yield OptionList(*options, id="scenarios")
-                yield ControlsPanel(id="controls")
-            with TabbedContent(id="tabs", initial="live"):
-                with TabPane("Live", id="live"):
-                    with Horizontal(id="live-top"):
-                        yield SpeedupDigits(id="speedup")
-                        yield StatsPanel(id="stats")
-                    yield StepChart(id="chart")
-                    yield ClaimLine(id="claim")
-                with TabPane("Compare", id="compare"):
-                    yield CompareView()
-                with TabPane("Code", id="code"):
-                    yield CodeView()
-                with TabPane("Telemetry", id="telemetry"):
-                    yield TelemetryPanel(id="telemetry-full")
-                    yield TelemetryChart(id="tchart-full")
-            with Vertical(id="side-telemetry"):
-                yield TelemetryPanel(id="telemetry-side")
-                yield TelemetryChart(id="tchart-side")
-        yield Footer()
+        yield from compose_main(self.scenario_set)
 
     @property
     def main(self) -> Any:
@@ -196,7 +168,7 @@ class GpuPlayApp(App[None]):
         if self.scenario is None:
             self.notify("no scenarios found", severity="error")
             return
-        self.spec = self._make_spec()
+        self.session.spec = self.session.make_spec()
         self.refresh_all()
         if self.sampler is not None:
             self.nvml_line = nvml_status()
@@ -264,22 +236,7 @@ class GpuPlayApp(App[None]):
 
     # -- starting and stopping measurements ------------------------------------------------
     def _make_spec(self, base: RunSpec | None = None) -> RunSpec:
-        assert self.scenario is not None
-        sc = self.scenario
-        params = sc.preset_params(None if self.preset == "default" else self.preset)
-        common = dict(
-            scenario=sc.name,
-            threads=live_threads(cpu_count()),
-            budget_s=self.budget_s,
-            max_step_s=self.step_limit,
-            warmup=3,
-            max_repeat=LIVE_MAX_STEPS,
-        )
-        if base is None:
-            return RunSpec.make(sc.workload, params, **common)
-        if base.workload == sc.workload and "method" in base.params:
-            params["method"] = base.params["method"]
-        return base.replace(workload=sc.workload, params=params, **common)
+        return self.session.make_spec(base)
 
     def start_measurement(self) -> None:
         """Cancel whatever runs (it stops within one step) and measure the live spec."""
@@ -288,27 +245,12 @@ class GpuPlayApp(App[None]):
         self.cancel.set()
         self.cancel = threading.Event()
         self.paused.clear()
-        self.run_id += 1
-        self.samples = []
-        self.live_result = None
-        self.baseline_running = False
-        self.phase = "queued"
-        self._measure(self.spec, self.run_id, "live", self.cancel, self.paused)
+        run_id = self.session.begin_run()
+        self._measure(self.spec, run_id, "live", self.cancel, self.paused)
         self.refresh_all()
 
-    def _start_baseline(self) -> None:
-        assert self.spec is not None
-        base = baseline_spec(self.spec)
-        if base in self.baselines or is_baseline(self.spec) or not self.autostart:
-            return
-        self.baseline_running = True
-        self._measure(base, self.run_id, "baseline", self.cancel, self.paused)
-
     def baseline_for(self, spec: RunSpec) -> RunResult | None:
-        try:
-            return self.baselines.get(baseline_spec(spec))
-        except (KeyError, ValueError):
-            return None
+        return self.session.baseline_for(spec)
 
     # -- messages ----------------------------------------------------------------
     def on_probes_done(self, msg: ProbesDone) -> None:
@@ -326,54 +268,33 @@ class GpuPlayApp(App[None]):
         if self.autostart:
             self.start_measurement()
         else:
-            self.phase = "idle"
+            self.session.phase = "idle"
             self.refresh_all()
 
     def on_run_phase(self, msg: RunPhase) -> None:
-        if msg.run_id == self.run_id and not self.baseline_running:
-            self.phase = msg.phase
-            if self.main.query_one(TabbedContent).active == "live":
-                self.refresh_stats()
+        if (
+            self.session.set_phase(msg.run_id, msg.phase)
+            and self.main.query_one(TabbedContent).active == "live"
+        ):
+            self.refresh_stats()
 
     def on_run_progress(self, msg: RunProgress) -> None:
-        if msg.run_id != self.run_id:
-            return  # a cancelled run's last steps
-        self.samples.extend(msg.samples)
-        if self.main.query_one(TabbedContent).active == "live":
+        if (
+            self.session.add_samples(msg.run_id, msg.samples)
+            and self.main.query_one(TabbedContent).active == "live"
+        ):
             self.refresh_live()
 
     def on_run_finished(self, msg: RunFinished) -> None:
-        r = msg.result
-        if r.usable and r.status == "ok":
-            self.results.append(r)
-            if len(self.results) > MAX_SESSION_RESULTS:
-                dropped = self.results.pop(0)
-                if self.baselines.get(dropped.spec) is dropped:
-                    del self.baselines[dropped.spec]
-            if not self.session_log.append(r):
-                self.notify(self.session_log.error or "session log not written", severity="warning")
-            if is_baseline(r.spec):
-                self.baselines[r.spec] = r
-        if msg.run_id != self.run_id:
-            return
-        if msg.role == "baseline":
-            self.baseline_running = False
-            if r.status in ("failed", "refused"):
-                self.notify(f"NumPy baseline {r.status}: {r.message}", severity="warning")
+        todo = self.session.finish(msg.run_id, msg.result, msg.role)
+        if todo.log and not self.session_log.append(msg.result):
+            self.notify(self.session_log.error or "session log not written", severity="warning")
+        for message, title, severity in todo.notify:
+            self.notify(message, title=title, severity=severity, timeout=8)  # type: ignore[arg-type]
+        if todo.start_baseline is not None:
+            self._measure(todo.start_baseline, msg.run_id, "baseline", self.cancel, self.paused)
+        if todo.current:
             self.refresh_all()
-            return
-        self.live_result = r
-        self.phase = "done" if r.status == "ok" else r.status
-        if r.status in ("failed", "refused"):
-            self.notify(r.message, title=f"{r.spec.label()} {r.status}", severity="error", timeout=8)
-        elif r.status == "ok":
-            if r.check_ok is False:
-                self.notify(
-                    f"result differs from float64 by {r.error:.1e} (tolerance {r.tolerance:.1e})",
-                    severity="warning",
-                )
-            self._start_baseline()
-        self.refresh_all()
 
     def on_telemetry_tick(self, msg: TelemetryTick) -> None:
         self.latest = msg.snapshot
@@ -383,7 +304,7 @@ class GpuPlayApp(App[None]):
         # The one place unexpected worker errors land: show them, keep the app running.
         if event.state == WorkerState.ERROR:
             err = event.worker.error
-            self.phase = "failed"
+            self.session.phase = "failed"
             self.notify(f"{type(err).__name__}: {err}", title="worker failed", severity="error", timeout=10)
             self.refresh_stats()
 
@@ -398,11 +319,8 @@ class GpuPlayApp(App[None]):
         self._scenario_timer = self.set_timer(0.25, lambda: self.choose_scenario(name))
 
     def choose_scenario(self, name: str | None) -> None:
-        if not name or name not in self.scenario_set.scenarios:
-            return
-        self.scenario = self.scenario_set.scenarios[name]
-        self.spec = self._make_spec(self.spec)
-        self.start_measurement()
+        if self.session.choose_scenario(name):
+            self.start_measurement()
 
     # -- actions -----------------------------------------------------------------
     def action_cycle(self, field: str) -> None:
@@ -417,16 +335,12 @@ class GpuPlayApp(App[None]):
         self.refresh_controls()
 
     def action_cycle_preset(self) -> None:
-        self.preset = PRESETS[(PRESETS.index(self.preset) + 1) % len(PRESETS)]
-        if self.spec is not None:
-            self.spec = self._make_spec(self.spec)
-            self.start_measurement()
+        self.session.cycle_preset()
+        self.start_measurement()
 
     def action_cycle_limit(self) -> None:
-        self.step_limit = STEP_LIMITS[(STEP_LIMITS.index(self.step_limit) + 1) % len(STEP_LIMITS)]
-        if self.spec is not None:
-            self.spec = self._make_spec(self.spec)
-            self.start_measurement()
+        self.session.cycle_limit()
+        self.start_measurement()
 
     def action_pause(self) -> None:
         if self.paused.is_set():
@@ -439,8 +353,7 @@ class GpuPlayApp(App[None]):
         self.start_measurement()
 
     def action_reset(self) -> None:
-        self.results.clear()
-        self.baselines.clear()
+        self.session.reset()
         self.notify("session cleared (the session log on disk keeps every measurement)")
         self.start_measurement()
 
@@ -506,88 +419,33 @@ class GpuPlayApp(App[None]):
             )
 
     def timed_summary(self) -> Any:
-        return summarize([dt for ph, dt in self.samples if ph == "timed"])
+        return self.session.timed_summary()
 
     def refresh_stats(self) -> None:
-        r = self.live_result
-        phase = self.phase if self.probed else "probing backends (importing torch)…"
-        if self.paused.is_set():
-            phase += " (paused)"
-        info: dict[str, Any] = dict(zip(("flops", "bytes"), _cost(self.spec))) if self.spec else {}
-        if r is not None:
-            info.update(
-                result=r if r.error is not None else None,
-                conditions=r.conditions,
-                compile_s=r.compile_s,
-                notes=r.notes,
-                message=r.message if r.status in ("failed", "refused") else "",
-            )
-            info["flops"], info["bytes"] = r.flops or info.get("flops"), r.bytes or info.get("bytes")
-        compile_s = next((dt for ph, dt in self.samples if ph == "compile"), None)
-        if compile_s is not None:
-            info["compile_s"] = compile_s
-        self.main.query_one(StatsPanel).show(self.spec, self.timed_summary(), phase, info)
+        phase = viewmodels.phase_line(self.session, self.probed, self.paused.is_set())
+        self.main.query_one(StatsPanel).show(
+            self.spec, self.timed_summary(), phase, viewmodels.stats_info(self.session)
+        )
 
     def refresh_live(self) -> None:
         self.refresh_stats()
         summary = self.timed_summary()
-        base = self.baseline_for(self.spec) if self.spec is not None else None
-        speedup = None
-        note = ""
-        if self.spec is not None and is_baseline(self.spec):
-            note = "this is the baseline"
-            speedup = 1.0 if summary else None
-        elif base is not None and summary is not None and base.median:
-            speedup = base.median / summary.median
-            note = f"(NumPy {base.spec.dtype}: {fmt_time(base.median)})"
-        elif self.baseline_running:
-            note = "measuring the NumPy baseline…"
-        self.main.query_one(SpeedupDigits).show(speedup, note)
-        title = ""
-        if self.spec is not None and self.scenario is not None:
-            w = get_workload(self.spec.workload)
-            try:
-                size = w.size_label(w.resolve(self.spec.params))
-            except ValueError:
-                size = "?"
-            title = f"{self.scenario.title} · {size} · step times"
+        big = viewmodels.speedup_view(self.session)
+        self.main.query_one(SpeedupDigits).show(big.speedup, big.note)
+        title = viewmodels.chart_title(self.session)
         self.main.query_one(StepChart).show(self.samples, summary.median if summary else None, title)
         self.main.query_one(ClaimLine).show(self.scenario)
 
     def refresh_compare(self) -> None:
-        rows = attach_baselines(self.results)
-        focus = None
-        if self.spec is not None:
-            w = get_workload(self.spec.workload)
-            try:
-                focus = (self.spec.workload, w.size_label(w.resolve(self.spec.params)))
-            except ValueError:
-                focus = None
-        self.main.query_one(CompareView).show(rows, focus)
+        self.main.query_one(CompareView).show(
+            attach_baselines(self.results), viewmodels.compare_focus(self.spec)
+        )
 
     def refresh_code(self) -> None:
         if self.spec is None:
             return
-        w = get_workload(self.spec.workload)
-        p = w.resolve(self.spec.params)
-        right_backend = self.spec.backend if self.spec.backend != "numpy" else "torch"
-        levers = []
-        if self.spec.amp != "off" and right_backend == "torch":
-            levers.append(
-                f"with torch.autocast('{self.spec.device.split(':')[0]}', dtype=torch."
-                f"{'bfloat16' if self.spec.amp == 'bf16' else 'float16'}):"
-            )
-        if self.spec.compile != "off":
-            levers.append(f"kernel = torch.compile(kernel, mode={self.spec.compile!r})")
-        right = w.source(right_backend, p)
-        if levers:
-            right += "\n\n# levers applied around the kernel:\n# " + "\n# ".join(levers)
-        self.main.query_one(CodeView).show(
-            "NumPy  (xp = numpy, arrays on the host)",
-            w.source("numpy", p),
-            f"{get_backend(right_backend).title}  (xp = {right_backend}, device {self.spec.device})",
-            right,
-        )
+        titles = {b.name: b.title for b in all_backends()}
+        self.main.query_one(CodeView).show(*viewmodels.code_panes(self.spec, titles))
 
     def refresh_telemetry(self) -> None:
         device = self.spec.device if self.spec is not None else "cpu"
@@ -605,17 +463,6 @@ class GpuPlayApp(App[None]):
     @on(TabbedContent.TabActivated)
     def _tab_changed(self) -> None:
         self.refresh_all()
-
-
-@functools.lru_cache(maxsize=64)
-def _cost(spec: RunSpec) -> tuple[float | None, float | None]:
-    """FLOPs and bytes of one step, for the live rates before the run's own figures arrive."""
-    w = get_workload(spec.workload)
-    try:
-        p = w.effective(w.resolve(spec.params), spec.backend, spec.dtype)
-    except (KeyError, ValueError):
-        return None, None
-    return w.flops(p), w.bytes_moved(p, ITEMSIZE[spec.dtype])
 
 
 def run_app(scenario_dirs: list[Path] | None = None) -> None:

@@ -1,0 +1,170 @@
+"""The live playground's session as plain state: what is configured, what runs, what was measured.
+
+No Textual here: the app holds one `LiveSession`, asks it what to do, and draws what it says.
+Tested directly (tests/unit/test_session.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuplay.core.compare import baseline_spec, is_baseline
+from gpuplay.core.result import RunResult
+from gpuplay.core.scenarios import Scenario, ScenarioSet
+from gpuplay.core.spec import RunSpec
+from gpuplay.core.stats import Summary, summarize
+
+PRESETS = ("quick", "published", "default")
+STEP_LIMITS = (2.0, 10.0, 60.0)
+MAX_SESSION_RESULTS = 500  # in memory; every one is also in the session log on disk
+LIVE_MAX_STEPS = 10_000  # a 2 s budget of µs-steps would otherwise keep 10^5+ samples per run
+LIVE_BUDGET_S = 2.0
+
+
+@dataclass
+class Finished:
+    """What the app should do about a finished measurement."""
+
+    log: bool = False  # append to the session log
+    current: bool = False  # it is the run on screen (not a stale or cancelled one)
+    start_baseline: RunSpec | None = None  # measure this NumPy baseline next
+    notify: list[tuple[str, str, str]] = field(default_factory=list)  # (message, title, severity)
+
+
+@dataclass
+class LiveSession:
+    scenario_set: ScenarioSet
+    threads: int | None = None
+    preset: str = "quick"
+    budget_s: float = LIVE_BUDGET_S
+    step_limit: float = STEP_LIMITS[0]
+    autostart: bool = True
+    scenario: Scenario | None = None
+    spec: RunSpec | None = None
+    run_id: int = 0
+    phase: str = "starting"
+    samples: list[tuple[str, float]] = field(default_factory=list)
+    live_result: RunResult | None = None
+    results: list[RunResult] = field(default_factory=list)
+    baselines: dict[RunSpec, RunResult] = field(default_factory=dict)
+    baseline_running: bool = False
+
+    def __post_init__(self) -> None:
+        if self.scenario is None and self.scenario_set.scenarios:
+            self.scenario = next(iter(self.scenario_set.scenarios.values()))
+
+    # -- the configuration ------------------------------------------------------------
+    def make_spec(self, base: RunSpec | None = None) -> RunSpec:
+        """The live spec for the current scenario, preset and limits, keeping `base`'s levers."""
+        assert self.scenario is not None
+        sc = self.scenario
+        params = sc.preset_params(None if self.preset == "default" else self.preset)
+        common: dict[str, Any] = dict(scenario=sc.name, threads=self.threads, budget_s=self.budget_s,
+                                      max_step_s=self.step_limit, warmup=3, max_repeat=LIVE_MAX_STEPS)  # fmt: skip
+        if base is None:
+            return RunSpec.make(sc.workload, params, **common)
+        if base.workload == sc.workload and "method" in base.params:
+            params["method"] = base.params["method"]
+        return base.replace(workload=sc.workload, params=params, **common)
+
+    def choose_scenario(self, name: str | None) -> bool:
+        if not name or name not in self.scenario_set.scenarios:
+            return False
+        self.scenario = self.scenario_set.scenarios[name]
+        self.spec = self.make_spec(self.spec)
+        return True
+
+    def cycle_preset(self) -> None:
+        self.preset = PRESETS[(PRESETS.index(self.preset) + 1) % len(PRESETS)]
+        if self.spec is not None:
+            self.spec = self.make_spec(self.spec)
+
+    def cycle_limit(self) -> None:
+        self.step_limit = STEP_LIMITS[(STEP_LIMITS.index(self.step_limit) + 1) % len(STEP_LIMITS)]
+        if self.spec is not None:
+            self.spec = self.make_spec(self.spec)
+
+    # -- measurements -------------------------------------------------------------------
+    def begin_run(self) -> int:
+        """A new live measurement replaces whatever was on screen; returns its run id."""
+        self.run_id += 1
+        self.samples = []
+        self.live_result = None
+        self.baseline_running = False
+        self.phase = "queued"
+        return self.run_id
+
+    def add_samples(self, run_id: int, batch: Sequence[tuple[str, float]]) -> bool:
+        if run_id != self.run_id:
+            return False  # a cancelled run's last steps
+        self.samples.extend(batch)
+        return True
+
+    def set_phase(self, run_id: int, phase: str) -> bool:
+        if run_id != self.run_id or self.baseline_running:
+            return False
+        self.phase = phase
+        return True
+
+    def finish(self, run_id: int, result: RunResult, role: str) -> Finished:
+        out = Finished()
+        if result.usable and result.status == "ok":
+            out.log = True
+            self.results.append(result)
+            if len(self.results) > MAX_SESSION_RESULTS:
+                dropped = self.results.pop(0)
+                if self.baselines.get(dropped.spec) is dropped:
+                    del self.baselines[dropped.spec]
+            if is_baseline(result.spec):
+                self.baselines[result.spec] = result
+        if run_id != self.run_id:
+            return out
+        out.current = True
+        if role == "baseline":
+            self.baseline_running = False
+            if result.status in ("failed", "refused"):
+                out.notify.append((f"NumPy baseline {result.status}: {result.message}", "", "warning"))
+            return out
+        self.live_result = result
+        self.phase = "done" if result.status == "ok" else result.status
+        if result.status in ("failed", "refused"):
+            out.notify.append((result.message, f"{result.spec.label()} {result.status}", "error"))
+        elif result.status == "ok":
+            if result.check_ok is False:
+                out.notify.append(
+                    (
+                        f"result differs from float64 by {result.error:.1e} (tolerance {result.tolerance:.1e})",
+                        "",
+                        "warning",
+                    )  # fmt: skip
+                )
+            out.start_baseline = self.baseline_to_measure()
+            if out.start_baseline is not None:
+                self.baseline_running = True
+        return out
+
+    def baseline_to_measure(self) -> RunSpec | None:
+        if self.spec is None or not self.autostart or is_baseline(self.spec):
+            return None
+        base = baseline_spec(self.spec)
+        return None if base in self.baselines else base
+
+    def baseline_for(self, spec: RunSpec | None) -> RunResult | None:
+        if spec is None:
+            return None
+        try:
+            return self.baselines.get(baseline_spec(spec))
+        except (KeyError, ValueError):
+            return None
+
+    def reset(self) -> None:
+        self.results.clear()
+        self.baselines.clear()
+
+    def timed_summary(self) -> Summary | None:
+        return summarize([dt for ph, dt in self.samples if ph == "timed"])
+
+    def compile_seconds(self) -> float | None:
+        return next((dt for ph, dt in self.samples if ph == "compile"), None)

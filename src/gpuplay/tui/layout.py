@@ -1,0 +1,48 @@
+"""The main screen's composition: sidebar, tabs and the side telemetry column."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Footer, Header, OptionList, TabbedContent, TabPane
+from textual.widgets.option_list import Option
+
+from gpuplay.core.scenarios import ScenarioSet
+from gpuplay.tui.widgets import (
+    ClaimLine,
+    CodeView,
+    CompareView,
+    ControlsPanel,
+    SpeedupDigits,
+    StatsPanel,
+    StepChart,
+    TelemetryChart,
+    TelemetryPanel,
+)
+
+
+def compose_main(scenarios: ScenarioSet) -> ComposeResult:
+    yield Header()
+    with Horizontal(id="body"):
+        with Vertical(id="sidebar"):
+            options = [Option(s.title, id=s.name) for s in scenarios.scenarios.values()]
+            yield OptionList(*options, id="scenarios")
+            yield ControlsPanel(id="controls")
+        with TabbedContent(id="tabs", initial="live"):
+            with TabPane("Live", id="live"):
+                with Horizontal(id="live-top"):
+                    yield SpeedupDigits(id="speedup")
+                    yield StatsPanel(id="stats")
+                yield StepChart(id="chart")
+                yield ClaimLine(id="claim")
+            with TabPane("Compare", id="compare"):
+                yield CompareView()
+            with TabPane("Code", id="code"):
+                yield CodeView()
+            with TabPane("Telemetry", id="telemetry"):
+                yield TelemetryPanel(id="telemetry-full")
+                yield TelemetryChart(id="tchart-full")
+        with Vertical(id="side-telemetry"):
+            yield TelemetryPanel(id="telemetry-side")
+            yield TelemetryChart(id="tchart-side")
+    yield Footer()

@@ -1,0 +1,82 @@
+"""The live session's state and decisions, without Textual."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpuplay.core import session as session_module
+from gpuplay.core.result import RunResult
+from gpuplay.core.scenarios import load_scenarios
+from gpuplay.core.session import LiveSession
+from gpuplay.tui import viewmodels
+from tests.tui_helpers import tiny_scenarios
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> LiveSession:
+    s = LiveSession(load_scenarios([tiny_scenarios(tmp_path / "sc")]), threads=1)
+    s.spec = s.make_spec()
+    return s
+
+
+def _ok(spec, median: float) -> RunResult:
+    return RunResult(spec=spec, samples=[median] * 5, error=0.0, tolerance=1e-5)
+
+
+def test_a_new_run_clears_the_screen_and_stale_events_are_ignored(live):
+    first = live.begin_run()
+    assert live.add_samples(first, [("timed", 0.1)])
+    second = live.begin_run()
+    assert live.samples == [] and live.phase == "queued"
+    assert not live.add_samples(first, [("timed", 0.2)])
+    assert not live.set_phase(first, "timed")
+    assert live.set_phase(second, "warmup") and live.phase == "warmup"
+    stale = live.finish(first, _ok(live.spec, 0.1), "live")
+    assert stale.log and not stale.current and live.live_result is None
+
+
+def test_a_finished_gpu_side_run_asks_for_its_numpy_baseline_once(live):
+    live.spec = live.spec.replace(backend="torch")
+    run_id = live.begin_run()
+    todo = live.finish(run_id, _ok(live.spec, 0.001), "live")
+    assert todo.current and todo.log
+    assert todo.start_baseline is not None and todo.start_baseline.backend == "numpy"
+    assert live.baseline_running
+    base = live.finish(run_id, _ok(todo.start_baseline, 0.004), "baseline")
+    assert base.log and not live.baseline_running
+    assert live.baseline_for(live.spec) is not None
+    view = viewmodels.speedup_view(live)
+    assert view.speedup is None  # no timed samples on screen yet
+    live.add_samples(run_id, [("timed", 0.001)] * 3)
+    assert viewmodels.speedup_view(live).speedup == pytest.approx(4.0)
+    again = live.finish(live.begin_run(), _ok(live.spec, 0.001), "live")
+    assert again.start_baseline is None, "the baseline is measured once per configuration"
+
+
+def test_failures_are_reported_not_logged(live):
+    run_id = live.begin_run()
+    failed = RunResult(spec=live.spec, status="failed", message="out of memory on cpu")
+    todo = live.finish(run_id, failed, "live")
+    assert not todo.log and todo.notify and "out of memory" in todo.notify[0][0]
+    assert live.phase == "failed"
+
+
+def test_old_results_are_dropped_with_their_baselines(live, monkeypatch):
+    monkeypatch.setattr(session_module, "MAX_SESSION_RESULTS", 2)
+    specs = [live.spec.replace(seed=i) for i in range(3)]
+    for spec in specs:
+        live.finish(live.begin_run(), _ok(spec, 0.01), "baseline")
+    assert len(live.results) == 2
+    assert specs[0] not in live.baselines and specs[2] in live.baselines
+
+
+def test_presets_and_scenarios_keep_the_levers(live):
+    live.spec = live.spec.replace(backend="torch", dtype="float64")
+    live.cycle_preset()
+    assert live.preset == "published" and live.spec.backend == "torch" and live.spec.dtype == "float64"
+    assert live.choose_scenario("fft2d")
+    assert live.spec.workload == "fft2d" and live.spec.backend == "torch"
+    assert not live.choose_scenario("no-such-scenario")
+    assert viewmodels.chart_title(live).startswith("fft2d · ")
