@@ -1,7 +1,8 @@
 """Does the live UI perturb what it measures, and does it stay responsive? (a benchmark)
 
 1. The same scenario measured headless (core `run`) and inside the live app
-   (headless Textual via run_test), alternating; prints the ratio of medians
+   (headless Textual via run_test), alternating, both measured in an engine process;
+   prints the ratio of medians
    (goal <= 1.05).
 2. Keypress-to-repaint latency while a heavy CPU workload runs in the app's
    worker: a tab-switch key is posted every 250 ms and timed until the frame
@@ -22,7 +23,7 @@ import textual
 
 from gpuplay.core import stats
 from gpuplay.core.report import environment
-from gpuplay.core.runner import run
+from gpuplay.core.engine import measure
 from gpuplay.core.system import cpu_count
 from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.controls import live_threads
@@ -60,7 +61,7 @@ async def live_median(scenario: str, preset: str, backend: str, budget: float) -
 
 async def latency(threads: int, presses: int, backend: str) -> list[float]:
     app = ProbeApp(preset="published", budget_s=600.0, telemetry=True, threads=threads)
-    app.step_limit = 60.0
+    app.session.step_limit = 60.0
     out = []
     async with app.run_test(size=(160, 45)) as pilot:
         while not app.probed:
@@ -107,7 +108,7 @@ def main() -> None:
     for _ in range(args.rounds):
         m, spec = asyncio.run(live_median(args.scenario, args.preset, args.backend, args.budget))
         live.append(m)
-        headless.append(run(spec).median)  # the very spec the app ran, same threads and budget
+        headless.append(measure(spec).median)  # the very spec the app ran, in an engine as `gpuplay run` does
     ratio = statistics.median(live) / statistics.median(headless)
     print(
         f"{args.scenario} ({args.preset}) on {args.backend}, {spec.threads} thread(s): "
