@@ -22,8 +22,8 @@ import time
 import textual
 
 from gpuplay.core import stats
-from gpuplay.core.report import environment
 from gpuplay.core.engine import measure
+from gpuplay.core.report import environment
 from gpuplay.core.system import cpu_count
 from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.controls import live_threads
