@@ -9,7 +9,6 @@ import datetime as _dt
 import gc
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from gpuplay.core.backends import all_backends
 from gpuplay.core.compare import attach_baselines
 from gpuplay.core.config import load_config
 from gpuplay.core.engine import make_engine
-from gpuplay.core.engine.protocol import adopt_probe, await_engine_probe, forget_engine_probe
+from gpuplay.core.engine.protocol import SampleBatcher, adopt_probe, await_engine_probe, forget_engine_probe
 from gpuplay.core.result import RunResult
 from gpuplay.core.scenarios import ScenarioSet, load_scenarios
 from gpuplay.core.session import LIVE_BUDGET_S, LiveSession
@@ -47,29 +46,6 @@ from gpuplay.tui.widgets import (
     TelemetryChart,
     TelemetryPanel,
 )
-
-PROGRESS_INTERVAL_S = 0.1  # per-step timings reach the UI at most ~10 times a second
-
-
-class _Coalescer:
-    """Collects step timings in the worker thread and posts them in batches."""
-
-    def __init__(self, app: App, run_id: int) -> None:
-        self.app, self.run_id = app, run_id
-        self.pending: list[tuple[str, float]] = []
-        self.last = time.monotonic()
-
-    def add(self, phase: str, dt: float) -> None:
-        self.pending.append((phase, dt))
-        now = time.monotonic()
-        if now - self.last >= PROGRESS_INTERVAL_S:
-            self.flush(now)
-
-    def flush(self, now: float | None = None) -> None:
-        if self.pending:
-            batch, self.pending = self.pending, []
-            self.app.post_message(RunProgress(self.run_id, batch))
-        self.last = now or time.monotonic()
 
 
 class GpuPlayApp(App[None]):
@@ -218,7 +194,7 @@ class GpuPlayApp(App[None]):
         with self.measure_lock:
             if cancel.is_set():
                 return
-            sink = _Coalescer(self, run_id)
+            sink = SampleBatcher(lambda batch: self.post_message(RunProgress(run_id, batch)))
             telemetry = RunTelemetry(self.sampler) if self.sampler is not None else None
             result = self.engine.run(
                 spec,

@@ -8,12 +8,38 @@ Engine → client: ("ready", pid), ("probe", data, final), ("phase", run_id, nam
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from gpuplay.core.backends import all_backends, get_backend
 from gpuplay.core.backends.base import Availability, DeviceInfo
 
 SAMPLE_BATCH_S = 0.1  # step timings reach the client at most ~10 times a second
+
+
+class SampleBatcher:
+    """Collects step timings and hands them on in batches, at most ~10 times a second.
+
+    Used on both sides: the engine batches what it sends, the app what it posts to its UI thread.
+    """
+
+    def __init__(self, deliver: Callable[[list[tuple[str, float]]], None]) -> None:
+        self.deliver = deliver
+        self.pending: list[tuple[str, float]] = []
+        self.last = time.monotonic()
+
+    def add(self, phase: str, dt: float) -> None:
+        self.pending.append((phase, dt))
+        now = time.monotonic()
+        if now - self.last >= SAMPLE_BATCH_S:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        if self.pending:
+            batch, self.pending = self.pending, []
+            self.deliver(batch)
+        self.last = now or time.monotonic()
 
 
 def probe_data(names: tuple[str, ...], timeout: float | None = None) -> dict[str, Any]:

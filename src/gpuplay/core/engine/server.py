@@ -18,7 +18,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from gpuplay.core.engine.protocol import SAMPLE_BATCH_S, probe_data
+from gpuplay.core.engine.protocol import SampleBatcher, probe_data
 
 # A CUDA error of these kinds poisons the context for the life of the process: the only recovery
 # is a new process, so the engine reports the run and exits.
@@ -48,27 +48,6 @@ def main(fd: int) -> None:
     faulthandler.enable(sys.stderr)  # a segfault leaves the Python stack in the engine log
     print(f"--- gpuplay engine pid {os.getpid()} started {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
     Engine(Connection(fd)).serve()
-
-
-class _Batcher:
-    """Step timings leave the engine in batches, at most ~10 messages a second."""
-
-    def __init__(self, send: Any, run_id: int) -> None:
-        self.send, self.run_id = send, run_id
-        self.pending: list[tuple[str, float]] = []
-        self.last = time.monotonic()
-
-    def add(self, phase: str, dt: float) -> None:
-        self.pending.append((phase, dt))
-        now = time.monotonic()
-        if now - self.last >= SAMPLE_BATCH_S:
-            self.flush(now)
-
-    def flush(self, now: float | None = None) -> None:
-        if self.pending:
-            batch, self.pending = self.pending, []
-            self.send(("samples", self.run_id, batch))
-        self.last = now or time.monotonic()
 
 
 class Engine:
@@ -142,7 +121,7 @@ class Engine:
         self.current = run_id
         self.cancel.clear()
         self.pause.clear()
-        batcher = _Batcher(self.send, run_id)
+        batcher = SampleBatcher(lambda batch: self.send(("samples", run_id, batch)))
         try:
             spec = RunSpec.from_dict(spec_dict)
         except Exception as exc:  # a client bug, reported rather than killing the engine
