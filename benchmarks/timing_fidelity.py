@@ -34,9 +34,9 @@ import threading
 import timeit
 from typing import Any
 
-from gpuplay.core.backends.base import host_timer
-from gpuplay.core.runner import build_step, device_inputs, resolve, run, timed_loop
 from gpuplay.core.spec import RunSpec
+
+GPUPLAY_SRC: str | None = None  # --gpuplay-src: time another checkout's run() (before/after figures)
 
 
 def _faults() -> int:
@@ -47,10 +47,17 @@ def _faults() -> int:
 
 # -- the two sides, each run in a fresh process -----------------------------------
 def worker_gpuplay(spec: RunSpec) -> dict[str, Any]:
+    from gpuplay.core.runner import run
+
+    f0 = _faults()
     r = run(spec)
+    f1 = _faults()
     if r.status != "ok":
         raise SystemExit(f"gpuplay run {r.status}: {r.message}")
-    return {"median": r.median, "faults_per_step": r.conditions.get("page_faults_per_step")}
+    faults = r.conditions.get("page_faults_per_step")
+    if faults is None:  # an older gpuplay: the whole run's faults over its steps (an upper bound)
+        faults = round((f1 - f0) / max(1, len(r.samples) + len(r.warmup)), 1)
+    return {"median": r.median, "faults_per_step": faults}
 
 
 def worker_plain(spec: RunSpec) -> dict[str, Any]:
@@ -102,7 +109,10 @@ def worker_plain(spec: RunSpec) -> dict[str, Any]:
 
 def in_fresh_process(side: str, spec: RunSpec) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--worker", side, "--spec", json.dumps(spec.to_dict())]
-    done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy(), check=False)
+    env = os.environ.copy()
+    if side == "gpuplay" and GPUPLAY_SRC:
+        env["PYTHONPATH"] = GPUPLAY_SRC
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{side} worker failed for {spec.label()}:\n{done.stderr[-2000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -111,6 +121,8 @@ def in_fresh_process(side: str, spec: RunSpec) -> dict[str, Any]:
 
 # -- in-process reference timers ----------------------------------------------------
 def make_step(spec: RunSpec) -> Any:
+    from gpuplay.core.runner import build_step, device_inputs, resolve
+
     plan = resolve(spec)
     assert not isinstance(plan, Exception) and hasattr(plan, "workload"), plan
     return build_step(plan, device_inputs(plan))  # type: ignore[arg-type]
@@ -174,10 +186,13 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--backends", nargs="*", default=["torch", "numpy"])
     ap.add_argument("--rounds", type=int, default=5, help="paired rounds per comparison")
+    ap.add_argument("--gpuplay-src", default=None, help="time the run() of another checkout's src/")
     ap.add_argument("--worker", choices=("gpuplay", "plain"), help=argparse.SUPPRESS)
     ap.add_argument("--spec", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
+    global GPUPLAY_SRC
+    GPUPLAY_SRC = args.gpuplay_src
     if args.worker:
         spec = RunSpec.from_dict(json.loads(args.spec))
         print(json.dumps((worker_gpuplay if args.worker == "gpuplay" else worker_plain)(spec)))
@@ -185,7 +200,9 @@ def main() -> None:
 
     import torch
 
+    from gpuplay.core.backends.base import host_timer
     from gpuplay.core.report import environment
+    from gpuplay.core.runner import run, timed_loop
     from gpuplay.core.scenarios import load_scenarios
 
     threads = args.threads or torch.get_num_threads()
@@ -194,6 +211,7 @@ def main() -> None:
         f"# timing fidelity · {env['cpu']} ({env['cores']} cores) · torch {env.get('torch')} · "
         f"numpy {env.get('numpy')} · {threads} thread(s) · preset {args.preset} · device {args.device} · "
         f"{args.rounds} paired rounds of {args.budget} s"
+        + (f" · gpuplay from {args.gpuplay_src}" if args.gpuplay_src else "")
     )
     empty = timed_loop(lambda: None, host_timer, phase="timed", count=200_000, cancel=threading.Event())
     print(
