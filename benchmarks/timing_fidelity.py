@@ -1,44 +1,131 @@
-"""Does gpuplay's median agree with the reference timers? (a benchmark, not a test)
+"""Does gpuplay's median agree with the timers a user would use? (a benchmark, not a test)
 
-For each workload on PyTorch (CPU here; CUDA if asked and present), gpuplay's
-median against torch.utils.benchmark.Timer(...).blocked_autorange() with the
-same thread count; for NumPy, against timeit. Each pair is measured in
-alternating rounds (A B A B …), and the ratio is the median of the rounds'
-paired ratios A/B, so slow drift of a shared machine cancels. Also prints the
-harness overhead of an empty step. Goal: every ratio within 0.97–1.03; empty
-step ≤ 2 µs.
+Two comparisons per workload and backend, each measured in paired, interleaved
+rounds (A B, B A, A B, …) so slow drift of a shared machine hits both sides
+alike; the ratio printed is the median of the rounds' paired ratios A/B, with
+the range of the rounds beside it.
 
-    python benchmarks/timing_fidelity.py [--preset quick] [--device cpu] [--budget 1.0]
+plain (default): gpuplay's `run()` in a fresh process against a plain script
+    in a fresh process, as a user's own timing would be: inputs generated with
+    NumPy in float64 and converted to the run's dtype (the float64 arrays
+    dropped), a few warm-up calls, then `timeit` of the same kernel function,
+    one call per repeat, median. Both report minor page faults per step
+    (`getrusage`), the signature of the allocator's heap-trimming mode.
+inprocess: gpuplay's median in this process against
+    torch.utils.benchmark's blocked_autorange (PyTorch) or timeit (NumPy) on
+    the same step callable.
+
+Also prints the harness overhead of an empty step. Goal: every ratio within
+0.97–1.03 on a quiet machine; empty step ≤ 2 µs.
+
+    python benchmarks/timing_fidelity.py [--against plain|inprocess|both] [--preset quick]
+        [--device cpu] [--budget 0.5] [--rounds 5] [--only heat fft2d] [--backends numpy torch]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
+import subprocess
+import sys
 import threading
 import timeit
+from typing import Any
 
-from gpuplay.core.backends import get_backend
-from gpuplay.core.backends.base import host_timer
-from gpuplay.core.report import environment
-from gpuplay.core.runner import build_step, host_inputs, run, timed_loop
-from gpuplay.core.scenarios import load_scenarios
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.workloads import get_workload
+
+GPUPLAY_SRC: str | None = None  # --gpuplay-src: time another checkout's run() (before/after figures)
 
 
-def make_step(spec: RunSpec):
-    w = get_workload(spec.workload)
-    b = get_backend(spec.backend)
-    p = w.effective(w.resolve(spec.params), b.name, spec.dtype)
-    args = tuple(b.from_host(a, spec.device, spec.dtype) for a in host_inputs(w, p, spec.seed))
-    return build_step(spec, w, b, p, args)
+def _faults() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def gpuplay_median(spec: RunSpec) -> float:
+# -- the two sides, each run in a fresh process -----------------------------------
+def worker_gpuplay(spec: RunSpec) -> dict[str, Any]:
+    from gpuplay.core.runner import run
+
+    f0 = _faults()
     r = run(spec)
-    assert r.status == "ok", r.message
-    return r.median
+    f1 = _faults()
+    if r.status != "ok":
+        raise SystemExit(f"gpuplay run {r.status}: {r.message}")
+    faults = r.conditions.get("page_faults_per_step")
+    if faults is None:  # an older gpuplay: the whole run's faults over its steps (an upper bound)
+        faults = round((f1 - f0) / max(1, len(r.samples) + len(r.warmup)), 1)
+    return {"median": r.median, "faults_per_step": faults}
+
+
+def worker_plain(spec: RunSpec) -> dict[str, Any]:
+    """A user's script: make the inputs, convert them, warm up, timeit the kernel."""
+    from gpuplay.core.workloads import get_workload  # the same kernel code, nothing of the runner
+
+    w = get_workload(spec.workload)
+    p = w.effective(w.resolve(spec.params), spec.backend, spec.dtype)
+    inputs = list(w.inputs(p, __import__("numpy").random.default_rng(spec.seed)))
+    if spec.backend == "torch":
+        import torch
+
+        if spec.threads:
+            torch.set_num_threads(spec.threads)
+        dtype = getattr(torch, spec.dtype)
+        args = [torch.from_numpy(inputs.pop(0)).to(device=spec.device, dtype=dtype) for _ in list(inputs)]
+        xp: Any = torch
+        sync = (lambda: torch.cuda.synchronize(spec.device)) if spec.device.startswith("cuda") else None
+    else:
+        import numpy as np
+
+        args = [inputs.pop(0).astype(getattr(np, spec.dtype)) for _ in list(inputs)]
+        xp, sync = np, None
+    kernel = w.kernel(spec.backend, xp, p)
+
+    def call() -> None:
+        kernel(*args)
+        if sync is not None:
+            sync()
+
+    limits: Any = None
+    if spec.backend == "numpy" and spec.threads:
+        from threadpoolctl import threadpool_limits
+
+        limits = threadpool_limits(limits=spec.threads, user_api="blas")
+    for _ in range(spec.warmup):
+        call()
+    timer = timeit.Timer(call)
+    times: list[float] = []
+    f0 = _faults()
+    elapsed = 0.0
+    while len(times) < spec.min_repeat or elapsed < spec.budget_s:
+        times.extend(timer.repeat(repeat=1, number=1))
+        elapsed += times[-1]
+    f1 = _faults()
+    del limits
+    return {"median": statistics.median(times), "faults_per_step": round((f1 - f0) / len(times), 1)}
+
+
+def in_fresh_process(side: str, spec: RunSpec) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--worker", side, "--spec", json.dumps(spec.to_dict())]
+    env = os.environ.copy()
+    if side == "gpuplay" and GPUPLAY_SRC:
+        env["PYTHONPATH"] = GPUPLAY_SRC
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{side} worker failed for {spec.label()}:\n{done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+# -- in-process reference timers ----------------------------------------------------
+def make_step(spec: RunSpec) -> Any:
+    from gpuplay.core.runner import build_step, device_inputs, resolve
+
+    plan = resolve(spec)
+    assert not isinstance(plan, Exception) and hasattr(plan, "workload"), plan
+    return build_step(plan, device_inputs(plan))  # type: ignore[arg-type]
 
 
 def torch_reference(spec: RunSpec, budget: float) -> float:
@@ -47,8 +134,8 @@ def torch_reference(spec: RunSpec, budget: float) -> float:
     step = make_step(spec)
     for _ in range(spec.warmup):
         step()
-    timer = tb.Timer(stmt="step()", globals={"step": step}, num_threads=spec.threads)
-    return timer.blocked_autorange(min_run_time=budget).median
+    timer = tb.Timer(stmt="step()", globals={"step": step}, num_threads=spec.threads or 1)
+    return float(timer.blocked_autorange(min_run_time=budget).median)
 
 
 def timeit_reference(spec: RunSpec, budget: float) -> float:
@@ -63,43 +150,82 @@ def timeit_reference(spec: RunSpec, budget: float) -> float:
     return statistics.median(per_call)
 
 
+def paired(a_fn: Any, b_fn: Any, rounds: int) -> tuple[list[Any], list[Any]]:
+    """Interleaved rounds, alternating which side goes first."""
+    a: list[Any] = []
+    b: list[Any] = []
+    for i in range(rounds):
+        if i % 2 == 0:
+            a.append(a_fn())
+            b.append(b_fn())
+        else:
+            b.append(b_fn())
+            a.append(a_fn())
+    return a, b
+
+
+def line(name: str, backend: str, a: list[float], b: list[float], ref_name: str, extra: str = "") -> float:
+    rs = [x / y for x, y in zip(a, b, strict=True)]
+    ratio = statistics.median(rs)
+    flag = "" if 0.97 <= ratio <= 1.03 else "  <-- outside 0.97–1.03"
+    print(
+        f"{name:15s} {backend:6s} {statistics.median(a) * 1e3:9.3f}ms {statistics.median(b) * 1e3:9.3f}ms "
+        f"{ratio:6.3f}  rounds {min(rs):.3f}–{max(rs):.3f}{extra}  {ref_name}{flag}",
+        flush=True,
+    )
+    return ratio
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--against", choices=("plain", "inprocess", "both"), default="plain")
     ap.add_argument("--preset", default="quick")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--budget", type=float, default=0.5, help="seconds of timed steps per measurement")
     ap.add_argument("--threads", type=int, default=None, help="default: torch's own count")
     ap.add_argument("--only", nargs="*", default=None)
-    ap.add_argument("--rounds", type=int, default=7, help="A/B alternations per pair")
+    ap.add_argument("--backends", nargs="*", default=["torch", "numpy"])
+    ap.add_argument("--rounds", type=int, default=5, help="paired rounds per comparison")
+    ap.add_argument("--gpuplay-src", default=None, help="time the run() of another checkout's src/")
+    ap.add_argument("--worker", choices=("gpuplay", "plain"), help=argparse.SUPPRESS)
+    ap.add_argument("--spec", help=argparse.SUPPRESS)
     args = ap.parse_args()
 
+    global GPUPLAY_SRC
+    GPUPLAY_SRC = args.gpuplay_src
+    if args.worker:
+        spec = RunSpec.from_dict(json.loads(args.spec))
+        print(json.dumps((worker_gpuplay if args.worker == "gpuplay" else worker_plain)(spec)))
+        return
+
     import torch
+
+    from gpuplay.core.backends.base import host_timer
+    from gpuplay.core.report import environment
+    from gpuplay.core.runner import run, timed_loop
+    from gpuplay.core.scenarios import load_scenarios
 
     threads = args.threads or torch.get_num_threads()
     env = environment()
     print(
         f"# timing fidelity · {env['cpu']} ({env['cores']} cores) · torch {env.get('torch')} · "
-        f"numpy {env.get('numpy')} · {threads} thread(s) · preset {args.preset} · device {args.device}"
+        f"numpy {env.get('numpy')} · {threads} thread(s) · preset {args.preset} · device {args.device} · "
+        f"{args.rounds} paired rounds of {args.budget} s"
+        + (f" · gpuplay from {args.gpuplay_src}" if args.gpuplay_src else "")
     )
-
     empty = timed_loop(lambda: None, host_timer, phase="timed", count=200_000, cancel=threading.Event())
     print(
         f"harness overhead of an empty step (median of 200,000): {statistics.median(empty.samples) * 1e9:.0f} ns"
     )
-
-    scenarios = load_scenarios().scenarios
     print(
-        f"{'workload':16s} {'backend':8s} {'gpuplay':>10s} {'reference':>10s} {'ratio':>7s}  reference timer"
+        f"{'workload':15s} {'lib':6s} {'gpuplay':>11s} {'reference':>11s} {'ratio':>6s}  spread, faults/step, reference"
     )
     ratios = []
-    for sc in scenarios.values():
+    for sc in load_scenarios().scenarios.values():
         if args.only and sc.name not in args.only:
             continue
         params = sc.preset_params(args.preset)
-        for backend, ref_name, ref in (
-            ("torch", "torch.utils.benchmark blocked_autorange", torch_reference),
-            ("numpy", "timeit", timeit_reference),
-        ):
+        for backend in args.backends:
             device = args.device if backend == "torch" else "cpu"
             spec = RunSpec.make(
                 sc.workload,
@@ -111,19 +237,34 @@ def main() -> None:
                 budget_s=args.budget,
                 warmup=3,
             )
-            a, b = [], []
-            for _ in range(args.rounds):  # alternate, so drift and thermal state hit both sides alike
-                a.append(gpuplay_median(spec))
-                b.append(ref(spec, args.budget))
-            ratio = statistics.median(x / y for x, y in zip(a, b))  # paired: drift hits both alike
-            ratios.append(ratio)
-            flag = "" if 0.97 <= ratio <= 1.03 else "  <-- outside 0.97–1.03"
-            spread = f"rounds {min(x / y for x, y in zip(a, b)):.3f}–{max(x / y for x, y in zip(a, b)):.3f}"
-            print(
-                f"{sc.name:16s} {backend:8s} {statistics.median(a) * 1e3:8.3f}ms "
-                f"{statistics.median(b) * 1e3:8.3f}ms {ratio:7.3f}  {spread}  {ref_name}{flag}",
-                flush=True,
-            )
+            if args.against in ("plain", "both"):
+                a, b = paired(
+                    lambda s=spec: in_fresh_process("gpuplay", s),
+                    lambda s=spec: in_fresh_process("plain", s),
+                    args.rounds,
+                )
+                fa = statistics.median(x["faults_per_step"] or 0 for x in a)
+                fb = statistics.median(x["faults_per_step"] or 0 for x in b)
+                ratios.append(
+                    line(
+                        sc.name,
+                        backend,
+                        [x["median"] for x in a],
+                        [x["median"] for x in b],
+                        "plain script + timeit, fresh processes",
+                        f"  faults {fa:.0f} vs {fb:.0f}",
+                    )
+                )
+            if args.against in ("inprocess", "both"):
+                ref, ref_name = (
+                    (torch_reference, "blocked_autorange, in process")
+                    if backend == "torch"
+                    else (timeit_reference, "timeit, in process")
+                )
+                a2, b2 = paired(
+                    lambda s=spec: run(s).median, lambda s=spec, r=ref: r(s, args.budget), args.rounds
+                )
+                ratios.append(line(sc.name, backend, a2, b2, ref_name))
     inside = sum(0.97 <= r <= 1.03 for r in ratios)
     print(f"{inside}/{len(ratios)} ratios within 0.97–1.03; range {min(ratios):.3f}–{max(ratios):.3f}")
 

@@ -6,18 +6,34 @@ words beside a disabled control that the CLI prints.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from gpuplay.core.backends import get_backend
 from gpuplay.core.spec import Plan, Refusal, RunSpec
 from gpuplay.core.workloads import get_workload
+from gpuplay.core.workloads.base import Workload
 
 AMP_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 
 
-def compute_dtype(spec: RunSpec) -> str:
+def compute_dtype(spec: RunSpec, workload: Workload | None = None) -> str:
     """The precision the arithmetic actually runs in (AMP lowers it for eligible ops)."""
-    if spec.amp != "off" and get_workload(spec.workload).amp_eligible:
+    if spec.amp == "off":
+        return spec.dtype
+    if (workload or get_workload(spec.workload)).amp_eligible:
         return AMP_DTYPES[spec.amp]
     return spec.dtype
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What checking a spec worked out on the way, so nobody works it out again."""
+
+    workload: Workload
+    params: dict[str, Any]  # resolved: defaults filled in, each value checked
+    compute_dtype: str
+    notes: list[str]
 
 
 def device_refusal(backend_name: str, device: str, probe_timeout: float | None = None) -> Refusal | None:
@@ -41,6 +57,12 @@ def device_refusal(backend_name: str, device: str, probe_timeout: float | None =
 
 def check(spec: RunSpec, probe_timeout: float | None = None) -> Plan | Refusal:
     """A Plan with notes for a spec that can run here, else the Refusal explaining why not."""
+    found = assess(spec, probe_timeout)
+    return found if isinstance(found, Refusal) else Plan(spec, found.notes)
+
+
+def assess(spec: RunSpec, probe_timeout: float | None = None) -> Assessment | Refusal:
+    """`check`, keeping the workload, parameters and compute dtype it resolved."""
     try:
         workload = get_workload(spec.workload)
         params = workload.resolve(spec.params)
@@ -50,6 +72,7 @@ def check(spec: RunSpec, probe_timeout: float | None = None) -> Plan | Refusal:
     if refusal:
         return refusal
     b, dev, dt = spec.backend, spec.device, spec.dtype
+    cdtype = compute_dtype(spec, workload)
     notes: list[str] = []
 
     if dt == "bfloat16" and b in ("numpy", "cupy"):
@@ -83,8 +106,8 @@ def check(spec: RunSpec, probe_timeout: float | None = None) -> Plan | Refusal:
             return Refusal(
                 "TF32 is an NVIDIA tensor-core format (Ampere and newer)", "needs torch on a cuda device"
             )
-        if compute_dtype(spec) != "float32":
-            notes.append("TF32 changes float32 matmuls only; this run computes in " + compute_dtype(spec))
+        if cdtype != "float32":
+            notes.append("TF32 changes float32 matmuls only; this run computes in " + cdtype)
     if spec.cuda_graphs:
         if not (b == "torch" and dev.startswith("cuda")):
             return Refusal("CUDA graphs need torch on a cuda device")
@@ -102,4 +125,4 @@ def check(spec: RunSpec, probe_timeout: float | None = None) -> Plan | Refusal:
         notes.append("transfers: none, the data already lives in host memory")
     if dt in ("float16", "bfloat16") and dev == "cpu":
         notes.append(f"{dt} on a CPU without native half-precision units is emulated and slow")
-    return Plan(spec, notes)
+    return Assessment(workload, params, cdtype, notes)

@@ -145,6 +145,23 @@ class Backend(ABC):
         """Give cached device memory back (after an out-of-memory, between runs)."""
         return None
 
+    def device_memory_free(self, device: str) -> int | None:
+        """Bytes free on `device` for the memory check before a run; None for host memory."""
+        return None
+
+    # -- what only some libraries have (the planner refuses the others first) ----
+    def compile(self, fn: Callable[..., Any], mode: str) -> Callable[..., Any]:
+        """`fn` compiled by the library's compiler (torch.compile); `mode` as the spec names it."""
+        raise NotImplementedError(f"{self.title} has no compiler")
+
+    def autocast(self, fn: Callable[..., Any], device: str, dtype: str) -> Callable[..., Any]:
+        """`fn` run under automatic mixed precision in `dtype` (float16 or bfloat16)."""
+        raise NotImplementedError(f"{self.title} has no automatic mixed precision")
+
+    def capture_graph(self, step: Callable[[], Any], device: str) -> Callable[[], Any]:
+        """`step` recorded once in a device graph; the returned callable replays it."""
+        raise NotImplementedError(f"{self.title} cannot capture device graphs")
+
     def is_out_of_memory(self, exc: BaseException) -> bool:
         return isinstance(exc, MemoryError)
 

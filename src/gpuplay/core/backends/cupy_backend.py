@@ -107,6 +107,11 @@ class CupyBackend(Backend):
             return isinstance(exc, MemoryError)
         return isinstance(exc, oom | MemoryError)
 
+    def device_memory_free(self, device: str) -> int | None:
+        with self._device(device):
+            free, _total = _cupy().cuda.runtime.memGetInfo()
+        return int(free)
+
     def free_memory(self, device: str) -> None:
         try:
             _cupy().get_default_memory_pool().free_all_blocks()

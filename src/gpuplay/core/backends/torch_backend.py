@@ -145,6 +145,45 @@ class TorchBackend(Backend):
         if device.startswith("cuda") and torch.cuda.is_available():
             torch.cuda.empty_cache()
 
+    def device_memory_free(self, device: str) -> int | None:
+        if not device.startswith("cuda"):
+            return None
+        free, _total = _torch().cuda.mem_get_info(device)
+        return int(free)
+
+    def compile(self, fn: Callable[..., Any], mode: str) -> Callable[..., Any]:
+        compiled: Callable[..., Any] = _torch().compile(fn, mode=None if mode == "default" else mode)
+        return compiled
+
+    def autocast(self, fn: Callable[..., Any], device: str, dtype: str) -> Callable[..., Any]:
+        autocast = _torch().autocast
+        device_type = device.split(":")[0]
+        cast_dtype = torch_dtype(dtype)
+
+        def autocast_kernel(*args: Any) -> Any:
+            with autocast(device_type=device_type, dtype=cast_dtype):
+                return fn(*args)
+
+        return autocast_kernel
+
+    def capture_graph(self, step: Callable[[], Any], device: str) -> Callable[[], Any]:
+        torch = _torch()
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):  # warm the allocator on a side stream, as capture requires
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream(device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = step()
+
+        def replay() -> Any:
+            graph.replay()
+            return static_out
+
+        return replay
+
     def thread_counts(self) -> dict[str, int | None]:
         torch = _torch()
         return {"torch_intraop": torch.get_num_threads(), "torch_interop": torch.get_num_interop_threads()}

@@ -1,0 +1,244 @@
+"""Run one measurement: plan, preflight, set up, compile, warm up, time, check.
+
+`run()` is plain code driven by callbacks and a `threading.Event`: the engine,
+the CLI and the tests call it directly, and all see the same phases.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from gpuplay.core.backends.base import StepTimer
+from gpuplay.core.result import RunResult
+from gpuplay.core.runner.inputs import clear_caches, device_inputs, reference, transfer_inputs
+from gpuplay.core.runner.loop import Cancelled, LoopOutcome, PhaseCallback, SampleCallback, timed_loop
+from gpuplay.core.runner.plan import RunPlan, conditions, resolve
+from gpuplay.core.runner.preflight import estimate_step_seconds, memory_shortfall
+from gpuplay.core.runner.steps import build_step
+from gpuplay.core.spec import Refusal, RunSpec
+from gpuplay.core.workloads import relative_error
+
+try:  # page faults per step, a diagnostic of allocator behaviour (Unix only)
+    import resource
+
+    def _minor_faults() -> int | None:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+except ImportError:  # pragma: no cover - Windows
+
+    def _minor_faults() -> int | None:
+        return None
+
+
+class TelemetryWindow(Protocol):
+    """What the runner needs from a telemetry sampler: bracket the timed phase."""
+
+    def begin(self, device: str) -> Any: ...
+
+    def end(self, token: Any) -> dict[str, Any]: ...
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def run(
+    spec: RunSpec,
+    on_sample: SampleCallback | None = None,
+    cancel: threading.Event | None = None,
+    *,
+    pause: threading.Event | None = None,
+    on_phase: PhaseCallback | None = None,
+    telemetry: TelemetryWindow | None = None,
+    probe_timeout: float | None = 30.0,
+) -> RunResult:
+    """Measure `spec`. Never raises for a failure a user can cause: the result says what happened."""
+    result = RunResult(spec=spec, started=_now())
+    plan = resolve(spec, probe_timeout)
+    if isinstance(plan, Refusal):
+        result.status, result.message, result.finished = "refused", str(plan), _now()
+        return result
+    result.notes.extend(plan.notes)
+    result.compute_dtype = plan.compute_dtype
+    result.size, result.flops, result.bytes = plan.size, plan.flops, plan.bytes
+    _Measurement(plan, result, cancel or threading.Event(), pause, on_sample, on_phase, telemetry).run()
+    result.finished = _now()
+    return result
+
+
+class _Measurement:
+    """The phases of one planned run, filling in `result` as they go."""
+
+    def __init__(
+        self,
+        plan: RunPlan,
+        result: RunResult,
+        cancel: threading.Event,
+        pause: threading.Event | None,
+        on_sample: SampleCallback | None,
+        on_phase: PhaseCallback | None,
+        telemetry: TelemetryWindow | None,
+    ) -> None:
+        self.plan, self.result, self.cancel, self.pause = plan, result, cancel, pause
+        self.on_sample, self.on_phase, self.telemetry = on_sample, on_phase, telemetry
+
+    def phase(self, name: str, detail: str = "") -> None:
+        if self.on_phase is not None:
+            self.on_phase(name, detail)
+
+    def run(self) -> None:
+        plan, result = self.plan, self.result
+        backend, device = plan.backend, plan.spec.device
+        try:
+            with backend.configured(plan.spec) as notes:
+                result.conditions = conditions(plan)
+                timer = backend.step_timer(device)
+                if self.preflight(timer):
+                    out = self.measure(timer)
+                    result.notes.extend(notes)
+                    if out is not None and plan.spec.check:
+                        self.phase("check")
+                        self.check(out)
+        except Cancelled:
+            result.status, result.message = "cancelled", "cancelled by the user"
+        except Exception as exc:
+            result.status = "failed"
+            if backend.is_out_of_memory(exc):
+                result.failure = "out-of-memory"
+                result.message = f"out of memory on {device} at {result.size}: choose a smaller size"
+                clear_caches()
+            else:
+                result.failure = result.failure or "error"
+                result.message = f"{type(exc).__name__}: {_first_line(exc)}"
+        finally:
+            with contextlib.suppress(Exception):
+                backend.free_memory(device)
+
+    def preflight(self, timer: StepTimer) -> bool:
+        """Refuse what cannot fit or would take too long; True to go on."""
+        plan, result, spec = self.plan, self.result, self.plan.spec
+        shortfall = memory_shortfall(plan)
+        if shortfall:
+            result.status, result.failure, result.message = "refused", "out-of-memory", shortfall
+            return False
+        self.phase("estimate")
+        est = estimate_step_seconds(plan, timer, spec.max_step_s, self.cancel)
+        result.estimate_s = est
+        if est > spec.max_step_s:
+            result.status = "refused"
+            result.message = (
+                f"one step is estimated at {_fmt_s(est)} (limit {_fmt_s(spec.max_step_s)}) for "
+                f"{spec.label()} at {plan.size}; choose a smaller size or raise the step limit"
+            )
+            return False
+        return True
+
+    def measure(self, timer: StepTimer) -> Any:
+        """Set up, compile, warm up and time; the last step's output (None if none)."""
+        plan, result, spec, backend = self.plan, self.result, self.plan.spec, self.plan.backend
+        self.phase("setup")
+        t0 = time.perf_counter()
+        args = device_inputs(plan)
+        backend.synchronize(spec.device)
+        result.setup_s = time.perf_counter() - t0
+        host_args = transfer_inputs(plan) if plan.timed_transfers else None
+        step = build_step(plan, args, host_args)
+
+        if spec.compile != "off":
+            self.phase("compile")
+            step = self.compile(step, timer, args, host_args)
+
+        self.phase("warmup")
+        warm = self.loop(step, timer, "warmup", count=spec.warmup)
+        result.warmup = warm.samples
+        # The warm-up's last output must not live through the timed loop: a user's timing
+        # holds one output at a time, and a second one changes the allocator's state.
+        warm.last = None
+        if warm.cancelled:
+            raise Cancelled
+        if spec.cuda_graphs:
+            step = backend.capture_graph(step, spec.device)
+
+        self.phase("timed")
+        telemetry = self.telemetry
+        token = telemetry.begin(spec.device) if telemetry is not None else None
+        faults0 = _minor_faults()
+        timed = self.loop(
+            step,
+            timer,
+            "timed",
+            count=spec.repeat,
+            budget_s=spec.budget_s,
+            min_count=spec.min_repeat,
+            max_count=spec.max_repeat,
+        )
+        faults1 = _minor_faults()
+        if telemetry is not None:
+            result.telemetry = telemetry.end(token)
+            gpu = result.telemetry.get("gpu")
+            if gpu and gpu.get("energy_j") is not None and timed.samples:
+                gpu["energy_per_step_j"] = gpu["energy_j"] / len(timed.samples)
+        result.samples = timed.samples
+        if faults0 is not None and faults1 is not None and timed.samples:
+            result.conditions["page_faults_per_step"] = round((faults1 - faults0) / len(timed.samples), 1)
+        if timed.cancelled:
+            raise Cancelled
+        return timed.last
+
+    def compile(
+        self, step: Callable[[], Any], timer: StepTimer, args: tuple[Any, ...], host_args: Any
+    ) -> Callable[[], Any]:
+        """Time the first (compiling) call apart; on a compiler error, fall back to eager."""
+        plan, result = self.plan, self.result
+        try:
+            result.compile_s = timer(step)[0]  # its output is dropped at once
+            if self.on_sample:
+                self.on_sample("compile", result.compile_s)
+            return step
+        except Exception as exc:
+            if plan.backend.is_out_of_memory(exc):
+                raise
+            result.failure = "compile"
+            result.notes.append(
+                f"torch.compile failed ({type(exc).__name__}: {_first_line(exc)}); this is an EAGER run"
+            )
+            result.conditions["compile"] = f"failed: ran eager ({plan.spec.compile} requested)"
+            return build_step(plan, args, host_args, compiled=False)
+
+    def loop(self, step: Callable[[], Any], timer: StepTimer, phase: str, **kw: Any) -> LoopOutcome:
+        return timed_loop(
+            step, timer, phase=phase, cancel=self.cancel, pause=self.pause, on_sample=self.on_sample, **kw
+        )
+
+    def check(self, out: Any) -> None:
+        """Compare the last output with the float64 reference."""
+        plan, result = self.plan, self.result
+        w, p = plan.workload, plan.params
+        got = w.checked(plan.backend.to_host(out), p)
+        del out
+        result.error = relative_error(got, reference(w, p, plan.spec.seed))
+        result.tolerance = float(w.tolerance(plan.compute_dtype, p))
+        if not np.isfinite(result.error):
+            result.failure = "not-finite"
+            result.notes.append(
+                f"the result holds NaN or inf ({plan.compute_dtype} overflowed or lost range)"
+            )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else type(exc).__name__
+
+
+def _fmt_s(s: float) -> str:
+    if s >= 60:
+        return f"{s / 60:.1f} min"
+    if s >= 1:
+        return f"{s:.1f} s"
+    return f"{s * 1e3:.0f} ms"

@@ -1,0 +1,93 @@
+"""A spec resolved once into what every phase of a run needs.
+
+The planner's checks find the workload, its parameters and the compute dtype;
+the plan keeps them with the backend, the effective parameters and the cost,
+and is handed down to preflight, step building and the timed phases, which
+never go back to the registries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuplay.core.backends import get_backend
+from gpuplay.core.backends.base import Backend
+from gpuplay.core.planner import assess
+from gpuplay.core.spec import Refusal, RunSpec
+from gpuplay.core.system import cpu_count, cpu_name
+from gpuplay.core.workloads.base import ITEMSIZE, Workload
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    spec: RunSpec
+    workload: Workload
+    backend: Backend
+    compute_dtype: str
+    params: dict[str, Any]  # effective: resolved, with what the backend decides filled in
+    notes: tuple[str, ...] = ()
+    size: str = field(init=False)
+    flops: float = field(init=False)
+    bytes: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", self.workload.size_label(self.params))
+        object.__setattr__(self, "flops", float(self.workload.flops(self.params)))
+        object.__setattr__(
+            self, "bytes", float(self.workload.bytes_moved(self.params, ITEMSIZE[self.spec.dtype]))
+        )
+
+    @property
+    def work(self) -> float:
+        """The size of a step for extrapolating cost: FLOPs, else bytes at 4 per element."""
+        return self.flops or float(self.workload.bytes_moved(self.params, 4))
+
+    @property
+    def timed_transfers(self) -> bool:
+        return self.spec.transfers and self.spec.device != "cpu"
+
+    def scaled(self, factor: float) -> RunPlan:
+        """The same plan with every size parameter multiplied by `factor` (cost probes)."""
+        w = self.workload
+        params = w.effective(w.scaled(self.params, factor), self.backend.name, self.compute_dtype)
+        return RunPlan(self.spec, w, self.backend, self.compute_dtype, params, self.notes)
+
+
+def resolve(spec: RunSpec, probe_timeout: float | None = None) -> RunPlan | Refusal:
+    """The plan for `spec`, or the Refusal saying why it cannot run here."""
+    found = assess(spec, probe_timeout)
+    if isinstance(found, Refusal):
+        return found
+    backend = get_backend(spec.backend)
+    params = found.workload.effective(found.params, backend.name, found.compute_dtype)
+    return RunPlan(spec, found.workload, backend, found.compute_dtype, params, tuple(found.notes))
+
+
+def conditions(plan: RunPlan) -> dict[str, Any]:
+    """The settings a result is reported with: library, device, precision, threads, timer."""
+    from gpuplay.core.backends.numpy_backend import blas_threads
+
+    spec, backend = plan.spec, plan.backend
+    threads: dict[str, Any] = {"cores": cpu_count(), "numpy_blas": blas_threads()}
+    with contextlib.suppress(Exception):
+        threads.update(backend.thread_counts())
+    device_name = cpu_name() if spec.device == "cpu" else backend.device_name(spec.device)
+    return {
+        "backend": backend.name,
+        "backend_version": backend.version(),
+        "device": spec.device,
+        "device_name": device_name,
+        "dtype": spec.dtype,
+        "compute_dtype": plan.compute_dtype,
+        "amp": spec.amp,
+        "compile": spec.compile,
+        "tf32": spec.tf32,
+        "cuda_graphs": spec.cuda_graphs,
+        "transfers_timed": plan.timed_transfers,
+        "threads": threads,
+        "timer": "CUDA events" if spec.device.startswith("cuda") else "perf_counter_ns (synchronous)",
+        "warmup": spec.warmup,
+        "compile_time_excluded": spec.compile != "off",
+    }

@@ -1,0 +1,71 @@
+"""Before committing to a run: will the data fit, and how long will one step take?"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from gpuplay.core.backends.base import StepTimer
+from gpuplay.core.runner.loop import Cancelled
+from gpuplay.core.runner.plan import RunPlan
+from gpuplay.core.runner.steps import build_step
+from gpuplay.core.workloads.base import ITEMSIZE
+
+GIB = 2**30
+
+
+def memory_shortfall(plan: RunPlan) -> str:
+    """Why the data cannot fit (host float64 inputs and reference, device copies), or ''."""
+    import psutil
+
+    spec, w = plan.spec, plan.workload
+    elements = w.footprint_elements(plan.params)
+    host_need = elements * 8 * 2  # float64 inputs and the float64 reference
+    device_need = elements * ITEMSIZE[spec.dtype] * 2  # device inputs and outputs, with slack
+    if spec.device == "cpu":
+        host_need += device_need
+    available = psutil.virtual_memory().available
+    if host_need > available:
+        return (
+            f"needs ~{host_need / GIB:.1f} GiB of host memory at {plan.size}, "
+            f"{available / GIB:.1f} GiB available: choose a smaller size"
+        )
+    free = plan.backend.device_memory_free(spec.device) if spec.device != "cpu" else None
+    if free is not None and device_need > free:
+        return (
+            f"needs ~{device_need / GIB:.1f} GiB on {spec.device}, {free / GIB:.1f} GiB free: "
+            "choose a smaller size"
+        )
+    return ""
+
+
+def estimate_step_seconds(plan: RunPlan, timer: StepTimer, limit_s: float, cancel: threading.Event) -> float:
+    """Time the workload at growing fractions of its size and extrapolate by FLOPs.
+
+    Doubling the probe until it costs a noticeable fraction of the limit catches
+    costs that grow faster than FLOPs (half precision emulated on a CPU falls
+    out of cache), at a total probe cost of about limit/4 at most.
+    """
+    spec, backend = plan.spec, plan.backend
+    full = plan.work
+    estimate = 0.0
+    for factor in (1 / 16, 1 / 8, 1 / 4, 1 / 2):
+        if cancel.is_set():
+            raise Cancelled
+        probe = plan.scaled(factor)
+        work = probe.work
+        if work >= full or work <= 0:
+            break
+        probe_inputs = probe.workload.inputs(probe.params, np.random.default_rng(spec.seed))
+        args = tuple(backend.from_host(a, spec.device, spec.dtype) for a in probe_inputs)
+        del probe_inputs
+        step = build_step(probe, args, compiled=False)
+        t = first = timer(step)[0]  # the output is dropped at once
+        if first < limit_s / 8:
+            t = timer(step)[0]  # the first call pays one-off costs; the second is the step
+        estimate = t * full / work
+        del args, step
+        if estimate < limit_s / 4 or t > limit_s / 16:
+            break
+    return estimate

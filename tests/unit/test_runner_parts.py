@@ -1,0 +1,146 @@
+"""The runner's parts: the plan resolved once, the timed loop's frees, inputs made as a user's are."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+import gpuplay.core.workloads as workloads_module
+from gpuplay.core import planner
+from gpuplay.core.backends import get_backend
+from gpuplay.core.backends.numpy_backend import NumpyBackend
+from gpuplay.core.runner import RunPlan, device_inputs, memory_shortfall, resolve, run, timed_loop
+from gpuplay.core.runner import measure as measure_module
+from gpuplay.core.spec import Refusal, RunSpec
+
+
+class Output:
+    """A step output that reports when it is freed."""
+
+    def __init__(self, events: list[str], i: int) -> None:
+        self.events, self.i = events, i
+
+    def __del__(self) -> None:
+        self.events.append(f"free {self.i}")
+
+
+def test_a_run_resolves_its_workload_and_compute_dtype_once(monkeypatch):
+    calls = {"registry": 0, "compute_dtype": 0}
+    real_registry, real_cdtype = workloads_module.registry, planner.compute_dtype
+
+    def counting_registry():
+        calls["registry"] += 1
+        return real_registry()
+
+    def counting_cdtype(*a, **k):
+        calls["compute_dtype"] += 1
+        return real_cdtype(*a, **k)
+
+    monkeypatch.setattr(workloads_module, "registry", counting_registry)
+    monkeypatch.setattr(planner, "compute_dtype", counting_cdtype)
+    r = run(RunSpec.make("matmul", {"n": 32}, backend="torch", amp="bf16", warmup=1, repeat=2))
+    assert r.status == "ok", r.message
+    assert calls == {"registry": 1, "compute_dtype": 1}
+    assert r.compute_dtype == "bfloat16"
+
+
+def test_resolve_gives_a_plan_with_cost_or_the_refusal():
+    plan = resolve(RunSpec.make("heat", {"n": 64, "steps": 10}))
+    assert isinstance(plan, RunPlan)
+    assert plan.backend is get_backend("numpy") and plan.compute_dtype == "float32"
+    assert plan.flops == 7.0 * 64**2 * 10 and plan.size == "64² × 10 steps"
+    small = plan.scaled(1 / 4)
+    assert small.params["n"] == 16 and small.compute_dtype == plan.compute_dtype
+    refused = resolve(RunSpec.make("matmul", {"n": 32}, backend="numpy", amp="fp16"))
+    assert isinstance(refused, Refusal) and "PyTorch" in str(refused)
+
+
+def test_timed_loop_frees_the_previous_output_inside_the_next_interval():
+    events: list[str] = []
+    made = iter(range(100))
+
+    def fn():
+        i = next(made)
+        events.append(f"call {i}")
+        return Output(events, i)
+
+    def timer(step):
+        events.append("start")
+        out = step()
+        events.append("stop")
+        return 0.0, out
+
+    outcome = timed_loop(fn, timer, phase="timed", count=3, cancel=threading.Event())
+    assert events == [
+        "start", "call 0", "stop",
+        "start", "free 0", "call 1", "stop",
+        "start", "free 1", "call 2", "stop",
+    ]  # fmt: skip
+    assert outcome.last.i == 2  # the last output is kept for the accuracy check
+    outcome = None
+    assert events[-1] == "free 2"
+
+
+def test_the_warmup_output_is_dead_before_the_timed_loop_starts(monkeypatch):
+    seen: dict[str, object] = {}
+    real_loop = measure_module.timed_loop
+
+    def spying_loop(fn, timer, *, phase, **kw):
+        if phase == "timed":
+            seen["warm_alive_at_timed"] = seen["warm"]() is not None
+        out = real_loop(fn, timer, phase=phase, **kw)
+        if phase == "warmup":
+            seen["warm"] = weakref.ref(out.last)
+        return out
+
+    monkeypatch.setattr(measure_module, "timed_loop", spying_loop)
+    r = run(RunSpec.make("matmul", {"n": 64}, warmup=2, repeat=3))
+    assert r.status == "ok", r.message
+    assert seen["warm_alive_at_timed"] is False
+
+
+def test_inputs_are_converted_and_the_float64_originals_freed(monkeypatch):
+    plan = resolve(RunSpec.make("matmul", {"n": 16}))
+    made: list[weakref.ref] = []
+    real_inputs = plan.workload.inputs
+
+    def tracked_inputs(p, rng):
+        arrays = real_inputs(p, rng)
+        made.extend(weakref.ref(a) for a in arrays)
+        return arrays
+
+    monkeypatch.setattr(plan.workload, "inputs", tracked_inputs)
+    args = device_inputs(plan)
+    assert [a.dtype for a in args] == [np.float32, np.float32]
+    assert made and all(ref() is None for ref in made)
+
+
+def test_page_faults_per_step_are_recorded():
+    r = run(RunSpec.make("elementwise", {"n": 1000}, warmup=1, repeat=5))
+    assert r.status == "ok", r.message
+    assert r.conditions["page_faults_per_step"] >= 0
+
+
+class SmallDevice(NumpyBackend):
+    def device_memory_free(self, device):
+        return 1000
+
+
+def test_memory_check_asks_the_backend_for_free_device_memory():
+    spec = RunSpec.make("matmul", {"n": 256}, device="cuda:0")
+    w = workloads_module.get_workload("matmul")
+    plan = RunPlan(spec, w, SmallDevice(), "float32", w.resolve({"n": 256}))
+    message = memory_shortfall(plan)
+    assert "on cuda:0" in message and "choose a smaller size" in message
+
+
+def test_library_features_sit_behind_the_backend_interface():
+    numpy = get_backend("numpy")
+    with pytest.raises(NotImplementedError, match="NumPy has no compiler"):
+        numpy.compile(lambda x: x, "default")
+    torch = pytest.importorskip("torch")
+    matmul = get_backend("torch").autocast(lambda a, b: a @ b, "cpu", "bfloat16")
+    assert matmul(torch.ones(4, 4), torch.ones(4, 4)).dtype == torch.bfloat16
