@@ -31,6 +31,7 @@ from gpuplay.core.system import cpu_count, cpu_name, package_version
 
 SCHEMA = 1
 NOT_CALIBRATED = "not calibrated: run gpuplay calibrate"
+ABOVE_ROOF = 1.05  # a result this far above its roof means the roof was measured low
 CPU_DTYPES = ("float64", "float32", "bfloat16", "float16")
 CUDA_DTYPES = ("float64", "float32", "tf32", "bfloat16", "float16")
 
@@ -95,6 +96,7 @@ class DevicePeaks:
     measured_at: str
     calibration_s: float
     measurements: list[Measurement] = field(default_factory=list)
+    noise: dict[str, Any] = field(default_factory=dict)  # what else ran during calibration
     schema: int = SCHEMA
 
     def bandwidth(self) -> Measurement | None:
@@ -119,6 +121,7 @@ class DevicePeaks:
             measured_at=str(d["measured_at"]),
             calibration_s=float(d["calibration_s"]),
             measurements=[Measurement(**m) for m in d["measurements"]],
+            noise=dict(d.get("noise") or {}),
             schema=int(d.get("schema", 0)),
         )
 
@@ -254,6 +257,11 @@ def roof_for(
         calibrated_at=peaks.measured_at,
         note="" if comp else f"no {dtype} compute peak measured on {device}: memory roof only",
     )
+    if point.fraction > ABOVE_ROOF:
+        out["note"] = (
+            f"{100 * point.fraction:.0f}% of the measured roof: the calibration ({peaks.measured_at}) "
+            "read low, likely on a busier machine; run gpuplay calibrate again"
+        )
     return out
 
 
@@ -287,15 +295,36 @@ def _best(run_once: Timed, budget_s: float, max_repeats: int = 10, min_repeats: 
     return best, n
 
 
-def _grow(make: Callable[[int], Timed], n0: int, n_max: int, long_enough_s: float) -> tuple[int, Timed]:
-    """Double the matmul size until one call takes `long_enough_s` (or n_max): bounded by time."""
-    n = n0
+def _matmul_peak(
+    make: Callable[[int], Timed], n0: int, n_max: int, long_enough_s: float, budget_s: float
+) -> tuple[float, int, float, int]:
+    """The best 2n³/t over growing sizes, then best of N at the last: (GFLOP/s, n, seconds, calls).
+
+    Sizes double until one call takes `long_enough_s` (bounded by time, not size: a dtype
+    the CPU emulates stops small). Every call counts towards the best, so a busy moment
+    during the growth cannot stop it at a size that then reads low.
+    """
+    best = (0.0, n0, math.inf)
+    n, calls = n0, 0
     while True:
         op = make(n)
-        t = min(op(), op())  # the first call at a size pays one-off costs (thread pools, packing)
+        op()  # the first call at a size pays one-off costs (thread pools, packing)
+        t = min(op(), op())  # two: one busy moment must not end the growth
+        calls += 2
+        if 2 * n**3 / t / 1e9 > best[0]:
+            best = (2 * n**3 / t / 1e9, n, t)
         if t >= long_enough_s or n * 2 > n_max:
-            return n, op
+            break
         n *= 2
+    t_end = time.perf_counter() + budget_s
+    for i in range(20):
+        if i >= 3 and time.perf_counter() >= t_end:
+            break
+        t = op()
+        calls += 1
+        if 2 * n**3 / t / 1e9 > best[0]:
+            best = (2 * n**3 / t / 1e9, n, t)
+    return best[0], best[1], best[2], calls
 
 
 def last_level_cache_bytes() -> int:
@@ -361,11 +390,8 @@ def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "to
     del a, b, c
 
     def matmul(library: str, dtype: str, make: Callable[[int], Timed]) -> None:
-        n_used, op = _grow(make, 256, 4096, budget_s / 10)
-        best, reps = _best(op, budget_s, max_repeats=8, min_repeats=2)
-        out.append(
-            Measurement("compute", dtype, library, 2 * n_used**3 / best / 1e9, f"n={n_used}", best, reps, "2n³ FLOP")
-        )
+        rate, n_used, best, calls = _matmul_peak(make, 256, 4096, budget_s / 8, budget_s)
+        out.append(Measurement("compute", dtype, library, rate, f"n={n_used}", best, calls, "2n³ FLOP"))
 
     if "numpy" in libs:
         rng = np.random.default_rng(0)
@@ -444,12 +470,8 @@ def measure_cuda(device: str, budget_s: float = 0.5) -> DevicePeaks:
 
             itemsize = torch.tensor([], dtype=tdt).element_size()
             n_max = 16384 if 3 * 16384**2 * itemsize < free // 2 else 8192
-            n_used, op = _grow(make, 1024, n_max, 0.005)
-            best, reps = _best(op, budget_s, max_repeats=20, min_repeats=5)
-            out.append(
-                Measurement("compute", dtype, "torch", 2 * n_used**3 / best / 1e9, f"n={n_used}", best, reps, "2n³ FLOP")
-            )
-            del op
+            rate, n_used, best, calls = _matmul_peak(make, 1024, n_max, 0.005, budget_s)
+            out.append(Measurement("compute", dtype, "torch", rate, f"n={n_used}", best, calls, "2n³ FLOP"))
             torch.cuda.empty_cache()
     finally:
         torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
@@ -458,11 +480,15 @@ def measure_cuda(device: str, budget_s: float = 0.5) -> DevicePeaks:
 
 def calibrate(device: str, budget_s: float | None = None) -> DevicePeaks:
     """Measure one device's peaks and cache them (replacing what was there)."""
+    from gpuplay.core import noise
+
     device = normalize_device(device)
+    before = noise.host_mark()
     if device == "cpu":
         peaks = measure_cpu() if budget_s is None else measure_cpu(budget_s)
     else:
         peaks = measure_cuda(device) if budget_s is None else measure_cuda(device, budget_s)
+    peaks.noise = noise.host_noise(before, noise.host_mark())
     save_peaks(peaks)
     return peaks
 
