@@ -89,7 +89,7 @@ def host_noise(a: HostMark, b: HostMark) -> dict[str, Any]:
             used = secs
         else:
             continue  # existed before but was not readable then
-        if used > 0:
+        if used / window >= 0.01:  # a daemon's tick is not worth naming
             per.append((name, key[0], used / window))
     per.sort(key=lambda x: -x[2])
     steal = (getattr(b.cpu, "steal", 0.0) - getattr(a.cpu, "steal", 0.0)) / window
@@ -213,25 +213,26 @@ def gpu_warnings(gpu: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def stability(rel_iqr: float | None, n: int, min_step_s: float | None) -> str:
-    """'' for a stable run, else why it is not and what to do (pyperf's checks, on the median)."""
-    if rel_iqr is None or n < 4 or rel_iqr != rel_iqr:
+def stability(rel_iqr: float | None, n: int) -> str:
+    """'' for a stable run, else how unstable (pyperf's check, on the median and IQR)."""
+    if rel_iqr is None or n < 4 or rel_iqr != rel_iqr or rel_iqr <= UNSTABLE_REL_IQR:
         return ""
-    if rel_iqr <= UNSTABLE_REL_IQR:
-        return ""
+    return f"unstable: the IQR is {100 * rel_iqr:.0f} % of the median (over {100 * UNSTABLE_REL_IQR:.0f} %)"
+
+
+def unstable_advice(min_step_s: float | None) -> str:
     advice = "close other programs, use a longer budget or more repeats (--preset published, --repeat)"
     if min_step_s is not None and min_step_s < 1e-3:
         advice += ", a larger size (steps under 1 ms are at the mercy of the timer and the scheduler)"
-    return (
-        f"unstable: the IQR is {100 * rel_iqr:.0f} % of the median (over {100 * UNSTABLE_REL_IQR:.0f} %); "
-        f"{advice}, then rerun and compare"
-    )
+    return advice + ", then rerun and compare"
 
 
-def noise_warnings(telemetry: dict[str, Any], rel_iqr: float | None, n: int, min_step_s: float | None) -> list[str]:
+def noise_warnings(
+    telemetry: dict[str, Any], rel_iqr: float | None, n: int, min_step_s: float | None, advice: bool = True
+) -> list[str]:
     noise = telemetry.get("noise") or {}
     out = [*host_warnings(noise.get("host")), *gpu_warnings(noise.get("gpu"))]
-    unstable = stability(rel_iqr, n, min_step_s)
+    unstable = stability(rel_iqr, n)
     if unstable:
-        out.append(unstable)
+        out.append(f"{unstable}; {unstable_advice(min_step_s)}" if advice else unstable)
     return out

@@ -86,17 +86,22 @@ class RunResult:
     @property
     def noise_warnings(self) -> list[str]:
         """What else used the machine during the timed window, and an unstable spread, in words."""
+        return self.noise_lines()
+
+    def noise_lines(self, advice: bool = True) -> list[str]:
         from gpuplay.core.noise import noise_warnings
 
         s = self.summary
-        return noise_warnings(self.telemetry, s.rel_iqr if s else None, s.n if s else 0, s.min if s else None)
+        return noise_warnings(
+            self.telemetry, s.rel_iqr if s else None, s.n if s else 0, s.min if s else None, advice
+        )
 
     @property
     def unstable(self) -> bool:
         from gpuplay.core.noise import stability
 
         s = self.summary
-        return bool(s and stability(s.rel_iqr, s.n, s.min))
+        return bool(s and stability(s.rel_iqr, s.n))
 
     def to_dict(self) -> dict[str, Any]:
         s = self.summary

@@ -271,14 +271,18 @@ def roof_text(roof: dict[str, Any] | None) -> str:
         return NOT_CALIBRATED
     if roof.get("status") != "ok":
         return str(roof.get("note") or roof.get("status"))
-    return f"{100 * roof['fraction']:.0f}% of {roof['bound']} roof"
+    return f"{_pct(roof['fraction'])} of {roof['bound']} roof"
 
 
 def roof_cell(roof: dict[str, Any] | None) -> str:
     """The narrow table cell: '34% C', '71% M', or '—'."""
     if not roof or roof.get("status") != "ok":
         return "—"
-    return f"{100 * roof['fraction']:.0f}% {roof['bound'][0].upper()}"
+    return f"{_pct(roof['fraction'])} {roof['bound'][0].upper()}"
+
+
+def _pct(fraction: float) -> str:
+    return "<1%" if 0 < fraction < 0.005 else f"{100 * fraction:.0f}%"
 
 
 # -- measuring ------------------------------------------------------------------------
