@@ -27,7 +27,8 @@ OTHER_CPU_MIN_CORES = 0.25  # background below this is a quiet machine
 OTHER_CPU_CORE_FRACTION = 0.05  # ... or this share of the cores, on big machines
 STEAL_MIN_CORES = 0.1
 THROTTLE_MIN_FRACTION = 0.02
-TOP = 3
+TOP = 3  # named in a warning
+KEEP = 8  # kept in the result
 
 # NVML clock event ("throttle") reasons, as bits: those that mean "slowed down".
 THROTTLE_BITS = {
@@ -99,7 +100,7 @@ def host_noise(a: HostMark, b: HostMark) -> dict[str, Any]:
         "own_cores": own,
         # The machine-wide figure also catches processes too short-lived to be named.
         "other_cores": max(0.0, machine - own, sum(c for *_, c in per)),
-        "other_top": [{"name": n, "pid": pid, "cores": c} for n, pid, c in per[:TOP]],
+        "other_top": [{"name": n, "pid": pid, "cores": c} for n, pid, c in per[:KEEP]],
         "steal_cores": max(0.0, steal),
     }
 
@@ -157,11 +158,13 @@ def gpu_noise(nvml: Any, index: int, a: GpuMark, b: GpuMark, samples: Sequence[A
                 source[name] = "NVML violation counter"
     reasons = [s.throttle_reasons for s in samples if getattr(s, "throttle_reasons", None) is not None]
     if reasons:
+        masks: dict[str, int] = {}
         for bit, name in THROTTLE_BITS.items():
+            masks[name] = masks.get(name, 0) | bit
+        for name, mask in masks.items():
             if name in throttled:
-                continue
-            share = sum(1 for r in reasons if r & bit) / len(reasons)
-            throttled[name] = max(throttled.get(name, 0.0), share)
+                continue  # the violation counter is exact; samples only estimate
+            throttled[name] = sum(1 for r in reasons if r & mask) / len(reasons)
             source[name] = f"throttle reasons, {len(reasons)} samples"
     out["throttled_fraction"] = throttled
     out["throttle_source"] = source
@@ -184,7 +187,7 @@ def host_warnings(host: dict[str, Any] | None, during: str = "this run") -> list
     out = []
     other, cores = host["other_cores"], host.get("cores") or 1
     if other >= max(OTHER_CPU_MIN_CORES, OTHER_CPU_CORE_FRACTION * cores):
-        top = ", ".join(f"{p['name']} (pid {p['pid']}) {p['cores']:.1f}" for p in host.get("other_top", []))
+        top = ", ".join(f"{p['name']} (pid {p['pid']}) {p['cores']:.1f}" for p in host.get("other_top", [])[:TOP])
         out.append(
             f"other processes used {_cores(other)} of {cores} during {during}"
             + (f": {top}" if top else "")
