@@ -40,9 +40,15 @@ def _devices(wanted: tuple[str, ...]) -> list[str]:
     help="cpu, cuda, cuda:N or all (default: all). Repeatable.",
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0.01),
+    default=None,
+    help="Seconds per probe (default 0.25 on the CPU, 0.5 on a GPU); more is steadier.",
+)
 @click.option("--show", is_flag=True, help="Print the cached peaks; measure nothing.")
 @click.option("--forget", is_flag=True, help="Delete the cached peaks of these devices.")
-def calibrate(devices: tuple[str, ...], fmt: str, show: bool, forget: bool) -> None:
+def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bool, forget: bool) -> None:
     """Measure each device's peaks (STREAM copy/triad, matmul per dtype) for the roofline.
 
     The peaks are cached per device in the state folder; every result is then placed
@@ -62,6 +68,9 @@ def calibrate(devices: tuple[str, ...], fmt: str, show: bool, forget: bool) -> N
                 gone = roofline.invalidate(d)
                 err.print(f"{d}: {'forgotten' if gone else 'nothing cached'}", highlight=False)
             return
+        if not names:
+            err.print(f"nothing calibrated yet in {roofline.cache_dir()}: run gpuplay calibrate", highlight=False)
+            sys.exit(1)
         found = []
         for d in names:
             lookup = roofline.load_peaks(d)
@@ -75,7 +84,7 @@ def calibrate(devices: tuple[str, ...], fmt: str, show: bool, forget: bool) -> N
     for d in _devices(devices):
         with err.status(f"calibrating {d} (STREAM copy/triad, matmul per dtype) …"):
             try:
-                measured.append(roofline.calibrate(d))
+                measured.append(roofline.calibrate(d, budget))
             except Exception as exc:  # a driver or memory failure: say which device and why
                 raise click.ClickException(f"calibrating {d} failed: {type(exc).__name__}: {exc}") from None
         err.print(f"wrote {roofline.cache_path(d)}", highlight=False)
