@@ -61,5 +61,9 @@ def test_real_calibration_writes_the_cache_and_prints_json(cli):
     res = cli.invoke(main, ["calibrate", "-d", "cpu", "--budget", "0.05", "--format", "json"])
     assert res.exit_code == 0, res.output
     (doc,) = json.loads(res.stdout)
-    assert {m["name"] for m in doc["measurements"] if m["kind"] == "compute"} >= {"float64", "float32", "bfloat16"}
+    assert {m["name"] for m in doc["measurements"] if m["kind"] == "compute"} >= {
+        "float64",
+        "float32",
+        "bfloat16",
+    }
     assert roofline.load_peaks("cpu").peaks is not None

@@ -69,7 +69,9 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
                 err.print(f"{d}: {'forgotten' if gone else 'nothing cached'}", highlight=False)
             return
         if not names:
-            err.print(f"nothing calibrated yet in {roofline.cache_dir()}: run gpuplay calibrate", highlight=False)
+            err.print(
+                f"nothing calibrated yet in {roofline.cache_dir()}: run gpuplay calibrate", highlight=False
+            )
             sys.exit(1)
         found = []
         for d in names:
@@ -130,7 +132,9 @@ def _print(peaks: list[Any], fmt: str) -> None:
                 highlight=False,
             )
         for w in host_warnings(p.noise, during="calibration"):
-            con.print(f"⚠ {w}: peaks may read low; calibrate on a quiet machine", style="yellow", highlight=False)
+            con.print(
+                f"⚠ {w}: peaks may read low; calibrate on a quiet machine", style="yellow", highlight=False
+            )
 
 
 command = calibrate

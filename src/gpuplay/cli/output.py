@@ -95,7 +95,9 @@ def print_noise(con: Any, rows: Sequence[Row]) -> None:
     unstable = [r.result for r in rows if r.result.unstable]
     if unstable:
         shortest = min(s.min for r in unstable if (s := r.summary) is not None)
-        con.print(f"unstable results: {unstable_advice(shortest)}", style="yellow", highlight=False, markup=False)
+        con.print(
+            f"unstable results: {unstable_advice(shortest)}", style="yellow", highlight=False, markup=False
+        )
     problems = {
         str(r.result.roof_fields().get("note"))
         for r in rows

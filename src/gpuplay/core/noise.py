@@ -53,7 +53,10 @@ def process_cpu_seconds(exclude: int) -> dict[ProcKey, tuple[str, float]]:
         ct = info.get("cpu_times")
         if info["pid"] == exclude or ct is None or info.get("create_time") is None:
             continue
-        out[(info["pid"], info["create_time"])] = (info.get("name") or f"pid {info['pid']}", ct.user + ct.system)
+        out[(info["pid"], info["create_time"])] = (
+            info.get("name") or f"pid {info['pid']}",
+            ct.user + ct.system,
+        )
     return out
 
 
@@ -73,7 +76,9 @@ class HostMark:
 def host_mark() -> HostMark:
     me = psutil.Process()
     ct = me.cpu_times()
-    return HostMark(time.monotonic(), time.time(), psutil.cpu_times(), ct.user + ct.system, process_cpu_seconds(me.pid))
+    return HostMark(
+        time.monotonic(), time.time(), psutil.cpu_times(), ct.user + ct.system, process_cpu_seconds(me.pid)
+    )
 
 
 def host_noise(a: HostMark, b: HostMark) -> dict[str, Any]:
@@ -141,7 +146,9 @@ def gpu_noise(nvml: Any, index: int, a: GpuMark, b: GpuMark, samples: Sequence[A
     """Other GPU processes, throttling and clocks over the window; `samples` are GpuSnapshots."""
     out: dict[str, Any] = {"index": index}
     pids = {**a.others, **b.others}
-    out["other_processes"] = [{"pid": pid, "name": _proc_name(pid), "mem_bytes": mem} for pid, mem in pids.items()]
+    out["other_processes"] = [
+        {"pid": pid, "name": _proc_name(pid), "mem_bytes": mem} for pid, mem in pids.items()
+    ]
     h = nvml.call("nvmlDeviceGetHandleByIndex", index)
     util = nvml.call("nvmlDeviceGetProcessUtilization", h, a.wall_us) if h is not None and pids else None
     if util:
@@ -187,7 +194,9 @@ def host_warnings(host: dict[str, Any] | None, during: str = "this run") -> list
     out = []
     other, cores = host["other_cores"], host.get("cores") or 1
     if other >= max(OTHER_CPU_MIN_CORES, OTHER_CPU_CORE_FRACTION * cores):
-        top = ", ".join(f"{p['name']} (pid {p['pid']}) {p['cores']:.1f}" for p in host.get("other_top", [])[:TOP])
+        top = ", ".join(
+            f"{p['name']} (pid {p['pid']}) {p['cores']:.1f}" for p in host.get("other_top", [])[:TOP]
+        )
         out.append(
             f"other processes used {_cores(other)} of {cores} during {during}"
             + (f": {top}" if top else "")
@@ -205,11 +214,14 @@ def gpu_warnings(gpu: dict[str, Any] | None) -> list[str]:
     others = gpu.get("other_processes") or []
     if others:
         named = ", ".join(
-            p["name"] + (f" {p['mem_bytes'] / 2**30:.1f} GiB" if p.get("mem_bytes") else "") for p in others[:TOP]
+            p["name"] + (f" {p['mem_bytes'] / 2**30:.1f} GiB" if p.get("mem_bytes") else "")
+            for p in others[:TOP]
         )
         sm = gpu.get("other_sm_util_percent")
         share = f", up to {sm}% of its SMs" if sm else ""
-        out.append(f"{len(others)} other process(es) on GPU {gpu.get('index')} during this run: {named}{share}")
+        out.append(
+            f"{len(others)} other process(es) on GPU {gpu.get('index')} during this run: {named}{share}"
+        )
     for name, frac in sorted((gpu.get("throttled_fraction") or {}).items()):
         if frac >= THROTTLE_MIN_FRACTION:
             out.append(f"GPU {name}-throttled during {100 * frac:.0f} % of the run")

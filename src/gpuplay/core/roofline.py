@@ -21,7 +21,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,7 +233,9 @@ def roof_for(
     peaks = lookup.peaks
     bw = peaks.bandwidth()
     if bw is None:
-        out.update(status="not calibrated", note=f"no memory bandwidth measured for {device}: {NOT_CALIBRATED}")
+        out.update(
+            status="not calibrated", note=f"no memory bandwidth measured for {device}: {NOT_CALIBRATED}"
+        )
         return out
     dtype = peak_dtype(device, compute_dtype, tf32)
     comp = peaks.compute(dtype)
@@ -347,29 +349,30 @@ def _stream_elements(itemsize: int, available: int, llc: int) -> int:
     return int(min(want, available // 8) // itemsize)
 
 
-def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "torch")) -> DevicePeaks:
+def _clock(fn: Callable[[], Any]) -> Timed:
+    def once() -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    return once
+
+
+def _cpu_stream(libs: Sequence[str], budget_s: float) -> list[Measurement]:
+    """STREAM copy and triad on the host; the arrays are freed when this returns."""
     import numpy as np
     import psutil
 
-    t_start = time.perf_counter()
-    libs = list(libraries)
     out: list[Measurement] = []
     n = _stream_elements(8, psutil.virtual_memory().available, last_level_cache_bytes())
-    mib = n * 8 / 2**20
-    size = f"3 x {mib:.0f} MiB float64 arrays"
+    size = f"3 x {n * 8 / 2**20:.0f} MiB float64 arrays"
     a, b, c = np.ones(n), np.full(n, 2.0), np.full(n, 0.5)
 
-    def clock(fn: Callable[[], Any]) -> Timed:
-        def once() -> float:
-            t0 = time.perf_counter()
-            fn()
-            return time.perf_counter() - t0
-
-        return once
-
     def stream(library: str, name: str, op: Callable[[], Any], arrays: int, counted: str) -> None:
-        best, reps = _best(clock(op), budget_s / 2)
-        out.append(Measurement("memory", name, library, arrays * n * 8 / best / 1e9, size, best, reps, counted))
+        best, reps = _best(_clock(op), budget_s / 2)
+        out.append(
+            Measurement("memory", name, library, arrays * n * 8 / best / 1e9, size, best, reps, counted)
+        )
 
     if "numpy" in libs:
         stream("numpy", "copy", lambda: np.copyto(b, a), 2, "1 read + 1 write per element")
@@ -381,7 +384,6 @@ def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "to
             5,
             "two passes: 3 reads + 2 writes per element",
         )
-    torch: Any = None
     if "torch" in libs:
         import torch
 
@@ -390,8 +392,18 @@ def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "to
         stream(
             "torch", "triad", lambda: torch.add(tb, tc, alpha=3.0, out=ta), 3, "2 reads + 1 write per element"
         )
-        del ta, tb, tc
-    del a, b, c
+    return out
+
+
+def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "torch")) -> DevicePeaks:
+    import numpy as np
+
+    t_start = time.perf_counter()
+    libs = list(libraries)
+    out = _cpu_stream(libs, budget_s)
+    torch: Any = None
+    if "torch" in libs:
+        import torch
 
     def matmul(library: str, dtype: str, make: Callable[[int], Timed]) -> None:
         rate, n_used, best, calls = _matmul_peak(make, 256, 4096, budget_s / 8, budget_s)
@@ -404,7 +416,7 @@ def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "to
             def make_np(k: int, dt: str = dtype) -> Timed:
                 x = rng.standard_normal((k, k)).astype(dt)
                 y = rng.standard_normal((k, k)).astype(dt)
-                return clock(lambda: x @ y)
+                return _clock(lambda: x @ y)
 
             matmul("numpy", dtype, make_np)
     if torch is not None:
@@ -413,13 +425,35 @@ def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "to
             def make_t(k: int, dt: str = dtype) -> Timed:
                 x = torch.randn(k, k, dtype=getattr(torch, dt))
                 y = torch.randn(k, k, dtype=getattr(torch, dt))
-                return clock(lambda: torch.matmul(x, y))
+                return _clock(lambda: torch.matmul(x, y))
 
             matmul("torch", dtype, make_t)
     name = cpu_name()
     fp = fingerprint("cpu", name)
     fp["threads"] = {"torch": torch.get_num_threads() if torch is not None else None}
     return DevicePeaks("cpu", name, fp, _now(), time.perf_counter() - t_start, out)
+
+
+def _cuda_stream(
+    torch: Any, dev: Any, events: Callable[[Callable[[], Any]], Timed], free: int, budget_s: float
+) -> list[Measurement]:
+    """STREAM copy and triad on one GPU; the arrays are freed when this returns."""
+    l2 = int(getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0) or 64 * 2**20)
+    n = int(min(max(4 * l2, 1 << 30), free // 8) // 4)  # float32 elements per array
+    size = f"3 x {n * 4 / 2**20:.0f} MiB float32 arrays"
+    a = torch.ones(n, device=dev)
+    b = torch.full((n,), 2.0, device=dev)
+    c = torch.full((n,), 0.5, device=dev)
+    out = []
+    for name, op, arrays, counted in (
+        ("copy", lambda: b.copy_(a), 2, "1 read + 1 write per element"),
+        ("triad", lambda: torch.add(b, c, alpha=3.0, out=a), 3, "2 reads + 1 write per element"),
+    ):
+        best, reps = _best(events(op), budget_s / 2, max_repeats=20, min_repeats=5)
+        out.append(
+            Measurement("memory", name, "torch", arrays * n * 4 / best / 1e9, size, best, reps, counted)
+        )
+    return out
 
 
 def measure_cuda(device: str, budget_s: float = 0.5) -> DevicePeaks:
@@ -446,19 +480,7 @@ def measure_cuda(device: str, budget_s: float = 0.5) -> DevicePeaks:
         return once
 
     free, _total = torch.cuda.mem_get_info(dev)
-    l2 = int(getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 64 * 2**20) or 64 * 2**20)
-    n = int(min(max(4 * l2, 1 << 30), free // 8) // 4)  # float32 elements per array
-    size = f"3 x {n * 4 / 2**20:.0f} MiB float32 arrays"
-    a = torch.ones(n, device=dev)
-    b = torch.full((n,), 2.0, device=dev)
-    c = torch.full((n,), 0.5, device=dev)
-    for name_, op, arrays, counted in (
-        ("copy", lambda: b.copy_(a), 2, "1 read + 1 write per element"),
-        ("triad", lambda: torch.add(b, c, alpha=3.0, out=a), 3, "2 reads + 1 write per element"),
-    ):
-        best, reps = _best(events(op), budget_s / 2, max_repeats=20, min_repeats=5)
-        out.append(Measurement("memory", name_, "torch", arrays * n * 4 / best / 1e9, size, best, reps, counted))
-    del a, b, c
+    out.extend(_cuda_stream(torch, dev, events, free, budget_s))
     torch.cuda.empty_cache()
 
     matmul_tf32 = torch.backends.cuda.matmul.allow_tf32

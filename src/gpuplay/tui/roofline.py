@@ -85,7 +85,12 @@ class RooflineChart(CachedPlot):
         bws = [b.value for pk in peaks.values() if (b := pk.bandwidth()) is not None]
         tops = [m.value for pk in peaks.values() for m in pk.measurements if m.kind == "compute"]
         dtypes = {p[5] for p in points} or {"float32"}
-        tops = [m.value for pk in peaks.values() for m in pk.measurements if m.kind == "compute" and m.name in dtypes]
+        tops = [
+            m.value
+            for pk in peaks.values()
+            for m in pk.measurements
+            if m.kind == "compute" and m.name in dtypes
+        ]
         ridges = [t / b for t in tops for b in bws]
         # The axes span the points and the roofs' corners, with a margin each way.
         x_lo = min([*xs, *ridges] or [0.1]) / 4
@@ -100,7 +105,11 @@ class RooflineChart(CachedPlot):
                 continue
             color = ROOF_COLORS[i % len(ROOF_COLORS)]
             shown = sorted(
-                (m for m in pk.measurements if m.kind == "compute" and m.name in dtypes and m is pk.compute(m.name)),
+                (
+                    m
+                    for m in pk.measurements
+                    if m.kind == "compute" and m.name in dtypes and m is pk.compute(m.name)
+                ),
                 key=lambda m: -m.value,
             )
             top = shown[0].value if shown else None
@@ -118,7 +127,11 @@ class RooflineChart(CachedPlot):
                 if part:
                     name = f"{device} {m.name} {m.value:.3g} GFLOP/s"
                     plt.plot(
-                        [lg(x) for x in part], [lg(m.value)] * len(part), color=color, marker="braille", label=name
+                        [lg(x) for x in part],
+                        [lg(m.value)] * len(part),
+                        color=color,
+                        marker="braille",
+                        label=name,
                     )
         # One colour and marker per configuration (legend); the workload written beside each point.
         configs = list(dict.fromkeys(p[0] for p in points))
@@ -127,11 +140,21 @@ class RooflineChart(CachedPlot):
             mine = [p for p in points if p[0] == config]
             color = POINT_COLORS[j % len(POINT_COLORS)]
             plt.scatter(
-                [lg(p[2]) for p in mine], [lg(p[3]) for p in mine], marker=MARKERS[j % len(MARKERS)], color=color,
+                [lg(p[2]) for p in mine],
+                [lg(p[3]) for p in mine],
+                marker=MARKERS[j % len(MARKERS)],
+                color=color,
                 label=config[:30],
             )
             for p in mine:  # beside the marker, two cells to its right
-                plt.text(p[4][:12], x=lg(p[2]) + dx, y=lg(p[3]), color=color, background="default", alignment="left")
+                plt.text(
+                    p[4][:12],
+                    x=lg(p[2]) + dx,
+                    y=lg(p[3]),
+                    color=color,
+                    background="default",
+                    alignment="left",
+                )
         plt.xlim(lg(x_lo), lg(x_hi))
         plt.ylim(lg(y_lo), lg(y_hi))
         plt.xticks(*_decades(x_lo, x_hi))
@@ -149,6 +172,13 @@ class RooflineChart(CachedPlot):
 def describe(rows: Sequence[Row], peaks: Mapping[str, DevicePeaks]) -> list[dict[str, Any]]:
     """What the chart shows, as data (for tests and exports)."""
     return [
-        {"configuration": c, "device": d, "intensity": x, "gflops": y, "workload": w, "calibrated": d in peaks}
+        {
+            "configuration": c,
+            "device": d,
+            "intensity": x,
+            "gflops": y,
+            "workload": w,
+            "calibrated": d in peaks,
+        }
         for c, d, x, y, w, _dtype in _points(rows)
     ]
