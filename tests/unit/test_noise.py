@@ -40,6 +40,12 @@ def test_another_process_is_named_with_its_cores():
     assert "make (pid 42) 1.2" in w and "this run used 1.0 core" in w
 
 
+def test_a_few_clock_ticks_in_a_short_window_are_not_a_warning():
+    short = host(1.0)
+    short["window_s"] = 0.02  # two 10 ms ticks would read as a whole core
+    assert noise.host_warnings(short) == []
+
+
 def test_big_machines_tolerate_a_little_background():
     assert noise.host_warnings(host(1.0, cores=64)) == []  # under 5 % of 64 cores
     assert noise.host_warnings(host(4.0, cores=64))

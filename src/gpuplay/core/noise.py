@@ -25,6 +25,7 @@ import psutil
 UNSTABLE_REL_IQR = 0.10  # IQR / median above this: the median is not one figure
 OTHER_CPU_MIN_CORES = 0.25  # background below this is a quiet machine
 OTHER_CPU_CORE_FRACTION = 0.05  # ... or this share of the cores, on big machines
+OTHER_CPU_MIN_SECONDS = 0.05  # CPU time is counted in 10 ms ticks: below 5 ticks it is rounding
 STEAL_MIN_CORES = 0.1
 THROTTLE_MIN_FRACTION = 0.02
 TOP = 3  # named in a warning
@@ -45,19 +46,25 @@ VIOLATION_POLICIES = {"power": 0, "thermal": 1}  # NVML_PERF_POLICY_POWER, _THER
 ProcKey = tuple[int, float]  # (pid, create time): a reused pid is another process
 
 
-def process_cpu_seconds(exclude: int) -> dict[ProcKey, tuple[str, float]]:
-    """Every process's user+system CPU seconds so far (those we may read), but `exclude`."""
-    out: dict[ProcKey, tuple[str, float]] = {}
-    for p in psutil.process_iter(["pid", "name", "cpu_times", "create_time"]):
-        info = p.info
-        ct = info.get("cpu_times")
-        if info["pid"] == exclude or ct is None or info.get("create_time") is None:
+def process_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
+    """Every process's user+system CPU seconds so far (those we may read), but `exclude`.
+
+    Names are read later, for the few worth naming: this runs at both ends of every run.
+    """
+    out: dict[ProcKey, float] = {}
+    for p in psutil.process_iter(["cpu_times", "create_time"]):
+        ct, created = p.info.get("cpu_times"), p.info.get("create_time")
+        if p.pid == exclude or ct is None or created is None:
             continue
-        out[(info["pid"], info["create_time"])] = (
-            info.get("name") or f"pid {info['pid']}",
-            ct.user + ct.system,
-        )
+        out[(p.pid, created)] = ct.user + ct.system
     return out
+
+
+def _name(pid: int) -> str:
+    try:
+        return psutil.Process(pid).name()
+    except (psutil.Error, OSError):
+        return f"pid {pid}"  # gone since, or not ours to read
 
 
 def _busy(c: Any) -> float:
@@ -70,7 +77,7 @@ class HostMark:
     wall: float
     cpu: Any  # psutil.cpu_times()
     own: float  # this process's CPU seconds
-    procs: dict[ProcKey, tuple[str, float]]
+    procs: dict[ProcKey, float]
 
 
 def host_mark() -> HostMark:
@@ -87,25 +94,25 @@ def host_noise(a: HostMark, b: HostMark) -> dict[str, Any]:
         return {"window_s": window}
     own = (b.own - a.own) / window
     machine = (_busy(b.cpu) - _busy(a.cpu)) / window
-    per: list[tuple[str, int, float]] = []
-    for key, (name, secs) in b.procs.items():
+    per: list[tuple[int, float]] = []
+    for key, secs in b.procs.items():
         if key in a.procs:
-            used = secs - a.procs[key][1]
+            used = secs - a.procs[key]
         elif key[1] >= a.wall - 0.05:  # started inside the window: all its time is in it
             used = secs
         else:
             continue  # existed before but was not readable then
         if used / window >= 0.01:  # a daemon's tick is not worth naming
-            per.append((name, key[0], used / window))
-    per.sort(key=lambda x: -x[2])
+            per.append((key[0], used / window))
+    per.sort(key=lambda x: -x[1])
     steal = (getattr(b.cpu, "steal", 0.0) - getattr(a.cpu, "steal", 0.0)) / window
     return {
         "window_s": window,
         "cores": psutil.cpu_count() or 1,
         "own_cores": own,
         # The machine-wide figure also catches processes too short-lived to be named.
-        "other_cores": max(0.0, machine - own, sum(c for *_, c in per)),
-        "other_top": [{"name": n, "pid": pid, "cores": c} for n, pid, c in per[:KEEP]],
+        "other_cores": max(0.0, machine - own, sum(c for _, c in per)),
+        "other_top": [{"name": _name(pid), "pid": pid, "cores": c} for pid, c in per[:KEEP]],
         "steal_cores": max(0.0, steal),
     }
 
@@ -135,20 +142,11 @@ def gpu_mark(nvml: Any, index: int) -> GpuMark:
     return GpuMark(int(time.time() * 1e6), violations, others)
 
 
-def _proc_name(pid: int) -> str:
-    try:
-        return psutil.Process(pid).name()
-    except (psutil.Error, OSError):
-        return f"pid {pid}"  # in a container, NVML may report pids from another namespace
-
-
 def gpu_noise(nvml: Any, index: int, a: GpuMark, b: GpuMark, samples: Sequence[Any]) -> dict[str, Any]:
     """Other GPU processes, throttling and clocks over the window; `samples` are GpuSnapshots."""
     out: dict[str, Any] = {"index": index}
     pids = {**a.others, **b.others}
-    out["other_processes"] = [
-        {"pid": pid, "name": _proc_name(pid), "mem_bytes": mem} for pid, mem in pids.items()
-    ]
+    out["other_processes"] = [{"pid": pid, "name": _name(pid), "mem_bytes": mem} for pid, mem in pids.items()]
     h = nvml.call("nvmlDeviceGetHandleByIndex", index)
     util = nvml.call("nvmlDeviceGetProcessUtilization", h, a.wall_us) if h is not None and pids else None
     if util:
@@ -193,7 +191,8 @@ def host_warnings(host: dict[str, Any] | None, during: str = "this run") -> list
         return []
     out = []
     other, cores = host["other_cores"], host.get("cores") or 1
-    if other >= max(OTHER_CPU_MIN_CORES, OTHER_CPU_CORE_FRACTION * cores):
+    enough = other * host.get("window_s", 0.0) >= OTHER_CPU_MIN_SECONDS
+    if enough and other >= max(OTHER_CPU_MIN_CORES, OTHER_CPU_CORE_FRACTION * cores):
         top = ", ".join(
             f"{p['name']} (pid {p['pid']}) {p['cores']:.1f}" for p in host.get("other_top", [])[:TOP]
         )
