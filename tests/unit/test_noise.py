@@ -191,3 +191,56 @@ def test_a_cpu_burner_during_a_real_run_is_named_with_about_one_core():
         assert re.match(r"other processes used (0\.9|1\.\d) cores? of", w), w
     else:  # a crowded machine (other tests running): the burner got less, and is counted as such
         assert float(re.match(r"other processes used (\d\.\d)", w).group(1)) >= round(burned, 1) - 0.1, w
+
+
+class BusyGPU:
+    """pynvml at the library boundary (see test_telemetry.FakeNVML): a GPU shared with another
+    process, power-capped for 30 % of each interval by its violation counter, whose clock-event
+    reasons say power cap (0x4)."""
+
+    def __new__(cls):
+        from tests.unit.test_telemetry import FakeNVML
+
+        class Fake(FakeNVML):
+            def __init__(self):
+                super().__init__()
+                self.ref_us, self.viol_ns = 5_000_000, 0
+
+            def nvmlDeviceGetViolationStatus(self, h, policy):
+                if policy != 0:
+                    raise self.NVMLError_NotSupported("Not Supported")
+                self.ref_us += 1_000_000  # one second between reads, 30 % of it capped
+                self.viol_ns += 300_000_000
+                return SimpleNamespace(referenceTime=self.ref_us, violationTime=self.viol_ns)
+
+            def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+                return 0x4
+
+            def nvmlDeviceGetComputeRunningProcesses(self, h):
+                return [
+                    SimpleNamespace(pid=os.getpid(), usedGpuMemory=2**30),
+                    SimpleNamespace(pid=os.getppid(), usedGpuMemory=5 * 2**30),
+                ]
+
+        return Fake()
+
+
+def test_gpu_noise_flows_from_nvml_through_the_run_window_to_words(monkeypatch):
+    from gpuplay.core import telemetry
+
+    state = telemetry._NVML()
+    state._tried, state._pynvml = True, BusyGPU()
+    monkeypatch.setattr(telemetry, "nvml", state)
+    tele = telemetry.RunTelemetry()
+    out = tele.end(tele.begin("cuda:0"))
+    g = out["noise"]["gpu"]
+    assert g["throttled_fraction"]["power"] == pytest.approx(0.3)
+    assert g["throttle_source"]["power"] == "NVML violation counter"
+    assert g["throttled_fraction"]["thermal"] == 0.0  # no counter: from the sampled reasons
+    assert [p["pid"] for p in g["other_processes"]] == [os.getppid()]
+    assert g["sm_clock_mhz"]["max"] == 1980
+    spec = RunSpec.make("matmul", {"n": 64}, backend="torch", device="cuda:0")
+    r = RunResult(spec=spec, samples=[1.0] * 8, flops=1.0, bytes=1.0, telemetry=out)
+    ws = r.noise_warnings
+    assert "GPU power-throttled during 30 % of the run" in ws
+    assert any(w.startswith("1 other process(es) on GPU 0") and "5.0 GiB" in w for w in ws)
