@@ -13,11 +13,14 @@ from gpuplay.cli.output import stderr_console
 
 def _devices(wanted: tuple[str, ...]) -> list[str]:
     """cpu and every CUDA device torch sees, or the ones asked for; unknown ones are refused."""
-    import torch
-
     from gpuplay.core.backends import get_backend
 
-    cuda = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    try:
+        import torch
+
+        cuda = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    except ImportError:  # NumPy alone still has a CPU roof
+        cuda = []
     if not wanted or "all" in wanted:
         return ["cpu", *cuda]
     out = []

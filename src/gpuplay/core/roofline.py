@@ -399,7 +399,7 @@ def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "to
     import numpy as np
 
     t_start = time.perf_counter()
-    libs = list(libraries)
+    libs = [lib for lib in libraries if lib != "torch" or package_version("torch")]  # torch is optional here
     out = _cpu_stream(libs, budget_s)
     torch: Any = None
     if "torch" in libs:
