@@ -306,25 +306,30 @@ def _matmul_peak(
 ) -> tuple[float, int, float, int]:
     """The best 2n³/t over growing sizes, then best of N at the last: (GFLOP/s, n, seconds, calls).
 
-    Sizes double until one call takes `long_enough_s` (bounded by time, not size: a dtype
-    the CPU emulates stops small). Every call counts towards the best, so a busy moment
-    during the growth cannot stop it at a size that then reads low.
+    Sizes double until one call takes `long_enough_s` and the rate stopped rising (bounded by
+    time, not size: a dtype the CPU emulates runs no faster at larger sizes and stops small).
+    A slow call whose rate still rose (a busy moment, a thread pool waking) does not stop it.
     """
     best = (0.0, n0, math.inf)
-    n, calls = n0, 0
+    n, calls, previous = n0, 0, 0.0
+    grow_until = time.perf_counter() + 4 * budget_s
     while True:
         op = make(n)
         op()  # the first call at a size pays one-off costs (thread pools, packing)
         t = min(op(), op())  # two: one busy moment must not end the growth
         calls += 2
-        if 2 * n**3 / t / 1e9 > best[0]:
-            best = (2 * n**3 / t / 1e9, n, t)
-        if t >= long_enough_s or n * 2 > n_max:
+        rate = 2 * n**3 / t / 1e9
+        if rate > best[0]:
+            best = (rate, n, t)
+        if n * 2 > n_max or time.perf_counter() >= grow_until:
             break
+        if t >= long_enough_s and rate <= 1.1 * previous:
+            break
+        previous = max(previous, rate)
         n *= 2
     t_end = time.perf_counter() + budget_s
-    for i in range(20):
-        if i >= 3 and time.perf_counter() >= t_end:
+    for _ in range(20):
+        if time.perf_counter() >= t_end:  # the growth already timed this size twice
             break
         t = op()
         calls += 1
@@ -406,7 +411,7 @@ def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "to
         import torch
 
     def matmul(library: str, dtype: str, make: Callable[[int], Timed]) -> None:
-        rate, n_used, best, calls = _matmul_peak(make, 256, 4096, budget_s / 8, budget_s)
+        rate, n_used, best, calls = _matmul_peak(make, 64, 4096, budget_s / 8, budget_s)
         out.append(Measurement("compute", dtype, library, rate, f"n={n_used}", best, calls, "2n³ FLOP"))
 
     if "numpy" in libs:
