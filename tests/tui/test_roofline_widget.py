@@ -107,3 +107,22 @@ async def test_stats_panel_shows_the_roof_and_the_noise_in_words():
         await pilot.pause()
         text = shown_text(panel)
         assert "not calibrated: run gpuplay calibrate" in text and "other processes" not in text
+
+
+async def test_two_results_in_one_cell_are_both_drawn():
+    from gpuplay.core.compare import Row
+
+    def made(backend: str, seconds: float) -> Row:
+        spec = RunSpec.make("matmul", {"n": 64}, scenario="matmul", backend=backend)
+        return Row(RunResult(spec=spec, samples=[seconds] * 5, flops=10e9, bytes=1e8, compute_dtype="float32"))
+
+    rows = [made("numpy", 1.0), made("torch", 0.97)]  # 10 and 10.3 GFLOP/s at the same intensity
+    app = Tiny()
+    async with app.run_test(size=(100, 30)) as pilot:
+        chart = app.query_one(RooflineChart)
+        chart.show(rows, {"cpu": peaks("cpu")})
+        await pilot.pause()
+        text = plain(chart)
+        # each marker twice in the legend, and once more as a point
+        assert text.count("●") >= 3 and text.count("◆") >= 3, text
+        assert text.count("matmul") == 1  # one label for the pair
