@@ -67,3 +67,31 @@ def test_real_calibration_writes_the_cache_and_prints_json(cli):
         "bfloat16",
     }
     assert roofline.load_peaks("cpu").peaks is not None
+
+
+def test_run_outputs_carry_the_roof_in_every_format(cli):
+    import csv
+    import io
+
+    roofline.save_peaks(peaks("cpu", bw=20.0, f32=200.0))
+    args = ["run", "matmul", "-s", "n=64", "--budget", "0.05"]
+    res = cli.invoke(main, [*args, "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    (row,) = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert row["roof_status"] == "ok" and row["roof_bound"] in ("memory", "compute")
+    assert float(row["intensity_flop_per_byte"]) > 1 and 0 < float(row["roof_fraction"])
+    assert row["unstable"] in ("True", "False")
+    res = cli.invoke(main, [*args, "--format", "json"])
+    (r,) = json.loads(res.stdout)["results"]
+    assert r["roof"]["peak_source"] == "numpy matmul n=1024" and isinstance(r["noise_warnings"], list)
+    res = cli.invoke(main, args)
+    lines = res.stdout.splitlines()
+    header = next(line for line in lines if "configuration" in line)
+    assert header.rstrip().endswith("roof")
+    assert any(line.rstrip().endswith((" C", " M")) and "numpy cpu" in line for line in lines)
+
+
+def test_uncalibrated_table_says_what_to_run(cli):
+    res = cli.invoke(main, ["run", "matmul", "-s", "n=64", "--budget", "0.05"])
+    assert res.exit_code == 0, res.output
+    assert "roof: not calibrated: run gpuplay calibrate" in res.stdout

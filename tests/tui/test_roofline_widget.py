@@ -114,7 +114,9 @@ async def test_two_results_in_one_cell_are_both_drawn():
 
     def made(backend: str, seconds: float) -> Row:
         spec = RunSpec.make("matmul", {"n": 64}, scenario="matmul", backend=backend)
-        return Row(RunResult(spec=spec, samples=[seconds] * 5, flops=10e9, bytes=1e8, compute_dtype="float32"))
+        return Row(
+            RunResult(spec=spec, samples=[seconds] * 5, flops=10e9, bytes=1e8, compute_dtype="float32")
+        )
 
     rows = [made("numpy", 1.0), made("torch", 0.97)]  # 10 and 10.3 GFLOP/s at the same intensity
     app = Tiny()
