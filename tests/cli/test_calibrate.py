@@ -95,3 +95,12 @@ def test_uncalibrated_table_says_what_to_run(cli):
     res = cli.invoke(main, ["run", "matmul", "-s", "n=64", "--budget", "0.05"])
     assert res.exit_code == 0, res.output
     assert "roof: not calibrated: run gpuplay calibrate" in res.stdout
+
+
+def test_info_says_whether_each_device_is_calibrated(cli):
+    res = cli.invoke(main, ["info"])
+    assert "roofline cpu: not calibrated: run gpuplay calibrate" in " ".join(res.output.split())
+    roofline.save_peaks(peaks("cpu", bw=20.0, f32=200.0))
+    res = cli.invoke(main, ["info", "--format", "json"])
+    (cpu,) = [r for r in json.loads(res.stdout)["roofline"] if r["device"] == "cpu"]
+    assert cpu["calibrated"] and cpu["bandwidth_gbs"] == 20.0 and cpu["gflops"]["float32"] == 200.0

@@ -204,6 +204,23 @@ def _cached(path: str, _mtime: int, device: str, name: str | None) -> Lookup:
     return Lookup(peaks, "")
 
 
+def summary(device: str) -> dict[str, Any]:
+    """One device's cached roofs in brief (for `gpuplay info`), or why there are none."""
+    lookup = load_peaks(device)
+    if lookup.peaks is None:
+        return {"device": normalize_device(device), "calibrated": False, "problem": lookup.problem}
+    p = lookup.peaks
+    bw = p.bandwidth()
+    dtypes = (*CUDA_DTYPES, *(d for d in CPU_DTYPES if d not in CUDA_DTYPES))
+    return {
+        "device": p.device,
+        "calibrated": True,
+        "measured_at": p.measured_at,
+        "bandwidth_gbs": bw.value if bw else None,
+        "gflops": {d: c.value for d in dtypes if (c := p.compute(d)) is not None},
+    }
+
+
 def peak_dtype(device: str, compute_dtype: str, tf32: bool) -> str:
     """Which compute roof applies: TF32 is float32 matmul on tensor cores."""
     if tf32 and compute_dtype == "float32" and normalize_device(device).startswith("cuda"):
