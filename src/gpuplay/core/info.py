@@ -58,5 +58,5 @@ def gather(probe_timeout: float = 30.0) -> dict[str, Any]:
         "nvml": {"status": status or "ok", "driver": driver, "gpus": gpus},
         "paths": {"config": str(config_dir() / "config.toml"), "state": str(state_dir())},
         "config_problems": cfg.problems,
-        "roofline": [summary(d) for d in devices],
+        "roofline": [summary(d) for d in roof_devices],
     }
