@@ -49,7 +49,7 @@ def gather(probe_timeout: float = 30.0) -> dict[str, Any]:
     cfg = load_config()
     from gpuplay.core.roofline import summary
 
-    devices = dict.fromkeys(
+    roof_devices: dict[str, None] = dict.fromkeys(
         ["cpu", *(d["id"] for b in backends for d in b["devices"] if d["id"].startswith("cuda"))]
     )
     return {
