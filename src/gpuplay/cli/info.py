@@ -63,6 +63,16 @@ def info(fmt: str, probe_timeout: float) -> None:
             )
     else:
         con.print(f"NVML: {nv['status']}", highlight=False, markup=False)
+    for roof in data.get("roofline", []):
+        if roof["calibrated"]:
+            peaks = ", ".join(f"{d} {v:,.0f}" for d, v in roof["gflops"].items())
+            con.print(
+                f"roofline {roof['device']}: {roof['bandwidth_gbs']:.1f} GB/s; GFLOP/s {peaks} "
+                f"(measured {roof['measured_at']})",
+                highlight=False,
+            )
+        else:
+            con.print(f"roofline {roof['device']}: {roof['problem']}", highlight=False, markup=False)
     con.print(f"config: {data['paths']['config']}\nstate:  {data['paths']['state']}", highlight=False)
     for p in data["config_problems"]:
         con.print(f"[yellow]warning:[/] {p}", highlight=False)

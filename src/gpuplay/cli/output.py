@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from gpuplay.core.compare import Row
-from gpuplay.core.report import row_cells
+from gpuplay.core.report import NOTES, row_cells
 
 
 def stderr_console() -> Any:
@@ -82,6 +82,29 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
             )
             for line in report.footnotes(shown):
                 con.print(line, style="dim", highlight=False, markup=False)
+            print_noise(con, shown)
+
+
+def print_noise(con: Any, rows: Sequence[Row]) -> None:
+    """What else used the machine, and unstable spreads, in words, after the table; and the roof's state."""
+    from gpuplay.core.noise import unstable_advice
+
+    for i, row in enumerate(rows, 1):
+        for w in row.result.noise_lines(advice=False):
+            con.print(f"⚠ [{i}] {w}", style="yellow", highlight=False, markup=False)
+    unstable = [r.result for r in rows if r.result.unstable]
+    if unstable:
+        shortest = min(s.min for r in unstable if (s := r.summary) is not None)
+        con.print(
+            f"unstable results: {unstable_advice(shortest)}", style="yellow", highlight=False, markup=False
+        )
+    problems = {
+        str(r.result.roof_fields().get("note"))
+        for r in rows
+        if r.result.roof_fields().get("status") == "not calibrated"
+    }
+    for p in sorted(problems):
+        con.print(f"roof: {p}", style="dim", highlight=False, markup=False)
 
 
 def log_results(results: Any) -> None:
@@ -110,14 +133,16 @@ def rich_table(rows: Sequence[Row], title: str = "") -> Any:
     table.add_column("GB/s", justify="right", no_wrap=True)
     table.add_column("speedup", justify="right", no_wrap=True)
     table.add_column("error", justify="right", no_wrap=True)
+    table.add_column("roof", justify="right", no_wrap=True)  # % of roof, M(emory)/C(ompute)-bound
     current = None
-    for row in rows:
-        cells = row_cells(row)
+    for i, row in enumerate(rows, 1):
+        cells = row_cells(row, noise=False)
         group = f"{cells[0]} · {cells[1]}"
         if group != current:
-            table.add_row(Text(group, style="bold cyan"), *[""] * 8)
+            table.add_row(Text(group, style="bold cyan"), *[""] * 9)
             current = group
         short = row.result.spec.label(with_dtype=False)
-        config = short if not cells[12] else f"{short} [{rows.index(row) + 1}]"
-        table.add_row(Text(config), *cells[3:11])
+        marked = cells[NOTES] or row.result.noise_warnings
+        config = f"{short} [{i}]" if marked else short
+        table.add_row(Text(config), *cells[3:12])
     return table

@@ -47,10 +47,16 @@ def gather(probe_timeout: float = 30.0) -> dict[str, Any]:
         driver = nvml.call("nvmlSystemGetDriverVersion")
         gpus = [vars(query_gpu(i)) for i in range(gpu_count())]
     cfg = load_config()
+    from gpuplay.core.roofline import summary
+
+    roof_devices: dict[str, None] = dict.fromkeys(
+        ["cpu", *(d["id"] for b in backends for d in b["devices"] if d["id"].startswith("cuda"))]
+    )
     return {
         "environment": environment(),
         "backends": backends,
         "nvml": {"status": status or "ok", "driver": driver, "gpus": gpus},
         "paths": {"config": str(config_dir() / "config.toml"), "state": str(state_dir())},
         "config_problems": cfg.problems,
+        "roofline": [summary(d) for d in roof_devices],
     }

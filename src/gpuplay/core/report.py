@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuplay import __version__
 from gpuplay.core.compare import Row
+from gpuplay.core.roofline import roof_cell, roof_text
 from gpuplay.core.system import host_description, package_version
 
 
@@ -77,20 +78,38 @@ COLUMNS = [
     "GB/s",
     "speedup vs NumPy CPU",
     "rel. error",
+    "roof",
     "threads",
     "notes",
 ]
 
 
-def row_cells(row: Row) -> list[str]:
+def roof_markdown(roof: dict[str, Any]) -> str:
+    """'34% of compute roof (AI 85 FLOP/B, ridge 8.7)'; or why there is no roof."""
+    if roof.get("status") == "not calibrated":
+        return "not calibrated"
+    if roof.get("status") != "ok":
+        return "—"
+    ridge = f", ridge {roof['ridge_flop_per_byte']:.3g}" if roof.get("ridge_flop_per_byte") else ""
+    return f"{roof_text(roof)} (AI {roof['intensity_flop_per_byte']:.3g} FLOP/B{ridge})"
+
+
+def row_cells(row: Row, noise: bool = True) -> list[str]:
+    """The cells of COLUMNS; `noise=False` leaves the noise warnings out of the notes (the
+    terminal prints them apart, in colour)."""
     r = row.result
     s = r.summary
+    roof = r.roof_fields()
     notes = list(row.warnings)
     if r.status != "ok":
         notes.insert(0, f"{r.status}: {r.message}")
     if r.compile_s is not None:
         notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
     notes.extend(n for n in r.notes if n.startswith(("torch.compile failed", "AMP:", "the result holds")))
+    if roof.get("status") == "ok" and roof.get("note"):
+        notes.append(f"roof: {roof['note']}")
+    if noise:
+        notes.extend(r.noise_warnings)
     return [
         r.spec.scenario or r.spec.workload,
         r.size,
@@ -103,6 +122,7 @@ def row_cells(row: Row) -> list[str]:
         fmt_rate(r.gbps, "B/s").replace(" GB/s", "").replace(" TB/s", "k"),
         fmt_speedup(row.speedup),
         fmt_error(r),
+        roof_markdown(roof) if noise else roof_cell(roof),
         threads_text(r.conditions),
         "; ".join(notes),
     ]
@@ -162,12 +182,24 @@ def to_csv(rows: Sequence[Row]) -> str:
             "check_ok",
             "torch_threads",
             "blas_threads",
+            "intensity_flop_per_byte",
+            "roof_status",
+            "roof_bound",
+            "roof_fraction",
+            "roof_gflops",
+            "roof_peak_gflops",
+            "roof_bandwidth_gbs",
+            "unstable",
+            "other_cpu_cores",
+            "noise_warnings",
             "message",
         ]
     )
     for row in rows:
         r, s, c = row.result, row.result.summary, row.result.conditions
         th = c.get("threads") or {}
+        roof = r.roof_fields()
+        host_noise = (r.telemetry.get("noise") or {}).get("host") or {}
         w.writerow(
             [
                 r.spec.scenario,
@@ -198,6 +230,21 @@ def to_csv(rows: Sequence[Row]) -> str:
                 r.check_ok if r.check_ok is not None else "",
                 th.get("torch_intraop", ""),
                 th.get("numpy_blas", ""),
+                *(
+                    "" if roof.get(k) is None else roof[k]
+                    for k in (
+                        "intensity_flop_per_byte",
+                        "status",
+                        "bound",
+                        "fraction",
+                        "roof_gflops",
+                        "peak_gflops",
+                        "bandwidth_gbs",
+                    )
+                ),
+                r.unstable,
+                host_noise.get("other_cores", ""),
+                "; ".join(r.noise_warnings),
                 r.message,
             ]
         )
@@ -221,5 +268,9 @@ def to_json(rows: Sequence[Row], **meta: Any) -> str:
     return json.dumps(doc, indent=2, default=str)
 
 
+NOTES = COLUMNS.index("notes")
+
+
 def footnotes(rows: Sequence[Row]) -> list[str]:
-    return [f"[{i}] {row_cells(row)[12]}" for i, row in enumerate(rows, 1) if row_cells(row)[12]]
+    cells = [row_cells(row, noise=False) for row in rows]
+    return [f"[{i}] {c[NOTES]}" for i, c in enumerate(cells, 1) if c[NOTES]]

@@ -30,6 +30,7 @@ class RunResult:
     conditions: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     telemetry: dict[str, Any] = field(default_factory=dict)
+    roof: dict[str, Any] | None = None  # frozen once read back from a log; else from the cached peaks
     started: str = ""
     finished: str = ""
 
@@ -63,6 +64,45 @@ class RunResult:
         """Has timed samples worth showing (a cancelled run keeps what it measured)."""
         return bool(self.samples) and self.status in ("ok", "cancelled")
 
+    def roof_fields(self) -> dict[str, Any]:
+        """Arithmetic intensity, bound and fraction of roof against this device's cached peaks.
+
+        Reads the calibration cache only (never measures): without one, says so.
+        """
+        if self.roof is not None:
+            return self.roof
+        from gpuplay.core.roofline import roof_for
+
+        return roof_for(
+            device=self.spec.device,
+            device_name=self.conditions.get("device_name"),
+            compute_dtype=self.compute_dtype or self.spec.dtype,
+            tf32=self.spec.tf32,
+            flops=self.flops,
+            nbytes=self.bytes,
+            seconds=self.median if self.usable else None,
+        )
+
+    @property
+    def noise_warnings(self) -> list[str]:
+        """What else used the machine during the timed window, and an unstable spread, in words."""
+        return self.noise_lines()
+
+    def noise_lines(self, advice: bool = True) -> list[str]:
+        from gpuplay.core.noise import noise_warnings
+
+        s = self.summary
+        return noise_warnings(
+            self.telemetry, s.rel_iqr if s else None, s.n if s else 0, s.min if s else None, advice
+        )
+
+    @property
+    def unstable(self) -> bool:
+        from gpuplay.core.noise import stability
+
+        s = self.summary
+        return bool(s and stability(s.rel_iqr, s.n))
+
     def to_dict(self) -> dict[str, Any]:
         s = self.summary
         return {
@@ -91,6 +131,9 @@ class RunResult:
             "conditions": self.conditions,
             "notes": self.notes,
             "telemetry": self.telemetry,
+            "roof": self.roof_fields(),
+            "unstable": self.unstable,
+            "noise_warnings": self.noise_warnings,
             "started": self.started,
             "finished": self.finished,
         }
@@ -117,6 +160,7 @@ class RunResult:
             conditions=d.get("conditions") or {},
             notes=list(d.get("notes") or []),
             telemetry=d.get("telemetry") or {},
+            roof=d.get("roof"),
             started=d.get("started", ""),
             finished=d.get("finished", ""),
         )

@@ -18,6 +18,8 @@ from typing import Any
 
 import psutil
 
+from gpuplay.core import noise
+
 NA = "n/a"
 
 
@@ -106,6 +108,7 @@ class GpuSnapshot:
     pstate: str | None = None
     process_mem: int | None = None  # this process's GPU memory
     energy_mj: int | None = None  # total since driver load, where the GPU counts it
+    throttle_reasons: int | None = None  # NVML clock-event reason bits (see core/noise.py)
 
 
 def query_gpu(index: int) -> GpuSnapshot:
@@ -140,6 +143,9 @@ def query_gpu(index: int) -> GpuSnapshot:
     pstate = nvml.call("nvmlDeviceGetPerformanceState", h)
     snap.pstate = f"P{pstate}" if pstate is not None else None
     snap.energy_mj = nvml.call("nvmlDeviceGetTotalEnergyConsumption", h)
+    snap.throttle_reasons = nvml.call("nvmlDeviceGetCurrentClocksEventReasons", h)
+    if snap.throttle_reasons is None:  # the older name, on older drivers and bindings
+        snap.throttle_reasons = nvml.call("nvmlDeviceGetCurrentClocksThrottleReasons", h)
     procs = nvml.call("nvmlDeviceGetComputeRunningProcesses", h) or []
     pid = os.getpid()
     used = [p.usedGpuMemory for p in procs if p.pid == pid and p.usedGpuMemory is not None]
@@ -255,7 +261,8 @@ class Sampler:
 
 # -- tying telemetry to a run's timed phase -----------------------------------------
 class RunTelemetry:
-    """Brackets a run's timed phase: mean utilisation and power, peak memory, energy.
+    """Brackets a run's timed phase: mean utilisation and power, peak memory, energy,
+    and what else used the machine meanwhile (`noise`: see core/noise.py).
 
     Works with or without a background Sampler: it also takes its own snapshot
     at both ends, so a timed phase shorter than the sampling interval still
@@ -268,10 +275,13 @@ class RunTelemetry:
     def begin(self, device: str) -> Any:
         index = int(device.split(":")[1]) if device.startswith("cuda:") else (0 if device == "cuda" else None)
         gpu = query_gpu(index) if index is not None and nvml_status() == "" else None
-        return (time.monotonic(), psutil.cpu_times(), index, gpu)
+        gmark = noise.gpu_mark(nvml, index) if gpu is not None and index is not None else None
+        hmark = noise.host_mark()  # last: the window starts as close to the timed loop as it can
+        return (time.monotonic(), psutil.cpu_times(), index, gpu, hmark, gmark)
 
     def end(self, token: Any) -> dict[str, Any]:
-        t0, cpu0, index, gpu0 = token
+        t0, cpu0, index, gpu0, hmark0, gmark0 = token
+        hmark1 = noise.host_mark()  # first, for the same reason
         t1 = time.monotonic()
         cpu1 = psutil.cpu_times()
         busy = lambda c: c.user + c.system + getattr(c, "nice", 0.0) + getattr(c, "irq", 0.0)  # noqa: E731
@@ -281,6 +291,7 @@ class RunTelemetry:
             "duration_s": t1 - t0,
             "host_cpu_mean_percent": 100.0 * (busy(cpu1) - busy(cpu0)) / dt_total if dt_total > 0 else None,
             "process_rss_bytes": _process.memory_info().rss,
+            "noise": {"host": noise.host_noise(hmark0, hmark1), "gpu": None},
         }
         if index is None or gpu0 is None:
             out["gpu"] = None
@@ -315,4 +326,6 @@ class RunTelemetry:
             gpu["energy_j"] = gpu["power_mean_w"] * (t1 - t0)
             gpu["energy_source"] = "mean power × time (no energy counter on this GPU)"
         out["gpu"] = gpu
+        if gmark0 is not None:
+            out["noise"]["gpu"] = noise.gpu_noise(nvml, index, gmark0, noise.gpu_mark(nvml, index), snaps)
         return out

@@ -20,6 +20,7 @@ from textual_plotext import PlotextPlot
 
 from gpuplay.core.compare import Row
 from gpuplay.core.report import fmt_error, fmt_rate, fmt_speedup, fmt_time
+from gpuplay.core.roofline import NOT_CALIBRATED, roof_text
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary
 from gpuplay.core.telemetry import Snapshot
@@ -141,9 +142,42 @@ class StatsPanel(Static):
             t.add_row("device", escape(str(c.get("device_name", ""))))
         if info.get("message"):
             t.add_row("status", Text(info["message"], style="bold red"))
+        self._roof_and_noise(t, info)
         for note in info.get("notes", [])[:3]:
             t.add_row("note", Text(note, style="dim"))
         self.update(t)
+
+    @staticmethod
+    def _roof_and_noise(t: Table, info: dict[str, Any]) -> None:
+        """Where the result sits under its roof, and what else used the machine, in words.
+
+        From info["roof"] / info["noise"] when the app gives them (RunResult.roof_fields(),
+        RunResult.noise_warnings), else from a finished info["result"].
+        """
+        r = info.get("result")
+        roof = info.get("roof") or (r.roof_fields() if r is not None else None)
+        noise = info.get("noise") if "noise" in info else (r.noise_warnings if r is not None else [])
+        if roof:
+            t.add_row("roof", roof_line(roof))
+        for w in (noise or [])[:4]:
+            t.add_row("⚠ noise" if not w.startswith("unstable") else "⚠ spread", Text(w, style="yellow"))
+
+
+def roof_line(roof: dict[str, Any]) -> Text:
+    """'19% of compute roof · 85 FLOP/B (ridge 8.7) · peak 185 GFLOP/s float32'."""
+    if roof.get("status") != "ok":
+        return Text(str(roof.get("note") or roof.get("status") or NOT_CALIBRATED), style="dim")
+    text = Text(roof_text(roof), style="bold")
+    text.append(f" · {roof['intensity_flop_per_byte']:.3g} FLOP/B", style="")
+    if roof.get("ridge_flop_per_byte"):
+        text.append(f" (ridge {roof['ridge_flop_per_byte']:.3g})")
+    if roof["bound"] == "compute" and roof.get("peak_gflops"):
+        text.append(f" · peak {fmt_rate(roof['peak_gflops'], 'FLOP/s')} {roof.get('peak_dtype', '')}")
+    else:
+        text.append(f" · {roof['bandwidth_gbs']:.3g} GB/s memory")
+    if roof.get("note"):
+        text.append(f"\n{roof['note']}", style="yellow")
+    return text
 
 
 class CachedPlot(PlotextPlot):

@@ -1,0 +1,143 @@
+"""`gpuplay calibrate`: measure each device's roofline peaks and cache them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from gpuplay.cli.output import stderr_console
+
+
+def _devices(wanted: tuple[str, ...]) -> list[str]:
+    """cpu and every CUDA device torch sees, or the ones asked for; unknown ones are refused."""
+    from gpuplay.core.backends import get_backend
+
+    try:
+        import torch
+
+        cuda = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    except ImportError:  # NumPy alone still has a CPU roof
+        cuda = []
+    if not wanted or "all" in wanted:
+        return ["cpu", *cuda]
+    out = []
+    for d in wanted:
+        d = "cuda:0" if d == "cuda" else d
+        if d != "cpu" and d not in cuda:
+            why = get_backend("torch").cuda_reason() or f"PyTorch sees {', '.join(cuda) or 'no CUDA device'}"  # type: ignore[attr-defined]
+            raise click.UsageError(f"no device {d} to calibrate: {why}")
+        out.append(d)
+    return list(dict.fromkeys(out))
+
+
+@click.command()
+@click.option(
+    "--device",
+    "-d",
+    "devices",
+    multiple=True,
+    metavar="DEVICE",
+    help="cpu, cuda, cuda:N or all (default: all). Repeatable.",
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0.01),
+    default=None,
+    help="Seconds per probe (default 0.25 on the CPU, 0.5 on a GPU); more is steadier.",
+)
+@click.option("--show", is_flag=True, help="Print the cached peaks; measure nothing.")
+@click.option("--forget", is_flag=True, help="Delete the cached peaks of these devices.")
+def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bool, forget: bool) -> None:
+    """Measure each device's peaks (STREAM copy/triad, matmul per dtype) for the roofline.
+
+    The peaks are cached per device in the state folder; every result is then placed
+    against them (fraction of roof, memory- or compute-bound). Runs never calibrate
+    by themselves: a device without a cache reads "not calibrated".
+    """
+    from gpuplay.core import roofline
+
+    err = stderr_console()
+    if show or forget:
+        # No torch needed: the cache files name their devices.
+        names = [roofline.normalize_device(d) for d in devices if d != "all"] or sorted(
+            p.stem.replace("_", ":") for p in roofline.cache_dir().glob("*.json")
+        )
+        if forget:
+            for d in names:
+                gone = roofline.invalidate(d)
+                err.print(f"{d}: {'forgotten' if gone else 'nothing cached'}", highlight=False)
+            return
+        if not names:
+            err.print(
+                f"nothing calibrated yet in {roofline.cache_dir()}: run gpuplay calibrate", highlight=False
+            )
+            sys.exit(1)
+        found = []
+        for d in names:
+            lookup = roofline.load_peaks(d)
+            if lookup.peaks is None:
+                err.print(f"[yellow]{d}:[/] {lookup.problem}", highlight=False)
+            else:
+                found.append(lookup.peaks)
+        _print(found, fmt)
+        sys.exit(0 if found else 1)
+    measured = []
+    for d in _devices(devices):
+        with err.status(f"calibrating {d} (STREAM copy/triad, matmul per dtype) …"):
+            try:
+                measured.append(roofline.calibrate(d, budget))
+            except Exception as exc:  # a driver or memory failure: say which device and why
+                raise click.ClickException(f"calibrating {d} failed: {type(exc).__name__}: {exc}") from None
+        err.print(f"wrote {roofline.cache_path(d)}", highlight=False)
+    _print(measured, fmt)
+
+
+def _print(peaks: list[Any], fmt: str) -> None:
+    from gpuplay.core.noise import host_warnings
+
+    if fmt == "json":
+        click.echo(json.dumps([p.to_dict() for p in peaks], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    for p in peaks:
+        t = Table(
+            title=f"{p.device}: {p.name}  (measured {p.measured_at}, {p.calibration_s:.1f} s)",
+            header_style="bold",
+            box=None,
+            padding=(0, 1, 0, 0),
+            title_justify="left",
+        )
+        for col, just in (("peak", "left"), ("library", "left"), ("measured", "right"), ("size", "left")):
+            t.add_column(col, justify=just, no_wrap=col != "size")  # type: ignore[arg-type]
+        bw = p.bandwidth()
+        for m in p.measurements:
+            mark = " ◀" if m is bw or (m.kind == "compute" and m is p.compute(m.name)) else ""
+            label = f"memory {m.name}" if m.kind == "memory" else f"matmul {m.name}"
+            t.add_row(label, m.library, f"{m.value:,.1f} {m.unit}{mark}", f"{m.size}, best of {m.repeats}")
+        con.print(t)
+        if bw is not None:
+            ridges = ", ".join(
+                f"{d} {c.value / bw.value:.1f}"
+                for d in ("float64", "float32", "tf32", "bfloat16", "float16")
+                if (c := p.compute(d)) is not None
+            )
+            con.print(
+                f"◀ the roofs: memory {bw.value:.1f} GB/s ({bw.library} {bw.name}); "
+                f"ridge points (FLOP/byte): {ridges}",
+                style="dim",
+                highlight=False,
+            )
+        for w in host_warnings(p.noise, during="calibration"):
+            con.print(
+                f"⚠ {w}: peaks may read low; calibrate on a quiet machine", style="yellow", highlight=False
+            )
+
+
+command = calibrate

@@ -1,0 +1,252 @@
+"""What else used the machine during a run's timed window, and the warnings it earns.
+
+Measured, not guessed:
+- host: the whole machine's busy CPU time (psutil.cpu_times) minus this process's, over the
+  window, in cores; attributed to processes by their own CPU-time deltas (the top ones named).
+  A process that started and ended inside the window counts in the total but cannot be named.
+- the hypervisor's steal time, where the kernel reports it (a VM's noisy neighbour).
+- GPU (NVML): other processes holding the run's GPU (compute and graphics), their SM share where
+  the driver samples it, clocks, and the time the GPU spent power- or thermally-limited: NVML's
+  violation counters (exact time) when the board has them, else the throttle-reason bits sampled.
+
+Thresholds follow pyperf's `check` spirit: a spread over 10 % of the median makes a run unstable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+UNSTABLE_REL_IQR = 0.10  # IQR / median above this: the median is not one figure
+OTHER_CPU_MIN_CORES = 0.25  # background below this is a quiet machine
+OTHER_CPU_CORE_FRACTION = 0.05  # ... or this share of the cores, on big machines
+OTHER_CPU_MIN_SECONDS = 0.05  # CPU time is counted in 10 ms ticks: below 5 ticks it is rounding
+STEAL_MIN_CORES = 0.1
+THROTTLE_MIN_FRACTION = 0.02
+TOP = 3  # named in a warning
+KEEP = 8  # kept in the result
+
+# NVML clock event ("throttle") reasons, as bits: those that mean "slowed down".
+THROTTLE_BITS = {
+    0x4: "power",  # software power cap
+    0x8: "hardware slowdown",
+    0x20: "thermal",  # software thermal slowdown
+    0x40: "thermal",  # hardware thermal slowdown
+    0x80: "power brake",
+}
+VIOLATION_POLICIES = {"power": 0, "thermal": 1}  # NVML_PERF_POLICY_POWER, _THERMAL
+
+
+# -- host ------------------------------------------------------------------------------
+ProcKey = tuple[int, float]  # (pid, create time): a reused pid is another process
+
+
+def process_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
+    """Every process's user+system CPU seconds so far (those we may read), but `exclude`.
+
+    Names are read later, for the few worth naming: this runs at both ends of every run.
+    """
+    out: dict[ProcKey, float] = {}
+    for p in psutil.process_iter(["cpu_times", "create_time"]):
+        ct, created = p.info.get("cpu_times"), p.info.get("create_time")
+        if p.pid == exclude or ct is None or created is None:
+            continue
+        out[(p.pid, created)] = ct.user + ct.system
+    return out
+
+
+def _name(pid: int) -> str:
+    try:
+        return psutil.Process(pid).name()
+    except (psutil.Error, OSError):
+        return f"pid {pid}"  # gone since, or not ours to read
+
+
+def _busy(c: Any) -> float:
+    return c.user + c.system + getattr(c, "nice", 0.0) + getattr(c, "irq", 0.0) + getattr(c, "softirq", 0.0)
+
+
+@dataclass
+class HostMark:
+    t: float  # monotonic
+    wall: float
+    cpu: Any  # psutil.cpu_times()
+    own: float  # this process's CPU seconds
+    procs: dict[ProcKey, float]
+
+
+def host_mark() -> HostMark:
+    me = psutil.Process()
+    ct = me.cpu_times()
+    return HostMark(
+        time.monotonic(), time.time(), psutil.cpu_times(), ct.user + ct.system, process_cpu_seconds(me.pid)
+    )
+
+
+def host_noise(a: HostMark, b: HostMark) -> dict[str, Any]:
+    window = b.t - a.t
+    if window <= 0:
+        return {"window_s": window}
+    own = (b.own - a.own) / window
+    machine = (_busy(b.cpu) - _busy(a.cpu)) / window
+    per: list[tuple[int, float]] = []
+    for key, secs in b.procs.items():
+        if key in a.procs:
+            used = secs - a.procs[key]
+        elif key[1] >= a.wall - 0.05:  # started inside the window: all its time is in it
+            used = secs
+        else:
+            continue  # existed before but was not readable then
+        if used / window >= 0.01:  # a daemon's tick is not worth naming
+            per.append((key[0], used / window))
+    per.sort(key=lambda x: -x[1])
+    steal = (getattr(b.cpu, "steal", 0.0) - getattr(a.cpu, "steal", 0.0)) / window
+    return {
+        "window_s": window,
+        "cores": psutil.cpu_count() or 1,
+        "own_cores": own,
+        # The machine-wide figure also catches processes too short-lived to be named.
+        "other_cores": max(0.0, machine - own, sum(c for _, c in per)),
+        "other_top": [{"name": _name(pid), "pid": pid, "cores": c} for pid, c in per[:KEEP]],
+        "steal_cores": max(0.0, steal),
+    }
+
+
+# -- GPU (through the NVML wrapper in telemetry) ------------------------------------------
+@dataclass
+class GpuMark:
+    wall_us: int
+    violations: dict[str, tuple[int, int]]  # policy -> (reference time µs, violation time ns)
+    others: dict[int, int | None]  # pid -> used GPU memory (bytes) of other processes
+
+
+def gpu_mark(nvml: Any, index: int) -> GpuMark:
+    h = nvml.call("nvmlDeviceGetHandleByIndex", index)
+    violations: dict[str, tuple[int, int]] = {}
+    others: dict[int, int | None] = {}
+    if h is not None:
+        for name, policy in VIOLATION_POLICIES.items():
+            v = nvml.call("nvmlDeviceGetViolationStatus", h, policy)
+            if v is not None:
+                violations[name] = (int(v.referenceTime), int(v.violationTime))
+        me = os.getpid()
+        for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+            for p in nvml.call(fn, h) or []:
+                if p.pid != me:
+                    others[int(p.pid)] = getattr(p, "usedGpuMemory", None)
+    return GpuMark(int(time.time() * 1e6), violations, others)
+
+
+def gpu_noise(nvml: Any, index: int, a: GpuMark, b: GpuMark, samples: Sequence[Any]) -> dict[str, Any]:
+    """Other GPU processes, throttling and clocks over the window; `samples` are GpuSnapshots."""
+    out: dict[str, Any] = {"index": index}
+    pids = {**a.others, **b.others}
+    out["other_processes"] = [{"pid": pid, "name": _name(pid), "mem_bytes": mem} for pid, mem in pids.items()]
+    h = nvml.call("nvmlDeviceGetHandleByIndex", index)
+    util = nvml.call("nvmlDeviceGetProcessUtilization", h, a.wall_us) if h is not None and pids else None
+    if util:
+        sm = [s.smUtil for s in util if s.pid in pids and s.smUtil is not None]
+        out["other_sm_util_percent"] = max(sm) if sm else 0
+    throttled: dict[str, float] = {}
+    source = {}
+    for name in VIOLATION_POLICIES:
+        if name in a.violations and name in b.violations:
+            (r0, v0), (r1, v1) = a.violations[name], b.violations[name]
+            span_ns = (r1 - r0) * 1000 if r1 > r0 else (b.wall_us - a.wall_us) * 1000
+            if span_ns > 0:
+                throttled[name] = min(1.0, max(0.0, (v1 - v0) / span_ns))
+                source[name] = "NVML violation counter"
+    reasons = [s.throttle_reasons for s in samples if getattr(s, "throttle_reasons", None) is not None]
+    if reasons:
+        masks: dict[str, int] = {}
+        for bit, name in THROTTLE_BITS.items():
+            masks[name] = masks.get(name, 0) | bit
+        for name, mask in masks.items():
+            if name in throttled:
+                continue  # the violation counter is exact; samples only estimate
+            throttled[name] = sum(1 for r in reasons if r & mask) / len(reasons)
+            source[name] = f"throttle reasons, {len(reasons)} samples"
+    out["throttled_fraction"] = throttled
+    out["throttle_source"] = source
+    clocks = [s.sm_clock_mhz for s in samples if s.sm_clock_mhz is not None]
+    if clocks:
+        out["sm_clock_mhz"] = {"min": min(clocks), "mean": sum(clocks) / len(clocks), "max": max(clocks)}
+    maxima = [s.sm_clock_max_mhz for s in samples if s.sm_clock_max_mhz is not None]
+    out["sm_clock_max_mhz"] = max(maxima) if maxima else None
+    return out
+
+
+# -- the warnings, in words ---------------------------------------------------------------
+def _cores(x: float) -> str:
+    return f"{x:.1f} core" + ("" if round(x, 1) == 1.0 else "s")
+
+
+def host_warnings(host: dict[str, Any] | None, during: str = "this run") -> list[str]:
+    if not host or "other_cores" not in host:
+        return []
+    out = []
+    other, cores = host["other_cores"], host.get("cores") or 1
+    enough = other * host.get("window_s", 0.0) >= OTHER_CPU_MIN_SECONDS
+    if enough and other >= max(OTHER_CPU_MIN_CORES, OTHER_CPU_CORE_FRACTION * cores):
+        top = ", ".join(
+            f"{p['name']} (pid {p['pid']}) {p['cores']:.1f}" for p in host.get("other_top", [])[:TOP]
+        )
+        out.append(
+            f"other processes used {_cores(other)} of {cores} during {during}"
+            + (f": {top}" if top else "")
+            + f"; {during} used {_cores(host.get('own_cores', 0.0))}"
+        )
+    if host.get("steal_cores", 0.0) >= STEAL_MIN_CORES:
+        out.append(f"the hypervisor took {_cores(host['steal_cores'])} (steal time) during {during}")
+    return out
+
+
+def gpu_warnings(gpu: dict[str, Any] | None) -> list[str]:
+    if not gpu:
+        return []
+    out = []
+    others = gpu.get("other_processes") or []
+    if others:
+        named = ", ".join(
+            p["name"] + (f" {p['mem_bytes'] / 2**30:.1f} GiB" if p.get("mem_bytes") else "")
+            for p in others[:TOP]
+        )
+        sm = gpu.get("other_sm_util_percent")
+        share = f", up to {sm}% of its SMs" if sm else ""
+        out.append(
+            f"{len(others)} other process(es) on GPU {gpu.get('index')} during this run: {named}{share}"
+        )
+    for name, frac in sorted((gpu.get("throttled_fraction") or {}).items()):
+        if frac >= THROTTLE_MIN_FRACTION:
+            out.append(f"GPU {name}-throttled during {100 * frac:.0f} % of the run")
+    return out
+
+
+def stability(rel_iqr: float | None, n: int) -> str:
+    """'' for a stable run, else how unstable (pyperf's check, on the median and IQR)."""
+    if rel_iqr is None or n < 4 or rel_iqr != rel_iqr or rel_iqr <= UNSTABLE_REL_IQR:
+        return ""
+    return f"unstable: the IQR is {100 * rel_iqr:.0f} % of the median (over {100 * UNSTABLE_REL_IQR:.0f} %)"
+
+
+def unstable_advice(min_step_s: float | None) -> str:
+    advice = "close other programs, use a longer budget or more repeats (--preset published, --repeat)"
+    if min_step_s is not None and min_step_s < 1e-3:
+        advice += ", a larger size (steps under 1 ms are at the mercy of the timer and the scheduler)"
+    return advice + ", then rerun and compare"
+
+
+def noise_warnings(
+    telemetry: dict[str, Any], rel_iqr: float | None, n: int, min_step_s: float | None, advice: bool = True
+) -> list[str]:
+    noise = telemetry.get("noise") or {}
+    out = [*host_warnings(noise.get("host")), *gpu_warnings(noise.get("gpu"))]
+    unstable = stability(rel_iqr, n)
+    if unstable:
+        out.append(f"{unstable}; {unstable_advice(min_step_s)}" if advice else unstable)
+    return out

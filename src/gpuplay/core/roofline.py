@@ -1,0 +1,545 @@
+"""The roofline: each device's measured peaks, cached per device, and where a result sits under them.
+
+Peaks are measured here, never taken from a spec sheet:
+- memory bandwidth the STREAM way: copy and triad over arrays at least 4x the last-level
+  cache, best of N, counting the bytes each implementation really reads and writes;
+- compute: a square matmul per dtype (float64, float32, TF32 on CUDA, bfloat16, float16),
+  grown until one call is long enough to time, then best of N within a time budget, so a
+  dtype the CPU only emulates (half precision: 100-500x slower) costs seconds, not minutes,
+  and is recorded at the size it could afford.
+
+They are cached as JSON in the state folder, one file per device, and read by every result
+(`roof_for`). Nothing here calibrates implicitly: a device without a cache is "not calibrated".
+This module imports neither NumPy nor torch at import time (the UI reads the cache).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuplay.core.config import state_dir
+from gpuplay.core.system import cpu_count, cpu_name, package_version
+
+SCHEMA = 1
+NOT_CALIBRATED = "not calibrated: run gpuplay calibrate"
+ABOVE_ROOF = 1.05  # a result this far above its roof means the roof was measured low
+CPU_DTYPES = ("float64", "float32", "bfloat16", "float16")
+CUDA_DTYPES = ("float64", "float32", "tf32", "bfloat16", "float16")
+
+
+# -- the roof math (plain numbers) ---------------------------------------------------
+@dataclass(frozen=True)
+class RoofPoint:
+    intensity: float  # FLOP per byte moved
+    achieved_gflops: float | None  # None when the workload counts no FLOPs
+    achieved_gbs: float
+    bound: str  # "memory" or "compute"
+    roof_gflops: float | None  # the attainable rate at this intensity (None: memory roof only)
+    ridge: float | None  # FLOP/byte where the memory slope meets the compute roof
+    fraction: float  # achieved / attainable, on the bound's own axis
+
+
+def ridge_point(peak_gflops: float, bandwidth_gbs: float) -> float:
+    """The arithmetic intensity (FLOP/byte) above which the compute roof is the limit."""
+    return peak_gflops / bandwidth_gbs
+
+
+def place(
+    flops: float, nbytes: float, seconds: float, peak_gflops: float | None, bandwidth_gbs: float
+) -> RoofPoint | None:
+    """Where one measurement sits; None when it moves no bytes or took no time."""
+    if nbytes <= 0 or seconds <= 0 or bandwidth_gbs <= 0:
+        return None
+    intensity = flops / nbytes
+    gbs = nbytes / seconds / 1e9
+    if flops <= 0 or not peak_gflops:
+        # No FLOPs (a copy) or no compute peak for this dtype: only the memory roof applies.
+        return RoofPoint(intensity, None, gbs, "memory", None, None, gbs / bandwidth_gbs)
+    gflops = flops / seconds / 1e9
+    ridge = ridge_point(peak_gflops, bandwidth_gbs)
+    roof = min(peak_gflops, intensity * bandwidth_gbs)
+    bound = "memory" if intensity < ridge else "compute"
+    return RoofPoint(intensity, gflops, gbs, bound, roof, ridge, gflops / roof)
+
+
+# -- measured peaks -----------------------------------------------------------------
+@dataclass
+class Measurement:
+    kind: str  # "memory" or "compute"
+    name: str  # copy, triad (memory); the dtype (compute)
+    library: str  # numpy | torch
+    value: float  # GB/s or GFLOP/s
+    size: str  # what was measured: "3 x 256 MiB arrays", "n=2048"
+    best_s: float
+    repeats: int
+    counted: str = ""  # what the figure counts (bytes read+written, 2n^3 FLOPs)
+
+    @property
+    def unit(self) -> str:
+        return "GB/s" if self.kind == "memory" else "GFLOP/s"
+
+
+@dataclass
+class DevicePeaks:
+    device: str  # cpu, cuda:0, ...
+    name: str
+    fingerprint: dict[str, Any]
+    measured_at: str
+    calibration_s: float
+    measurements: list[Measurement] = field(default_factory=list)
+    noise: dict[str, Any] = field(default_factory=dict)  # what else ran during calibration
+    schema: int = SCHEMA
+
+    def bandwidth(self) -> Measurement | None:
+        """The memory roof: the best STREAM kernel any library reached."""
+        mem = [m for m in self.measurements if m.kind == "memory"]
+        return max(mem, key=lambda m: m.value) if mem else None
+
+    def compute(self, dtype: str) -> Measurement | None:
+        """The compute roof for a dtype: the best any library reached."""
+        got = [m for m in self.measurements if m.kind == "compute" and m.name == dtype]
+        return max(got, key=lambda m: m.value) if got else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DevicePeaks:
+        return cls(
+            device=str(d["device"]),
+            name=str(d["name"]),
+            fingerprint=dict(d["fingerprint"]),
+            measured_at=str(d["measured_at"]),
+            calibration_s=float(d["calibration_s"]),
+            measurements=[Measurement(**m) for m in d["measurements"]],
+            noise=dict(d.get("noise") or {}),
+            schema=int(d.get("schema", 0)),
+        )
+
+
+# -- the cache, one file per device --------------------------------------------------
+def cache_dir() -> Path:
+    return state_dir() / "roofline"
+
+
+def normalize_device(device: str) -> str:
+    return "cuda:0" if device == "cuda" else device
+
+
+def cache_path(device: str) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9_.-]", "_", normalize_device(device))
+    return cache_dir() / f"{slug}.json"
+
+
+def fingerprint(device: str, name: str) -> dict[str, Any]:
+    """What must not change for cached peaks to stay valid: the device and the libraries."""
+    fp: dict[str, Any] = {"name": name, "numpy": package_version("numpy"), "torch": package_version("torch")}
+    if normalize_device(device) == "cpu":
+        fp["cores"] = cpu_count()
+    return fp
+
+
+def save_peaks(peaks: DevicePeaks) -> Path:
+    from gpuplay.core.sessionlog import write_atomic
+
+    path = cache_path(peaks.device)
+    write_atomic(path, json.dumps(peaks.to_dict(), indent=2) + "\n")
+    _cached.cache_clear()
+    return path
+
+
+def invalidate(device: str) -> bool:
+    """Forget one device's peaks; True when there was a cache to remove."""
+    _cached.cache_clear()
+    try:
+        cache_path(device).unlink()
+        return True
+    except FileNotFoundError:
+        return False
+
+
+@dataclass
+class Lookup:
+    peaks: DevicePeaks | None
+    problem: str  # '' when peaks is usable
+
+
+def load_peaks(device: str, name: str | None = None) -> Lookup:
+    """The cached peaks of `device`, or why there are none usable (never an exception).
+
+    With `name` (the device name a result reports), peaks measured on another device
+    or with other library versions are refused as stale.
+    """
+    path = cache_path(device)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return Lookup(None, NOT_CALIBRATED)
+    return _cached(str(path), mtime, normalize_device(device), name)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached(path: str, _mtime: int, device: str, name: str | None) -> Lookup:
+    try:
+        peaks = DevicePeaks.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        return Lookup(None, f"roofline cache {path} unreadable ({type(exc).__name__}): run gpuplay calibrate")
+    if peaks.schema != SCHEMA or peaks.device != device:
+        return Lookup(None, f"roofline cache {path} is from another gpuplay version: run gpuplay calibrate")
+    if name is not None:
+        now = fingerprint(device, name)
+        changed = [k for k in now if peaks.fingerprint.get(k) != now[k]]
+        if changed:
+            was = ", ".join(f"{k} {peaks.fingerprint.get(k)} → {now[k]}" for k in changed)
+            return Lookup(None, f"peaks of {device} are stale ({was}): run gpuplay calibrate")
+    return Lookup(peaks, "")
+
+
+def summary(device: str) -> dict[str, Any]:
+    """One device's cached roofs in brief (for `gpuplay info`), or why there are none."""
+    lookup = load_peaks(device)
+    if lookup.peaks is None:
+        return {"device": normalize_device(device), "calibrated": False, "problem": lookup.problem}
+    p = lookup.peaks
+    bw = p.bandwidth()
+    dtypes = (*CUDA_DTYPES, *(d for d in CPU_DTYPES if d not in CUDA_DTYPES))
+    return {
+        "device": p.device,
+        "calibrated": True,
+        "measured_at": p.measured_at,
+        "bandwidth_gbs": bw.value if bw else None,
+        "gflops": {d: c.value for d in dtypes if (c := p.compute(d)) is not None},
+    }
+
+
+def peak_dtype(device: str, compute_dtype: str, tf32: bool) -> str:
+    """Which compute roof applies: TF32 is float32 matmul on tensor cores."""
+    if tf32 and compute_dtype == "float32" and normalize_device(device).startswith("cuda"):
+        return "tf32"
+    return compute_dtype
+
+
+def roof_for(
+    *,
+    device: str,
+    device_name: str | None,
+    compute_dtype: str,
+    tf32: bool,
+    flops: float,
+    nbytes: float,
+    seconds: float | None,
+) -> dict[str, Any]:
+    """The `roof` fields of one result: intensity, bound, fraction of roof, and the peaks used."""
+    out: dict[str, Any] = {"intensity_flop_per_byte": flops / nbytes if nbytes > 0 else None}
+    if not seconds or nbytes <= 0:
+        out.update(status="n/a", note="no timed steps or no byte count: cannot place on the roofline")
+        return out
+    lookup = load_peaks(device, device_name)
+    if lookup.peaks is None:
+        out.update(status="not calibrated", note=lookup.problem)
+        return out
+    peaks = lookup.peaks
+    bw = peaks.bandwidth()
+    if bw is None:
+        out.update(
+            status="not calibrated", note=f"no memory bandwidth measured for {device}: {NOT_CALIBRATED}"
+        )
+        return out
+    dtype = peak_dtype(device, compute_dtype, tf32)
+    comp = peaks.compute(dtype)
+    point = place(flops, nbytes, seconds, comp.value if comp else None, bw.value)
+    if point is None:
+        out.update(status="n/a", note="cannot place on the roofline")
+        return out
+    out.update(
+        status="ok",
+        bound=point.bound,
+        fraction=point.fraction,
+        ridge_flop_per_byte=point.ridge,
+        roof_gflops=point.roof_gflops,
+        achieved_gflops=point.achieved_gflops,
+        achieved_gbs=point.achieved_gbs,
+        peak_gflops=comp.value if comp else None,
+        peak_dtype=dtype,
+        peak_source=f"{comp.library} matmul {comp.size}" if comp else None,
+        bandwidth_gbs=bw.value,
+        bandwidth_source=f"{bw.library} {bw.name}",
+        calibrated_at=peaks.measured_at,
+        note="" if comp else f"no {dtype} compute peak measured on {device}: memory roof only",
+    )
+    if point.fraction > ABOVE_ROOF:
+        out["note"] = (
+            f"{100 * point.fraction:.0f}% of the measured roof: the calibration ({peaks.measured_at}) "
+            "read low, likely on a busier machine; run gpuplay calibrate again"
+        )
+    return out
+
+
+def roof_text(roof: dict[str, Any] | None) -> str:
+    """One short phrase: '34% of compute roof' or why there is none."""
+    if not roof:
+        return NOT_CALIBRATED
+    if roof.get("status") != "ok":
+        return str(roof.get("note") or roof.get("status"))
+    return f"{_pct(roof['fraction'])} of {roof['bound']} roof"
+
+
+def roof_cell(roof: dict[str, Any] | None) -> str:
+    """The narrow table cell: '34% C', '71% M', or '—'."""
+    if not roof or roof.get("status") != "ok":
+        return "—"
+    return f"{_pct(roof['fraction'])} {roof['bound'][0].upper()}"
+
+
+def _pct(fraction: float) -> str:
+    return "<1%" if 0 < fraction < 0.005 else f"{100 * fraction:.0f}%"
+
+
+# -- measuring ------------------------------------------------------------------------
+Timed = Callable[[], float]  # runs one operation, returns its seconds
+
+
+def _best(run_once: Timed, budget_s: float, max_repeats: int = 10, min_repeats: int = 3) -> tuple[float, int]:
+    """Best of N, N bounded by time (STREAM reports the best of its repetitions)."""
+    run_once()  # first touch, page faults, lazy init: not part of the figure
+    best, n, t_end = math.inf, 0, time.perf_counter() + budget_s
+    while n < max_repeats and (n < min_repeats or time.perf_counter() < t_end):
+        best = min(best, run_once())
+        n += 1
+    return best, n
+
+
+def _matmul_peak(
+    make: Callable[[int], Timed], n0: int, n_max: int, long_enough_s: float, budget_s: float
+) -> tuple[float, int, float, int]:
+    """The best 2n³/t over growing sizes, then best of N at the last: (GFLOP/s, n, seconds, calls).
+
+    Sizes double until one call takes `long_enough_s` and the rate stopped rising (bounded by
+    time, not size: a dtype the CPU emulates runs no faster at larger sizes and stops small).
+    A slow call whose rate still rose (a busy moment, a thread pool waking) does not stop it.
+    """
+    best = (0.0, n0, math.inf)
+    n, calls, previous = n0, 0, 0.0
+    grow_until = time.perf_counter() + 4 * budget_s
+    while True:
+        op = make(n)
+        op()  # the first call at a size pays one-off costs (thread pools, packing)
+        t = min(op(), op())  # two: one busy moment must not end the growth
+        calls += 2
+        rate = 2 * n**3 / t / 1e9
+        if rate > best[0]:
+            best = (rate, n, t)
+        if n * 2 > n_max or time.perf_counter() >= grow_until:
+            break
+        if t >= long_enough_s and rate <= 1.1 * previous:
+            break
+        previous = max(previous, rate)
+        n *= 2
+    t_end = time.perf_counter() + budget_s
+    for _ in range(20):
+        if time.perf_counter() >= t_end:  # the growth already timed this size twice
+            break
+        t = op()
+        calls += 1
+        if 2 * n**3 / t / 1e9 > best[0]:
+            best = (2 * n**3 / t / 1e9, n, t)
+    return best[0], best[1], best[2], calls
+
+
+def last_level_cache_bytes() -> int:
+    sizes = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip().upper()
+        m = re.fullmatch(r"(\d+)([KMG]?)", text)
+        if m:
+            sizes.append(int(m.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[m.group(2)])
+    return max(sizes, default=32 * 2**20)
+
+
+def _stream_elements(itemsize: int, available: int, llc: int) -> int:
+    """STREAM's rule: each array at least 4x the largest cache; three arrays must fit easily."""
+    want = max(4 * llc, 64 * 2**20)
+    return int(min(want, available // 8) // itemsize)
+
+
+def _clock(fn: Callable[[], Any]) -> Timed:
+    def once() -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    return once
+
+
+def _cpu_stream(libs: Sequence[str], budget_s: float) -> list[Measurement]:
+    """STREAM copy and triad on the host; the arrays are freed when this returns."""
+    import numpy as np
+    import psutil
+
+    out: list[Measurement] = []
+    n = _stream_elements(8, psutil.virtual_memory().available, last_level_cache_bytes())
+    size = f"3 x {n * 8 / 2**20:.0f} MiB float64 arrays"
+    a, b, c = np.ones(n), np.full(n, 2.0), np.full(n, 0.5)
+
+    def stream(library: str, name: str, op: Callable[[], Any], arrays: int, counted: str) -> None:
+        best, reps = _best(_clock(op), budget_s / 2)
+        out.append(
+            Measurement("memory", name, library, arrays * n * 8 / best / 1e9, size, best, reps, counted)
+        )
+
+    if "numpy" in libs:
+        stream("numpy", "copy", lambda: np.copyto(b, a), 2, "1 read + 1 write per element")
+        # NumPy has no fused triad: a = b + s*c runs as two passes (5 array traffics), counted as such.
+        stream(
+            "numpy",
+            "triad",
+            lambda: (np.multiply(c, 3.0, out=a), np.add(a, b, out=a)),
+            5,
+            "two passes: 3 reads + 2 writes per element",
+        )
+    if "torch" in libs:
+        import torch
+
+        ta, tb, tc = (torch.from_numpy(x) for x in (a, b, c))  # same memory, torch's threads
+        stream("torch", "copy", lambda: tb.copy_(ta), 2, "1 read + 1 write per element")
+        stream(
+            "torch", "triad", lambda: torch.add(tb, tc, alpha=3.0, out=ta), 3, "2 reads + 1 write per element"
+        )
+    return out
+
+
+def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "torch")) -> DevicePeaks:
+    import numpy as np
+
+    t_start = time.perf_counter()
+    libs = [lib for lib in libraries if lib != "torch" or package_version("torch")]  # torch is optional here
+    out = _cpu_stream(libs, budget_s)
+    torch: Any = None
+    if "torch" in libs:
+        import torch
+
+    def matmul(library: str, dtype: str, make: Callable[[int], Timed]) -> None:
+        rate, n_used, best, calls = _matmul_peak(make, 64, 4096, budget_s / 8, budget_s)
+        out.append(Measurement("compute", dtype, library, rate, f"n={n_used}", best, calls, "2n³ FLOP"))
+
+    if "numpy" in libs:
+        rng = np.random.default_rng(0)
+        for dtype in ("float64", "float32", "float16"):  # NumPy has no bfloat16
+
+            def make_np(k: int, dt: str = dtype) -> Timed:
+                x = rng.standard_normal((k, k)).astype(dt)
+                y = rng.standard_normal((k, k)).astype(dt)
+                return _clock(lambda: x @ y)
+
+            matmul("numpy", dtype, make_np)
+    if torch is not None:
+        for dtype in CPU_DTYPES:
+
+            def make_t(k: int, dt: str = dtype) -> Timed:
+                x = torch.randn(k, k, dtype=getattr(torch, dt))
+                y = torch.randn(k, k, dtype=getattr(torch, dt))
+                return _clock(lambda: torch.matmul(x, y))
+
+            matmul("torch", dtype, make_t)
+    name = cpu_name()
+    fp = fingerprint("cpu", name)
+    fp["threads"] = {"torch": torch.get_num_threads() if torch is not None else None}
+    return DevicePeaks("cpu", name, fp, _now(), time.perf_counter() - t_start, out)
+
+
+def _cuda_stream(
+    torch: Any, dev: Any, events: Callable[[Callable[[], Any]], Timed], free: int, budget_s: float
+) -> list[Measurement]:
+    """STREAM copy and triad on one GPU; the arrays are freed when this returns."""
+    l2 = int(getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0) or 64 * 2**20)
+    n = int(min(max(4 * l2, 1 << 30), free // 8) // 4)  # float32 elements per array
+    size = f"3 x {n * 4 / 2**20:.0f} MiB float32 arrays"
+    a = torch.ones(n, device=dev)
+    b = torch.full((n,), 2.0, device=dev)
+    c = torch.full((n,), 0.5, device=dev)
+    out = []
+    for name, op, arrays, counted in (
+        ("copy", lambda: b.copy_(a), 2, "1 read + 1 write per element"),
+        ("triad", lambda: torch.add(b, c, alpha=3.0, out=a), 3, "2 reads + 1 write per element"),
+    ):
+        best, reps = _best(events(op), budget_s / 2, max_repeats=20, min_repeats=5)
+        out.append(
+            Measurement("memory", name, "torch", arrays * n * 4 / best / 1e9, size, best, reps, counted)
+        )
+    return out
+
+
+def measure_cuda(device: str, budget_s: float = 0.5) -> DevicePeaks:
+    """Peaks of one CUDA device with torch, timed by CUDA events around each call."""
+    import torch
+
+    device = normalize_device(device)
+    t_start = time.perf_counter()
+    dev = torch.device(device)
+    torch.cuda.set_device(dev)
+    name = torch.cuda.get_device_name(dev)
+    out: list[Measurement] = []
+
+    def events(fn: Callable[[], Any]) -> Timed:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def once() -> float:
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return float(start.elapsed_time(end)) / 1e3
+
+        return once
+
+    free, _total = torch.cuda.mem_get_info(dev)
+    out.extend(_cuda_stream(torch, dev, events, free, budget_s))
+    torch.cuda.empty_cache()
+
+    matmul_tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for dtype in CUDA_DTYPES:
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+            tdt = torch.float32 if dtype == "tf32" else getattr(torch, dtype)
+
+            def make(k: int, tdt: Any = tdt) -> Timed:
+                x = torch.randn(k, k, device=dev, dtype=tdt)
+                y = torch.randn(k, k, device=dev, dtype=tdt)
+                return events(lambda: torch.matmul(x, y))
+
+            itemsize = torch.tensor([], dtype=tdt).element_size()
+            n_max = 16384 if 3 * 16384**2 * itemsize < free // 2 else 8192
+            rate, n_used, best, calls = _matmul_peak(make, 1024, n_max, 0.005, budget_s)
+            out.append(Measurement("compute", dtype, "torch", rate, f"n={n_used}", best, calls, "2n³ FLOP"))
+            torch.cuda.empty_cache()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+    return DevicePeaks(device, name, fingerprint(device, name), _now(), time.perf_counter() - t_start, out)
+
+
+def calibrate(device: str, budget_s: float | None = None) -> DevicePeaks:
+    """Measure one device's peaks and cache them (replacing what was there)."""
+    from gpuplay.core import noise
+
+    device = normalize_device(device)
+    before = noise.host_mark()
+    if device == "cpu":
+        peaks = measure_cpu() if budget_s is None else measure_cpu(budget_s)
+    else:
+        peaks = measure_cuda(device) if budget_s is None else measure_cuda(device, budget_s)
+    peaks.noise = noise.host_noise(before, noise.host_mark())
+    save_peaks(peaks)
+    return peaks
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")

@@ -1,0 +1,203 @@
+"""The roofline chart: log-log, FLOP/byte against achieved GFLOP/s, the measured roofs drawn
+and the session's results as points.
+
+    chart = RooflineChart(id="roofline")
+    chart.show(rows)                 # peaks read from the calibration cache
+    chart.show(rows, peaks)          # or given: {device: DevicePeaks}
+
+Rows whose device was never calibrated are still placed (intensity and achieved rate need
+no calibration); the title then says which roofs are missing and how to measure them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from gpuplay.core.compare import Row
+from gpuplay.core.roofline import DevicePeaks, load_peaks, normalize_device
+from gpuplay.tui.widgets import CachedPlot
+
+ROOF_COLORS = ("cyan", "magenta", "yellow", "green", "orange")
+POINT_COLORS = ("red", "blue", "green", "orange", "magenta", "cyan", "yellow", "white")
+MARKERS = ("●", "◆", "▲", "■", "✚", "★")
+
+
+def cached_peaks(devices: Iterable[str]) -> dict[str, DevicePeaks]:
+    """The calibration cache of each device that has one."""
+    out = {}
+    for d in devices:
+        lookup = load_peaks(normalize_device(d))
+        if lookup.peaks is not None:
+            out[normalize_device(d)] = lookup.peaks
+    return out
+
+
+def _points(rows: Sequence[Row]) -> list[tuple[str, str, float, float, str, str]]:
+    """(configuration, device, FLOP/byte, GFLOP/s, workload, dtype) of each result with FLOPs, bytes, a median."""
+    out = []
+    for row in rows:
+        r = row.result
+        if not r.usable or not r.flops or not r.bytes or not r.gflops:
+            continue
+        dtype = r.compute_dtype or r.spec.dtype
+        config = f"{r.spec.label(with_dtype=False)} {dtype}"
+        workload = r.spec.scenario or r.spec.workload
+        out.append((config, normalize_device(r.spec.device), r.flops / r.bytes, r.gflops, workload, dtype))
+    return out
+
+
+def _geom(lo: float, hi: float, n: int = 24) -> list[float]:
+    a, b = math.log10(lo), math.log10(hi)
+    return [10 ** (a + (b - a) * i / (n - 1)) for i in range(n)]
+
+
+def _decades(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    ticks = list(range(math.ceil(math.log10(lo)), math.floor(math.log10(hi)) + 1))
+    return [float(t) for t in ticks], [_short(10.0**t) for t in ticks]
+
+
+def _short(v: float) -> str:
+    if v >= 1e3:
+        return f"{v / 1e3:g}k"
+    return f"{v:g}"
+
+
+class RooflineChart(CachedPlot):
+    """Log-log roofline; `show(rows, peaks)` redraws only when the data changed."""
+
+    def show(self, rows: Sequence[Row], peaks: Mapping[str, DevicePeaks] | None = None) -> None:
+        points = _points(rows)
+        if peaks is None:
+            peaks = cached_peaks({p[1] for p in points} or {"cpu"})
+        key = (tuple(points), tuple((d, p.measured_at) for d, p in sorted(peaks.items())))
+        if self.unchanged(key):
+            return
+        plt = self.plt
+        plt.clear_data()
+        plt.clear_figure()
+        # plotext's own log scale mishandles limits; plot log10 values with decade ticks instead.
+        plt.xlabel("arithmetic intensity, FLOP/byte (log)")
+        plt.ylabel("GFLOP/s (log)")
+        xs = [p[2] for p in points]
+        ys = [p[3] for p in points]
+        bws = [b.value for pk in peaks.values() if (b := pk.bandwidth()) is not None]
+        tops = [m.value for pk in peaks.values() for m in pk.measurements if m.kind == "compute"]
+        dtypes = {p[5] for p in points} or {"float32"}
+        tops = [
+            m.value
+            for pk in peaks.values()
+            for m in pk.measurements
+            if m.kind == "compute" and m.name in dtypes
+        ]
+        ridges = [t / b for t in tops for b in bws]
+        # The axes span the points and the roofs' corners, with a margin each way.
+        x_lo = min([*xs, *ridges] or [0.1]) / 4
+        x_hi = max([*xs, *ridges] or [100.0]) * 4
+        y_lo = min([*ys, *(x_lo * b for b in bws)] or [0.1]) / 2
+        y_hi = max([*ys, *tops] or [100.0]) * 2
+        lg = math.log10
+        grid = _geom(x_lo, x_hi, 48)
+        for i, (device, pk) in enumerate(sorted(peaks.items())):
+            bw = pk.bandwidth()
+            if bw is None:
+                continue
+            color = ROOF_COLORS[i % len(ROOF_COLORS)]
+            shown = sorted(
+                (
+                    m
+                    for m in pk.measurements
+                    if m.kind == "compute" and m.name in dtypes and m is pk.compute(m.name)
+                ),
+                key=lambda m: -m.value,
+            )
+            top = shown[0].value if shown else None
+            roof = [min(x * bw.value, top) if top else x * bw.value for x in grid]
+            plt.plot(
+                [lg(x) for x in grid],
+                [lg(y) for y in roof],
+                color=color,
+                marker="braille",
+                label=f"{device} roof: {bw.value:.3g} GB/s",
+            )
+            for m in shown:
+                ridge = m.value / bw.value
+                part = [x for x in grid if x >= ridge]
+                if part:
+                    name = f"{device} {m.name} {m.value:.3g} GFLOP/s"
+                    plt.plot(
+                        [lg(x) for x in part],
+                        [lg(m.value)] * len(part),
+                        color=color,
+                        marker="braille",
+                        label=name,
+                    )
+        # One colour and marker per configuration (legend); the workload written beside each point.
+        # Two results in one character cell would hide each other: the later one moves one cell
+        # right (a few % in intensity, never in rate), and the cell group is labelled once.
+        width, height = (self.size.width or 100), (self.size.height or 30)
+        cell_x = (lg(x_hi) - lg(x_lo)) / max(20, width - 10)  # the canvas, less ticks and frame
+        cell_y = (lg(y_hi) - lg(y_lo)) / max(8, height - 6)
+        configs = list(dict.fromkeys(p[0] for p in points))
+        placed: list[tuple[float, float]] = []
+        labels: list[tuple[float, float, str, str]] = []
+
+        def near(x: float, y: float, others: Iterable[tuple[float, float]], span: float = 1.0) -> bool:
+            return any(abs(x - ox) < span * cell_x and abs(y - oy) < 1.2 * cell_y for ox, oy in others)
+
+        for j, config in enumerate(configs):
+            color = POINT_COLORS[j % len(POINT_COLORS)]
+            px, py = [], []
+            for p in (p for p in points if p[0] == config):
+                x, y = lg(p[2]), lg(p[3])
+                for _ in range(4):
+                    if not near(x, y, placed, 1.2):
+                        break
+                    x += 1.2 * cell_x
+                placed.append((x, y))
+                px.append(x)
+                py.append(y)
+                text = p[4][:12]
+                same = [
+                    i for i, (lx, ly, t, _c) in enumerate(labels) if t == text and near(lx, ly, [(x, y)], 6)
+                ]
+                if same:  # one label for a group of the same workload, after its last marker
+                    labels[same[0]] = (
+                        max(x, labels[same[0]][0]),
+                        labels[same[0]][1],
+                        text,
+                        labels[same[0]][3],
+                    )
+                else:
+                    labels.append((x, y, text, color))
+            plt.scatter(px, py, marker=MARKERS[j % len(MARKERS)], color=color, label=config[:30])
+        for x, y, text, color in labels:  # two cells right of the marker
+            plt.text(text, x=x + 2 * cell_x, y=y, color=color, background="default", alignment="left")
+        plt.xlim(lg(x_lo), lg(x_hi))
+        plt.ylim(lg(y_lo), lg(y_hi))
+        plt.xticks(*_decades(x_lo, x_hi))
+        plt.yticks(*_decades(y_lo, y_hi))
+        missing = sorted({p[1] for p in points} - set(peaks))
+        title = "roofline: measured peaks, this session's results"
+        if missing:
+            title = f"{', '.join(missing)} not calibrated: run gpuplay calibrate"
+        elif not points:
+            title = "roofline: no finished result with FLOPs yet"
+        plt.title(title)
+        self.changed()
+
+
+def describe(rows: Sequence[Row], peaks: Mapping[str, DevicePeaks]) -> list[dict[str, Any]]:
+    """What the chart shows, as data (for tests and exports)."""
+    return [
+        {
+            "configuration": c,
+            "device": d,
+            "intensity": x,
+            "gflops": y,
+            "workload": w,
+            "calibrated": d in peaks,
+        }
+        for c, d, x, y, w, _dtype in _points(rows)
+    ]

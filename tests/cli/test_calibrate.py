@@ -1,0 +1,106 @@
+"""`gpuplay calibrate`: measure, show, forget; a broken cache or a missing GPU in words."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from gpuplay.cli import main
+from gpuplay.core import roofline
+from tests.conftest import gpu_available
+from tests.unit.test_roofline import peaks
+
+
+@pytest.fixture
+def cli():
+    return CliRunner()
+
+
+def test_show_without_a_cache_says_what_to_run(cli):
+    res = cli.invoke(main, ["calibrate", "--show"])
+    assert res.exit_code == 1 and "run gpuplay calibrate" in res.output
+
+
+def test_show_prints_the_cached_roofs(cli):
+    roofline.save_peaks(peaks("cpu", bw=20.0, f32=200.0))
+    res = cli.invoke(main, ["calibrate", "--show"])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())  # the terminal wraps long lines
+    assert "matmul float32" in out and "memory triad" in out
+    assert "memory 20.0 GB/s (torch triad)" in out and "float32 10.0" in out  # the ridge
+    res = cli.invoke(main, ["calibrate", "--show", "--format", "json"])
+    (doc,) = json.loads(res.stdout)
+    assert doc["device"] == "cpu" and len(doc["measurements"]) == 5
+
+
+def test_forget_removes_one_device(cli):
+    roofline.save_peaks(peaks("cpu"))
+    res = cli.invoke(main, ["calibrate", "--forget", "-d", "cpu"])
+    assert res.exit_code == 0 and "cpu: forgotten" in res.output
+    assert roofline.load_peaks("cpu").peaks is None
+
+
+def test_a_corrupt_cache_is_reported_not_raised(cli):
+    path = roofline.cache_path("cpu")
+    path.parent.mkdir(parents=True)
+    path.write_text("{truncated")
+    res = cli.invoke(main, ["calibrate", "--show", "-d", "cpu"])
+    assert res.exit_code == 1 and "unreadable" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.skipif(gpu_available(), reason="this machine has a GPU")
+def test_a_gpu_that_is_not_there_is_refused_with_the_reason(cli):
+    res = cli.invoke(main, ["calibrate", "-d", "cuda"])
+    assert res.exit_code == 2 and "no device cuda:0 to calibrate" in res.output
+
+
+@pytest.mark.slow
+def test_real_calibration_writes_the_cache_and_prints_json(cli):
+    res = cli.invoke(main, ["calibrate", "-d", "cpu", "--budget", "0.05", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    (doc,) = json.loads(res.stdout)
+    assert {m["name"] for m in doc["measurements"] if m["kind"] == "compute"} >= {
+        "float64",
+        "float32",
+        "bfloat16",
+    }
+    assert roofline.load_peaks("cpu").peaks is not None
+
+
+def test_run_outputs_carry_the_roof_in_every_format(cli):
+    import csv
+    import io
+
+    roofline.save_peaks(peaks("cpu", bw=20.0, f32=200.0))
+    args = ["run", "matmul", "-s", "n=64", "--budget", "0.05"]
+    res = cli.invoke(main, [*args, "--format", "csv"])
+    assert res.exit_code == 0, res.output
+    (row,) = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert row["roof_status"] == "ok" and row["roof_bound"] in ("memory", "compute")
+    assert float(row["intensity_flop_per_byte"]) > 1 and float(row["roof_fraction"]) > 0
+    assert row["unstable"] in ("True", "False")
+    res = cli.invoke(main, [*args, "--format", "json"])
+    (r,) = json.loads(res.stdout)["results"]
+    assert r["roof"]["peak_source"] == "numpy matmul n=1024" and isinstance(r["noise_warnings"], list)
+    res = cli.invoke(main, args)
+    lines = res.stdout.splitlines()
+    header = next(line for line in lines if "configuration" in line)
+    assert header.rstrip().endswith("roof")
+    assert any(line.rstrip().endswith((" C", " M")) and "numpy cpu" in line for line in lines)
+
+
+def test_uncalibrated_table_says_what_to_run(cli):
+    res = cli.invoke(main, ["run", "matmul", "-s", "n=64", "--budget", "0.05"])
+    assert res.exit_code == 0, res.output
+    assert "roof: not calibrated: run gpuplay calibrate" in res.stdout
+
+
+def test_info_says_whether_each_device_is_calibrated(cli):
+    res = cli.invoke(main, ["info"])
+    assert "roofline cpu: not calibrated: run gpuplay calibrate" in " ".join(res.output.split())
+    roofline.save_peaks(peaks("cpu", bw=20.0, f32=200.0))
+    res = cli.invoke(main, ["info", "--format", "json"])
+    (cpu,) = [r for r in json.loads(res.stdout)["roofline"] if r["device"] == "cpu"]
+    assert cpu["calibrated"] and cpu["bandwidth_gbs"] == 20.0 and cpu["gflops"]["float32"] == 200.0
