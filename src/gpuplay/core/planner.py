@@ -100,6 +100,7 @@ def check(spec: RunSpec, probe_timeout: float | None = None) -> Plan | Refusal:
         return Refusal("the preferred linalg library (cuSOLVER/MAGMA) is a torch CUDA setting")
     if spec.transfers and dev == "cpu":
         notes.append("transfers: none, the data already lives in host memory")
+    notes.extend(workload.notes(b, dev, dt, params))
     if dt in ("float16", "bfloat16") and dev == "cpu":
         notes.append(f"{dt} on a CPU without native half-precision units is emulated and slow")
     return Plan(spec, notes)

@@ -238,6 +238,7 @@ def estimate_step_seconds(
         # Probe inputs bypass the cache: they would evict the full-size inputs a compare reuses.
         probe_inputs = workload.inputs(ps, np.random.default_rng(spec.seed))
         args = tuple(backend.from_host(a, spec.device, spec.dtype) for a in probe_inputs)
+        args = workload.prepare(backend.name, spec.device, args, ps)
         step = build_step(spec, workload, backend, ps, args, compiled=False)
         first, _ = timer(step)
         t = first
@@ -364,6 +365,7 @@ def run(
             t0 = time.perf_counter()
             hosts = host_inputs(workload, p, spec.seed)
             args = tuple(backend.from_host(a, spec.device, spec.dtype) for a in hosts)
+            args = workload.prepare(backend.name, spec.device, args, p)
             backend.synchronize(spec.device)
             result.setup_s = time.perf_counter() - t0
             host_typed = None
@@ -427,6 +429,7 @@ def run(
             if timed.cancelled:
                 raise Cancelled
             result.notes.extend(notes)
+            result.notes.extend(workload.after_run(step, backend.name, spec.device, p))
 
             if spec.check and out is not None:
                 phase("check")
