@@ -21,6 +21,11 @@ SMALL = {
     "fft2d": {"n": 64},
     "heat": {"n": 32, "steps": 5},
     "autograd": {"n": 8},
+    "attention": {"batch": 1, "heads": 2, "seq": 32, "dim": 16},
+    "inference": {"model": "block", "batch": 2, "seq": 8, "width": 32, "heads": 4},
+    "transfers": {"n": 4096, "op": "copy"},
+    "fused": {"n": 10_000},
+    "sparse": {"n": 64, "density": 0.05},
 }
 
 

@@ -30,6 +30,8 @@ FORMATS = ("table", "json", "csv")
 @click.option(
     "--out", type=click.Path(dir_okay=False), default=None, help="Write to a file instead of stdout."
 )
+@click.option("--profile", is_flag=True, help="Then profile a few steps: top ops, kernels per step, overhead.")
+@click.option("--trace", type=click.Path(dir_okay=False), default=None, help="With --profile: Chrome trace file.")
 @scenario_dirs_option
 def run(
     scenario: str,
@@ -39,6 +41,8 @@ def run(
     fmt: str,
     out: str | None,
     scenario_dirs: tuple[str, ...],
+    profile: bool,
+    trace: str | None,
     **kw: Any,
 ) -> None:
     """Time one scenario in one configuration."""
@@ -77,6 +81,10 @@ def run(
     failed = [r for r in results if r.status in ("failed", "refused")]
     for r in failed:
         err.print(f"{r.status}: {r.spec.label()}: {r.message}", style="red", highlight=False, markup=False)
+    if (profile or trace) and not failed:
+        from gpuplay.cli.profile_output import profile_and_print
+
+        failed = [] if profile_and_print(spec, trace, fmt) else [spec]
     if failed:
         sys.exit(1)
 

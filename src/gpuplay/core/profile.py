@@ -9,8 +9,10 @@ is plain data (a dict) for the CLI, the app and JSON.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,28 @@ def _cpu_ops_in(e: Any) -> int:
     return sum(_cpu_ops_in(c) for c in children)
 
 
+@contextlib.contextmanager
+def _native_stderr_quiet() -> Iterator[None]:
+    """Silence what the profiler's C++ side (Kineto) writes to file descriptor 2 at start and stop.
+
+    Its 'USDT … profiler_start' lines are not ours to show; Python-level errors
+    still raise as exceptions and are reported normally.
+    """
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as null:
+            sys.stderr.flush()
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _profile_torch(step: Callable[[], Any], device: str, steps: int, trace: str | None) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -62,7 +86,7 @@ def _profile_torch(step: Callable[[], Any], device: str, steps: int, trace: str 
         if cuda:
             torch.cuda.synchronize(device)
 
-    with profile(activities=activities) as prof:
+    with _native_stderr_quiet(), profile(activities=activities) as prof:
         for i in range(steps):
             with record_function(f"{STEP_MARK} {i}"):
                 step()
@@ -124,7 +148,11 @@ def _profile_torch(step: Callable[[], Any], device: str, steps: int, trace: str 
     if trace:
         path = Path(trace).expanduser()
         try:
-            prof.export_chrome_trace(str(path))
+            path.open("w").close()  # the exporter logs a failure instead of raising: check first
+            with _native_stderr_quiet():
+                prof.export_chrome_trace(str(path))
+            if path.stat().st_size == 0:
+                raise OSError("the profiler wrote nothing")
             out["trace"] = str(path)
         except OSError as exc:
             out["trace_error"] = f"cannot write the trace to {path}: {exc.strerror or exc}"

@@ -9,6 +9,7 @@ shows where CSR stops paying: the crossover density.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -26,7 +27,9 @@ def product(xp: Any, a: Any, x: Any) -> Any:
 
 def to_csr(backend: str, a: Any) -> Any:
     if backend == "torch":
-        return a.to_sparse_csr()
+        with warnings.catch_warnings():  # "Sparse CSR tensor support is in beta state"
+            warnings.simplefilter("ignore", UserWarning)
+            return a.to_sparse_csr()
     if backend == "cupy":
         import cupyx.scipy.sparse
 
@@ -109,7 +112,7 @@ class Sparse(Workload):
             try:
                 import scipy.sparse  # noqa: F401
             except ImportError:
-                return "SciPy is not installed (NumPy's CSR baseline): pip install 'gpuplay[sparse]'"
+                return "SciPy is not installed (it is NumPy's CSR baseline): pip install scipy"
         return None
 
     def notes(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> list[str]:

@@ -2,8 +2,9 @@
 
 `op`: h2d / d2h copy one buffer across the bus (GB/s is the figure); `serial`
 and `overlap` run a chunked upload → GELU → download pipeline on one stream or
-alternating two, so copies of one chunk overlap the compute of another; `host`
-copies host memory to host memory, the reference that runs everywhere.
+alternating two, so copies of one chunk overlap the compute of another; `copy`
+copies memory to memory on the run's own device (host memory on the CPU, device
+memory on a GPU): the reference bandwidth, and the one figure a CPU-only machine has.
 `memory`: pageable or pinned (page-locked) host buffers; only pinned memory lets
 a copy run asynchronously, so `non_blocking` and the overlap need it.
 """
@@ -22,12 +23,12 @@ from gpuplay.core.workloads.fused import gelu_ops
 DEVICE_OPS = ("h2d", "d2h", "serial", "overlap")
 
 
-def host_copy(xp: Any, src: Any, dst: Any) -> Any:
+def memory_copy(xp: Any, src: Any, dst: Any) -> Any:
     xp.copyto(dst, src)
     return dst
 
 
-def host_copy_torch(torch: Any, src: Any, dst: Any) -> Any:
+def memory_copy_torch(torch: Any, src: Any, dst: Any) -> Any:
     return dst.copy_(src)
 
 
@@ -81,8 +82,9 @@ def pipeline_cupy(cupy: Any, host_in: Any, host_out: Any, dev_in: Any, streams: 
 
 
 _KERNELS: dict[tuple[str, str], Callable[..., Any]] = {
-    ("torch", "host"): host_copy_torch,
-    ("numpy", "host"): host_copy,
+    ("torch", "copy"): memory_copy_torch,
+    ("numpy", "copy"): memory_copy,
+    ("cupy", "copy"): memory_copy,
     ("torch", "h2d"): h2d_torch,
     ("torch", "d2h"): d2h_torch,
     ("torch", "serial"): pipeline_torch,
@@ -116,8 +118,13 @@ class Transfers(Workload):
     category = "data movement"
     params = (
         Param("n", int, 64 * 2**20, "elements", minimum=1024, maximum=1 << 34, size=True),
-        Param("op", str, "h2d", "h2d, d2h, serial, overlap (2 streams), host (host memory copy)",
-              choices=("h2d", "d2h", "serial", "overlap", "host")),
+        Param(
+            "op",
+            str,
+            "h2d",
+            "h2d, d2h, serial, overlap (2 streams), copy (memory copy on the device itself)",
+            choices=("h2d", "d2h", "serial", "overlap", "copy"),
+        ),
         Param("memory", str, "pinned", "host buffers: pageable or pinned", choices=("pageable", "pinned")),
         Param("non_blocking", str, "on", "asynchronous copies (need pinned memory)", choices=("off", "on")),
         Param("chunks", int, 8, "pipeline chunks (serial/overlap)", minimum=1, maximum=1024),
@@ -128,13 +135,13 @@ class Transfers(Workload):
 
     def size_label(self, p: Mapping[str, Any]) -> str:
         label = f"{p['n']:,} {p['op']}"
-        return label if p["op"] == "host" else f"{label} {p['memory']}"
+        return label if p["op"] == "copy" else f"{label} {p['memory']}"
 
     def inputs(self, p: Mapping[str, Any], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
         return (rng.standard_normal(p["n"]),)
 
     def kernel_function(self, backend: str, p: Mapping[str, Any]) -> Callable[..., Any]:
-        return _KERNELS.get((backend, p["op"]), host_copy)
+        return _KERNELS[(backend, p["op"])]
 
     def helper_functions(self, backend: str, p: Mapping[str, Any]) -> list[Callable[..., Any]]:
         return [gelu_ops] if p["op"] in ("serial", "overlap") else []
@@ -149,10 +156,8 @@ class Transfers(Workload):
     def prepare(self, backend: str, device: str, args: tuple[Any, ...], p: Mapping[str, Any]) -> tuple[Any, ...]:
         (x,) = args
         op, pinned = p["op"], p["memory"] == "pinned"
-        if backend == "numpy":
-            return x, np.empty_like(x)
-        if backend == "torch" and op == "host":
-            return x, x.clone()
+        if op == "copy":
+            return x, x.clone() if backend == "torch" else x.copy()
         host = _host_buffer(backend, x.cpu().numpy() if backend == "torch" else x.get(), pinned)
         empty_host = _host_buffer(backend, np.zeros_like(host if backend == "cupy" else host.numpy()), pinned)
         if op == "h2d":
@@ -192,18 +197,17 @@ class Transfers(Workload):
         if op in DEVICE_OPS and not device.startswith("cuda"):
             return (
                 f"op={op} moves data between host and GPU memory: on {device} there is no device memory "
-                "to copy to (a CUDA device is needed); op=host measures host memory copy bandwidth, the reference"
+                "to copy to (a CUDA device is needed); op=copy measures host memory copy bandwidth, the reference"
             )
-        if op == "host" and backend == "cupy":
-            return "op=host copies host memory; CuPy arrays live on the GPU: use numpy or torch on the cpu"
         if backend == "cupy" and dtype == "bfloat16":
             return "CuPy has no bfloat16"
         return None
 
     def notes(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> list[str]:
         op = p["op"]
-        if op == "host":
-            return ["host memory copy: GB/s counts the read and the write (as STREAM's copy does)"]
+        if op == "copy":
+            where = "host" if device == "cpu" else f"{device} device"
+            return [f"{where} memory copy: GB/s counts the read and the write (as STREAM's copy does)"]
         notes = [f"host buffers: {p['memory']}"]
         if p["memory"] == "pageable" and (p["non_blocking"] == "on" or op == "overlap"):
             notes.append(
