@@ -33,7 +33,13 @@ async def test_profile_view_shows_a_real_profile_then_a_refusal():
         assert not app.query_one("#profile-kernels", DataTable).display  # no CUDA kernels on a CPU
         shown = text_of(app)
         assert "8 operator calls" in shown and "overhead" in shown and "per step" in shown
-        view.show({"label": "numpy cpu float32", "status": "refused", "message": "torch.profiler sees PyTorch operators only"})
+        view.show(
+            {
+                "label": "numpy cpu float32",
+                "status": "refused",
+                "message": "torch.profiler sees PyTorch operators only",
+            }
+        )
         await pilot.pause()
         assert "refused" in text_of(app) and "PyTorch operators only" in text_of(app)
         assert not ops.display

@@ -145,7 +145,12 @@ def test_memory_copy_reference_runs_and_counts_read_and_write(backend):
 
 
 def test_pageable_memory_note_on_a_gpu_config():
-    notes = get_workload("transfers").notes("torch", "cuda:0", "float32", {"op": "overlap", "memory": "pageable", "non_blocking": "on", "chunks": 4})
+    notes = get_workload("transfers").notes(
+        "torch",
+        "cuda:0",
+        "float32",
+        {"op": "overlap", "memory": "pageable", "non_blocking": "on", "chunks": 4},
+    )
     assert any("cannot take effect" in n for n in notes)
 
 
@@ -192,7 +197,12 @@ def test_compile_fuses_the_chain_into_one_compiled_call():
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_sparse_products_match_float64(backend, op, fmt):
     pytest.importorskip("scipy")
-    r = quick("sparse", {"n": 96, "density": 0.05, "op": op, "k": 8, "format": fmt}, backend=backend, dtype="float64")
+    r = quick(
+        "sparse",
+        {"n": 96, "density": 0.05, "op": op, "k": 8, "format": fmt},
+        backend=backend,
+        dtype="float64",
+    )
     assert r.status == "ok", r.message
     assert r.check_ok and r.error < 1e-12
 
@@ -257,6 +267,10 @@ def test_profile_refuses_numpy_and_impossible_configs_with_reasons():
 
 def test_profile_trace_to_an_unwritable_path_says_so(tmp_path):
     data = profile_spec(
-        RunSpec.make("matmul", {"n": 32}, backend="torch", warmup=1), steps=1, trace=str(tmp_path / "no" / "t.json")
+        RunSpec.make("matmul", {"n": 32}, backend="torch", warmup=1),
+        steps=1,
+        trace=str(tmp_path / "no" / "t.json"),
     )
-    assert data["status"] == "ok" and data["trace"] is None and "cannot write the trace" in data["trace_error"]
+    assert (
+        data["status"] == "ok" and data["trace"] is None and "cannot write the trace" in data["trace_error"]
+    )

@@ -52,7 +52,9 @@ def profile_and_print(spec: Any, trace: str | None, fmt: str) -> bool:
             table.add_row(row["name"], *(f"{row[c]:.3g}" for c in cols))
         out.print(table)
     if data.get("trace"):
-        err.print(f"wrote Chrome trace {data['trace']} (open in Perfetto or chrome://tracing)", highlight=False)
+        err.print(
+            f"wrote Chrome trace {data['trace']} (open in Perfetto or chrome://tracing)", highlight=False
+        )
     if data.get("trace_error"):
         err.print(data["trace_error"], style="red", markup=False)
         return False

@@ -30,8 +30,12 @@ FORMATS = ("table", "json", "csv")
 @click.option(
     "--out", type=click.Path(dir_okay=False), default=None, help="Write to a file instead of stdout."
 )
-@click.option("--profile", is_flag=True, help="Then profile a few steps: top ops, kernels per step, overhead.")
-@click.option("--trace", type=click.Path(dir_okay=False), default=None, help="With --profile: Chrome trace file.")
+@click.option(
+    "--profile", is_flag=True, help="Then profile a few steps: top ops, kernels per step, overhead."
+)
+@click.option(
+    "--trace", type=click.Path(dir_okay=False), default=None, help="With --profile: Chrome trace file."
+)
 @scenario_dirs_option
 def run(
     scenario: str,
@@ -81,12 +85,13 @@ def run(
     failed = [r for r in results if r.status in ("failed", "refused")]
     for r in failed:
         err.print(f"{r.status}: {r.spec.label()}: {r.message}", style="red", highlight=False, markup=False)
-    if (profile or trace) and not failed:
-        from gpuplay.cli.profile_output import profile_and_print
-
-        failed = [] if profile_and_print(spec, trace, fmt) else [spec]
     if failed:
         sys.exit(1)
+    if profile or trace:
+        from gpuplay.cli.profile_output import profile_and_print
+
+        if not profile_and_print(spec, trace, fmt):
+            sys.exit(1)
 
 
 command = run

@@ -105,9 +105,7 @@ def _profile_torch(step: Callable[[], Any], device: str, steps: int, trace: str 
             "cpu_total_ms": avg.cpu_time_total / steps / 1e3,
             "device_ms": _device_us(avg) / steps / 1e3,
         }
-    top_ops = [
-        {"name": k, **v} for k, v in sorted(ops.items(), key=lambda kv: -kv[1]["self_cpu_ms"])[:TOP]
-    ]
+    top_ops = [{"name": k, **v} for k, v in sorted(ops.items(), key=lambda kv: -kv[1]["self_cpu_ms"])[:TOP]]
 
     kernels: dict[str, dict[str, float]] = {}
     for e in events:
@@ -213,7 +211,9 @@ def profile_spec(
     base["size"] = workload.size_label(p)
     try:
         with backend.configured(spec) as notes:
-            args = tuple(backend.from_host(a, spec.device, spec.dtype) for a in host_inputs(workload, p, spec.seed))
+            args = tuple(
+                backend.from_host(a, spec.device, spec.dtype) for a in host_inputs(workload, p, spec.seed)
+            )
             args = workload.prepare(backend.name, spec.device, args, p)
             step = build_step(spec, workload, backend, p, args)
             t0 = time.perf_counter()

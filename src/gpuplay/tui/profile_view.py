@@ -20,7 +20,12 @@ EMPTY = (
     "overhead (what torch.compile and CUDA graphs remove). Headless: gpuplay run SCENARIO -b torch --profile"
 )
 
-OP_COLUMNS = (("calls", "calls/step"), ("self_cpu_ms", "self CPU ms"), ("cpu_total_ms", "CPU total ms"), ("device_ms", "GPU ms"))
+OP_COLUMNS = (
+    ("calls", "calls/step"),
+    ("self_cpu_ms", "self CPU ms"),
+    ("cpu_total_ms", "CPU total ms"),
+    ("device_ms", "GPU ms"),
+)
 KERNEL_COLUMNS = (("calls", "calls/step"), ("device_ms", "GPU ms"))
 
 
@@ -30,7 +35,9 @@ def summary_markup(profile: Mapping[str, Any]) -> str:
     if profile.get("size"):
         head += f" at {escape(str(profile['size']))}"
     if profile.get("status") != "ok":
-        return f"{head}\n[red]{escape(str(profile.get('status')))}:[/] {escape(str(profile.get('message', '')))}"
+        return (
+            f"{head}\n[red]{escape(str(profile.get('status')))}:[/] {escape(str(profile.get('message', '')))}"
+        )
     share = profile.get("overhead_share")
     kernels = profile.get("kernels_per_step")
     where = "kernels" if "cuda" in profile.get("activities", ()) else "operators"
@@ -69,8 +76,15 @@ class ProfileView(VerticalScroll):
         summary = self.query_one("#profile-summary", Static)
         summary.update(EMPTY if profile is None else summary_markup(profile))
         ok = profile is not None and profile.get("status") == "ok"
-        self._fill("#profile-ops", "operator", OP_COLUMNS, profile.get("top_ops", []) if ok and profile else [])
-        self._fill("#profile-kernels", "kernel", KERNEL_COLUMNS, profile.get("top_kernels", []) if ok and profile else [])
+        self._fill(
+            "#profile-ops", "operator", OP_COLUMNS, profile.get("top_ops", []) if ok and profile else []
+        )
+        self._fill(
+            "#profile-kernels",
+            "kernel",
+            KERNEL_COLUMNS,
+            profile.get("top_kernels", []) if ok and profile else [],
+        )
 
     def _fill(self, table_id: str, first: str, columns: tuple[tuple[str, str], ...], rows: list[Any]) -> None:
         table = self.query_one(table_id, DataTable)

@@ -22,7 +22,18 @@ from gpuplay.core.workloads.base import Param, Workload, relative_error
 @functools.cache
 def registry() -> dict[str, Workload]:
     out: dict[str, Workload] = {}
-    for module in (linalg, pointwise, spectral, pde, autodiff, attention, inference, transfers, fused, sparse):
+    for module in (
+        linalg,
+        pointwise,
+        spectral,
+        pde,
+        autodiff,
+        attention,
+        inference,
+        transfers,
+        fused,
+        sparse,
+    ):
         for cls in module.WORKLOADS:
             w = cls()
             out[w.name] = w

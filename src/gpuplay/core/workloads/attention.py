@@ -74,7 +74,8 @@ def sdpa_refusal(sdpa: str, device: str, dtype: str, causal: bool, head_dim: int
     why = "; ".join(dict.fromkeys(str(w.message).strip().splitlines()[0] for w in caught))
     return (
         f"the {sdpa} attention backend cannot run here (PyTorch {torch.__version__}, {device}, {dtype}, "
-        f"head dim {head_dim}{', causal' if causal else ''}): {first}" + (f" [{why}]" if why else "")
+        f"head dim {head_dim}{', causal' if causal else ''}): {first}"
+        + (f" [{why}]" if why else "")
         + "; choose sdpa=math, flash or auto"
     )
 

@@ -83,11 +83,16 @@ class Fused(Workload):
         return (rng.standard_normal(p["n"]),)
 
     def kernel_function(self, backend: str, p: Mapping[str, Any]) -> Callable[..., Any]:
-        return {"ops": gelu_ops, "elementwise": gelu_fused, "raw": gelu_raw}[self._impl(backend, p)]
+        table: dict[str, Callable[..., Any]] = {"ops": gelu_ops, "elementwise": gelu_fused, "raw": gelu_raw}
+        return table[self._impl(backend, p)]
 
     def helper_functions(self, backend: str, p: Mapping[str, Any]) -> list[Callable[..., Any]]:
-        impl = self._impl(backend, p)
-        return {"ops": [], "elementwise": [cupy_elementwise_kernel], "raw": [cupy_raw_kernel]}[impl]
+        helpers: dict[str, list[Callable[..., Any]]] = {
+            "ops": [],
+            "elementwise": [cupy_elementwise_kernel],
+            "raw": [cupy_raw_kernel],
+        }
+        return helpers[self._impl(backend, p)]
 
     def kernel(self, backend: str, xp: Any, p: Mapping[str, Any]) -> Callable[..., Any]:
         impl = self._impl(backend, p)
@@ -132,7 +137,9 @@ class Fused(Workload):
             return [f"NumPy has no kernel fusion: impl={p['impl']} runs op by op ({OPS_PER_ELEMENT} passes)"]
         return []
 
-    def after_run(self, step: Callable[[], Any], backend: str, device: str, p: Mapping[str, Any]) -> list[str]:
+    def after_run(
+        self, step: Callable[[], Any], backend: str, device: str, p: Mapping[str, Any]
+    ) -> list[str]:
         impl = self._impl(backend, p)
         if backend == "torch":
             from gpuplay.core.profile import kernel_count

@@ -70,7 +70,9 @@ def build_torch_model(torch: Any, kind: str, w: Mapping[str, Any]) -> Any:
     if kind == "mlp":
         return mlp
 
-    class Block(nn.Module):
+    module: Any = nn.Module  # torch is imported lazily: the class is built here, not at import
+
+    class Block(module):
         def __init__(self) -> None:
             super().__init__()
             self.heads = w["heads"]
@@ -145,9 +147,17 @@ class Inference(Workload):
     title = "Model inference: MLP / transformer block"
     category = "models"
     params = (
-        Param("model", str, "block", "mlp: Linear-GELU-Linear; block: pre-norm transformer block", choices=("mlp", "block")),
+        Param(
+            "model",
+            str,
+            "block",
+            "mlp: Linear-GELU-Linear; block: pre-norm transformer block",
+            choices=("mlp", "block"),
+        ),
         Param("mode", str, "inference", "torch autograd mode", choices=("grad", "no_grad", "inference")),
-        Param("quant", str, "none", "int8: torchao dynamic INT8 of the Linear layers", choices=("none", "int8")),
+        Param(
+            "quant", str, "none", "int8: torchao dynamic INT8 of the Linear layers", choices=("none", "int8")
+        ),
         Param("batch", int, 8, "batch size", minimum=1, maximum=1 << 16, size=True),
         Param("seq", int, 128, "tokens per sequence (block)", minimum=1, maximum=1 << 15),
         Param("width", int, 256, "model width (d_model)", minimum=8, maximum=16384),
@@ -189,7 +199,9 @@ class Inference(Workload):
             return functools.partial(infer_torch, xp, mode=p["mode"])
         return functools.partial(self.kernel_function(backend, p), xp)
 
-    def prepare(self, backend: str, device: str, args: tuple[Any, ...], p: Mapping[str, Any]) -> tuple[Any, ...]:
+    def prepare(
+        self, backend: str, device: str, args: tuple[Any, ...], p: Mapping[str, Any]
+    ) -> tuple[Any, ...]:
         (x,) = args
         w = model_weights(p["model"], p["width"], p["heads"])
         if backend == "torch":

@@ -78,7 +78,9 @@ class Sparse(Workload):
     def helper_functions(self, backend: str, p: Mapping[str, Any]) -> list[Callable[..., Any]]:
         return [to_csr] if p["format"] == "csr" else []
 
-    def prepare(self, backend: str, device: str, args: tuple[Any, ...], p: Mapping[str, Any]) -> tuple[Any, ...]:
+    def prepare(
+        self, backend: str, device: str, args: tuple[Any, ...], p: Mapping[str, Any]
+    ) -> tuple[Any, ...]:
         a, x = args
         return (to_csr(backend, a) if p["format"] == "csr" else a), x
 
@@ -116,7 +118,11 @@ class Sparse(Workload):
         return None
 
     def notes(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> list[str]:
-        lib = {"numpy": "SciPy csr_array", "torch": "torch sparse CSR", "cupy": "cupyx.scipy.sparse (cuSPARSE)"}
+        lib = {
+            "numpy": "SciPy csr_array",
+            "torch": "torch sparse CSR",
+            "cupy": "cupyx.scipy.sparse (cuSPARSE)",
+        }
         what = lib[backend] if p["format"] == "csr" else "dense"
         return [
             f"sparse: {what}, {self.nnz(p):,.0f} non-zeros ({p['density']:g}); flops count "

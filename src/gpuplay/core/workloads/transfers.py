@@ -153,7 +153,9 @@ class Transfers(Workload):
             return {"chunks": p["chunks"]}
         return {}
 
-    def prepare(self, backend: str, device: str, args: tuple[Any, ...], p: Mapping[str, Any]) -> tuple[Any, ...]:
+    def prepare(
+        self, backend: str, device: str, args: tuple[Any, ...], p: Mapping[str, Any]
+    ) -> tuple[Any, ...]:
         (x,) = args
         op, pinned = p["op"], p["memory"] == "pinned"
         if op == "copy":
@@ -164,16 +166,23 @@ class Transfers(Workload):
             return host, x.clone() if backend == "torch" else x.copy()
         if op == "d2h":
             return x, empty_host
-        lib: Any
+        streams: list[Any]
+        cuda: Any
         if backend == "torch":
-            import torch as lib
+            import torch
 
-            streams = [lib.cuda.current_stream()] if op == "serial" else [lib.cuda.Stream() for _ in range(2)]
-        else:
-            import cupy as lib
+            cuda = torch.cuda
+            streams = [cuda.current_stream()] if op == "serial" else [cuda.Stream() for _ in range(2)]
+            return host, empty_host, torch.empty_like(x), streams
+        import cupy
 
-            streams = [lib.cuda.get_current_stream()] if op == "serial" else [lib.cuda.Stream(non_blocking=True) for _ in range(2)]
-        return host, empty_host, lib.empty_like(x), streams
+        cuda = cupy.cuda
+        streams = (
+            [cuda.get_current_stream()]
+            if op == "serial"
+            else [cuda.Stream(non_blocking=True) for _ in range(2)]
+        )
+        return host, empty_host, cupy.empty_like(x), streams
 
     def reference(self, p: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> np.ndarray:
         x = inputs[0]
