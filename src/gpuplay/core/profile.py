@@ -30,11 +30,18 @@ def _is_bookkeeping(name: str) -> bool:
 
 
 def _device_us(e: Any) -> float:
-    for attr in ("self_device_time_total", "self_cuda_time_total"):
+    """GPU time of an operator (its kernels included), in µs; the API renamed cuda → device in 2.4."""
+    for attr in ("device_time_total", "cuda_time_total"):
         v = getattr(e, attr, None)
         if v:
             return float(v)
     return 0.0
+
+
+def _kernel_us(e: Any) -> float:
+    """Duration of one device event (a kernel, a copy) on the GPU's own clock, in µs."""
+    span = getattr(e, "time_range", None)
+    return float(span.elapsed_us()) if span is not None else _device_us(e)
 
 
 def _is_device_event(e: Any) -> bool:
@@ -112,7 +119,7 @@ def _profile_torch(step: Callable[[], Any], device: str, steps: int, trace: str 
         if _is_device_event(e):
             k = kernels.setdefault(e.name, {"calls": 0.0, "device_ms": 0.0})
             k["calls"] += 1 / steps
-            k["device_ms"] += _device_us(e) / steps / 1e3
+            k["device_ms"] += _kernel_us(e) / steps / 1e3
     top_kernels = [
         {"name": k, **v} for k, v in sorted(kernels.items(), key=lambda kv: -kv[1]["device_ms"])[:TOP]
     ]

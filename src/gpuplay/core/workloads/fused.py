@@ -128,8 +128,8 @@ class Fused(Workload):
                 f"impl={p['impl']} is a CuPy kernel (ElementwiseKernel/RawKernel); PyTorch fuses through "
                 "torch.compile: use impl=ops with --compile default"
             )
-        if backend == "cupy" and p["impl"] == "raw" and dtype not in ("float32", "float64"):
-            return f"the RawKernel's CUDA source is written for float and double; {dtype} is not; use float32"
+        if backend == "cupy" and p["impl"] != "ops" and dtype not in ("float32", "float64"):
+            return f"the {p['impl']} kernel's CUDA code is written for float and double, not {dtype}; use float32"
         return None
 
     def notes(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> list[str]:

@@ -96,20 +96,22 @@ _KERNELS: dict[tuple[str, str], Callable[..., Any]] = {
 }
 
 
-def _host_buffer(backend: str, like: np.ndarray, pinned: bool) -> Any:
-    """An empty host buffer like `like`, page-locked if asked (the library's own allocator)."""
+def _host_buffers(backend: str, x: Any, pinned: bool) -> tuple[Any, Any]:
+    """A host copy of device array `x` and an empty host buffer like it, page-locked if asked."""
     if backend == "torch":
         import torch
 
-        t = torch.from_numpy(like)
-        return t.pin_memory() if pinned else t.clone()
-    if pinned:
-        import cupyx
+        host = x.cpu()  # torch, not NumPy: bfloat16 has no NumPy dtype
+        host = host.pin_memory() if pinned else host
+        return host, torch.empty(host.shape, dtype=host.dtype, pin_memory=pinned)
+    like = x.get()
+    if not pinned:
+        return like, np.empty_like(like)
+    import cupyx
 
-        out = cupyx.empty_pinned(like.shape, like.dtype)
-        out[...] = like
-        return out
-    return like.copy()
+    host, empty = cupyx.empty_pinned(like.shape, like.dtype), cupyx.empty_pinned(like.shape, like.dtype)
+    host[...] = like
+    return host, empty
 
 
 class Transfers(Workload):
@@ -160,8 +162,7 @@ class Transfers(Workload):
         op, pinned = p["op"], p["memory"] == "pinned"
         if op == "copy":
             return x, x.clone() if backend == "torch" else x.copy()
-        host = _host_buffer(backend, x.cpu().numpy() if backend == "torch" else x.get(), pinned)
-        empty_host = _host_buffer(backend, np.zeros_like(host if backend == "cupy" else host.numpy()), pinned)
+        host, empty_host = _host_buffers(backend, x, pinned)
         if op == "h2d":
             return host, x.clone() if backend == "torch" else x.copy()
         if op == "d2h":
