@@ -49,7 +49,7 @@ def test_cupy_fused_kernels_and_counts(impl):
     pytest.importorskip("cupy")
     r = go("fused", {"n": N, "impl": impl}, "cupy")
     assert r.status == "ok" and r.check_ok, r.message
-    assert any(n.startswith("kernels per step: " + ("8" if impl == "ops" else "1")) for n in r.notes)
+    assert any(n.startswith("kernels per step: " + ("9" if impl == "ops" else "1")) for n in r.notes)
 
 
 def test_torch_cuda_fused_kernel_count_is_measured():
@@ -78,4 +78,4 @@ def test_profile_on_cuda_lists_kernels_and_overhead(tmp_path):
     )
     assert data["status"] == "ok", data.get("message")
     assert data["activities"] == ["cpu", "cuda"] and data["top_kernels"]
-    assert data["kernels_per_step"] == 8 and 0 <= data["overhead_share"] <= 1
+    assert data["kernels_per_step"] == 9 and 0 <= data["overhead_share"] <= 1

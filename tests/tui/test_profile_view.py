@@ -32,7 +32,7 @@ async def test_profile_view_shows_a_real_profile_then_a_refusal():
         assert ops.display and ops.row_count == len(data["top_ops"]) and ops.row_count >= 4
         assert not app.query_one("#profile-kernels", DataTable).display  # no CUDA kernels on a CPU
         shown = text_of(app)
-        assert "8 operator calls" in shown and "overhead" in shown and "per step" in shown
+        assert "9 operator calls" in shown and "overhead" in shown and "per step" in shown
         view.show(
             {
                 "label": "numpy cpu float32",

@@ -34,12 +34,14 @@ def profile_and_print(spec: Any, trace: str | None, fmt: str) -> bool:
         f"[b]Profile[/] {data['label']} at {data['size']} · {data['tool']} · {data['steps']} steps\n"
         f"  {data['wall_ms_per_step']:.3f} ms per step · {_ms(data['busy_ms_per_step'])} ms in "
         f"{'kernels' if 'cuda' in data['activities'] else 'operators'} · "
-        f"{data['kernels_per_step'] if data['kernels_per_step'] is not None else '—'} {data['kernels_counted']}\n"
+        f"{'—' if data['kernels_per_step'] is None else format(data['kernels_per_step'], 'g')} "
+        f"{data['kernels_counted']}\n"
         f"  overhead {'—' if share is None else f'{share:.0%}'}: {data['overhead_definition']}",
         highlight=False,
     )
+    gpu = ("device_ms",) if "cuda" in data["activities"] else ()  # no GPU column on a CPU run
     for key, title, cols in (
-        ("top_ops", "Top operators (per step)", ("calls", "self_cpu_ms", "cpu_total_ms", "device_ms")),
+        ("top_ops", "Top operators (per step)", ("calls", "self_cpu_ms", "cpu_total_ms", *gpu)),
         ("top_kernels", "Top kernels (per step)", ("calls", "device_ms")),
     ):
         if not data[key]:

@@ -75,16 +75,11 @@ class ProfileView(VerticalScroll):
         """Render a profile dict (None: back to the empty explanation)."""
         summary = self.query_one("#profile-summary", Static)
         summary.update(EMPTY if profile is None else summary_markup(profile))
-        ok = profile is not None and profile.get("status") == "ok"
-        self._fill(
-            "#profile-ops", "operator", OP_COLUMNS, profile.get("top_ops", []) if ok and profile else []
-        )
-        self._fill(
-            "#profile-kernels",
-            "kernel",
-            KERNEL_COLUMNS,
-            profile.get("top_kernels", []) if ok and profile else [],
-        )
+        data: Mapping[str, Any] = profile if profile is not None and profile.get("status") == "ok" else {}
+        gpu = "cuda" in data.get("activities", ())
+        ops_columns = OP_COLUMNS if gpu else OP_COLUMNS[:-1]  # no GPU column on a CPU run
+        self._fill("#profile-ops", "operator", ops_columns, list(data.get("top_ops", [])))
+        self._fill("#profile-kernels", "kernel", KERNEL_COLUMNS, list(data.get("top_kernels", [])))
 
     def _fill(self, table_id: str, first: str, columns: tuple[tuple[str, str], ...], rows: list[Any]) -> None:
         table = self.query_one(table_id, DataTable)
