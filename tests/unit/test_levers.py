@@ -274,3 +274,17 @@ def test_profile_trace_to_an_unwritable_path_says_so(tmp_path):
     assert (
         data["status"] == "ok" and data["trace"] is None and "cannot write the trace" in data["trace_error"]
     )
+
+
+def test_checking_the_levers_never_imports_torch():
+    import subprocess
+
+    probe = (
+        "import sys\nfrom gpuplay.core.workloads import get_workload\n"
+        "a = get_workload('attention'); i = get_workload('inference')\n"
+        "a.unsupported('torch', 'cpu', 'float32', a.resolve({'sdpa': 'cudnn'}))\n"
+        "i.unsupported('torch', 'cpu', 'float32', i.resolve({'quant': 'int8'}))\n"
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

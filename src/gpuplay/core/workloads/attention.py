@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -137,7 +138,9 @@ class Attention(Workload):
         return self.tol_scale * EPS[compute_dtype] * max(1.0, math.log2(p["seq"] * p["dim"]))
 
     def unsupported(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:
-        if backend != "torch" or p["sdpa"] == "auto":
+        # Decided where torch is already loaded (the planner probes it first); never imported here,
+        # so a UI process that checks options does not load torch for this.
+        if backend != "torch" or p["sdpa"] == "auto" or "torch" not in sys.modules:
             return None
         return sdpa_refusal(p["sdpa"], device, dtype, p["causal"] == "on", p["dim"])
 

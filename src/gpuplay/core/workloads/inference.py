@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -249,7 +250,8 @@ class Inference(Workload):
         return self.tol_scale * eps * math.log2(max(2, p["width"]))
 
     def unsupported(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:
-        if backend == "torch" and p["quant"] == "int8":
+        # Decided where torch is already loaded (the planner probes it first); never imported here.
+        if backend == "torch" and p["quant"] == "int8" and "torch" in sys.modules:
             return int8_refusal(device, dtype)
         return None
 
