@@ -288,3 +288,15 @@ def test_checking_the_levers_never_imports_torch():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_timed_transfers_are_refused_for_workloads_that_prepare_inputs(monkeypatch):
+    from gpuplay.core import planner
+    from gpuplay.core.spec import Plan
+
+    monkeypatch.setattr(planner, "device_refusal", lambda *a, **k: None)  # pretend a GPU is here
+    spec = RunSpec.make("sparse", {"n": 32}, backend="torch", device="cuda:0", transfers=True)
+    verdict = planner.check(spec, 0)
+    assert not isinstance(verdict, Plan) and "outside the timing" in str(verdict)
+    fused = RunSpec.make("fused", {"n": 32}, backend="torch", device="cuda:0", transfers=True)
+    assert isinstance(planner.check(fused, 0), Plan)  # no prepare step: transfers can be timed

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gpuplay.core.backends import get_backend
 from gpuplay.core.spec import Plan, Refusal, RunSpec
-from gpuplay.core.workloads import get_workload
+from gpuplay.core.workloads import Workload, get_workload
 
 AMP_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
 
@@ -98,6 +98,12 @@ def check(spec: RunSpec, probe_timeout: float | None = None) -> Plan | Refusal:
             )
     if spec.linalg_library != "default" and not (b == "torch" and dev.startswith("cuda")):
         return Refusal("the preferred linalg library (cuSOLVER/MAGMA) is a torch CUDA setting")
+    if spec.transfers and dev != "cpu" and type(workload).prepare is not Workload.prepare:
+        return Refusal(
+            f"{workload.title} builds its step's inputs once outside the timing (a CSR matrix, a model, "
+            "host buffers); timing transfers would upload raw arrays instead",
+            "turn --transfers off; the transfers scenario measures copies",
+        )
     if spec.transfers and dev == "cpu":
         notes.append("transfers: none, the data already lives in host memory")
     notes.extend(workload.notes(b, dev, dt, params))
