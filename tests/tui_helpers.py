@@ -17,6 +17,14 @@ TINY = {
     "fft2d": ("fft2d", "n = 32"),
     "heat": ("heat", "n = 32\nsteps = 3"),
     "autograd": ("autograd", "n = 6"),
+    "attention": ("attention", "batch = 1\nheads = 2\nseq = 32\ndim = 16"),
+    "inference": ("inference", 'model = "mlp"\nbatch = 4\nwidth = 32'),
+    "transfers": ("transfers", "n = 4096"),
+    "transfers_overlap": ("transfers", 'n = 4096\nop = "overlap"'),
+    "host_copy": ("transfers", 'n = 4096\nop = "copy"'),
+    "fused": ("fused", "n = 20000"),
+    "sparse": ("sparse", "n = 64\ndensity = 0.05"),
+    "sparse_dense": ("sparse", 'n = 64\ndensity = 0.05\nformat = "dense"'),
 }
 
 

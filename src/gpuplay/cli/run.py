@@ -30,6 +30,12 @@ FORMATS = ("table", "json", "csv")
 @click.option(
     "--out", type=click.Path(dir_okay=False), default=None, help="Write to a file instead of stdout."
 )
+@click.option(
+    "--profile", is_flag=True, help="Then profile a few steps: top ops, kernels per step, overhead."
+)
+@click.option(
+    "--trace", type=click.Path(dir_okay=False), default=None, help="With --profile: Chrome trace file."
+)
 @scenario_dirs_option
 def run(
     scenario: str,
@@ -39,6 +45,8 @@ def run(
     fmt: str,
     out: str | None,
     scenario_dirs: tuple[str, ...],
+    profile: bool,
+    trace: str | None,
     **kw: Any,
 ) -> None:
     """Time one scenario in one configuration."""
@@ -79,6 +87,11 @@ def run(
         err.print(f"{r.status}: {r.spec.label()}: {r.message}", style="red", highlight=False, markup=False)
     if failed:
         sys.exit(1)
+    if profile or trace:
+        from gpuplay.cli.profile_output import profile_and_print
+
+        if not profile_and_print(spec, trace, fmt):
+            sys.exit(1)
 
 
 command = run

@@ -121,8 +121,15 @@ def assess(spec: RunSpec, probe_timeout: float | None = None) -> Assessment | Re
             )
     if spec.linalg_library != "default" and not (b == "torch" and dev.startswith("cuda")):
         return Refusal("the preferred linalg library (cuSOLVER/MAGMA) is a torch CUDA setting")
+    if spec.transfers and dev != "cpu" and type(workload).prepare is not Workload.prepare:
+        return Refusal(
+            f"{workload.title} builds its step's inputs once outside the timing (a CSR matrix, a model, "
+            "host buffers); timing transfers would upload raw arrays instead",
+            "turn --transfers off; the transfers scenario measures copies",
+        )
     if spec.transfers and dev == "cpu":
         notes.append("transfers: none, the data already lives in host memory")
+    notes.extend(workload.notes(b, dev, dt, params))
     if dt in ("float16", "bfloat16") and dev == "cpu":
         notes.append(f"{dt} on a CPU without native half-precision units is emulated and slow")
     return Assessment(workload, params, cdtype, notes)

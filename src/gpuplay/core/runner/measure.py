@@ -189,6 +189,7 @@ class _Measurement:
             result.conditions["page_faults_per_step"] = round((faults1 - faults0) / len(timed.samples), 1)
         if timed.cancelled:
             raise Cancelled
+        result.notes.extend(plan.workload.after_run(step, backend.name, spec.device, plan.params))
         return timed.last
 
     def compile(

@@ -59,6 +59,7 @@ def estimate_step_seconds(plan: RunPlan, timer: StepTimer, limit_s: float, cance
             break
         probe_inputs = probe.workload.inputs(probe.params, np.random.default_rng(spec.seed))
         args = tuple(backend.from_host(a, spec.device, spec.dtype) for a in probe_inputs)
+        args = probe.workload.prepare(backend.name, spec.device, args, probe.params)
         del probe_inputs
         step = build_step(probe, args, compiled=False)
         t = first = timer(step)[0]  # the output is dropped at once

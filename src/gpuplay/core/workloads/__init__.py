@@ -4,14 +4,36 @@ from __future__ import annotations
 
 import functools
 
-from gpuplay.core.workloads import autodiff, linalg, pde, pointwise, spectral
+from gpuplay.core.workloads import (
+    attention,
+    autodiff,
+    fused,
+    inference,
+    linalg,
+    pde,
+    pointwise,
+    sparse,
+    spectral,
+    transfers,
+)
 from gpuplay.core.workloads.base import Param, Workload, relative_error
 
 
 @functools.cache
 def registry() -> dict[str, Workload]:
     out: dict[str, Workload] = {}
-    for module in (linalg, pointwise, spectral, pde, autodiff):
+    for module in (
+        linalg,
+        pointwise,
+        spectral,
+        pde,
+        autodiff,
+        attention,
+        inference,
+        transfers,
+        fused,
+        sparse,
+    ):
         for cls in module.WORKLOADS:
             w = cls()
             out[w.name] = w

@@ -135,6 +135,26 @@ class Workload:
     def helper_functions(self, backend: str, p: Mapping[str, Any]) -> list[Callable[..., Any]]:
         return []
 
+    def prepare(
+        self, backend: str, device: str, args: tuple[Any, ...], p: Mapping[str, Any]
+    ) -> tuple[Any, ...]:
+        """Turn the device inputs into what the kernel takes, once, outside the timed steps.
+
+        For work whose setup is not part of the step: a CSR matrix built from a dense
+        one, pinned host buffers, a torch.nn model. Default: the inputs as they are.
+        """
+        return args
+
+    def notes(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> list[str]:
+        """What a result of this configuration must say beside its figure (known before running)."""
+        return []
+
+    def after_run(
+        self, step: Callable[[], Any], backend: str, device: str, p: Mapping[str, Any]
+    ) -> list[str]:
+        """Notes measured once after the timed steps, outside them (a kernel count, say)."""
+        return []
+
     def reference(self, p: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> np.ndarray:
         """The checked quantity, computed by NumPy in float64."""
         raise NotImplementedError

@@ -1,0 +1,44 @@
+"""`gpuplay run --profile/--trace` and the new scenarios, headless, on real PyTorch (CPU)."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from gpuplay.cli import main
+
+TINY = ["--warmup", "1", "--repeat", "2"]
+
+
+def test_run_profile_prints_ops_and_writes_a_chrome_trace(tmp_path):
+    trace = tmp_path / "fused.json"
+    res = CliRunner().invoke(
+        main, ["run", "fused", "-b", "torch", "-s", "n=2000", *TINY, "--profile", "--trace", str(trace)]
+    )
+    assert res.exit_code == 0, res.output
+    assert "Profile torch cpu float32" in res.stdout and "aten::tanh" in res.stdout
+    assert "9 operator calls" in res.stdout
+    assert json.loads(trace.read_text())["traceEvents"]
+
+
+def test_run_profile_json_is_a_separate_document():
+    res = CliRunner().invoke(
+        main, ["run", "fused", "-b", "torch", "-s", "n=2000", *TINY, "--profile", "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    last = json.loads(res.stdout.strip().splitlines()[-1])
+    assert last["profile"]["status"] == "ok" and last["profile"]["kernels_per_step"] == 9
+
+
+def test_run_profile_on_numpy_exits_1_with_the_reason():
+    res = CliRunner().invoke(main, ["run", "fused", "-s", "n=2000", *TINY, "--profile"])
+    assert res.exit_code == 1
+    assert "cProfile" in res.stderr
+
+
+def test_refused_attention_backend_exits_1_with_torchs_reason():
+    res = CliRunner().invoke(
+        main, ["run", "attention", "-b", "torch", "-s", "sdpa=efficient", "-s", "seq=32", *TINY]
+    )
+    assert res.exit_code == 1 and "No viable backend" in res.stderr
