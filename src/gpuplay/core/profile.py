@@ -196,13 +196,12 @@ def profile_spec(
     spec: RunSpec, steps: int = 5, trace: str | None = None, probe_timeout: float | None = 30.0
 ) -> dict[str, Any]:
     """Profile `steps` steps of `spec`. Never raises for a user's mistake: 'status' says what happened."""
-    from gpuplay.core.backends import get_backend
-    from gpuplay.core.planner import check, compute_dtype
-    from gpuplay.core.runner import _capture_graph, build_step, host_inputs
-    from gpuplay.core.workloads import get_workload
+    from gpuplay.core.runner.inputs import device_inputs
+    from gpuplay.core.runner.plan import resolve
+    from gpuplay.core.runner.steps import build_step
 
     base: dict[str, Any] = {"label": spec.label(), "scenario": spec.scenario, "steps": steps, "status": "ok"}
-    plan = check(spec, probe_timeout)
+    plan = resolve(spec, probe_timeout)
     if isinstance(plan, Refusal):
         return {**base, "status": "refused", "message": str(plan)}
     if spec.backend == "numpy":
@@ -212,24 +211,19 @@ def profile_spec(
             "message": "torch.profiler sees PyTorch operators only and NumPy calls are not operators "
             "(profile -b torch, or NumPy with python -m cProfile)",
         }
-    workload = get_workload(spec.workload)
-    backend = get_backend(spec.backend)
-    p = workload.effective(workload.resolve(spec.params), backend.name, compute_dtype(spec))
-    base["size"] = workload.size_label(p)
+    backend = plan.backend
+    base["size"] = plan.size
     try:
         with backend.configured(spec) as notes:
-            args = tuple(
-                backend.from_host(a, spec.device, spec.dtype) for a in host_inputs(workload, p, spec.seed)
-            )
-            args = workload.prepare(backend.name, spec.device, args, p)
-            step = build_step(spec, workload, backend, p, args)
+            args = device_inputs(plan)
+            step = build_step(plan, args)
             t0 = time.perf_counter()
             for _ in range(max(2, spec.warmup)):  # compile and warm up outside the profile
                 step()
             backend.synchronize(spec.device)
             base["warmup_s"] = time.perf_counter() - t0
             if spec.cuda_graphs:
-                step = _capture_graph(step, spec.device)
+                step = backend.capture_graph(step, spec.device)
             if spec.backend == "cupy":
                 data = _profile_cupy(step, steps)
             else:
