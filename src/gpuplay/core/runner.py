@@ -21,8 +21,10 @@ from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.base import Backend, StepTimer
 from gpuplay.core.planner import AMP_DTYPES, check, compute_dtype
 from gpuplay.core.result import RunResult
+from gpuplay.core.interrupt import interruptible
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.system import cpu_count, cpu_name
+from gpuplay.core.usercode import UserCodeError
 from gpuplay.core.workloads import get_workload, relative_error
 from gpuplay.core.workloads.base import ITEMSIZE, Workload
 
@@ -132,12 +134,12 @@ _reference_cache = _LRU(4)
 
 
 def host_inputs(workload: Workload, p: dict[str, Any], seed: int) -> tuple[np.ndarray, ...]:
-    key = (workload.name, tuple(sorted(p.items())), seed)
+    key = (workload.cache_key, tuple(sorted(p.items())), seed)
     return _inputs_cache.get(key, lambda: workload.inputs(p, np.random.default_rng(seed)))
 
 
 def reference(workload: Workload, p: dict[str, Any], seed: int) -> np.ndarray:
-    key = (workload.name, tuple(sorted(p.items())), seed)
+    key = (workload.cache_key, tuple(sorted(p.items())), seed)
     return _reference_cache.get(key, lambda: workload.reference(p, host_inputs(workload, p, seed)))
 
 
@@ -335,13 +337,20 @@ def run(
     result.compute_dtype = cdtype
     p = workload.effective(workload.resolve(spec.params), backend.name, cdtype)
     result.size = workload.size_label(p)
-    result.flops = workload.flops(p)
-    result.bytes = workload.bytes_moved(p, ITEMSIZE[spec.dtype])
+    try:
+        result.flops = workload.flops(p)
+        result.bytes = workload.bytes_moved(p, ITEMSIZE[spec.dtype])
+    except UserCodeError as exc:
+        result.status, result.failure, result.finished = "failed", "user-code", _now()
+        result.message, result.detail = exc.summary, exc.detail
+        return result
     args: tuple[Any, ...] = ()
     out: Any = None
+    # A user's step may loop forever without looking at `cancel`: interrupt its Python instead.
+    guard = interruptible(cancel, Cancelled) if workload.user_code else contextlib.nullcontext()
     try:
-        with backend.configured(spec) as notes:
-            result.conditions = conditions(spec, backend, cdtype)
+        with backend.configured(spec) as notes, guard:
+            result.conditions = conditions(spec, backend, cdtype) | workload.provenance()
             timer = backend.step_timer(spec.device)
 
             shortfall = memory_shortfall(spec, workload, backend, p)
@@ -438,6 +447,9 @@ def run(
                     result.notes.append(f"the result holds NaN or inf ({cdtype} overflowed or lost range)")
     except Cancelled:
         result.status, result.message = "cancelled", "cancelled by the user"
+    except UserCodeError as exc:
+        result.status, result.failure = "failed", "user-code"
+        result.message, result.detail = exc.summary, exc.detail
     except Exception as exc:
         result.status = "failed"
         if backend.is_out_of_memory(exc):
