@@ -15,6 +15,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 
+class Interrupted(BaseException):
+    """Raised into a running thread on cancel. A BaseException, like KeyboardInterrupt, so that
+    neither a user's `except Exception` nor gpuplay's error wrapping swallows it."""
+
+
 def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> int:
     """Schedule `exc` in the thread (None withdraws a scheduled one); returns threads changed."""
     obj = ctypes.py_object(exc) if exc is not None else None
@@ -24,7 +29,7 @@ POLL_S = 0.1  # how often the watcher looks for the end of the block (it sleeps 
 
 
 @contextmanager
-def interruptible(cancel: threading.Event, exc_type: type[BaseException]) -> Iterator[None]:
+def interruptible(cancel: threading.Event, exc_type: type[BaseException] = Interrupted) -> Iterator[None]:
     """Raise `exc_type` in this thread when `cancel` is set while the block runs.
 
     The caller must catch `exc_type` around the `with` block: the exception can

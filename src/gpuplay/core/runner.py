@@ -21,7 +21,7 @@ from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.base import Backend, StepTimer
 from gpuplay.core.planner import AMP_DTYPES, check, compute_dtype
 from gpuplay.core.result import RunResult
-from gpuplay.core.interrupt import interruptible
+from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.system import cpu_count, cpu_name
 from gpuplay.core.usercode import UserCodeError
@@ -347,7 +347,7 @@ def run(
     args: tuple[Any, ...] = ()
     out: Any = None
     # A user's step may loop forever without looking at `cancel`: interrupt its Python instead.
-    guard = interruptible(cancel, Cancelled) if workload.user_code else contextlib.nullcontext()
+    guard = interruptible(cancel) if workload.user_code else contextlib.nullcontext()
     try:
         with backend.configured(spec) as notes, guard:
             result.conditions = conditions(spec, backend, cdtype) | workload.provenance()
@@ -445,7 +445,7 @@ def run(
                 if not np.isfinite(result.error):
                     result.failure = "not-finite"
                     result.notes.append(f"the result holds NaN or inf ({cdtype} overflowed or lost range)")
-    except Cancelled:
+    except (Cancelled, Interrupted):
         result.status, result.message = "cancelled", "cancelled by the user"
     except UserCodeError as exc:
         result.status, result.failure = "failed", "user-code"
