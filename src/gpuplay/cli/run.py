@@ -83,7 +83,7 @@ def run(
     for r in failed:
         err.print(f"{r.status}: {r.spec.label()}: {r.message}", style="red", highlight=False, markup=False)
         if r.detail:
-            err.print(r.detail, style="red", highlight=False, markup=False)
+            err.print(r.detail, style="red", highlight=False, markup=False, soft_wrap=True)
     if failed:
         sys.exit(1)
 
