@@ -6,13 +6,18 @@ result's `message` and `detail`), plus `show_user_code` to fill a CodeView.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
-from gpuplay.core.usercode import frame_lines
+from textual.app import App
+
+from gpuplay.core.codewatch import CodeFileWatcher
+from gpuplay.core.usercode import UserCodeError, frame_lines, load, read_source
 from gpuplay.tui.widgets import CodeView
 
 
@@ -64,3 +69,30 @@ def show_user_code(
                 ),
             )
         )
+
+
+def watch_code_files(app: App[object], paths: Iterable[Path], on_saved: Callable[[Path], None]) -> CodeFileWatcher:
+    """Start watching `paths`; `on_saved(path)` runs on the app's thread after each save.
+
+    Stop it in the app's `on_unmount` (`watcher.stop()`).
+    """
+
+    def from_watcher(path: Path) -> None:
+        with contextlib.suppress(RuntimeError):  # the app is closing
+            app.call_from_thread(on_saved, path)
+
+    return CodeFileWatcher(paths, from_watcher).start()
+
+
+def recheck(path: Path) -> tuple[str, str, str]:
+    """After a save: (source, message, detail). A file that cannot run (syntax, no step, a wrong
+    signature) gives its message at once, read without running it; else message is ''."""
+    try:
+        w = load(path)
+    except UserCodeError as exc:
+        try:
+            source = read_source(path)
+        except UserCodeError:
+            source = ""
+        return source, exc.summary, exc.detail
+    return w.info.source, "", ""
