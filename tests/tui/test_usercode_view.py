@@ -105,6 +105,8 @@ async def test_saving_a_broken_then_fixed_file_shows_the_error_then_reruns(tmp_p
 
 def test_error_renderable_has_message_and_frames():
     console = Console(width=100, record=True, color_system=None)
-    console.print(code_error_renderable("f.py:3: step() raised X: y", 'File "/a/f.py", line 3, in step\n    boom()'))
+    console.print(
+        code_error_renderable("f.py:3: step() raised X: y", 'File "/a/f.py", line 3, in step\n    boom()')
+    )
     out = console.export_text()
     assert "✗ f.py:3: step() raised X: y" in out and "line 3, in step" in out and "boom()" in out

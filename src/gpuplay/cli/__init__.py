@@ -42,7 +42,9 @@ def main(ctx: click.Context, scenario_dirs: tuple[str, ...], code_files: tuple[s
             kwargs["code_files"] = _code_files(code_files, run_app)
         run_app(scenario_dirs=[Path(d) for d in scenario_dirs], **kwargs)
     elif code_files:
-        raise click.UsageError("--code opens the playground; for a command, name the file: gpuplay run FILE.py")
+        raise click.UsageError(
+            "--code opens the playground; for a command, name the file: gpuplay run FILE.py"
+        )
 
 
 def _code_files(given: tuple[str, ...], run_app: object) -> list[Path]:

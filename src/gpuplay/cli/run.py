@@ -54,7 +54,9 @@ def run(
     try:
         sc = _code_scenario(scenario)
         if sc is None:
-            sc = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs)).get(scenario)
+            sc = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs)).get(
+                scenario
+            )
         params = {**sc.preset_params(preset), **parse_assignments(sizes)}
         params = get_workload(sc.workload).resolve(params)
         spec = RunSpec.make(sc.workload, params, scenario=sc.name, **pop_spec_fields(kw))

@@ -21,7 +21,9 @@ class CodeFileWatcher:
     end with `stop()` (joins the thread; safe to call twice).
     """
 
-    def __init__(self, paths: Iterable[Path | str], on_change: CodeChanged, *, debounce_ms: int = 300) -> None:
+    def __init__(
+        self, paths: Iterable[Path | str], on_change: CodeChanged, *, debounce_ms: int = 300
+    ) -> None:
         self.paths = {Path(p).expanduser().resolve() for p in paths}
         self.on_change = on_change
         self.debounce_ms = debounce_ms

@@ -25,6 +25,7 @@ def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> int:
     obj = ctypes.py_object(exc) if exc is not None else None
     return int(ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), obj))
 
+
 POLL_S = 0.1  # how often the watcher looks for the end of the block (it sleeps otherwise)
 
 

@@ -19,9 +19,9 @@ import numpy as np
 
 from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.base import Backend, StepTimer
+from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.planner import AMP_DTYPES, check, compute_dtype
 from gpuplay.core.result import RunResult
-from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.system import cpu_count, cpu_name
 from gpuplay.core.usercode import UserCodeError

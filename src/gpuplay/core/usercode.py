@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import importlib
 import importlib.util
 import linecache
 import math
@@ -56,7 +57,9 @@ class UserCodeError(ValueError):
     A ValueError, so the planner turns a bad file into a refusal with these words.
     """
 
-    def __init__(self, path: Path | str, problem: str, frames: tuple[Frame, ...] = (), hint: str = "") -> None:
+    def __init__(
+        self, path: Path | str, problem: str, frames: tuple[Frame, ...] = (), hint: str = ""
+    ) -> None:
         self.path = Path(path)
         self.problem = problem
         self.frames = frames
@@ -183,7 +186,9 @@ def inspect_code(path: Path, source: str | None = None) -> CodeInfo:
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             funcs[node.name] = node
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        elif (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
             assigns[node.targets[0].id] = node.value
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             assigns[node.target.id] = node.value
@@ -204,7 +209,9 @@ def inspect_code(path: Path, source: str | None = None) -> CodeInfo:
 
     step = funcs.get("step")
     if step is None:
-        raise UserCodeError(path, "defines no step() function", hint="add def step(xp, *arrays): ... returning an array")
+        raise UserCodeError(
+            path, "defines no step() function", hint="add def step(xp, *arrays): ... returning an array"
+        )
     step_arrays = _check_step(path, step)
     params = _params(path, literal("PARAMS", {}))
     names = [p.name for p in params]
@@ -232,7 +239,8 @@ def inspect_code(path: Path, source: str | None = None) -> CodeInfo:
                 raise UserCodeError(path, f"PRESETS[{preset!r}]: {exc}") from None
     tolerance = literal("TOLERANCE", {})
     if not isinstance(tolerance, dict) or not all(
-        k in EPS and isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for k, v in tolerance.items()
+        k in EPS and isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+        for k, v in tolerance.items()
     ):
         raise UserCodeError(path, f"TOLERANCE must map dtypes ({', '.join(EPS)}) to positive numbers")
     title = literal("TITLE", "")
@@ -333,14 +341,19 @@ def _params(path: Path, raw: Any) -> tuple[Param, ...]:
         unknown = set(opts) - _PARAM_KEYS
         if unknown or "default" not in opts:
             raise UserCodeError(
-                path, f"PARAMS[{name!r}] needs 'default' and may have {', '.join(sorted(_PARAM_KEYS - {'default'}))}"
+                path,
+                f"PARAMS[{name!r}] needs 'default' and may have {', '.join(sorted(_PARAM_KEYS - {'default'}))}",
             )
         default = opts["default"]
         if isinstance(default, bool) or not isinstance(default, int | float | str):
-            raise UserCodeError(path, f"PARAMS[{name!r}] default must be an int, float or str; got {default!r}")
+            raise UserCodeError(
+                path, f"PARAMS[{name!r}] default must be an int, float or str; got {default!r}"
+            )
         kind: type = type(default)
         choices = opts.get("choices")
-        if choices is not None and not (isinstance(choices, list | tuple) and all(isinstance(c, str) for c in choices)):
+        if choices is not None and not (
+            isinstance(choices, list | tuple) and all(isinstance(c, str) for c in choices)
+        ):
             raise UserCodeError(path, f"PARAMS[{name!r}] choices must be a list of strings")
         param = Param(
             name,
@@ -364,15 +377,9 @@ def _params(path: Path, raw: Any) -> tuple[Param, ...]:
 # -- the module itself, run only by a measurement ------------------------------------
 def namespace(backend: str) -> Any:
     """The array-API namespace a step gets for `backend` (array-api-compat's wrappers)."""
-    if backend == "numpy":
-        import array_api_compat.numpy as ns
-    elif backend == "torch":
-        import array_api_compat.torch as ns
-    elif backend == "cupy":
-        import array_api_compat.cupy as ns
-    else:
+    if backend not in ("numpy", "torch", "cupy"):
         raise ValueError(f"no array namespace for backend {backend!r}")
-    return ns
+    return importlib.import_module(f"array_api_compat.{backend}")
 
 
 def _is_array(x: Any) -> bool:
@@ -425,7 +432,12 @@ class UserCodeWorkload(Workload):
         module = importlib.util.module_from_spec(spec)
         module.__file__ = str(path)
         # Compile the text that was inspected and hashed, so the file cannot change under us.
-        linecache.cache[str(path)] = (len(self.info.source), None, self.info.source.splitlines(True), str(path))
+        linecache.cache[str(path)] = (
+            len(self.info.source),
+            None,
+            self.info.source.splitlines(True),
+            str(path),
+        )
         try:
             code = compile(self.info.source, str(path), "exec")
             exec(code, module.__dict__)  # noqa: S102 - the user's own file, run as `python FILE.py` would
@@ -445,7 +457,9 @@ class UserCodeWorkload(Workload):
 
     # -- the Workload interface ---------------------------------------------------------
     def size_label(self, p: Mapping[str, Any]) -> str:
-        return ", ".join(f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}" for k, v in p.items()) or "defaults"
+        return (
+            ", ".join(f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}" for k, v in p.items()) or "defaults"
+        )
 
     def inputs(self, p: Mapping[str, Any], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
         out = self._call("inputs()", self.module().inputs, rng, **p)
@@ -518,7 +532,12 @@ class UserCodeWorkload(Workload):
         if not (self.info.has_flops if name == "flops" else self.info.has_bytes):
             return 0.0
         value = self._call(f"{name}()", getattr(self.module(), name), *args, **p)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
             raise UserCodeError(self.path, f"{name}() must return a non-negative number; got {value!r}")
         return float(value)
 
@@ -531,8 +550,10 @@ class UserCodeWorkload(Workload):
 def _check_output(path: Path, out: Any) -> None:
     parts = out if isinstance(out, tuple | list) else (out,)
     if not parts or not all(_is_array(a) for a in parts):
-        got = type(out).__name__ if not isinstance(out, tuple | list) else f"{type(out).__name__} of " + ", ".join(
-            type(a).__name__ for a in parts
+        got = (
+            type(out).__name__
+            if not isinstance(out, tuple | list)
+            else f"{type(out).__name__} of " + ", ".join(type(a).__name__ for a in parts)
         )
         raise UserCodeError(
             path,

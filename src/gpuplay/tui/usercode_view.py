@@ -13,7 +13,6 @@ from pathlib import Path
 from rich.console import Group, RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
-
 from textual.app import App
 
 from gpuplay.core.codewatch import CodeFileWatcher
@@ -36,7 +35,10 @@ def code_source_renderable(path: Path | str, source: str, detail: str = "") -> R
     """The file with line numbers; the lines the traceback names are highlighted."""
     lines = set(frame_lines(detail))
     return Group(
-        Text(f"{Path(path).name}  (your code: runs with your rights, like python {Path(path).name})", style="bold"),
+        Text(
+            f"{Path(path).name}  (your code: runs with your rights, like python {Path(path).name})",
+            style="bold",
+        ),
         Syntax(
             source,
             "python",
@@ -71,7 +73,9 @@ def show_user_code(
         )
 
 
-def watch_code_files(app: App[object], paths: Iterable[Path], on_saved: Callable[[Path], None]) -> CodeFileWatcher:
+def watch_code_files(
+    app: App[object], paths: Iterable[Path], on_saved: Callable[[Path], None]
+) -> CodeFileWatcher:
     """Start watching `paths`; `on_saved(path)` runs on the app's thread after each save.
 
     Stop it in the app's `on_unmount` (`watcher.stop()`).
