@@ -439,6 +439,7 @@ def run(
 
             if spec.check and out is not None:
                 phase("check")
+                workload.validate_output(out)
                 got = workload.checked(backend.to_host(out), p)
                 result.error = relative_error(got, reference(workload, p, spec.seed))
                 result.tolerance = float(workload.tolerance(cdtype, p))
