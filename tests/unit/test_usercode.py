@@ -281,3 +281,11 @@ def test_torch_cuda_is_refused_with_the_reason_here(tmp_path):
         pytest.skip("this machine has CUDA")
     r = run(spec_for(write(tmp_path, GOOD), backend="torch", device="cuda"))
     assert r.status == "refused" and r.message
+
+
+@pytest.mark.slow
+def test_torch_compile_traces_the_users_step_cleanly():
+    sc = scenario_for(EXAMPLES / "softmax.py")
+    r = run(RunSpec.make(sc.workload, sc.preset_params("quick"), backend="torch", compile="default", repeat=3))
+    assert r.status == "ok" and r.failure == "" and r.compile_s and r.compile_s > 0
+    assert r.conditions["compile"] == "default" and r.check_ok
