@@ -286,6 +286,38 @@ def test_torch_cuda_is_refused_with_the_reason_here(tmp_path):
 @pytest.mark.slow
 def test_torch_compile_traces_the_users_step_cleanly():
     sc = scenario_for(EXAMPLES / "softmax.py")
-    r = run(RunSpec.make(sc.workload, sc.preset_params("quick"), backend="torch", compile="default", repeat=3))
+    r = run(
+        RunSpec.make(sc.workload, sc.preset_params("quick"), backend="torch", compile="default", repeat=3)
+    )
     assert r.status == "ok" and r.failure == "" and r.compile_s and r.compile_s > 0
     assert r.conditions["compile"] == "default" and r.check_ok
+
+
+def test_the_file_imports_like_a_script_beside_its_helpers(tmp_path):
+    (tmp_path / "helpers_for_mine.py").write_text("SCALE = 3.0\n")
+    path = write(
+        tmp_path,
+        "from dataclasses import dataclass\nfrom helpers_for_mine import SCALE\n\n"
+        "@dataclass\nclass Box:\n    k: float = SCALE\n"
+        + GOOD.replace("* 2.0", "* Box().k")
+        + '\nif __name__ == "__main__":\n    raise SystemExit("not under gpuplay")\n',
+    )
+    r = run(spec_for(path))
+    assert r.status == "ok" and r.check_ok, (r.message, r.detail)
+
+
+def test_listing_and_showing_a_code_file_imports_no_array_library(tmp_path):
+    import subprocess
+    import sys
+
+    path = write(tmp_path, "import torch\n" + GOOD)
+    script = (
+        "import sys\n"
+        "from gpuplay.core.usercode import scenario_for\n"
+        "from gpuplay.core.workloads import get_workload\n"
+        f"sc = scenario_for({str(path)!r}); w = get_workload(sc.workload)\n"
+        "w.resolve({}); w.source('torch', {}); sc.preset_params(None)\n"
+        "print(sorted(m for m in ('torch', 'cupy', 'array_api_compat.torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

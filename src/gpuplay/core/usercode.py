@@ -14,6 +14,7 @@ config.toml. Scenario files are data and can never name code (see scenarios.py).
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -438,12 +439,21 @@ class UserCodeWorkload(Workload):
             self.info.source.splitlines(True),
             str(path),
         )
+        # As `python FILE.py` would: the file's folder first on sys.path (for its own helper
+        # modules), and the module registered while it runs (dataclasses look it up). It is
+        # imported, not run as __main__, so an `if __name__ == "__main__":` block stays out.
+        folder = str(path.parent)
+        sys.path.insert(0, folder)
+        sys.modules[mod_name] = module
         try:
             code = compile(self.info.source, str(path), "exec")
             exec(code, module.__dict__)  # noqa: S102 - the user's own file, run as `python FILE.py` would
         except Exception as exc:
+            sys.modules.pop(mod_name, None)
             raise UserCodeError.from_exception(path, exc, "importing the file") from None
-        sys.modules.setdefault(mod_name, module)
+        finally:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(folder)
         for name in ("step", "inputs"):
             if not callable(getattr(module, name, None)):
                 raise UserCodeError(path, f"{name} is not a function after running the file")
