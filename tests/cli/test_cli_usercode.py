@@ -92,3 +92,28 @@ def test_code_option_refused_while_the_app_cannot_take_it(cli, monkeypatch):
     monkeypatch.setattr(app, "run_app", lambda scenario_dirs=None: None)
     res = cli.invoke(main, ["--code", str(EXAMPLES / "nbody.py")])
     assert res.exit_code == 2 and "gpuplay run FILE.py" in res.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_step_that_never_returns(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "loop.py"
+    path.write_text(
+        "def inputs(rng, n=100):\n    return rng.random(n)\n\ndef step(xp, x):\n    while True:\n        x = x + 1\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuplay", "run", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background job ignores it
+    )
+    time.sleep(4)
+    assert proc.poll() is None, "the endless step should still be running"
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1 and "Aborted" in err and "Traceback" not in err
