@@ -321,3 +321,17 @@ def test_listing_and_showing_a_code_file_imports_no_array_library(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_amp_eligibility_is_read_from_the_code(tmp_path):
+    from gpuplay.core.planner import compute_dtype
+
+    plain = spec_for(write(tmp_path, GOOD, "plain.py"), backend="torch", amp="bf16")
+    mm = spec_for(
+        write(tmp_path, GOOD.replace("xp.sin(x) * 2.0", "xp.sin(x) * (x @ x)"), "mm.py"),
+        backend="torch",
+        amp="bf16",
+    )
+    assert compute_dtype(plain) == "float32" and compute_dtype(mm) == "bfloat16"
+    r = run(mm)
+    assert r.status == "ok" and r.compute_dtype == "bfloat16" and r.check_ok, (r.error, r.tolerance)

@@ -155,6 +155,7 @@ class CodeInfo:
     has_flops: bool
     has_bytes: bool
     step_line: int = 0
+    amp_eligible: bool = False  # has an op torch.autocast lowers (matmul-like), read from the syntax
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -264,7 +265,26 @@ def inspect_code(path: Path, source: str | None = None) -> CodeInfo:
         has_flops="flops" in funcs,
         has_bytes="bytes" in funcs,
         step_line=step.lineno,
+        amp_eligible=_has_autocast_op(tree),
     )
+
+
+# Ops torch.autocast runs in half precision (its "lower precision" list), as a user writes them.
+_AUTOCAST_OPS = {
+    "matmul", "tensordot", "einsum", "vecdot", "mm", "bmm", "addmm", "baddbmm", "addbmm",
+    "linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "prelu",
+}  # fmt: skip
+
+
+def _has_autocast_op(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr in _AUTOCAST_OPS:
+            return True
+        if isinstance(node, ast.Name) and node.id in _AUTOCAST_OPS:
+            return True
+    return False
 
 
 def _sig_frame(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[Frame, ...]:
@@ -403,6 +423,7 @@ class UserCodeWorkload(Workload):
         self.title = info.title
         self.description = info.description
         self.params = info.params
+        self.amp_eligible = info.amp_eligible
         self._lock = threading.Lock()
         self._module: types.ModuleType | None = None
 
