@@ -17,8 +17,17 @@ from gpuplay.cli.options import scenario_dirs_option
 @click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpuplay")
 @scenario_dirs_option
+@click.option(
+    "--code",
+    "code_files",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    metavar="FILE.py",
+    help="Open your own code file as a scenario, reloaded when saved (repeatable; also `code_files` "
+    "in config.toml). It runs with your rights, like `python FILE.py`.",
+)
 @click.pass_context
-def main(ctx: click.Context, scenario_dirs: tuple[str, ...]) -> None:
+def main(ctx: click.Context, scenario_dirs: tuple[str, ...], code_files: tuple[str, ...]) -> None:
     """An interactive GPU playground for numerical Python.
 
     With no command, opens the live playground (a terminal UI).
@@ -28,7 +37,31 @@ def main(ctx: click.Context, scenario_dirs: tuple[str, ...]) -> None:
     if ctx.invoked_subcommand is None:
         from gpuplay.tui.app import run_app
 
-        run_app(scenario_dirs=[Path(d) for d in scenario_dirs])
+        kwargs = {}
+        if code_files:
+            kwargs["code_files"] = _code_files(code_files, run_app)
+        run_app(scenario_dirs=[Path(d) for d in scenario_dirs], **kwargs)
+    elif code_files:
+        raise click.UsageError(
+            "--code opens the playground; for a command, name the file: gpuplay run FILE.py"
+        )
+
+
+def _code_files(given: tuple[str, ...], run_app: object) -> list[Path]:
+    """The --code files, each checked now so a bad one is a message, not a broken app."""
+    import inspect
+
+    from gpuplay.core.usercode import UserCodeError, inspect_code
+
+    if "code_files" not in inspect.signature(run_app).parameters:  # type: ignore[arg-type]
+        raise click.UsageError("this playground cannot open code files yet; use `gpuplay run FILE.py`")
+    paths = [Path(g).expanduser().resolve() for g in given]
+    for path in paths:
+        try:
+            inspect_code(path)
+        except UserCodeError as exc:
+            raise click.UsageError(exc.summary + (f"\n{exc.detail}" if exc.detail else "")) from None
+    return paths
 
 
 def _register() -> None:

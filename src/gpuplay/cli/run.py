@@ -17,7 +17,7 @@ FORMATS = ("table", "json", "csv")
 
 
 @click.command()
-@click.argument("scenario")
+@click.argument("scenario", metavar="SCENARIO|FILE.py")
 @spec_options
 @click.option("--preset", "-p", default=None, help="quick, published, or a preset the scenario defines.")
 @click.option(
@@ -49,15 +49,22 @@ def run(
     trace: str | None,
     **kw: Any,
 ) -> None:
-    """Time one scenario in one configuration."""
+    """Time one scenario, or your own code file, in one configuration.
+
+    FILE.py defines step(xp, *arrays) and inputs(rng, **params); it runs with your
+    rights, like `python FILE.py` (see docs/your-code.md).
+    """
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.runner import run as run_spec
     from gpuplay.core.spec import RunSpec
     from gpuplay.core.workloads import get_workload
 
-    sset = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs))
     try:
-        sc = sset.get(scenario)
+        sc = _code_scenario(scenario)
+        if sc is None:
+            sc = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs)).get(
+                scenario
+            )
         params = {**sc.preset_params(preset), **parse_assignments(sizes)}
         params = get_workload(sc.workload).resolve(params)
         spec = RunSpec.make(sc.workload, params, scenario=sc.name, **pop_spec_fields(kw))
@@ -85,6 +92,8 @@ def run(
     failed = [r for r in results if r.status in ("failed", "refused")]
     for r in failed:
         err.print(f"{r.status}: {r.spec.label()}: {r.message}", style="red", highlight=False, markup=False)
+        if r.detail:
+            err.print(r.detail, style="red", highlight=False, markup=False, soft_wrap=True)
     if failed:
         sys.exit(1)
     if profile or trace:
@@ -92,6 +101,19 @@ def run(
 
         if not profile_and_print(spec, trace, fmt):
             sys.exit(1)
+
+
+def _code_scenario(arg: str) -> Any:
+    """A code file named on the command line (or by its stem, from code_files in config.toml)."""
+    from gpuplay.core.config import load_config
+    from gpuplay.core.usercode import looks_like_code_path, scenario_for
+
+    if looks_like_code_path(arg):
+        return scenario_for(arg)
+    for path in load_config().code_files:
+        if path.stem == arg:
+            return scenario_for(path)
+    return None
 
 
 command = run

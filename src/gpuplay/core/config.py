@@ -23,6 +23,7 @@ def state_dir() -> Path:
 @dataclass
 class Config:
     scenario_dirs: list[Path] = field(default_factory=list)
+    code_files: list[Path] = field(default_factory=list)  # the user's own code files: trusted to run
     sample_interval: float = 0.5
     problems: list[str] = field(default_factory=list)  # what was wrong with the file, if anything
 
@@ -45,6 +46,14 @@ def load_config(path: Path | None = None) -> Config:
         cfg.scenario_dirs = [Path(d).expanduser() for d in dirs]
     else:
         cfg.problems.append(f"{path}: scenario_dirs must be a list of paths; ignored")
+    codes = data.get("code_files", [])
+    if isinstance(codes, str):
+        codes = [codes]
+    if isinstance(codes, list) and all(isinstance(c, str) for c in codes):
+        # A relative path is relative to config.toml's folder, not to wherever gpuplay starts.
+        cfg.code_files = [path.parent / Path(c).expanduser() for c in codes]
+    else:
+        cfg.problems.append(f"{path}: code_files must be a list of paths to .py files; ignored")
     interval = data.get("sample_interval", cfg.sample_interval)
     if isinstance(interval, int | float) and not isinstance(interval, bool) and interval > 0:
         cfg.sample_interval = float(interval)

@@ -15,6 +15,7 @@ class RunResult:
     spec: RunSpec
     status: str = "ok"  # ok | cancelled | failed | refused
     message: str = ""  # why it failed or was refused, in words
+    detail: str = ""  # more lines for the message: a user code file's traceback frames
     failure: str = ""  # out-of-memory | compile | error | not-finite | '' (for tests and exports)
     samples: list[float] = field(default_factory=list)  # timed steps, seconds
     warmup: list[float] = field(default_factory=list)
@@ -113,6 +114,7 @@ class RunResult:
             "spec": self.spec.to_dict(),
             "status": self.status,
             "message": self.message,
+            "detail": self.detail,
             "failure": self.failure,
             "summary": s.to_dict() if s else None,
             "samples_s": self.samples,
@@ -145,6 +147,7 @@ class RunResult:
             spec=RunSpec.from_dict(d["spec"]),
             status=d.get("status", "ok"),
             message=d.get("message", ""),
+            detail=d.get("detail", ""),
             failure=d.get("failure", ""),
             samples=list(d.get("samples_s") or []),
             warmup=list(d.get("warmup_s") or []),

@@ -96,6 +96,14 @@ def parse_scenario(text: str, path: Path | str = "<string>") -> Scenario:
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ScenarioError(path, "name", f"use letters, digits, '-' and '_' only; got {name!r}")
     workload_name = _require(data, "workload", str, path)
+    if workload_name.startswith("code:") or workload_name.endswith(".py"):
+        raise ScenarioError(
+            path,
+            "workload",
+            f"{workload_name!r} names code to run; a scenario file is data and can never run code. "
+            "Run a code file yourself with `gpuplay run FILE.py` or `gpuplay --code FILE.py`, "
+            "or list it under code_files in your config.toml",
+        )
     if workload_name not in registry():
         raise ScenarioError(
             path, "workload", f"unknown workload {workload_name!r} (known: {', '.join(registry())})"

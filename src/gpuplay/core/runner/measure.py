@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpuplay.core.backends.base import StepTimer
+from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.inputs import clear_caches, device_inputs, reference, transfer_inputs
 from gpuplay.core.runner.loop import Cancelled, LoopOutcome, PhaseCallback, SampleCallback, timed_loop
@@ -23,6 +24,7 @@ from gpuplay.core.runner.plan import RunPlan, conditions, resolve
 from gpuplay.core.runner.preflight import estimate_step_seconds, memory_shortfall
 from gpuplay.core.runner.steps import build_step
 from gpuplay.core.spec import Refusal, RunSpec
+from gpuplay.core.usercode import UserCodeError
 from gpuplay.core.workloads import relative_error
 
 try:  # page faults per step, a diagnostic of allocator behaviour (Unix only)
@@ -60,7 +62,12 @@ def run(
 ) -> RunResult:
     """Measure `spec`. Never raises for a failure a user can cause: the result says what happened."""
     result = RunResult(spec=spec, started=_now())
-    plan = resolve(spec, probe_timeout)
+    try:
+        plan = resolve(spec, probe_timeout)
+    except UserCodeError as exc:  # a user's flops() or bytes() raised
+        result.status, result.failure, result.finished = "failed", "user-code", _now()
+        result.message, result.detail = exc.summary, exc.detail
+        return result
     if isinstance(plan, Refusal):
         result.status, result.message, result.finished = "refused", str(plan), _now()
         return result
@@ -95,9 +102,11 @@ class _Measurement:
     def run(self) -> None:
         plan, result = self.plan, self.result
         backend, device = plan.backend, plan.spec.device
+        # A user's step may loop forever without looking at `cancel`: interrupt its Python instead.
+        guard = interruptible(self.cancel) if plan.workload.user_code else contextlib.nullcontext()
         try:
-            with backend.configured(plan.spec) as notes:
-                result.conditions = conditions(plan)
+            with backend.configured(plan.spec) as notes, guard:
+                result.conditions = conditions(plan) | plan.workload.provenance()
                 timer = backend.step_timer(device)
                 if self.preflight(timer):
                     out = self.measure(timer)
@@ -105,8 +114,11 @@ class _Measurement:
                     if out is not None and plan.spec.check:
                         self.phase("check")
                         self.check(out)
-        except Cancelled:
+        except (Cancelled, Interrupted):
             result.status, result.message = "cancelled", "cancelled by the user"
+        except UserCodeError as exc:
+            result.status, result.failure = "failed", "user-code"
+            result.message, result.detail = exc.summary, exc.detail
         except Exception as exc:
             result.status = "failed"
             if backend.is_out_of_memory(exc):
@@ -221,6 +233,7 @@ class _Measurement:
         """Compare the last output with the float64 reference."""
         plan, result = self.plan, self.result
         w, p = plan.workload, plan.params
+        w.validate_output(out)
         got = w.checked(plan.backend.to_host(out), p)
         del out
         result.error = relative_error(got, reference(w, p, plan.spec.seed))

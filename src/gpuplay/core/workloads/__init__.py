@@ -41,6 +41,14 @@ def registry() -> dict[str, Workload]:
 
 
 def get_workload(name: str) -> Workload:
+    """A built-in workload by name, or a user's code file named ``code:/absolute/path.py``.
+
+    A code file is re-read when it changes on disk; nothing in it runs here.
+    """
+    if name.startswith("code:"):
+        from gpuplay.core.usercode import load
+
+        return load(name)
     try:
         return registry()[name]
     except KeyError:

@@ -78,6 +78,16 @@ class Workload:
     compile_safe: bool = True
     half_ok: bool = True  # computes in float16/bfloat16 natively on some backend
     tol_scale: float = 10.0
+    user_code: bool = False  # runs a user's file: a cancel interrupts its Python loops
+
+    @property
+    def cache_key(self) -> str:
+        """Names this version of the computation in the input and reference caches."""
+        return self.name
+
+    def provenance(self) -> dict[str, Any]:
+        """What identifies the code a result measured, beside its conditions."""
+        return {}
 
     # -- parameters ------------------------------------------------------------
     def param(self, name: str) -> Param:
@@ -158,6 +168,10 @@ class Workload:
     def reference(self, p: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> np.ndarray:
         """The checked quantity, computed by NumPy in float64."""
         raise NotImplementedError
+
+    def validate_output(self, out: Any) -> None:
+        """Raise if a step's device output is not what `checked` can compare (user code)."""
+        return None
 
     def checked(self, out: Any, p: Mapping[str, Any]) -> np.ndarray:
         """The quantity compared with the reference, from the host copy of the output."""

@@ -1,0 +1,119 @@
+"""`gpuplay run FILE.py` and `gpuplay --code FILE.py` on real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuplay.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+RAISES = """
+def inputs(rng, n=100):
+    return rng.random(n)
+
+def step(xp, x):
+    return x[0] / undefined_name
+"""
+
+
+@pytest.fixture
+def cli():
+    return CliRunner()
+
+
+def test_run_a_code_file_with_baseline_as_json(cli):
+    res = cli.invoke(
+        main,
+        ["run", str(EXAMPLES / "softmax.py"), "-b", "torch", "--baseline", "-p", "quick", "-s", "cols=256",
+         "--repeat", "3", "--warmup", "1", "--format", "json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["results"]
+    assert [r["label"] for r in rows] == ["numpy cpu float32", "torch cpu float32"]
+    assert all(r["status"] == "ok" and r["check_ok"] for r in rows)
+    assert rows[1]["workload"] == "code:" + str((EXAMPLES / "softmax.py").resolve())
+    assert rows[1]["size"] == "rows=512, cols=256"
+
+
+def test_run_a_file_whose_step_raises_prints_its_frames(cli, tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text(RAISES)
+    res = cli.invoke(main, ["run", str(path), "--repeat", "2"])
+    assert res.exit_code == 1
+    flat = " ".join(res.stderr.split())
+    assert "broken.py:6: step() raised NameError: name 'undefined_name' is not defined" in flat
+    assert f'File "{path}", line 6, in step' in res.stderr
+    assert "Traceback (most recent call last)" not in res.output + res.stderr
+
+
+def test_run_a_missing_or_broken_file_is_a_usage_error(cli, tmp_path):
+    res = cli.invoke(main, ["run", str(tmp_path / "gone.py")])
+    assert res.exit_code == 2 and "gone.py: no such file" in res.stderr
+    (tmp_path / "bad.py").write_text("def step(xp, x):\n  return (\n")
+    res = cli.invoke(main, ["run", str(tmp_path / "bad.py")])
+    assert res.exit_code == 2 and "bad.py:2: SyntaxError" in res.stderr
+
+
+def test_a_config_code_file_runs_by_its_name(cli, tmp_path, monkeypatch):
+    cfg_dir = tmp_path / "cfg"
+    cfg_dir.mkdir()
+    (cfg_dir / "config.toml").write_text(f'code_files = ["{EXAMPLES / "monte_carlo_pi.py"}"]\n')
+    monkeypatch.setenv("GPUPLAY_CONFIG_DIR", str(cfg_dir))
+    res = cli.invoke(main, ["run", "monte_carlo_pi", "-p", "quick", "--repeat", "2", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["results"][0]["check_ok"]
+
+
+def test_code_option_passes_checked_paths_to_the_app(cli, monkeypatch, tmp_path):
+    import gpuplay.tui.app as app
+
+    calls = []
+
+    def run_app(scenario_dirs=None, *, code_files=None):
+        calls.append(code_files)
+
+    monkeypatch.setattr(app, "run_app", run_app)
+    res = cli.invoke(main, ["--code", str(EXAMPLES / "nbody.py")])
+    assert res.exit_code == 0, res.output
+    assert calls == [[(EXAMPLES / "nbody.py").resolve()]]
+    (tmp_path / "nostep.py").write_text("x = 1\n")
+    res = cli.invoke(main, ["--code", str(tmp_path / "nostep.py")])
+    assert res.exit_code == 2 and "nostep.py: defines no step() function" in res.stderr
+    assert len(calls) == 1
+
+
+def test_code_option_refused_while_the_app_cannot_take_it(cli, monkeypatch):
+    import gpuplay.tui.app as app
+
+    monkeypatch.setattr(app, "run_app", lambda scenario_dirs=None: None)
+    res = cli.invoke(main, ["--code", str(EXAMPLES / "nbody.py")])
+    assert res.exit_code == 2 and "gpuplay run FILE.py" in res.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_step_that_never_returns(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "loop.py"
+    path.write_text(
+        "def inputs(rng, n=100):\n    return rng.random(n)\n\ndef step(xp, x):\n    while True:\n        x = x + 1\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuplay", "run", str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background job ignores it
+    )
+    time.sleep(4)
+    assert proc.poll() is None, "the endless step should still be running"
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 1 and "Aborted" in err and "Traceback" not in err
