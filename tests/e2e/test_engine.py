@@ -140,3 +140,53 @@ def test_death_causes_in_words():
     assert "segmentation fault" in death_cause(-11)
     assert "code 7" in death_cause(7)
     assert "poisons" in death_cause(3)
+
+
+# -- users' code that takes its process down: the engine's reason to exist -----------------
+FAULTY = {
+    "segfault": "import ctypes\n\ndef step(xp, x):\n    return ctypes.string_at(0)\n",
+    "exit": "import os\n\ndef step(xp, x):\n    os._exit(7)\n",
+    "hang_in_c": "import time\n\ndef step(xp, x):\n    time.sleep(3600)\n    return x\n",
+    "hang_in_python": "def step(xp, x):\n    while True:\n        pass\n",
+}
+INPUTS = "\n\ndef inputs(rng):\n    return (rng.standard_normal(64),)\n"
+
+
+def _code_spec(tmp_path, kind: str) -> RunSpec:
+    from gpuplay.core.usercode import code_ref
+
+    path = tmp_path / f"{kind}.py"
+    path.write_text(FAULTY[kind] + INPUTS)
+    return RunSpec.make(code_ref(path), {}, budget_s=0.2, warmup=1, max_step_s=3600)
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [("segfault", "SIGSEGV"), ("exit", "exited with code 7")],
+)
+def test_users_code_that_kills_its_process_is_reported_and_the_next_run_works(engine, tmp_path, kind, words):
+    r = engine.run(_code_spec(tmp_path, kind))
+    assert r.status == "failed" and r.failure == "engine-died", r.message
+    assert words in r.message
+    if kind == "segfault":
+        assert "Fatal Python error: Segmentation fault" in r.message  # faulthandler, from the engine log
+    again = engine.run(RunSpec.make("matmul", {"n": 64}, budget_s=0.1))
+    assert again.status == "ok", again.message
+
+
+@pytest.mark.parametrize("kind", ["hang_in_python", "hang_in_c"])
+def test_users_code_that_never_returns_is_cancelled_or_killed(engine, tmp_path, kind):
+    cancel = threading.Event()
+
+    def on_phase(name: str, _d: str) -> None:
+        if name in ("estimate", "warmup"):
+            _later(1.0, cancel.set)
+
+    t0 = time.monotonic()
+    r = engine.run(_code_spec(tmp_path, kind), cancel=cancel, on_phase=on_phase)
+    assert r.status == "cancelled"
+    assert time.monotonic() - t0 < 1.0 + 3.0
+    if kind == "hang_in_c":
+        assert "replaced" in r.message  # time.sleep ignores Python-level interrupts: killed
+    again = engine.run(RunSpec.make("matmul", {"n": 64}, budget_s=0.1))
+    assert again.status == "ok", again.message
