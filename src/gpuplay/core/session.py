@@ -50,6 +50,9 @@ class LiveSession:
     results: list[RunResult] = field(default_factory=list)
     baselines: dict[RunSpec, RunResult] = field(default_factory=dict)
     baseline_running: bool = False
+    # What was on screen before the current run: a user's file that fails after a save keeps
+    # its last good result visible.
+    previous: tuple[list[tuple[str, float]], RunResult | None] = ([], None)
 
     def __post_init__(self) -> None:
         if self.scenario is None and self.scenario_set.scenarios:
@@ -60,7 +63,9 @@ class LiveSession:
         """The live spec for the current scenario, preset and limits, keeping `base`'s levers."""
         assert self.scenario is not None
         sc = self.scenario
-        params = sc.preset_params(None if self.preset == "default" else self.preset)
+        # A user's code file may define no presets: its own defaults stand in for them.
+        preset = self.preset if self.preset != "default" and self.preset in sc.presets else None
+        params = sc.preset_params(preset)
         common: dict[str, Any] = dict(scenario=sc.name, threads=self.threads, budget_s=self.budget_s,
                                       max_step_s=self.step_limit, warmup=3, max_repeat=LIVE_MAX_STEPS)  # fmt: skip
         if base is None:
@@ -90,6 +95,7 @@ class LiveSession:
     def begin_run(self) -> int:
         """A new live measurement replaces whatever was on screen; returns its run id."""
         self.run_id += 1
+        self.previous = (self.samples, self.live_result)
         self.samples = []
         self.live_result = None
         self.baseline_running = False
@@ -129,6 +135,12 @@ class LiveSession:
             return out
         self.live_result = result
         self.phase = "done" if result.status == "ok" else result.status
+        kept_samples, kept = self.previous
+        if result.failure == "user-code" and kept is not None and kept.spec.workload == result.spec.workload:
+            self.samples, self.live_result = kept_samples, kept
+            self.phase = "failed: your code (the last good result stays shown)"
+            out.notify.append((result.message, "your code failed", "error"))
+            return out
         if result.status in ("failed", "refused"):
             out.notify.append((result.message, f"{result.spec.label()} {result.status}", "error"))
         elif result.status == "ok":
@@ -158,6 +170,10 @@ class LiveSession:
             return self.baselines.get(baseline_spec(spec))
         except (KeyError, ValueError):
             return None
+
+    def forget_workload(self, workload: str) -> None:
+        """A user's file changed: its baselines measured the old code."""
+        self.baselines = {s: r for s, r in self.baselines.items() if s.workload != workload}
 
     def reset(self) -> None:
         self.results.clear()

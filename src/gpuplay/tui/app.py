@@ -30,10 +30,12 @@ from gpuplay.core.sessionlog import SessionLog, write_atomic
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import cpu_count
 from gpuplay.core.telemetry import RunTelemetry, Sampler, Snapshot, nvml_status
+from gpuplay.core.usercode import UserCodeError, code_ref, scenario_for
 from gpuplay.tui import viewmodels
 from gpuplay.tui.controls import cycle, live_threads
 from gpuplay.tui.layout import compose_main
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
+from gpuplay.tui.usercode_view import recheck, show_user_code, watch_code_files
 from gpuplay.tui.widgets import (
     ClaimLine,
     CodeView,
@@ -86,11 +88,18 @@ class GpuPlayApp(App[None]):
         export_dir: Path | None = None,
         preset: str = "quick",
         budget_s: float = LIVE_BUDGET_S,
+        code_files: list[Path] | None = None,
     ) -> None:
         super().__init__()
         cfg = load_config()
         self.config_problems = cfg.problems
         self.scenario_set: ScenarioSet = load_scenarios([*cfg.scenario_dirs, *(scenario_dirs or [])])
+        self.code_paths, code_problems = _code_scenarios(
+            self.scenario_set, [*(code_files or []), *cfg.code_files]
+        )
+        self.config_problems = [*self.config_problems, *code_problems]
+        self.code_errors: dict[str, tuple[str, str]] = {}  # workload name -> (message, detail)
+        self._code_watch: Any = None
         self.session = LiveSession(self.scenario_set, threads=live_threads(cpu_count()), preset=preset,
                                    budget_s=budget_s, autostart=autostart)  # fmt: skip
         self.autostart = autostart
@@ -159,6 +168,8 @@ class GpuPlayApp(App[None]):
         # The engine imports torch and probes the devices in its own process; the first frame
         # does not wait for it, and the first measurement does.
         self.engine.start()
+        if self.code_paths:
+            self._code_watch = watch_code_files(self, self.code_paths, self.on_code_saved)
 
     def on_resize(self, event: Any) -> None:
         self._adapt_layout(event.size.width, event.size.height)
@@ -172,10 +183,27 @@ class GpuPlayApp(App[None]):
         self.cancel.set()
         self.paused.clear()
         self.engine.kill()  # nothing in it to save; a compile or a long step must not delay quitting
+        if self._code_watch is not None:
+            self._code_watch.stop()
         if not self.engine.in_process:
             forget_engine_probe()
         if self.sampler is not None:
             self.sampler.stop()
+
+    def on_code_saved(self, path: Path) -> None:
+        """A code file was saved: check it without running it, then re-run if it is the one shown."""
+        name = code_ref(path)
+        source, message, detail = recheck(path)
+        self.session.forget_workload(name)
+        if message:
+            self.code_errors[name] = (message, detail)
+            self.notify(message, title=f"{path.name} cannot run", severity="error", timeout=8)
+        else:
+            self.code_errors.pop(name, None)
+        if self.spec is not None and self.spec.workload == name:
+            if not message:
+                self.start_measurement()
+            self.refresh_all()
 
     def _quit_on_signal(self, sig: int) -> None:
         self.exit_signal = sig
@@ -262,7 +290,13 @@ class GpuPlayApp(App[None]):
             self.refresh_live()
 
     def on_run_finished(self, msg: RunFinished) -> None:
-        todo = self.session.finish(msg.run_id, msg.result, msg.role)
+        r = msg.result
+        if r.spec.workload.startswith("code:") and msg.run_id == self.session.run_id:
+            if r.failure == "user-code":
+                self.code_errors[r.spec.workload] = (r.message, r.detail)
+            elif r.status == "ok":
+                self.code_errors.pop(r.spec.workload, None)
+        todo = self.session.finish(msg.run_id, r, msg.role)
         if todo.log and not self.session_log.append(msg.result):
             self.notify(self.session_log.error or "session log not written", severity="warning")
         for message, title, severity in todo.notify:
@@ -421,6 +455,15 @@ class GpuPlayApp(App[None]):
         if self.spec is None:
             return
         titles = {b.name: b.title for b in all_backends()}
+        if self.spec.workload.startswith("code:"):
+            path = Path(self.spec.workload[len("code:") :])
+            source, message, detail = recheck(path)
+            message, detail = (
+                (message, detail) if message else self.code_errors.get(self.spec.workload, ("", ""))
+            )
+            title = titles.get(self.spec.backend, self.spec.backend)
+            show_user_code(self.main.query_one(CodeView), path, source, title, message, detail)
+            return
         self.main.query_one(CodeView).show(*viewmodels.code_panes(self.spec, titles))
 
     def refresh_telemetry(self) -> None:
@@ -441,8 +484,25 @@ class GpuPlayApp(App[None]):
         self.refresh_all()
 
 
-def run_app(scenario_dirs: list[Path] | None = None) -> None:
-    app = GpuPlayApp(scenario_dirs)
+def _code_scenarios(sset: ScenarioSet, paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """Put the user's code files first in the scenario list; a broken one is a warning."""
+    found: dict[str, Any] = {}
+    problems: list[str] = []
+    kept: list[Path] = []
+    for path in paths:
+        try:
+            sc = scenario_for(path)
+        except UserCodeError as exc:
+            problems.append(f"code file {path}: {exc.summary}")
+            continue
+        found[sc.name] = sc
+        kept.append(Path(sc.path or path))
+    sset.scenarios = {**found, **{k: v for k, v in sset.scenarios.items() if k not in found}}
+    return kept, problems
+
+
+def run_app(scenario_dirs: list[Path] | None = None, *, code_files: list[Path] | None = None) -> None:
+    app = GpuPlayApp(scenario_dirs, code_files=code_files)
     app.run()
     if app.exit_signal is not None:
         raise SystemExit(128 + app.exit_signal)

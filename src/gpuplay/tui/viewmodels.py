@@ -13,6 +13,7 @@ from gpuplay.core.compare import is_baseline
 from gpuplay.core.report import fmt_time
 from gpuplay.core.session import LiveSession
 from gpuplay.core.spec import RunSpec
+from gpuplay.core.usercode import is_code_ref
 from gpuplay.core.workloads import get_workload
 from gpuplay.core.workloads.base import ITEMSIZE
 
@@ -108,6 +109,8 @@ def code_panes(spec: RunSpec, titles: dict[str, str]) -> tuple[str, str, str, st
 @functools.lru_cache(maxsize=64)
 def step_cost(spec: RunSpec) -> tuple[float | None, float | None]:
     """FLOPs and bytes of one step, for the live rates before the run's own figures arrive."""
+    if is_code_ref(spec.workload):
+        return None, None  # a user's flops() is their code: it runs in the engine, never here
     w = get_workload(spec.workload)
     try:
         p = w.effective(w.resolve(spec.params), spec.backend, spec.dtype)

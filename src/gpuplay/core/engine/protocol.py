@@ -24,7 +24,7 @@ class SampleBatcher:
     Used on both sides: the engine batches what it sends, the app what it posts to its UI thread.
     """
 
-    def __init__(self, deliver: Callable[[list[tuple[str, float]]], None]) -> None:
+    def __init__(self, deliver: Callable[[list[tuple[str, float]]], object]) -> None:
         self.deliver = deliver
         self.pending: list[tuple[str, float]] = []
         self.last = time.monotonic()
