@@ -36,6 +36,7 @@ def _register() -> None:
 
     for module in (info, listing, run, compare, monitor, history):
         main.add_command(module.command)
+    from gpuplay.cli import collectives; main.add_command(collectives.command)  # fmt: skip  # noqa: E702
 
 
 _register()
