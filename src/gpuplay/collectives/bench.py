@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -101,9 +102,16 @@ def _injected(what: str, rank: int) -> bool:
     return any(part.strip() == f"{what}@{rank}" for part in spec.split(","))
 
 
+def _first_sentence(text: str) -> str:
+    """The gist of a c10d/gloo message: no source location, no advice paragraph."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    line = re.sub(r"\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*", "", line)
+    return line.split(". ")[0].rstrip(".")
+
+
 def _classify(exc: BaseException, renv: RankEnv, where: str, timeout_s: float) -> RankError:
     """A torch.distributed exception as what happened, in words."""
-    text = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+    text = f"{type(exc).__name__}: {_first_sentence(str(exc))}"
     low = str(exc).lower()
     addr = f"{renv.master_addr}:{renv.master_port}"
     if "address already in use" in low or "eaddrinuse" in low:
@@ -254,6 +262,7 @@ def _sweep(
                         if on_row:
                             on_row(row)
                     continue
+                emit_event("case", rank=renv.rank, where=where)
                 case = make_case(op, size, renv.rank, n, device)
                 # Checked run: fresh inputs, result compared with the exact expected values.
                 case.reset()

@@ -27,6 +27,9 @@ from gpuplay.collectives.bench import EVENT_PREFIX, EVENTS_ENV, free_port
 
 HOST = "127.0.0.1"
 GRACE_S = 10.0  # beyond --timeout, for a rank's own timeout error to arrive before the launcher's
+# Starting Python and importing torch is not part of the timeout (several ranks importing torch at
+# once on a small machine take tens of seconds); it has its own limit.
+STARTUP_S = 120.0
 
 
 class LaunchError(Exception):
@@ -40,6 +43,7 @@ class _Rank:
     tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
     events: list[dict[str, Any]] = field(default_factory=list)
     last_seen: float = field(default_factory=time.monotonic)
+    joining_at: float | None = None  # when it reported it was about to join the process group
     reader: threading.Thread | None = None
 
     def has(self, event: str) -> bool:
@@ -49,8 +53,14 @@ class _Rank:
         return next((e for e in self.events if e.get("event") == "error"), None)
 
     def where(self) -> str:
-        prog = [e["where"] for e in self.events if e.get("event") == "progress"]
-        return f"after {prog[-1]}" if prog else ("before its first collective" if self.has("joined") else "")
+        """Where the rank was: during the (op, size) it started last, or the phase before any."""
+        seen = [e for e in self.events if e.get("event") in ("case", "progress")]
+        if seen:
+            last = seen[-1]
+            return f"{'during' if last['event'] == 'case' else 'after'} {last['where']}"
+        if self.has("joined"):
+            return "before its first collective"
+        return "while joining" if self.has("joining") else "before joining"
 
 
 def port_user(port: int, host: str = HOST) -> str:
@@ -163,6 +173,8 @@ def _read(rk: _Rank, on_event: Callable[[dict[str, Any]], None] | None) -> None:
             except ValueError:
                 continue
             rk.events.append(ev)
+            if ev.get("event") == "joining":
+                rk.joining_at = time.monotonic()
             if on_event is not None:
                 on_event(ev)
         elif line.strip():
@@ -185,11 +197,15 @@ def _watch(ranks: list[_Rank], timeout_s: float, port: int) -> None:
                 if rk.reader is not None:
                     rk.reader.join(timeout=1.0)
             raise LaunchError(_failure_text(ranks, timeout_s, port))
-        not_joining = [rk for rk in ranks if not rk.has("joining")]
-        if not_joining and now - start > timeout_s:
-            raise LaunchError(_never_joined_text(ranks, not_joining, timeout_s))
+        # The join timeout runs from the moment the first rank is ready to join.
+        first = min((rk.joining_at for rk in ranks if rk.joining_at is not None), default=None)
+        not_joining = [rk for rk in ranks if rk.joining_at is None]
+        if not_joining and (
+            (first is not None and now - first > timeout_s) or (first is None and now - start > STARTUP_S)
+        ):
+            raise LaunchError(_never_joined_text(ranks, not_joining, timeout_s if first else STARTUP_S))
         stalled = [rk for rk in ranks if rk.proc.poll() is None and now - rk.last_seen > timeout_s + GRACE_S]
-        if stalled and now - start > timeout_s + GRACE_S:
+        if stalled and first is not None and not not_joining:
             names = ", ".join(f"rank {rk.rank} ({rk.where() or 'no progress'})" for rk in stalled)
             raise LaunchError(
                 f"no progress for {timeout_s + GRACE_S:g} s from {names}: stopped all ranks (a rank is stuck; "
@@ -198,13 +214,10 @@ def _watch(ranks: list[_Rank], timeout_s: float, port: int) -> None:
 
 
 def _never_joined_text(ranks: list[_Rank], missing: list[_Rank], timeout_s: float) -> str:
-    who = ", ".join(str(rk.rank) for rk in missing)
+    who = ("rank " if len(missing) == 1 else "ranks ") + ", ".join(str(rk.rank) for rk in missing)
     joined = [str(rk.rank) for rk in ranks if rk.has("joining")]
-    return (
-        f"rank {who} never joined the process group within {timeout_s:g} s "
-        f"({'ranks ' + ', '.join(joined) + ' were waiting for it' if joined else 'no rank started'}); "
-        "stopped all ranks"
-    )
+    waiting = f"{'rank' if len(joined) == 1 else 'ranks'} {', '.join(joined)} waited" if joined else "no rank started"
+    return f"{who} never joined the process group within {timeout_s:g} s ({waiting}); stopped all ranks"
 
 
 def _failure_text(ranks: list[_Rank], timeout_s: float, port: int) -> str:
