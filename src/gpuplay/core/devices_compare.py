@@ -156,7 +156,9 @@ def find_outliers(medians: Mapping[str, float | None], threshold: float = OUTLIE
 
     Each device is compared with its peers, not with a median that includes itself, so with two
     devices the slower one is flagged when it is slower than the other by more than the threshold.
-    Devices without a figure neither are flagged nor count as peers.
+    With an even number of peers the upper median is used, so a device is flagged only when it is
+    slower than most of its peers: one unusually fast GPU among three does not brand the two normal
+    ones. Devices without a figure neither are flagged nor count as peers.
     """
     have = {d: m for d, m in medians.items() if m is not None and m > 0}
     out: dict[str, float] = {}
@@ -164,7 +166,7 @@ def find_outliers(medians: Mapping[str, float | None], threshold: float = OUTLIE
         peers = [v for k, v in have.items() if k != d]
         if not peers:
             continue
-        ref = statistics.median(peers)
+        ref = statistics.median_high(peers)
         if m > ref * (1 + threshold):
             out[d] = m / ref - 1
     return out
