@@ -33,7 +33,11 @@ def _env(**extra):
 
 def _gpuplay(*args, timeout=240, **env):
     return subprocess.run(
-        [sys.executable, "-m", "gpuplay", *args], capture_output=True, text=True, timeout=timeout, env=_env(**env)
+        [sys.executable, "-m", "gpuplay", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(**env),
     )
 
 
@@ -63,7 +67,13 @@ def test_gloo_local_ranks_all_ops_checked(nproc, tmp_path):
     doc = json.loads(out.read_text())
     assert doc["world_size"] == nproc and doc["backend"] == "gloo" and len(doc["ranks"]) == nproc
     rows = doc["results"]
-    assert {x["op"] for x in rows} == {"all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all"}
+    assert {x["op"] for x in rows} == {
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "all_to_all",
+    }
     for x in rows:
         assert x["status"] == "ok" and x["check_ok"] is True and x["max_error"] == 0.0
         assert x["summary"]["n"] == 3 and x["summary"]["median"] > 0

@@ -15,7 +15,11 @@ SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "src")
 
 
 def _gpuplay(*args, cwd=None):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     return subprocess.run([sys.executable, "-m", "gpuplay", *args], capture_output=True, text=True, timeout=300,
                           env=env, cwd=cwd)  # fmt: skip
 
@@ -45,7 +49,9 @@ def test_devices_cpu_runs_on_the_cpu(tmp_path):
 def test_from_merges_two_real_run_files(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     r1 = _gpuplay("run", "matmul", "-s", "n=128", "--budget", "0.1", "--format", "json", "--out", str(a))
-    r2 = _gpuplay("run", "matmul", "-s", "n=128", "-b", "torch", "--budget", "0.1", "--format", "json", "--out", str(b))
+    r2 = _gpuplay(
+        "run", "matmul", "-s", "n=128", "-b", "torch", "--budget", "0.1", "--format", "json", "--out", str(b)
+    )
     assert r1.returncode == 0 and r2.returncode == 0, r1.stderr + r2.stderr
     r = _gpuplay("compare", "--from", str(a), str(b))
     assert r.returncode == 0, r.stderr

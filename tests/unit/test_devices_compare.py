@@ -61,7 +61,9 @@ def test_resolve_devices():
     assert resolve_devices("all", cuda) == cuda
     assert resolve_devices("1,cuda:0,1", cuda) == ["cuda:1", "cuda:0"]
     assert resolve_devices("cpu", []) == ["cpu"]
-    with pytest.raises(DevicesError, match=r"--devices all found no CUDA device \(CPU-only build\); use --devices cpu"):
+    with pytest.raises(
+        DevicesError, match=r"--devices all found no CUDA device \(CPU-only build\); use --devices cpu"
+    ):
         resolve_devices("all", [], "CPU-only build")
     with pytest.raises(DevicesError, match="no device 'cuda:7' here; CUDA devices: cuda:0, cuda:1"):
         resolve_devices("cuda:7", cuda)
@@ -75,7 +77,12 @@ def _result(device: str, median: float) -> RunResult:
 
 
 def test_side_by_side_groups_the_same_configuration_across_devices():
-    results = [_result("cuda:0", 1.0), _result("cuda:1", 1.01), _result("cuda:2", 1.3), _result("cuda:3", 0.98)]
+    results = [
+        _result("cuda:0", 1.0),
+        _result("cuda:1", 1.01),
+        _result("cuda:2", 1.3),
+        _result("cuda:3", 0.98),
+    ]
     rows = side_by_side(results)
     assert len(rows) == 1
     row = rows[0]

@@ -48,7 +48,11 @@ def test_same_file_name_twice_gets_distinct_columns(tmp_path):
 
 @pytest.mark.parametrize(
     "content,match",
-    [("not json", "not JSON"), ("{}", "not a gpuplay result file"), ('{"environment": {}, "results": []}', "holds no results")],
+    [
+        ("not json", "not JSON"),
+        ("{}", "not a gpuplay result file"),
+        ('{"environment": {}, "results": []}', "holds no results"),
+    ],
 )
 def test_bad_files_are_named(tmp_path, content, match):
     p = tmp_path / "bad.json"

@@ -36,7 +36,9 @@ def _register() -> None:
 
     for module in (info, listing, run, compare, monitor, history):
         main.add_command(module.command)
-    from gpuplay.cli import collectives; main.add_command(collectives.command)  # fmt: skip  # noqa: E702
+    from gpuplay.cli import collectives
+
+    main.add_command(collectives.command)
 
 
 _register()

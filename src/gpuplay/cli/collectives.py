@@ -11,7 +11,9 @@ from gpuplay.collectives.cli import parse_ops, sizes_or_fail, sweep_options, wri
 
 
 @click.command()
-@click.option("--nproc", type=click.IntRange(min=1), default=2, show_default=True, help="Local ranks to launch.")
+@click.option(
+    "--nproc", type=click.IntRange(min=1), default=2, show_default=True, help="Local ranks to launch."
+)
 @sweep_options
 @click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Rendezvous port on 127.0.0.1 (default: a free one).")  # fmt: skip

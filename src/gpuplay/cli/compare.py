@@ -36,9 +36,22 @@ FORMATS = ("table", "markdown", "json", "csv")
 @click.option("--max-step", type=click.FloatRange(min=0.001), default=30.0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default=None)
-@click.option("--devices", default=None, help="all (every cuda:N), cpu, or a list (cuda:0,cuda:1): per-device medians side by side, a GPU >5% slower than its peers flagged.")
-@click.option("--concurrent/--sequential", default=False, help="With --devices: all devices at once, or one after another (default).")
-@click.option("--from", "from_files", is_flag=True, help="Merge result files (gpuplay run/compare --format json) given as arguments: one column per file.")
+@click.option(
+    "--devices",
+    default=None,
+    help="all (every cuda:N), cpu, or a list (cuda:0,cuda:1): per-device medians side by side, a GPU >5% slower than its peers flagged.",
+)
+@click.option(
+    "--concurrent/--sequential",
+    default=False,
+    help="With --devices: all devices at once, or one after another (default).",
+)
+@click.option(
+    "--from",
+    "from_files",
+    is_flag=True,
+    help="Merge result files (gpuplay run/compare --format json) given as arguments: one column per file.",
+)
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @scenario_dirs_option
 def compare(

@@ -42,7 +42,9 @@ def resolve(devices: str) -> list[str]:
         raise click.ClickException(str(exc)) from None
 
 
-def compare_devices(specs: Sequence[Any], devices: Sequence[str], concurrent: bool, fmt: str, out: str | None) -> None:
+def compare_devices(
+    specs: Sequence[Any], devices: Sequence[str], concurrent: bool, fmt: str, out: str | None
+) -> None:
     """Run the planned configurations on each device and print them side by side, outliers flagged."""
     from gpuplay.core import devices_compare as dc
 

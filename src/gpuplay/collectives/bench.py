@@ -130,7 +130,9 @@ def _classify(exc: BaseException, renv: RankEnv, where: str, timeout_s: float) -
             return RankError(f"cannot reach rank 0 at {addr} ({text})", kind="connect")
         return RankError(f"could not join the process group at {addr} ({text})", kind="join")
     if any(k in low for k in ("closed", "reset by peer", "broken pipe", "connection", "peer")):
-        return RankError(f"lost a peer during {where}: another rank died ({text})", secondary=True, kind="peer")
+        return RankError(
+            f"lost a peer during {where}: another rank died ({text})", secondary=True, kind="peer"
+        )
     if "timed out" in low or "timeout" in low:
         return RankError(
             f"{where} did not complete within {timeout_s:g} s: a rank is stuck or gone ({text})",

@@ -66,9 +66,16 @@ SWEEP_OPTIONS: list[Callable[[Any], Any]] = [
         help="Message sizes (whole array, bytes with K/M/G): list 1K,1M,16M or range 1K:64M in powers "
         "of two. Default 1K:64M on gloo, 1K:1G on NCCL; sizes that do not fit in memory are skipped.",
     ),
-    click.option("--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Timed iterations."),
-    click.option("--warmup", type=click.IntRange(min=1), default=5, show_default=True,
-                 help="Warm-up iterations (the first is checked against the exact result)."),  # fmt: skip
+    click.option(
+        "--iters", type=click.IntRange(min=1), default=20, show_default=True, help="Timed iterations."
+    ),
+    click.option(
+        "--warmup",
+        type=click.IntRange(min=1),
+        default=5,
+        show_default=True,
+        help="Warm-up iterations (the first is checked against the exact result).",
+    ),  # fmt: skip
     click.option(
         "--timeout",
         "timeout_s",
@@ -77,8 +84,12 @@ SWEEP_OPTIONS: list[Callable[[Any], Any]] = [
         show_default=True,
         help="Seconds allowed for all ranks to join and for any one collective to complete.",
     ),
-    click.option("--threads", type=click.IntRange(min=1), default=None,
-                 help="torch threads per rank on gloo (default: cores / local ranks)."),  # fmt: skip
+    click.option(
+        "--threads",
+        type=click.IntRange(min=1),
+        default=None,
+        help="torch threads per rank on gloo (default: cores / local ranks).",
+    ),  # fmt: skip
     click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True),
     click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the output here."),
 ]
@@ -132,7 +143,9 @@ def rank_main(
     from gpuplay.core.sessionlog import write_atomic
 
     backend = backend or default_backend()
-    opts = SweepOptions(parse_ops(ops), sizes_or_fail(sizes, backend), backend, iters, warmup, timeout_s, threads)
+    opts = SweepOptions(
+        parse_ops(ops), sizes_or_fail(sizes, backend), backend, iters, warmup, timeout_s, threads
+    )
     rank = os.environ.get("RANK", "0")
     try:
         renv = RankEnv.from_environ()

@@ -216,7 +216,11 @@ def _watch(ranks: list[_Rank], timeout_s: float, port: int) -> None:
 def _never_joined_text(ranks: list[_Rank], missing: list[_Rank], timeout_s: float) -> str:
     who = ("rank " if len(missing) == 1 else "ranks ") + ", ".join(str(rk.rank) for rk in missing)
     joined = [str(rk.rank) for rk in ranks if rk.has("joining")]
-    waiting = f"{'rank' if len(joined) == 1 else 'ranks'} {', '.join(joined)} waited" if joined else "no rank started"
+    waiting = (
+        f"{'rank' if len(joined) == 1 else 'ranks'} {', '.join(joined)} waited"
+        if joined
+        else "no rank started"
+    )
     return f"{who} never joined the process group within {timeout_s:g} s ({waiting}); stopped all ranks"
 
 

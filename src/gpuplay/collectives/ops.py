@@ -22,7 +22,7 @@ class Case:
     op: str
     count: int  # elements of the whole array S
     run: Callable[[], Any]
-    reset: Callable[[], None]
+    reset: Callable[[], Any]
     error: Callable[[], float]  # max |result − expected| on this rank
 
     @property
@@ -55,7 +55,9 @@ def make_case(op: str, size_bytes: int, rank: int, n: int, device: Any) -> Case:
         buf = src.clone()
         # Σ_r (r + 1 + p) = n(n+1)/2 + n·p
         want = pattern(count) * n + n * (n + 1) / 2
-        return Case(op, count, lambda: dist.all_reduce(buf), lambda: buf.copy_(src), lambda: max_err(buf, want))
+        return Case(
+            op, count, lambda: dist.all_reduce(buf), lambda: buf.copy_(src), lambda: max_err(buf, want)
+        )
     if op == "broadcast":
         src = pattern(count) + 1 if rank == 0 else torch.full((count,), -1.0, dtype=f32, device=device)
         buf = src.clone()
@@ -68,23 +70,23 @@ def make_case(op: str, size_bytes: int, rank: int, n: int, device: Any) -> Case:
         out = torch.full((count,), -1.0, dtype=f32, device=device)
         want = torch.cat([pattern(chunk) + (r + 1) for r in range(n)])
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        return Case(
-            op, count, lambda: gather(out, inp), lambda: out.fill_(-1.0), lambda: max_err(out, want)
-        )
+        return Case(op, count, lambda: gather(out, inp), lambda: out.fill_(-1.0), lambda: max_err(out, want))
     if op == "reduce_scatter":
         inp = pattern(count) + (rank + 1)
         out = torch.full((chunk,), -1.0, dtype=f32, device=device)
         # rank r keeps chunk r of the sum: n·p[r·chunk + i] + n(n+1)/2
         want = pattern(count)[rank * chunk : (rank + 1) * chunk] * n + n * (n + 1) / 2
         scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-        return Case(
-            op, count, lambda: scatter(out, inp), lambda: out.fill_(-1.0), lambda: max_err(out, want)
-        )
+        return Case(op, count, lambda: scatter(out, inp), lambda: out.fill_(-1.0), lambda: max_err(out, want))
     if op == "all_to_all":
         # chunk j of rank r goes to rank j and holds 1 + r + n·j: the receiver can tell sender and slot
-        inp = torch.cat([torch.full((chunk,), 1.0 + rank + n * j, dtype=f32, device=device) for j in range(n)])
+        inp = torch.cat(
+            [torch.full((chunk,), 1.0 + rank + n * j, dtype=f32, device=device) for j in range(n)]
+        )
         out = torch.full((count,), -1.0, dtype=f32, device=device)
-        want = torch.cat([torch.full((chunk,), 1.0 + s + n * rank, dtype=f32, device=device) for s in range(n)])
+        want = torch.cat(
+            [torch.full((chunk,), 1.0 + s + n * rank, dtype=f32, device=device) for s in range(n)]
+        )
         return Case(
             op,
             count,

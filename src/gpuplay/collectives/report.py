@@ -40,7 +40,19 @@ def to_table(doc: dict[str, Any]) -> str:
     rows = []
     for r in doc.get("results", []):
         if r.get("status") != "ok":
-            rows.append([r["op"], format_size(r["size_bytes"]), "", "", "", "", "", "", f"{r['status']}: {r['message']}"])
+            rows.append(
+                [
+                    r["op"],
+                    format_size(r["size_bytes"]),
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    "",
+                    f"{r['status']}: {r['message']}",
+                ]
+            )
             continue
         s = r["summary"]
         spread = f"±{100 * (s['p75'] - s['p25']) / 2 / s['median']:.1f}%" if s["median"] > 0 else "—"

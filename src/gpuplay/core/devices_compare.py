@@ -151,7 +151,9 @@ def side_by_side(results: Sequence[RunResult], threshold: float = OUTLIER_THRESH
     return list(rows.values())
 
 
-def find_outliers(medians: Mapping[str, float | None], threshold: float = OUTLIER_THRESHOLD) -> dict[str, float]:
+def find_outliers(
+    medians: Mapping[str, float | None], threshold: float = OUTLIER_THRESHOLD
+) -> dict[str, float]:
     """Devices whose median time is more than `threshold` above the median of the others' medians.
 
     Each device is compared with its peers, not with a median that includes itself, so with two
@@ -287,7 +289,9 @@ def _cell(r: RunResult | None) -> str:
     return f"{fmt_time(s.median)} ±{100 * s.rel_iqr / 2:.1f}%"
 
 
-def to_markdown(rows: Sequence[DeviceRow], devices: Sequence[str], health: Mapping[str, str] | None = None) -> str:
+def to_markdown(
+    rows: Sequence[DeviceRow], devices: Sequence[str], health: Mapping[str, str] | None = None
+) -> str:
     head = ["scenario", "size", "configuration", *devices, "flagged"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:

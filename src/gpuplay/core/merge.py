@@ -41,7 +41,12 @@ class Source:
     def versions(self) -> str:
         env = self.environment
         parts = [f"gpuplay {env.get('gpuplay', '?')}"]
-        for key, title in (("torch", "PyTorch"), ("numpy", "NumPy"), ("cupy-cuda12x", "CuPy"), ("cupy-cuda13x", "CuPy")):
+        for key, title in (
+            ("torch", "PyTorch"),
+            ("numpy", "NumPy"),
+            ("cupy-cuda12x", "CuPy"),
+            ("cupy-cuda13x", "CuPy"),
+        ):
             if env.get(key):
                 parts.append(f"{title} {env[key]}")
         return ", ".join(parts)
@@ -62,7 +67,9 @@ def load_source(path: str | Path) -> Source:
     except OSError as exc:
         raise MergeError(f"{p}: cannot read ({exc.strerror or exc})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MergeError(f"{p}: not JSON ({exc}); give files written by gpuplay run/compare --format json") from None
+        raise MergeError(
+            f"{p}: not JSON ({exc}); give files written by gpuplay run/compare --format json"
+        ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list) or "environment" not in doc:
         raise MergeError(
             f"{p}: not a gpuplay result file (no 'environment' and 'results'); "
@@ -91,7 +98,11 @@ def merge(sources: Sequence[Source]) -> list[MergedRow]:
     rows: dict[tuple[str, str, str], MergedRow] = {}
     for i, src in enumerate(sources):
         for r in src.results:
-            key = (str(r.get("scenario") or r.get("workload") or "?"), str(r.get("size", "")), str(r.get("label", "")))
+            key = (
+                str(r.get("scenario") or r.get("workload") or "?"),
+                str(r.get("size", "")),
+                str(r.get("label", "")),
+            )
             row = rows.setdefault(key, MergedRow(*key, cells=[None] * len(sources)))
             if row.cells[i] is None:
                 row.cells[i] = r
@@ -116,8 +127,13 @@ def to_markdown(sources: Sequence[Source], rows: Sequence[MergedRow]) -> str:
     for label, attr in (("device", "devices"), ("versions", "versions"), ("date", "date")):
         out.append("| " + " | ".join(["", "", f"*{label}*", *(getattr(s, attr) for s in sources)]) + " |")
     for row in rows:
-        out.append("| " + " | ".join([row.scenario, row.size, row.label, *(cell_text(c) for c in row.cells)]) + " |")
-    machines = "; ".join(f"{s.name}: {s.environment.get('cpu', '?')} ({s.environment.get('cores', '?')} cores)" for s in sources)
+        out.append(
+            "| " + " | ".join([row.scenario, row.size, row.label, *(cell_text(c) for c in row.cells)]) + " |"
+        )
+    machines = "; ".join(
+        f"{s.name}: {s.environment.get('cpu', '?')} ({s.environment.get('cores', '?')} cores)"
+        for s in sources
+    )
     return "\n".join(out) + f"\n\nMedians ± half the IQR, as each machine measured them. Hosts: {machines}.\n"
 
 
