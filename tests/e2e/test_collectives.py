@@ -166,3 +166,23 @@ def test_nccl_refused_without_gpu():
     r = _gpuplay("collectives", "--backend", "nccl", "--sizes", "1K")
     assert r.returncode == 1 and "NCCL needs CUDA GPUs; this machine has none" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_launcher_killed_leaves_no_rank_behind():
+    """kill -9 of `gpuplay collectives` itself: the ranks die with it (PR_SET_PDEATHSIG)."""
+    tag = uuid.uuid4().hex
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuplay", "collectives", "--nproc", "2", "--sizes", "1K", "--timeout", "300"],
+        env=_env(GPUPLAY_COLLECTIVES_INJECT="nojoin@1", GPUPLAY_TEST_TAG=tag),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while len([p for p in _tagged(tag) if p.pid != proc.pid]) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    ranks = [p for p in _tagged(tag) if p.pid != proc.pid]
+    assert len(ranks) == 2, "the ranks did not start"
+    proc.kill()
+    proc.wait()
+    gone, alive = psutil.wait_procs(ranks, timeout=10)
+    assert not alive, f"ranks orphaned: {alive}"
