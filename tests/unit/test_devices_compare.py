@@ -105,6 +105,29 @@ def test_run_devices_keeps_spec_order_concurrent_or_not():
         assert len(seen_threads) == (2 if concurrent else 1)
 
 
+def test_concurrent_runs_in_lockstep():
+    """Each configuration runs on all devices at once; the next starts only when all finished."""
+    import time
+
+    specs = [
+        RunSpec.make("matmul", {"n": n}, backend="torch", device=d)
+        for n in (8, 16)
+        for d in ("cuda:0", "cuda:1")
+    ]
+    log = []
+
+    def fake(spec, cancel):
+        log.append(("start", spec.params["n"]))
+        time.sleep(0.05 if spec.device == "cuda:0" else 0.01)
+        log.append(("end", spec.params["n"]))
+        return RunResult(spec, samples=[1.0])
+
+    run_devices(specs, concurrent=True, measure_fn=fake)
+    first_16 = log.index(("start", 16))
+    assert log[:first_16].count(("end", 8)) == 2  # both n=8 runs ended before any n=16 run began
+    assert log[:2] == [("start", 8), ("start", 8)]  # and the two n=8 runs overlapped
+
+
 def test_health_text_without_nvml():
     assert health_text({"device": "cuda:0", "note": "NVML unavailable: x"}) == "cuda:0: NVML unavailable: x"
     text = health_text({"device": "cuda:1", "name": "H100", "sm_clock_mhz": 1200, "sm_clock_max_mhz": 1980,

@@ -83,7 +83,7 @@ def run_devices(
     on_result: Callable[[RunResult], None] | None = None,
     measure_fn: Callable[[RunSpec, threading.Event | None], RunResult] | None = None,
 ) -> list[RunResult]:
-    """Measure every spec: one after another, or one worker per device at once (they then share
+    """Measure every spec: one after another, or one thread per device at once (they then share
     PCIe, host cores and power, which the figures will show). Results come back in spec order."""
     fn = measure_fn or measure
     cancel = cancel or threading.Event()
@@ -102,13 +102,19 @@ def run_devices(
 
     if not concurrent:
         work(list(range(len(specs))))
-    else:
-        by_device: dict[str, list[int]] = {}
-        for i, s in enumerate(specs):
-            by_device.setdefault(s.device, []).append(i)
+        return [results[i] for i in sorted(results)]
+    # In lockstep: every device runs the same configuration at the same time, and the next starts
+    # when all have finished. The devices then share the same load, and process-wide levers that
+    # a configuration sets (TF32, thread counts) are never changed under another device's run.
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, s in enumerate(specs):
+        groups.setdefault(config_key(s), []).append(i)
+    for indices in groups.values():
+        if cancel.is_set():
+            break
         threads = [
-            threading.Thread(target=work, args=(ix,), name=f"gpuplay-device-{d}", daemon=True)
-            for d, ix in by_device.items()
+            threading.Thread(target=work, args=([i],), name=f"gpuplay-device-{specs[i].device}", daemon=True)
+            for i in indices
         ]
         for t in threads:
             t.start()
