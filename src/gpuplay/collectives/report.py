@@ -25,13 +25,15 @@ def header(doc: dict[str, Any]) -> str:
     names = sorted({r.get("device_name", "?") for r in doc.get("ranks") or []})
     where = f"{doc.get('nodes', 1)} node(s): {', '.join(hosts)}" if hosts else "1 node"
     lines = [
-        f"gpuplay collectives · {doc.get('backend')} · {doc.get('world_size')} ranks on {where}",
+        f"gpuplay collectives · {doc.get('backend')} · {doc.get('world_size')} rank(s) on {where}",
         f"devices: {', '.join(names) or '?'} · PyTorch {env.get('torch', '?')}"
         + (f" · NCCL {env['nccl']}" if env.get("nccl") else "")
         + (f" · {doc['threads_per_rank']} torch thread(s) per rank" if doc.get("threads_per_rank") else ""),
         f"{doc.get('dtype')} · median of {doc.get('iters')} iterations after {doc.get('warmup')} warm-up "
         "(the first checked) · time per iteration = slowest rank · ± = half the IQR",
     ]
+    if doc.get("world_size") == 1:
+        lines.append("one rank: nothing crosses a bus, so busbw is 0 by definition (broadcast's factor is 1)")
     return "\n".join(lines)
 
 
