@@ -186,3 +186,17 @@ def test_launcher_killed_leaves_no_rank_behind():
     proc.wait()
     gone, alive = psutil.wait_procs(ranks, timeout=10)
     assert not alive, f"ranks orphaned: {alive}"
+
+
+def test_rank_that_hangs_is_named():
+    """Rank 1 joins, then never enters the first collective: rank 0 times out in it, rank 1 is named."""
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError) as info:
+        launch(2, ["--op", "all_reduce", "--sizes", "1K", "--timeout", "6"], timeout_s=6,
+               env={"GPUPLAY_COLLECTIVES_INJECT": "hang@1", "OMP_NUM_THREADS": "1"})  # fmt: skip
+    text = str(info.value)
+    assert text.startswith(
+        "rank 1 (after the start-up exchange) never reached all_reduce 1K: rank 0 waited 6 s"
+    ), text
+    assert time.monotonic() - t0 < 6 + 60
+    _no_children()

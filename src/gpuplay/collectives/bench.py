@@ -25,7 +25,8 @@ from gpuplay.collectives.sizes import format_size
 from gpuplay.core.stats import summarize
 
 # Testing hook: GPUPLAY_COLLECTIVES_INJECT="exit@1" makes rank 1 exit (code 17) after its first
-# timed collective; "nojoin@1" makes rank 1 sleep instead of joining. Used by the failure tests.
+# timed collective; "nojoin@1" makes rank 1 sleep instead of joining; "hang@1" makes it sleep after
+# joining, before its first collective. Used by the failure tests.
 INJECT_ENV = "GPUPLAY_COLLECTIVES_INJECT"
 # Set by `gpuplay collectives` so ranks report progress as machine-readable lines on stderr.
 EVENTS_ENV = "GPUPLAY_COLLECTIVES_EVENTS"
@@ -235,7 +236,8 @@ def _sweep(
             dist.barrier()
         sync()
 
-    where = "start-up"
+    where = "the start-up exchange"
+    emit_event("case", rank=renv.rank, where=where)
     try:
         me = {
             "rank": renv.rank,
@@ -246,12 +248,17 @@ def _sweep(
         ranks: list[Any] = [None] * n
         dist.all_gather_object(ranks, me)
         meta = _meta(opts, renv, ranks, threads, torch)
+        emit_event("ready", rank=renv.rank, where=where)
         sweep = Sweep(meta) if renv.rank == 0 else None
         done_timed = 0
+        if _injected("hang", renv.rank):
+            emit_event("injected", rank=renv.rank, what="hang")
+            time.sleep(10 * opts.timeout_s + 3600)
         for op in opts.ops:
             factor = bus_factor(op, n)
             for size in opts.sizes:
                 where = f"{op} {format_size(size)}"
+                emit_event("case", rank=renv.rank, where=where)
                 # Skip a size together on every rank when any rank lacks memory for it.
                 short = _memory_short(size, renv, device, psutil, torch)
                 flag = torch.tensor([1.0 if short else 0.0], device=device)
@@ -264,7 +271,6 @@ def _sweep(
                         if on_row:
                             on_row(row)
                     continue
-                emit_event("case", rank=renv.rank, where=where)
                 case = make_case(op, size, renv.rank, n, device)
                 # Checked run: fresh inputs, result compared with the exact expected values.
                 case.reset()

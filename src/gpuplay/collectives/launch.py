@@ -54,7 +54,7 @@ class _Rank:
 
     def where(self) -> str:
         """Where the rank was: during the (op, size) it started last, or the phase before any."""
-        seen = [e for e in self.events if e.get("event") in ("case", "progress")]
+        seen = [e for e in self.events if e.get("event") in ("case", "progress", "ready")]
         if seen:
             last = seen[-1]
             return f"{'during' if last['event'] == 'case' else 'after'} {last['where']}"
@@ -232,6 +232,13 @@ def _failure_text(ranks: list[_Rank], timeout_s: float, port: int) -> str:
     missing = [rk for rk in ranks if not rk.has("joining")]
     if err and err.get("kind") == "join-timeout" and missing:
         return _never_joined_text(ranks, missing, timeout_s)
+    if err and err.get("kind") == "op-timeout":
+        stuck = _behind(ranks, culprit)
+        if stuck:
+            return (
+                f"{stuck} never reached {culprit.where().removeprefix('during ')}: rank {culprit.rank} waited "
+                f"{timeout_s:g} s for it there; stopped all ranks"
+            )
     code = culprit.proc.returncode
     if err:
         cause = err.get("message", "")
@@ -250,6 +257,23 @@ def _failure_text(ranks: list[_Rank], timeout_s: float, port: int) -> str:
     return (
         f"rank {culprit.rank} {_exit_text(code or 0)}{' ' + where if where else ''}: {cause}{tail}; "
         "stopped all ranks"
+    )
+
+
+def _behind(ranks: list[_Rank], waiting: _Rank) -> str:
+    """The live ranks that never started the collective `waiting` timed out in, as words ('' if none)."""
+    case = [e for e in waiting.events if e.get("event") == "case"]
+    if not case:
+        return ""
+    where = case[-1]["where"]
+    late = [
+        rk for rk in ranks
+        if rk is not waiting and not any(e.get("event") == "case" and e.get("where") == where for e in rk.events)
+    ]  # fmt: skip
+    if not late:
+        return ""
+    return ("rank " if len(late) == 1 else "ranks ") + ", ".join(
+        f"{rk.rank} ({rk.where() or 'no progress'})" for rk in late
     )
 
 
