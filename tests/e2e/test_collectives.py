@@ -94,11 +94,19 @@ def test_table_output(tmp_path):
 
 @pytest.mark.skipif(shutil.which("torchrun") is None and not os.path.exists(
     os.path.join(os.path.dirname(sys.executable), "torchrun")), reason="torchrun not installed")  # fmt: skip
-def test_torchrun_launches_the_module(tmp_path):
+@pytest.mark.parametrize("rdzv", ["static", "c10d"])
+def test_torchrun_launches_the_module(tmp_path, rdzv):
+    """Plain torchrun, and the c10d rendezvous used across nodes (its agent hosts the store)."""
     torchrun = shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun")
     out = tmp_path / "t.csv"
+    launcher = [torchrun, "--nproc-per-node", "2"]
+    if rdzv == "c10d":
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        launcher += ["--nnodes", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}"]
     r = subprocess.run(
-        [torchrun, "--nproc-per-node", "2", "-m", "gpuplay.collectives", "--op", "all_reduce,broadcast",
+        [*launcher, "-m", "gpuplay.collectives", "--op", "all_reduce,broadcast",
          "--sizes", "4K", "--iters", "3", "--format", "csv", "--out", str(out)],  # fmt: skip
         capture_output=True, text=True, timeout=240, env=_env(),
     )  # fmt: skip

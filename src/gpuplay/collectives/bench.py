@@ -185,17 +185,17 @@ def run_rank(
     timeout = _dt.timedelta(seconds=opts.timeout_s)
     emit_event("joining", rank=renv.rank)
     try:
-        store = dist.TCPStore(
-            renv.master_addr,
-            renv.master_port,
-            renv.world_size,
-            is_master=renv.rank == 0,
-            timeout=timeout,
-            wait_for_workers=True,
-        )
+        # env:// is torch's own rendezvous: under torchrun it joins the agent's store
+        # (TORCHELASTIC_USE_AGENT_STORE) instead of opening one of its own.
+        os.environ.update(MASTER_ADDR=renv.master_addr, MASTER_PORT=str(renv.master_port))
         kw: dict[str, Any] = {"device_id": device} if device.type == "cuda" else {}
         dist.init_process_group(
-            opts.backend, store=store, rank=renv.rank, world_size=renv.world_size, timeout=timeout, **kw
+            opts.backend,
+            init_method="env://",
+            rank=renv.rank,
+            world_size=renv.world_size,
+            timeout=timeout,
+            **kw,
         )
     except RankError:
         raise
