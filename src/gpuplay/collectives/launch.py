@@ -147,12 +147,14 @@ def launch(
                     stderr=subprocess.PIPE,
                     preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
                 )
-                rk = _Rank(r, proc)
+                ranks.append(_Rank(r, proc))
+            # Readers start once every rank is forked, so none of our threads runs across a fork
+            # (preexec_fn runs between fork and exec).
+            for rk in ranks:
                 rk.reader = threading.Thread(
-                    target=_read, args=(rk, on_event), name=f"gpuplay-rank{r}-reader", daemon=True
+                    target=_read, args=(rk, on_event), name=f"gpuplay-rank{rk.rank}-reader", daemon=True
                 )
                 rk.reader.start()
-                ranks.append(rk)
             _watch(ranks, timeout_s, port)
         finally:
             _stop_all(ranks)
