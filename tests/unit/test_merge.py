@@ -62,3 +62,19 @@ def test_bad_files_are_named(tmp_path, content, match):
     assert str(p) in str(info.value)
     with pytest.raises(MergeError, match="no such file"):
         load_source(tmp_path / "missing.json")
+
+
+def test_collectives_files_of_real_runs_merge(tmp_path):
+    """The two collectives result files recorded in benchmarks/results (real gloo runs)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    two = load_source(root / "collectives-allreduce-gloo2-cpu-2core.json")
+    four = load_source(root / "collectives-all-gloo4-cpu-2core.json")
+    rows = merge([two, four])
+    labels = {r.label for r in rows}
+    assert labels == {"gloo × 2 ranks on 1 node(s)", "gloo × 4 ranks on 1 node(s)"}
+    ar16 = [r for r in rows if r.scenario == "all_reduce" and r.size == "16M"]
+    assert len(ar16) == 2 and ar16[0].cells[0] is not None and ar16[1].cells[1] is not None
+    md = to_markdown([two, four], rows)
+    assert "busbw" in md and "| all_to_all | 16M | gloo × 4 ranks on 1 node(s) | — |" in md

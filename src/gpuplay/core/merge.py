@@ -1,7 +1,8 @@
 """Result files from several machines in one table: one column per file (device, versions, date).
 
 Reads what `gpuplay run --format json` and `gpuplay compare --format json` write
-(core.report.to_json: {"environment": ..., "results": [RunResult.to_dict() + extras]}).
+(core.report.to_json: {"environment": ..., "results": [RunResult.to_dict() + extras]}), and the
+JSON of `gpuplay collectives` (kind "gpuplay-collectives"), whose rows are (op, size, backend × ranks).
 """
 
 from __future__ import annotations
@@ -75,10 +76,41 @@ def load_source(path: str | Path) -> Source:
             f"{p}: not a gpuplay result file (no 'environment' and 'results'); "
             "write one with gpuplay run/compare --format json"
         )
-    results = [r for r in doc["results"] if isinstance(r, dict) and isinstance(r.get("spec"), dict)]
+    if doc.get("kind") == "gpuplay-collectives":
+        results = _collective_rows(doc)
+    else:
+        results = [r for r in doc["results"] if isinstance(r, dict) and isinstance(r.get("spec"), dict)]
     if not results:
         raise MergeError(f"{p}: holds no results")
     return Source(str(p), dict(doc["environment"]), results, p.name)
+
+
+def _binary_size(n: int) -> str:
+    """Bytes as collectives print them: 1024 → '1K', 16 MiB → '16M' (exact multiples only)."""
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale}{unit}"
+    return f"{n} B"
+
+
+def _collective_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A collectives sweep's rows in the shape of run results: scenario = op, label = backend × ranks."""
+    names = sorted({str(r.get("device_name", "?")) for r in doc.get("ranks") or [] if isinstance(r, dict)})
+    label = f"{doc.get('backend', '?')} × {doc.get('world_size', '?')} ranks on {doc.get('nodes', 1)} node(s)"
+    return [
+        {
+            "scenario": r.get("op", "?"),
+            "size": _binary_size(int(r.get("size_bytes", 0))),
+            "label": label,
+            "status": r.get("status", "ok"),
+            "summary": r.get("summary"),
+            "busbw_gbs": r.get("busbw_gbs"),
+            "conditions": {"device_name": " + ".join(names)},
+            "finished": doc.get("started", ""),
+        }
+        for r in doc.get("results", [])
+        if isinstance(r, dict)
+    ]
 
 
 @dataclass
@@ -118,7 +150,8 @@ def cell_text(r: dict[str, Any] | None) -> str:
     med = s.get("median")
     iqr = s.get("iqr")
     spread = f" ±{100 * iqr / 2 / med:.1f}%" if med and iqr is not None and math.isfinite(iqr) else ""
-    return f"{fmt_time(med)}{spread}"
+    bus = r.get("busbw_gbs")
+    return f"{fmt_time(med)}{spread}" + (f" · busbw {bus:.3g} GB/s" if isinstance(bus, int | float) else "")
 
 
 def to_markdown(sources: Sequence[Source], rows: Sequence[MergedRow]) -> str:
