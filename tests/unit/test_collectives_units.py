@@ -90,3 +90,21 @@ def test_gloo_message_gist():
     raw = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
            "[127.0.0.1]:42639. This is typically caused by a remote worker crashing. GLHF!")  # fmt: skip
     assert _first_sentence(raw) == "Connection closed by peer [127.0.0.1]:42639"
+
+
+def test_series_for_a_bandwidth_plot():
+    from gpuplay.collectives.report import series, to_table
+
+    doc = {
+        "backend": "gloo", "world_size": 2, "iters": 3, "warmup": 1, "dtype": "float32",
+        "results": [
+            {"op": "all_reduce", "size_bytes": 2048, "count": 512, "status": "ok", "busbw_gbs": 2.0, "algbw_gbs": 2.0,
+             "summary": {"median": 1e-3, "p25": 0.9e-3, "p75": 1.1e-3, "min": 0.8e-3}, "check_ok": True},
+            {"op": "all_reduce", "size_bytes": 1024, "count": 256, "status": "ok", "busbw_gbs": 1.0, "algbw_gbs": 1.0,
+             "summary": {"median": 1e-3, "p25": 1e-3, "p75": 1e-3, "min": 1e-3}, "check_ok": False, "max_error": 2.0},
+            {"op": "broadcast", "size_bytes": 1 << 30, "status": "skipped", "message": "needs ~3G"},
+        ],
+    }  # fmt: skip
+    assert series(doc) == {"all_reduce": [(1024, 1.0), (2048, 2.0)]}
+    table = to_table(doc)
+    assert "WRONG (max error 2)" in table and "skipped: needs ~3G" in table and "±10.0%" in table

@@ -18,7 +18,7 @@ from gpuplay.collectives.cli import parse_ops, sizes_or_fail, sweep_options, wri
 @click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Rendezvous port on 127.0.0.1 (default: a free one).")  # fmt: skip
 def collectives(
-    nproc: int,
+    nproc: int | None,
     ops: tuple[str, ...],
     backend: str | None,
     sizes: str | None,
@@ -42,6 +42,12 @@ def collectives(
     backend = backend or default_backend()
     op_list = parse_ops(ops)
     size_list = sizes_or_fail(sizes, backend)
+    if nproc is None:
+        nproc = 2
+        if backend == "nccl" and not nccl_unavailable():
+            import torch
+
+            nproc = torch.cuda.device_count()
     if backend == "nccl":
         why = nccl_unavailable(nproc)
         if why:

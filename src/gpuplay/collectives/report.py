@@ -117,6 +117,15 @@ def render(doc: dict[str, Any], fmt: str) -> str:
     return to_table(doc)
 
 
+def series(doc: dict[str, Any], field: str = "busbw_gbs") -> dict[str, list[tuple[int, float]]]:
+    """Per op, (size in bytes, value) in size order: what a bandwidth-against-size plot draws."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for r in doc.get("results", []):
+        if r.get("status") == "ok" and r.get(field) is not None:
+            out.setdefault(r["op"], []).append((int(r["size_bytes"]), float(r[field])))
+    return {op: sorted(points) for op, points in out.items()}
+
+
 def append_session_log(doc: dict[str, Any]) -> str:
     """One JSON line per (op, size) in the session folder, fsynced; returns the path or the problem.
 
