@@ -69,6 +69,9 @@ def _register() -> None:
 
     for module in (info, listing, run, compare, monitor, history, calibrate):
         main.add_command(module.command)
+    from gpuplay.cli import collectives
+
+    main.add_command(collectives.command)
 
 
 _register()

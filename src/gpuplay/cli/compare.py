@@ -36,6 +36,23 @@ FORMATS = ("table", "markdown", "json", "csv")
 @click.option("--max-step", type=click.FloatRange(min=0.001), default=30.0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default=None)
+@click.option(
+    "--devices",
+    default=None,
+    help="all (every cuda:N), cpu, or a list (cuda:0,cuda:1): per-device medians side by side, a GPU >5% slower than its peers flagged.",
+)
+@click.option(
+    "--concurrent/--sequential",
+    default=False,
+    help="With --devices: all devices at once, or one after another (default).",
+)
+@click.option(
+    "--from",
+    "from_files",
+    is_flag=True,
+    help="Merge result files (gpuplay run/compare --format json) given as arguments: one column per file.",
+)
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @scenario_dirs_option
 def compare(
     preset: str,
@@ -49,8 +66,19 @@ def compare(
     fmt: str,
     out: str | None,
     scenario_dirs: tuple[str, ...],
+    devices: str | None = None,
+    concurrent: bool = False,
+    from_files: bool = False,
+    files: tuple[str, ...] = (),
 ) -> None:
     """Every scenario on every available backend and device, with speedups over NumPy on the CPU."""
+    from gpuplay.cli import compare_more
+
+    if from_files or files:
+        if not from_files:
+            raise click.UsageError("files given without --from: gpuplay compare --from A.json B.json")
+        return compare_more.compare_from(files, fmt, out)
+    device_list = compare_more.resolve(devices) if devices else None
     from gpuplay.core.compare import VARIANTS, attach_baselines, plan_compare, run_compare
 
     chosen = [b.strip() for b in backends.split(",") if b.strip()]
@@ -85,6 +113,8 @@ def compare(
     except (KeyError, ValueError, SpecError) as exc:
         raise click.UsageError(message(exc)) from None
     err = stderr_console()
+    if device_list is not None:
+        refused = [(s, w) for s, w in refused if s.device in device_list]
     seen = set()
     for spec, why in refused:
         if (spec.backend, spec.device, str(why)) in seen:
@@ -93,6 +123,9 @@ def compare(
         err.print(
             f"skipped {spec.label()} ({spec.scenario}): {why}", style="dim", highlight=False, markup=False
         )
+
+    if device_list is not None:
+        return compare_more.compare_devices(specs, device_list, concurrent, fmt, out)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

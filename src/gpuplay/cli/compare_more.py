@@ -1,0 +1,88 @@
+"""`gpuplay compare --devices …` and `gpuplay compare --from A.json B.json …` (helpers of cli/compare.py)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from gpuplay.cli.output import emit, log_results, stderr_console
+
+
+def compare_from(files: Sequence[str], fmt: str, out: str | None) -> None:
+    """Merge result files of several machines into one table, one column per file."""
+    from gpuplay.core.merge import MergeError, load_source, merge, to_csv, to_dict, to_markdown
+
+    if len(files) < 1:
+        raise click.UsageError("--from needs result files: gpuplay compare --from A.json B.json")
+    try:
+        sources = [load_source(f) for f in files]
+    except MergeError as exc:
+        raise click.ClickException(str(exc)) from None
+    rows = merge(sources)
+    if fmt == "json":
+        emit(json.dumps(to_dict(sources, rows), indent=2, default=str), out)
+    elif fmt == "csv":
+        emit(to_csv(sources, rows), out)
+    else:
+        emit(to_markdown(sources, rows), out)
+
+
+def resolve(devices: str) -> list[str]:
+    from gpuplay.core.devices_compare import DevicesError, cuda_devices, resolve_devices
+
+    cuda, why = cuda_devices()
+    try:
+        return resolve_devices(devices, cuda, why)
+    except DevicesError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def compare_devices(
+    specs: Sequence[Any], devices: Sequence[str], concurrent: bool, fmt: str, out: str | None
+) -> None:
+    """Run the planned configurations on each device and print them side by side, outliers flagged."""
+    from gpuplay.core import devices_compare as dc
+
+    chosen = dc.for_devices(specs, devices)
+    if not chosen:
+        raise click.ClickException(f"no configuration of this compare runs on {', '.join(devices)}")
+    err = stderr_console()
+    err.print(
+        f"{len(chosen)} runs on {', '.join(devices)}, {'concurrently' if concurrent else 'one after another'}",
+        highlight=False,
+    )
+
+    def on_result(r: Any) -> None:
+        err.print(f"{r.spec.device}: {r.spec.scenario} {r.spec.label()}: {r.status}", style="dim", highlight=False,
+                  markup=False)  # fmt: skip
+
+    try:
+        results = dc.run_devices(chosen, concurrent=concurrent, on_result=on_result)
+    except KeyboardInterrupt:
+        raise click.ClickException("interrupted") from None
+    log_results(results)
+    rows = dc.side_by_side(results)
+    flagged = sorted({d for row in rows for d in row.outliers})
+    health = {d: dc.device_health(d) for d in flagged}
+    health_lines = {d: dc.health_text(h) for d, h in health.items()}
+    if fmt == "json":
+        doc = dc.to_dict(rows, devices, health)
+        doc["results"] = [r.to_dict() for r in results]
+        emit(json.dumps(doc, indent=2, default=str), out)
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(["scenario", "size", "configuration", "device", "median_s", "outlier_fraction_slower"])
+        for row in rows:
+            for d in devices:
+                m = row.medians.get(d)
+                w.writerow([row.scenario, row.size, row.config, d, "" if m is None else f"{m:.9g}",
+                            row.outliers.get(d, "")])  # fmt: skip
+        emit(buf.getvalue(), out)
+    else:
+        emit(dc.to_markdown(rows, devices, health_lines), out)
