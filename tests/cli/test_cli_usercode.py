@@ -86,14 +86,6 @@ def test_code_option_passes_checked_paths_to_the_app(cli, monkeypatch, tmp_path)
     assert len(calls) == 1
 
 
-def test_code_option_refused_while_the_app_cannot_take_it(cli, monkeypatch):
-    import gpuplay.tui.app as app
-
-    monkeypatch.setattr(app, "run_app", lambda scenario_dirs=None: None)
-    res = cli.invoke(main, ["--code", str(EXAMPLES / "nbody.py")])
-    assert res.exit_code == 2 and "gpuplay run FILE.py" in res.stderr
-
-
 @pytest.mark.slow
 def test_ctrl_c_stops_a_step_that_never_returns(tmp_path):
     import signal

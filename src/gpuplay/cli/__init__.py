@@ -37,24 +37,17 @@ def main(ctx: click.Context, scenario_dirs: tuple[str, ...], code_files: tuple[s
     if ctx.invoked_subcommand is None:
         from gpuplay.tui.app import run_app
 
-        kwargs = {}
-        if code_files:
-            kwargs["code_files"] = _code_files(code_files, run_app)
-        run_app(scenario_dirs=[Path(d) for d in scenario_dirs], **kwargs)
+        run_app(scenario_dirs=[Path(d) for d in scenario_dirs], code_files=_code_files(code_files))
     elif code_files:
         raise click.UsageError(
             "--code opens the playground; for a command, name the file: gpuplay run FILE.py"
         )
 
 
-def _code_files(given: tuple[str, ...], run_app: object) -> list[Path]:
+def _code_files(given: tuple[str, ...]) -> list[Path]:
     """The --code files, each checked now so a bad one is a message, not a broken app."""
-    import inspect
-
     from gpuplay.core.usercode import UserCodeError, inspect_code
 
-    if "code_files" not in inspect.signature(run_app).parameters:  # type: ignore[arg-type]
-        raise click.UsageError("this playground cannot open code files yet; use `gpuplay run FILE.py`")
     paths = [Path(g).expanduser().resolve() for g in given]
     for path in paths:
         try:

@@ -25,10 +25,14 @@ class DevicesError(ValueError):
 
 
 def measure(spec: RunSpec, cancel: threading.Event | None = None) -> RunResult:
-    """The one place a device comparison measures (swap for gpuplay.core.engine.measure)."""
-    from gpuplay.core.runner import run
+    """The one place a device comparison measures: in that device's own engine process."""
+    from gpuplay.core.engine.client import client_for, in_process
 
-    return run(spec, cancel=cancel)
+    if in_process():
+        from gpuplay.core.runner import run
+
+        return run(spec, cancel=cancel)
+    return client_for(spec.device).run(spec, cancel=cancel, telemetry=True)
 
 
 # -- which devices ---------------------------------------------------------------------

@@ -324,11 +324,26 @@ def shared_client() -> EngineClient:
         return _shared
 
 
+_per_device: dict[str, EngineClient] = {}
+
+
+def client_for(device: str) -> EngineClient:
+    """One engine per device: runs on several GPUs at once never share a process or a CUDA context."""
+    with _shared_lock:
+        if device not in _per_device:
+            if not _per_device and _shared is None:
+                atexit.register(shutdown_shared)
+            _per_device[device] = EngineClient(name=f"engine-{device}")
+        return _per_device[device]
+
+
 def shutdown_shared() -> None:
     global _shared
     with _shared_lock:
-        client, _shared = _shared, None
-    if client is not None:
+        clients = [c for c in (_shared, *_per_device.values()) if c is not None]
+        _shared = None
+        _per_device.clear()
+    for client in clients:
         client.close()
 
 
