@@ -35,6 +35,8 @@ from gpuplay.tui import viewmodels
 from gpuplay.tui.controls import cycle, live_threads
 from gpuplay.tui.layout import compose_main
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
+from gpuplay.tui.profile_view import ProfileView
+from gpuplay.tui.roofline import RooflineChart
 from gpuplay.tui.usercode_view import recheck, show_user_code, watch_code_files
 from gpuplay.tui.widgets import (
     ClaimLine,
@@ -74,6 +76,7 @@ class GpuPlayApp(App[None]):
         Binding("2", "tab('compare')", "compare", show=False),
         Binding("3", "tab('code')", "code", show=False),
         Binding("4", "tab('telemetry')", "telemetry", show=False),
+        Binding("5", "tab('profile')", "profile", show=False),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit", "quit"),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
@@ -99,6 +102,7 @@ class GpuPlayApp(App[None]):
         )
         self.config_problems = [*self.config_problems, *code_problems]
         self.code_errors: dict[str, tuple[str, str]] = {}  # workload name -> (message, detail)
+        self.profiles: dict[RunSpec, dict[str, Any] | None] = {}  # None: asked for, not back yet
         self._code_watch: Any = None
         self.session = LiveSession(self.scenario_set, threads=live_threads(cpu_count()), preset=preset,
                                    budget_s=budget_s, autostart=autostart)  # fmt: skip
@@ -418,6 +422,8 @@ class GpuPlayApp(App[None]):
             self.refresh_compare()
         elif active == "code":
             self.refresh_code()
+        elif active == "profile":
+            self.refresh_profile()
         self.refresh_telemetry()
 
     def refresh_controls(self) -> None:
@@ -447,9 +453,37 @@ class GpuPlayApp(App[None]):
         self.main.query_one(ClaimLine).show(self.scenario)
 
     def refresh_compare(self) -> None:
-        self.main.query_one(CompareView).show(
-            attach_baselines(self.results), viewmodels.compare_focus(self.spec)
-        )
+        rows = attach_baselines(self.results)
+        self.main.query_one(CompareView).show(rows, viewmodels.compare_focus(self.spec))
+        self.main.query_one(RooflineChart).show(rows)
+
+    def refresh_profile(self) -> None:
+        """Show the current configuration's profile; ask the engine for one if there is none."""
+        view = self.main.query_one(ProfileView)
+        if self.spec is None:
+            return
+        if self.profiles.get(self.spec) is not None:
+            view.show(self.profiles[self.spec])
+            return
+        view.show(None)
+        if (
+            self.probed
+            and self.spec not in self.profiles
+            and self.session.phase in ("done", "idle", "failed")
+        ):
+            self.profiles[self.spec] = None  # asked for
+            self._profile(self.spec)
+
+    @work(thread=True, group="profile", exit_on_error=False)
+    def _profile(self, spec: RunSpec) -> None:
+        with self.measure_lock:  # never beside a measurement: it would perturb both
+            data = self.engine.profile(spec, steps=5)
+        self.call_from_thread(self._profiled, spec, data)
+
+    def _profiled(self, spec: RunSpec, data: dict[str, Any]) -> None:
+        self.profiles[spec] = data
+        if self.main.query_one(TabbedContent).active == "profile" and spec == self.spec:
+            self.main.query_one(ProfileView).show(data)
 
     def refresh_code(self) -> None:
         if self.spec is None:

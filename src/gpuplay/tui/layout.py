@@ -8,6 +8,8 @@ from textual.widgets import Footer, Header, OptionList, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
 from gpuplay.core.scenarios import ScenarioSet
+from gpuplay.tui.profile_view import ProfileView
+from gpuplay.tui.roofline import RooflineChart
 from gpuplay.tui.widgets import (
     ClaimLine,
     CodeView,
@@ -37,11 +39,14 @@ def compose_main(scenarios: ScenarioSet) -> ComposeResult:
                 yield ClaimLine(id="claim")
             with TabPane("Compare", id="compare"):
                 yield CompareView()
+                yield RooflineChart(id="roofline-chart")
             with TabPane("Code", id="code"):
                 yield CodeView()
             with TabPane("Telemetry", id="telemetry"):
                 yield TelemetryPanel(id="telemetry-full")
                 yield TelemetryChart(id="tchart-full")
+            with TabPane("Profile", id="profile"):
+                yield ProfileView(id="profile-view")
         with Vertical(id="side-telemetry"):
             yield TelemetryPanel(id="telemetry-side")
             yield TelemetryChart(id="tchart-side")

@@ -69,6 +69,8 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
             compile_s=r.compile_s,
             notes=r.notes,
             message=r.message if r.status in ("failed", "refused") else "",
+            roof=r.roof_fields(),
+            noise=r.noise_warnings,
         )
         info["flops"], info["bytes"] = r.flops or info.get("flops"), r.bytes or info.get("bytes")
     compile_s = session.compile_seconds()

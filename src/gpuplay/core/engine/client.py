@@ -265,6 +265,29 @@ class EngineClient:
                 elif kind == "error":
                     return self._stopped(spec, started, "failed", ev[2], failure="error")
 
+    def profile(self, spec: RunSpec, steps: int = 5, cancel: threading.Event | None = None) -> dict[str, Any]:
+        """torch.profiler over `steps` steps of `spec`, in the engine (see gpuplay.core.profile)."""
+        cancel = cancel or threading.Event()
+        with self._run_lock:
+            self.start()
+            run_id = next(self._ids)
+            events = self._events
+            if not self._send(("profile", run_id, spec.to_dict(), steps)):
+                return {"status": "failed", "message": self._died(spec, _now()).message}
+            while True:
+                if cancel.is_set():
+                    self.kill()  # a profile holds nothing worth waiting for
+                    self.start()
+                    return {"status": "cancelled", "message": "cancelled"}
+                try:
+                    ev = events.get(timeout=POLL_S)
+                except queue.Empty:
+                    continue
+                if ev[0] == "died":
+                    return {"status": "failed", "message": self._died(spec, _now()).message}
+                if ev[0] == "profiled" and ev[1] == run_id:
+                    return dict(json.loads(ev[2]))
+
     def _stopped(
         self, spec: RunSpec, started: str, status: str, message: str, failure: str = ""
     ) -> RunResult:

@@ -77,6 +77,11 @@ class InProcessEngine:
         return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry,
                    probe_timeout=probe_timeout)  # fmt: skip
 
+    def profile(self, spec: RunSpec, steps: int = 5, cancel: threading.Event | None = None) -> dict[str, Any]:
+        from gpuplay.core.profile import profile_spec
+
+        return profile_spec(spec, steps=steps)
+
     def kill(self) -> None:
         return None
 

@@ -78,6 +78,9 @@ class Engine:
             if job[0] == "run":
                 _, run_id, spec_dict, live = job
                 self._run(run_id, spec_dict, live)
+            elif job[0] == "profile":
+                _, run_id, spec_dict, steps = job
+                self._profile(run_id, spec_dict, steps)
         self.conn.close()
 
     def _read(self) -> None:
@@ -87,7 +90,7 @@ class Engine:
             except (EOFError, OSError):
                 os._exit(0)  # the front end died or closed the pipe: never outlive it
             kind = msg[0]
-            if kind == "run":
+            if kind in ("run", "profile"):
                 self.jobs.put(msg)
             elif kind == "cancel":
                 if msg[1] == self.current:
@@ -111,6 +114,18 @@ class Engine:
             get_backend(b).start_probe()
         self.send(("probe", json.dumps(probe_data(("numpy", "torch")), default=str), False))
         self.send(("probe", json.dumps(probe_data(("numpy", "torch", "cupy")), default=str), True))
+
+    def _profile(self, run_id: int, spec_dict: dict[str, Any], steps: int) -> None:
+        from gpuplay.core.profile import profile_spec
+        from gpuplay.core.spec import RunSpec
+
+        self.current = run_id
+        try:
+            data = profile_spec(RunSpec.from_dict(spec_dict), steps=steps)
+        except BaseException as exc:  # profile_spec reports what a user can cause; anything else is ours
+            data = {"status": "failed", "message": f"engine: {exc!r}"}
+        self.current = None
+        self.send(("profiled", run_id, json.dumps(data, default=str)))
 
     def _run(self, run_id: int, spec_dict: dict[str, Any], live: bool) -> None:
         from gpuplay.core.result import RunResult
