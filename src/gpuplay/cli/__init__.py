@@ -32,9 +32,9 @@ def main(ctx: click.Context, scenario_dirs: tuple[str, ...]) -> None:
 
 
 def _register() -> None:
-    from gpuplay.cli import compare, history, info, listing, monitor, run
+    from gpuplay.cli import compare, demo, history, info, listing, monitor, run, serve
 
-    for module in (info, listing, run, compare, monitor, history):
+    for module in (info, listing, run, compare, monitor, history, demo, serve):
         main.add_command(module.command)
 
 

@@ -251,7 +251,8 @@ def load_deck(path: Path | str, scenarios: ScenarioSet, preset: str | None = Non
             raise DeckError(path, None, "", f"larger than {MAX_FILE_BYTES // 1024} KiB; not a deck")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise DeckError(path, None, "", "no such file") from None
+        shipped = ", ".join(sorted(p.stem for p in builtin_decks_dir().glob("*.toml")))
+        raise DeckError(path, None, "", f"no such deck file (shipped decks: {shipped})") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DeckError(path, None, "", f"cannot read ({exc})") from None
     return parse_deck(text, scenarios, path, preset)
@@ -351,7 +352,7 @@ def load_recording(path: Path | str) -> Recording:
     for i, item in enumerate(doc.get("results") or [], 1):
         try:
             r = RunResult.from_dict(item)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise RecordingError(path, f"result {i} is malformed ({type(exc).__name__}: {exc})") from None
         results[r.spec] = r
     return Recording(
