@@ -202,6 +202,10 @@ def serve(ctx: click.Context, host: str, port: int, public: bool, deck: str | No
         )
     if theme and not deck:
         raise click.UsageError("--theme applies to --demo DECK")
+    try:
+        import textual_serve  # noqa: F401
+    except ImportError:
+        raise click.ClickException("gpuplay serve needs textual-serve: pip install textual-serve") from None
     err = click.echo
     command = app_command(options.scenario_dirs(ctx, ()), deck, theme)
     server = make_server(command, host, port, "gpuplay" + (f" · {deck}" if deck else ""))
