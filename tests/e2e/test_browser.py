@@ -65,7 +65,9 @@ def test_browser_start_and_change_backend(tmp_path):
             page = browser.new_page(viewport={"width": 1400, "height": 800})
             page.goto(f"http://127.0.0.1:{port}/?delay=1")
             page.locator("#start").click()  # the page's own Start button opens the app
-            page.wait_for_selector("#terminal canvas, #terminal .textual-terminal, #terminal *", timeout=30_000)
+            page.wait_for_selector(
+                "#terminal canvas, #terminal .textual-terminal, #terminal *", timeout=30_000
+            )
             _wait(lambda: "numpy" in _backends_measured(state), 90, "the app's first NumPy measurement")
             # the sidebar's controls, where the backend row highlights the current value
             controls = {"x": 0, "y": 270, "width": 390, "height": 250}

@@ -40,7 +40,9 @@ def test_stop_process_groups_reaches_the_whole_tree():
         "subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(60)'])\n"
         "print('ready', flush=True); time.sleep(60)\n"
     )
-    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE, text=True)
+    leader = subprocess.Popen(
+        [sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE, text=True
+    )
     assert leader.stdout is not None and leader.stdout.readline().strip() == "ready"
     tree = [leader.pid, *(c.pid for c in psutil.Process(leader.pid).children(recursive=True))]
     assert len(tree) == 3

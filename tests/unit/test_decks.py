@@ -65,7 +65,9 @@ def test_good_deck(scenarios):
 
 
 def test_preset_override_drops_recorded_figures(scenarios):
-    deck = parse_deck(GOOD.replace('preset = "quick"', 'preset = "published"'), scenarios, "good.toml", "quick")
+    deck = parse_deck(
+        GOOD.replace('preset = "quick"', 'preset = "published"'), scenarios, "good.toml", "quick"
+    )
     assert deck.steps[0].spec.params["n"] == 1024
     assert deck.steps[1].recorded is None  # measured at the deck's size, not this one
 
@@ -74,12 +76,16 @@ def test_preset_override_drops_recorded_figures(scenarios):
     ("change", "where", "words"),
     [
         (('backend = "torch"', 'backend = "jax"'), "step 2: backend", "must be one of numpy, torch, cupy"),
-        (('scenario = "matmul"\ncaption = "baseline"', 'scenario = "nope"\ncaption = "b"'), "step 1: scenario", "unknown scenario 'nope'"),
+        (
+            ('scenario = "matmul"\ncaption = "baseline"', 'scenario = "nope"\ncaption = "b"'),
+            "step 1: scenario",
+            "unknown scenario 'nope'",
+        ),
         (('caption = "c"', ""), "step 2: caption", "missing (required)"),
         (('notes = "n"', 'notez = "n"'), "step 2: notez", "unknown field"),
         (('dtype = "float64"', "dtype = 64"), "step 2: dtype", "must be a str"),
-        (('params = { n = 128 }', 'params = { n = -1 }'), "step 2: params", "n"),
-        (('params = { n = 128 }', 'params = { q = 1 }'), "step 2: params", "q"),
+        (("params = { n = 128 }", "params = { n = -1 }"), "step 2: params", "n"),
+        (("params = { n = 128 }", "params = { q = 1 }"), "step 2: params", "q"),
         (("median_ms = 2.5", "median_ms = -1"), "step 2: recorded.median_ms", "positive"),
         (('device = "GPU X"', ""), "step 2: recorded.device", "missing"),
         (("budget_s = 0.5", "budget_s = 0"), "step 1: budget_s", "budget must be > 0"),
@@ -148,6 +154,13 @@ def test_bad_recordings(tmp_path):
     bad.write_text(json.dumps({"results": []}))
     with pytest.raises(RecordingError, match="not a gpuplay deck recording"):
         load_recording(bad)
-    bad.write_text(json.dumps({"format": "gpuplay-deck-recording/1", "results": [{"spec": {"workload": "matmul", "backend": "jax"}}]}))
+    bad.write_text(
+        json.dumps(
+            {
+                "format": "gpuplay-deck-recording/1",
+                "results": [{"spec": {"workload": "matmul", "backend": "jax"}}],
+            }
+        )
+    )
     with pytest.raises(RecordingError, match="result 1 is malformed"):
         load_recording(bad)

@@ -27,8 +27,12 @@ from gpuplay.cli.output import emit, load_scenarios, log_results, stderr_console
     default=None,
     help="Override every step's preset (e.g. quick for a fast rehearsal); recorded figures are then dropped.",
 )
-@click.option("--rehearse", is_flag=True, help="Run every step headless and record the results (needs --out).")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Where --rehearse writes its JSON.")
+@click.option(
+    "--rehearse", is_flag=True, help="Run every step headless and record the results (needs --out)."
+)
+@click.option(
+    "--out", type=click.Path(dir_okay=False), default=None, help="Where --rehearse writes its JSON."
+)
 @click.option(
     "--replay",
     type=click.Path(dir_okay=False),

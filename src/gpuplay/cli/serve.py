@@ -109,7 +109,7 @@ def make_server(command: str, host: str, port: int, title: str) -> Any:
             self.server.children.add(process.pid)
             return process
 
-    class GpuplayServer(Server):  # type: ignore[misc]
+    class GpuplayServer(Server):
         def __init__(self) -> None:
             super().__init__(command, host=host, port=port, title=title)
             self.children: set[int] = set()
@@ -179,10 +179,14 @@ def make_server(command: str, host: str, port: int, title: str) -> Any:
     is_flag=True,
     help="Allow a non-loopback --host (default 0.0.0.0 with this flag): anyone who reaches it runs gpuplay here.",
 )
-@click.option("--demo", "deck", default=None, metavar="DECK", help="Serve the presenter of a demo deck instead.")
+@click.option(
+    "--demo", "deck", default=None, metavar="DECK", help="Serve the presenter of a demo deck instead."
+)
 @click.option("--theme", default=None, metavar="NAME", help="Theme for --demo (e.g. projector).")
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int, public: bool, deck: str | None, theme: str | None) -> None:
+def serve(
+    ctx: click.Context, host: str, port: int, public: bool, deck: str | None, theme: str | None
+) -> None:
     """The gpuplay playground in a web browser (one gpuplay process per browser tab).
 
     Reach a remote GPU box from a laptop through SSH: the server stays on loopback and the

@@ -101,9 +101,7 @@ def _check_type(value: Any, kinds: tuple[type, ...], path: Path, step: int | Non
     return value
 
 
-def _spec_fields(
-    data: Mapping[str, Any], path: Path, step: int | None, prefix: str = ""
-) -> dict[str, Any]:
+def _spec_fields(data: Mapping[str, Any], path: Path, step: int | None, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, kinds in SPEC_FIELD_TYPES.items():
         if key in data:
@@ -156,7 +154,9 @@ def _parse_step(
         raise DeckError(path, n, "", f"must be a table ([[steps]]); got {type(raw).__name__}")
     unknown = set(raw) - STEP_FIELDS
     if unknown:
-        raise DeckError(path, n, sorted(unknown)[0], f"unknown field (known: {', '.join(sorted(STEP_FIELDS))})")
+        raise DeckError(
+            path, n, sorted(unknown)[0], f"unknown field (known: {', '.join(sorted(STEP_FIELDS))})"
+        )
     for key in ("scenario", "title", "caption"):
         if key not in raw:
             raise DeckError(path, n, key, "missing (required)")
@@ -166,7 +166,9 @@ def _parse_step(
             _check_type(raw[key], (str,), path, n, key)
     name = raw["scenario"]
     if name not in scenarios.scenarios:
-        raise DeckError(path, n, "scenario", f"unknown scenario {name!r} (known: {', '.join(scenarios.scenarios)})")
+        raise DeckError(
+            path, n, "scenario", f"unknown scenario {name!r} (known: {', '.join(scenarios.scenarios)})"
+        )
     sc = scenarios.scenarios[name]
     own_preset = raw.get("preset", deck_preset)
     preset = preset_override or own_preset
@@ -340,7 +342,9 @@ def load_recording(path: Path | str) -> Recording:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise RecordingError(path, "no such file (record one with `gpuplay demo DECK --rehearse --out FILE`)") from None
+        raise RecordingError(
+            path, "no such file (record one with `gpuplay demo DECK --rehearse --out FILE`)"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise RecordingError(path, f"cannot read ({exc})") from None
     except json.JSONDecodeError as exc:

@@ -139,14 +139,16 @@ class Staircase(Widget):
     def render(self) -> Any:
         medians = [f.median for _, f, _ in self.rows if f is not None and f.median]
         top = max(medians, default=0.0)
-        bar_width = max(6, self.size.width - 44)
+        titles = _short_titles([title for title, _, _ in self.rows])
+        label_width = min(26, max((len(x) for x in titles), default=10))
+        bar_width = max(6, self.size.width - label_width - 22)
         t = Table.grid(padding=(0, 1))
-        t.add_column(no_wrap=True, width=24)
+        t.add_column(no_wrap=True, width=label_width)
         t.add_column(no_wrap=True, width=bar_width)
         t.add_column(no_wrap=True, justify="right", width=9)
-        t.add_column(no_wrap=True, justify="right", width=7)
+        t.add_column(no_wrap=True, justify="right", width=8)
         t.add_row(Text("median per step", style="bold"), "", "", "")
-        for title, fig, current in self.rows:
+        for title, (_, fig, current) in zip(titles, self.rows):
             style = "bold reverse" if current else ""
             label = Text(title, style=style, overflow="ellipsis")
             if fig is None or fig.median is None:
@@ -160,6 +162,17 @@ class Staircase(Widget):
             mark = "*" if fig.source == "fallback" else ""
             t.add_row(label, bar, fmt_time(fig.median) + mark, fmt_speedup(fig.speedup))
         return t
+
+
+def _short_titles(titles: list[str]) -> list[str]:
+    """Titles without the section's shared prefix ("2D FFT · NumPy" → "NumPy")."""
+    if len(titles) < 2:
+        return [t.split(" · ", 1)[-1] for t in titles]
+    parts = [t.split(" · ") for t in titles]
+    common = 0
+    while all(len(p) > common + 1 for p in parts) and len({p[common] for p in parts}) == 1:
+        common += 1
+    return [" · ".join(p[common:]) for p in parts]
 
 
 def _theme_colour(widget: Widget, variable: str) -> str:
@@ -293,8 +306,14 @@ class PresenterApp(App[None]):
         if self.replay is not None:
             mode = Text(f" {self.replay.label} ", style="bold reverse")
         else:
-            mode = Text(" live ", style="bold reverse")
-        bar = Text.assemble((self.deck.title, "bold"), f"   step {self.index + 1} of {n}   ", mode)
+            from gpuplay.core.system import cpu_count, cpu_name
+
+            mode = Text(f" live on {cpu_name()} ({cpu_count()} cores) ", style="bold reverse")
+        bar = Table.grid(expand=True)
+        bar.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        bar.add_column(no_wrap=True)
+        bar.add_column(no_wrap=True, justify="right")
+        bar.add_row(Text(self.deck.title, style="bold"), f"step {self.index + 1} of {n}   ", mode)
         self.query_one("#deck-bar", Static).update(bar)
         self.query_one("#step-title", Static).update(Text(step.title, style="bold"))
         self.query_one("#caption", Static).update(step.caption)
@@ -356,7 +375,9 @@ class PresenterApp(App[None]):
                 pending: list[float] = []
                 last = [time.monotonic()]
 
-                def on_sample(phase: str, dt: float, pending: list[float] = pending, last: list[float] = last) -> None:
+                def on_sample(
+                    phase: str, dt: float, pending: list[float] = pending, last: list[float] = last
+                ) -> None:
                     if phase != "timed":
                         return
                     pending.append(dt)

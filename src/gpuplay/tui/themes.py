@@ -6,6 +6,8 @@ white with saturated accents, so every figure reads from the back of a room.
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import App
 from textual.theme import Theme
 
@@ -56,7 +58,7 @@ PROJECTOR_LIGHT = Theme(
 THEMES = (PROJECTOR, PROJECTOR_LIGHT)
 
 
-def register_themes(app: App[object]) -> None:
+def register_themes(app: App[Any]) -> None:
     for theme in THEMES:
         app.register_theme(theme)
 
@@ -68,7 +70,7 @@ def theme_names() -> list[str]:
     return [t.name for t in THEMES] + sorted(BUILTIN_THEMES)
 
 
-def apply_theme(app: App[object], name: str | None) -> None:
+def apply_theme(app: App[Any], name: str | None) -> None:
     """Register the projector themes and switch to `name` (None keeps the app's default)."""
     register_themes(app)
     if name:
