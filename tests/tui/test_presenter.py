@@ -146,3 +146,23 @@ async def test_replay_labels_every_figure_and_measures_nothing(scenarios, tmp_pa
 def test_unknown_theme_is_refused(scenarios):
     with pytest.raises(ValueError, match="unknown theme 'nope'.*projector"):
         PresenterApp(deck_of(scenarios), theme="nope")
+
+
+def test_fallback_recording_fills_a_step_that_cannot_run_here(scenarios, tmp_path):
+    """--fallback FILE: a rehearsal's figure (from a GPU box) stands in, labelled with its origin."""
+    from gpuplay.tui.presenter import figure_for
+
+    deck = deck_of(scenarios, recorded="")
+    base, _, gpu = (s.spec for s in deck.steps)
+    recorded = [
+        RunResult(base, samples=[0.030] * 5, size="64×64"),
+        RunResult(gpu, samples=[0.003] * 5, size="64×64", conditions={"device_name": "Box GPU"}),
+    ]
+    path = tmp_path / "gpu-box.json"
+    path.write_text(recording_json(deck, recorded))
+    rec = load_recording(path)
+    refused_here = RunResult(gpu, status="refused", message="no CUDA here")
+    fig = figure_for(deck.steps[2], refused_here, None, source="live", fallback=rec)
+    assert fig.source == "fallback" and fig.median == pytest.approx(0.003)
+    assert fig.speedup == pytest.approx(10.0)  # the recording's own baseline, not this machine's
+    assert "refused here: no CUDA here" in fig.detail and "recorded on Box GPU" in fig.detail

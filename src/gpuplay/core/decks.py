@@ -141,6 +141,12 @@ def _recorded(data: Any, path: Path, step: int) -> RecordedFigure:
     )
 
 
+def _paragraphs(text: str) -> str:
+    """TOML multi-line strings reflowed: line breaks inside a paragraph become spaces."""
+    paras = [" ".join(p.split()) for p in text.strip().split("\n\n")]
+    return "\n".join(p for p in paras if p)
+
+
 def _parse_step(
     raw: Any,
     n: int,
@@ -197,10 +203,10 @@ def _parse_step(
         recorded = None  # measured at the deck's own size: not comparable at another
     return DeckStep(
         title=raw["title"],
-        caption=raw["caption"],
+        caption=_paragraphs(raw["caption"]),
         spec=spec,
         scenario_title=sc.title,
-        notes=raw.get("notes", "").strip(),
+        notes=_paragraphs(raw.get("notes", "")),
         recorded=recorded,
     )
 

@@ -141,7 +141,7 @@ class Staircase(Widget):
         top = max(medians, default=0.0)
         titles = _short_titles([title for title, _, _ in self.rows])
         label_width = min(26, max((len(x) for x in titles), default=10))
-        bar_width = max(6, self.size.width - label_width - 22)
+        bar_width = max(4, self.content_size.width - label_width - 9 - 8 - 3)
         t = Table.grid(padding=(0, 1))
         t.add_column(no_wrap=True, width=label_width)
         t.add_column(no_wrap=True, width=bar_width)
