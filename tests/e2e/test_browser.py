@@ -85,3 +85,44 @@ def test_browser_start_and_change_backend(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def test_browser_presenter_next_step(tmp_path):
+    """`gpuplay serve --demo DECK --theme projector`: the presenter in the browser; → measures the next step."""
+    if CHROMIUM is None:
+        _missing("no system Chromium (Debian: apt-get install chromium; .ci/run does it)")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        _missing("playwright is not installed (pip install -e '.[test]')")
+    deck = tmp_path / "tiny.toml"
+    deck.write_text(
+        'title = "tiny deck"\n[defaults]\nbudget_s = 0.2\n'
+        '[[steps]]\ntitle = "NumPy"\nscenario = "matmul"\nparams = { n = 256 }\ncaption = "the baseline"\n'
+        '[[steps]]\ntitle = "PyTorch"\nscenario = "matmul"\nbackend = "torch"\nparams = { n = 256 }\n'
+        'caption = "same CPU, another library"\n'
+    )
+    state = Path(os.environ["GPUPLAY_STATE_DIR"])
+    port = free_port()
+    server = start_server(port, "--demo", str(deck), "--theme", "projector")
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1200, "height": 700})
+            page.goto(f"http://127.0.0.1:{port}/")
+            _wait(lambda: "numpy" in _backends_measured(state), 90, "the presenter's first step measured")
+            top = {"x": 0, "y": 0, "width": 1200, "height": 300}
+            before = page.screenshot(clip=top)
+            page.locator("#terminal").click(position={"x": 600, "y": 350})
+            page.keyboard.press("ArrowRight")
+            _wait(lambda: "torch" in _backends_measured(state), 90, "step 2 (PyTorch) measured after →")
+            time.sleep(0.5)
+            assert page.screenshot(clip=top) != before, "the presenter did not move to the next step"
+            after = page.screenshot()
+            (tmp_path / "browser-presenter.png").write_bytes(after)
+            if os.environ.get("GPUPLAY_SCREENSHOTS_DIR"):
+                (Path(os.environ["GPUPLAY_SCREENSHOTS_DIR"]) / "browser-presenter.png").write_bytes(after)
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=20)

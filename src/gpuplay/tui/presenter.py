@@ -29,6 +29,7 @@ from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.decks import Deck, DeckStep, Recording, speedup_of
 from gpuplay.core.report import fmt_error, fmt_speedup, fmt_time
 from gpuplay.core.result import RunResult
+from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import summarize
 from gpuplay.tui.themes import apply_theme
@@ -140,7 +141,7 @@ class Staircase(Widget):
         medians = [f.median for _, f, _ in self.rows if f is not None and f.median]
         top = max(medians, default=0.0)
         titles = _short_titles([title for title, _, _ in self.rows])
-        label_width = min(26, max((len(x) for x in titles), default=10))
+        label_width = min(26, max([15, *(len(x) for x in titles)]))
         bar_width = max(4, self.content_size.width - label_width - 9 - 8 - 3)
         t = Table.grid(padding=(0, 1))
         t.add_column(no_wrap=True, width=label_width)
@@ -218,6 +219,7 @@ class PresenterApp(App[None]):
         self.running: RunSpec | None = None
         self.phase = ""
         self.samples: list[float] = []
+        self.session_log = SessionLog()  # like every command: no finished measurement is lost
 
     # -- layout -----------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -412,6 +414,8 @@ class PresenterApp(App[None]):
         r = msg.result
         if r.status == "ok" and r.usable:
             self.measured[r.spec] = r
+            if not self.session_log.append(r):
+                self.notify(self.session_log.error or "session log not written", severity="warning")
         elif r.status in ("failed", "refused"):
             self.failed[r.spec] = r
         if msg.run_id == self.run_id and r.spec == self.running:
