@@ -27,7 +27,7 @@ from textual.widgets import Digits, Footer, Static
 
 from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.decks import Deck, DeckStep, Recording, speedup_of
-from gpuplay.core.report import fmt_error, fmt_speedup, fmt_time
+from gpuplay.core.report import fmt_error, fmt_speedup, fmt_time, threads_text
 from gpuplay.core.result import RunResult
 from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
@@ -52,6 +52,20 @@ def measure(
     return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
 
 
+def live_spec(spec: RunSpec) -> RunSpec:
+    """The app's live thread policy (cores − 1) where the deck leaves threads to the libraries.
+
+    On a busy 2-core machine two OpenMP threads and the UI oversubscribe the cores, and a
+    µs-scale step can stall for milliseconds at every parallel region.
+    """
+    if spec.threads is not None:
+        return spec
+    from gpuplay.core.system import cpu_count
+    from gpuplay.tui.controls import live_threads
+
+    return spec.replace(threads=live_threads(cpu_count()))
+
+
 # -- messages from the worker ------------------------------------------------------------
 class StepProgress(Message):
     def __init__(self, run_id: int, samples: list[float]) -> None:
@@ -66,9 +80,11 @@ class StepPhase(Message):
 
 
 class SpecMeasured(Message):
-    def __init__(self, run_id: int, result: RunResult) -> None:
+    """`result` of the deck's spec `key` (measured with the live thread policy applied)."""
+
+    def __init__(self, run_id: int, key: RunSpec, result: RunResult) -> None:
         super().__init__()
-        self.run_id, self.result = run_id, result
+        self.run_id, self.key, self.result = run_id, key, result
 
 
 # -- what a step shows -------------------------------------------------------------------
@@ -98,6 +114,8 @@ def figure_for(
         detail = f"{result.spec.label()} · {result.size} · ±{100 * s.rel_iqr / 2:.1f}% · n={s.n}" if s else ""
         if result.error is not None:
             detail += f" · error {fmt_error(result)} vs float64"
+        if result.conditions.get("threads"):
+            detail += f" · threads: {threads_text(result.conditions)}"
         return Figure(result.median, speedup_of(result, baseline), source, detail, result)
     why = f"{result.status} {where}: {result.message}" if result is not None else f"not measured {where}"
     recorded = fallback.get(step.spec) if fallback is not None else None
@@ -391,12 +409,12 @@ class PresenterApp(App[None]):
                         self.post_message(StepProgress(run_id, batch))
 
                 result = measure(
-                    spec,
+                    live_spec(spec),
                     on_sample if k == 0 else None,
                     cancel,
                     on_phase=(lambda ph, _d: self.post_message(StepPhase(run_id, ph))) if k == 0 else None,
                 )
-                self.post_message(SpecMeasured(run_id, result))
+                self.post_message(SpecMeasured(run_id, spec, result))
                 if k == 0 and result.status != "ok":
                     return  # no speedup to compute for a step that did not run
 
@@ -411,17 +429,17 @@ class PresenterApp(App[None]):
             self.refresh_figures()
 
     def on_spec_measured(self, msg: SpecMeasured) -> None:
-        r = msg.result
+        r, key = msg.result, msg.key
         if r.status == "ok" and r.usable:
-            self.measured[r.spec] = r
+            self.measured[key] = r
             if not self.session_log.append(r):
                 self.notify(self.session_log.error or "session log not written", severity="warning")
         elif r.status in ("failed", "refused"):
-            self.failed[r.spec] = r
-        if msg.run_id == self.run_id and r.spec == self.running:
+            self.failed[key] = r
+        if msg.run_id == self.run_id and key == self.running:
             self.running = None
             self.samples = []
-        if r.status in ("failed", "refused") and r.spec == self.step.spec:
+        if r.status in ("failed", "refused") and key == self.step.spec:
             fig = self.figure(self.index)
             fell_back = fig is not None and fig.source == "fallback"
             self.notify(
