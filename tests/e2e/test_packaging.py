@@ -19,11 +19,14 @@ def test_wheel_ships_scenarios_and_finds_them(tmp_path):
     wheel = next(tmp_path.glob("gpuplay-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "gpuplay/scenarios/fft2d.toml" in names and "gpuplay/tui/app.tcss" in names
+    assert "gpuplay/scenarios/decks/numpy-to-gpu.toml" in names and "gpuplay/tui/presenter.tcss" in names
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     probe = (
         "from gpuplay.core.scenarios import builtin_dir, load_scenarios; s = load_scenarios(); "
-        "print(builtin_dir()); print(len(s.scenarios), len(s.errors))"
+        "print(builtin_dir()); print(len(s.scenarios), len(s.errors)); "
+        "from gpuplay.core.decks import load_deck, resolve_deck_path; "
+        "print(len(load_deck(resolve_deck_path('the-7633x-question'), s).steps))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe],
@@ -34,4 +37,5 @@ def test_wheel_ships_scenarios_and_finds_them(tmp_path):
         cwd=tmp_path,
     ).stdout.split("\n")
     assert out[0].startswith(str(unpacked))  # the wheel's copy, not the checkout's
-    assert out[1] == "12 0"
+    assert out[1] == "12 0"  # the decks beside the scenarios are not taken for scenarios
+    assert out[2] == "5"  # a shipped deck, found by name in the installed package

@@ -58,13 +58,10 @@ def _code_files(given: tuple[str, ...]) -> list[Path]:
 
 
 def _register() -> None:
-    from gpuplay.cli import calibrate, compare, history, info, listing, monitor, run
+    from gpuplay.cli import calibrate, collectives, compare, demo, history, info, listing, monitor, run, serve
 
-    for module in (info, listing, run, compare, monitor, history, calibrate):
+    for module in (info, listing, run, compare, monitor, history, calibrate, collectives, demo, serve):
         main.add_command(module.command)
-    from gpuplay.cli import collectives
-
-    main.add_command(collectives.command)
 
 
 _register()

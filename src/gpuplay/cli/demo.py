@@ -1,0 +1,130 @@
+"""`gpuplay demo DECK`: present a demo deck live, rehearse it into a recording, or replay one."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import Any
+
+import click
+
+from gpuplay.cli import options
+from gpuplay.cli.options import scenario_dirs_option
+from gpuplay.cli.output import emit, load_scenarios, log_results, stderr_console
+
+
+@click.command()
+@click.argument("deck")
+@click.option(
+    "--theme",
+    default=None,
+    metavar="NAME",
+    help="Textual theme: 'projector' (high contrast, dark), 'projector-light', or any built-in theme.",
+)
+@click.option(
+    "--preset",
+    "-p",
+    default=None,
+    help="Override every step's preset (e.g. quick for a fast rehearsal); recorded figures are then dropped.",
+)
+@click.option(
+    "--rehearse", is_flag=True, help="Run every step headless and record the results (needs --out)."
+)
+@click.option(
+    "--out", type=click.Path(dir_okay=False), default=None, help="Where --rehearse writes its JSON."
+)
+@click.option(
+    "--replay",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Present a rehearsal's recorded results instead of measuring (no GPU needed).",
+)
+@click.option(
+    "--fallback",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Live, show this rehearsal's figure for any step that cannot run here.",
+)
+@scenario_dirs_option
+def demo(
+    deck: str,
+    theme: str | None,
+    preset: str | None,
+    rehearse: bool,
+    out: str | None,
+    replay: str | None,
+    fallback: str | None,
+    scenario_dirs: tuple[str, ...],
+) -> None:
+    """Present DECK (a deck .toml, or a shipped deck's name: numpy-to-gpu, the-7633x-question).
+
+    → or space: next step · ←: previous · r: re-run · n: notes · q: quit.
+    """
+    from gpuplay.core.decks import DeckError, RecordingError, load_deck, load_recording, resolve_deck_path
+
+    if rehearse and not out:
+        raise click.UsageError("--rehearse needs --out FILE (where the recording goes)")
+    if rehearse and replay:
+        raise click.UsageError("--rehearse measures and --replay shows a recording: choose one")
+    if out and not rehearse:
+        raise click.UsageError("--out is for --rehearse")
+    sset = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs))
+    try:
+        loaded = load_deck(resolve_deck_path(deck), sset, preset)
+        recording = load_recording(replay) if replay else None
+        fallback_rec = load_recording(fallback) if fallback else None
+    except (DeckError, RecordingError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if rehearse:
+        assert out is not None
+        _rehearse(loaded, out)
+        return
+    from gpuplay.tui.presenter import PresenterApp
+
+    try:
+        app = PresenterApp(loaded, replay=recording, fallback=fallback_rec, theme=theme)
+    except ValueError as exc:  # an unknown theme
+        raise click.BadParameter(str(exc), param_hint="--theme") from None
+    app.run()
+
+
+def _rehearse(deck: Any, out: str) -> None:
+    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.decks import needed_specs, recording_json
+    from gpuplay.core.runner import run
+
+    err = stderr_console()
+    specs = needed_specs(deck)
+    results = []
+    cancel = threading.Event()
+    try:
+        for i, spec in enumerate(specs, 1):
+            with err.status(f"[{i}/{len(specs)}] {spec.label()} …"):
+                r = run(spec, cancel=cancel)
+            results.append(r)
+            mark = r.status if r.status != "ok" else f"median {r.median * 1e3:.3g} ms" if r.median else "ok"
+            err.print(f"[{i}/{len(specs)}] {spec.label()} {r.size}: {mark}", highlight=False, markup=False)
+            if r.status in ("failed", "refused"):
+                err.print(f"    {r.message}", style="dim", highlight=False, markup=False)
+    except KeyboardInterrupt:
+        cancel.set()
+        raise click.Abort() from None
+    log_results(results)
+    emit(recording_json(deck, results), out)
+    from gpuplay.cli.output import rich_table
+
+    shown = [row for row in attach_baselines(results) if row.result.summary is not None]
+    if shown:
+        from rich.console import Console
+
+        from gpuplay.core.report import footnotes
+
+        con = Console()
+        con.print(rich_table(shown, f"{deck.title}: rehearsal"))
+        for line in footnotes(shown):
+            con.print(line, style="dim", highlight=False, markup=False)
+    if not shown:
+        sys.exit(1)
+
+
+command = demo
