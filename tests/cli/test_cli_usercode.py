@@ -73,7 +73,7 @@ def test_code_option_passes_checked_paths_to_the_app(cli, monkeypatch, tmp_path)
 
     calls = []
 
-    def run_app(scenario_dirs=None, *, code_files=None):
+    def run_app(scenario_dirs=None, *, code_files=None, theme=None):
         calls.append(code_files)
 
     monkeypatch.setattr(app, "run_app", run_app)

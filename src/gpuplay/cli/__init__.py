@@ -26,8 +26,13 @@ from gpuplay.cli.options import scenario_dirs_option
     help="Open your own code file as a scenario, reloaded when saved (repeatable; also `code_files` "
     "in config.toml). It runs with your rights, like `python FILE.py`.",
 )
+@click.option(
+    "--theme", default=None, help="A Textual theme for the playground, e.g. projector, projector-light."
+)
 @click.pass_context
-def main(ctx: click.Context, scenario_dirs: tuple[str, ...], code_files: tuple[str, ...]) -> None:
+def main(
+    ctx: click.Context, scenario_dirs: tuple[str, ...], code_files: tuple[str, ...], theme: str | None
+) -> None:
     """An interactive GPU playground for numerical Python.
 
     With no command, opens the live playground (a terminal UI).
@@ -37,7 +42,14 @@ def main(ctx: click.Context, scenario_dirs: tuple[str, ...], code_files: tuple[s
     if ctx.invoked_subcommand is None:
         from gpuplay.tui.app import run_app
 
-        run_app(scenario_dirs=[Path(d) for d in scenario_dirs], code_files=_code_files(code_files))
+        try:
+            run_app(
+                scenario_dirs=[Path(d) for d in scenario_dirs],
+                code_files=_code_files(code_files),
+                theme=theme,
+            )
+        except ValueError as exc:  # an unknown theme, named with the known ones
+            raise click.BadParameter(str(exc), param_hint="--theme") from None
     elif code_files:
         raise click.UsageError(
             "--code opens the playground; for a command, name the file: gpuplay run FILE.py"

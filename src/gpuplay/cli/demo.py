@@ -91,7 +91,7 @@ def demo(
 def _rehearse(deck: Any, out: str) -> None:
     from gpuplay.core.compare import attach_baselines
     from gpuplay.core.decks import needed_specs, recording_json
-    from gpuplay.core.runner import run
+    from gpuplay.core.engine import measure as run
 
     err = stderr_console()
     specs = needed_specs(deck)

@@ -535,8 +535,13 @@ def _code_scenarios(sset: ScenarioSet, paths: list[Path]) -> tuple[list[Path], l
     return kept, problems
 
 
-def run_app(scenario_dirs: list[Path] | None = None, *, code_files: list[Path] | None = None) -> None:
+def run_app(
+    scenario_dirs: list[Path] | None = None, *, code_files: list[Path] | None = None, theme: str | None = None
+) -> None:
+    from gpuplay.tui.themes import apply_theme
+
     app = GpuPlayApp(scenario_dirs, code_files=code_files)
+    apply_theme(app, theme)  # raises ValueError naming the known themes
     app.run()
     if app.exit_signal is not None:
         raise SystemExit(128 + app.exit_signal)

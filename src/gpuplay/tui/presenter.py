@@ -46,10 +46,10 @@ def measure(
     on_phase: Any = None,
     telemetry: Any = None,
 ) -> RunResult:
-    """The presenter's only way to measure (swap for the engine process's `measure`)."""
-    from gpuplay.core.runner import run
+    """The presenter's only way to measure: in the engine process, as the playground does."""
+    from gpuplay.core.engine import measure as in_engine
 
-    return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
+    return in_engine(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
 
 
 def live_spec(spec: RunSpec) -> RunSpec:
@@ -258,6 +258,9 @@ class PresenterApp(App[None]):
 
     def on_unmount(self) -> None:
         self.cancel.set()
+        from gpuplay.core.engine import shutdown_shared
+
+        shutdown_shared()  # a step mid-compile must not hold the projector hostage
 
     # -- navigation ---------------------------------------------------------------------
     def action_step(self, delta: int) -> None:
