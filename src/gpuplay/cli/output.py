@@ -84,15 +84,40 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
                 con.print(line, style="dim", highlight=False, markup=False)
 
 
-def log_results(results: Any) -> None:
-    from gpuplay.core.sessionlog import SessionLog
+class ResultLog:
+    """Appends each usable result to this command's session log the moment it finishes."""
 
-    log = SessionLog()
-    for r in results:
-        if r.usable:
-            log.append(r)
-    if log.error:
-        stderr_console().print(f"[yellow]warning:[/] {log.error}", highlight=False)
+    def __init__(self) -> None:
+        from gpuplay.core.sessionlog import SessionLog
+
+        self.log = SessionLog()
+        self._warned = False
+
+    def __call__(self, result: Any) -> None:
+        if result.usable and not self.log.append(result) and not self._warned:
+            self._warned = True
+            stderr_console().print(f"[yellow]warning:[/] {self.log.error}", highlight=False)
+
+
+def progress_line(done: int, total: int, result: Any) -> str:
+    """One plain line per finished measurement, for a log file or a CI console (no live bar)."""
+    from gpuplay.core.report import fmt_time
+
+    spec = result.spec
+    what = f"[{done}/{total}] {spec.scenario or spec.workload} {spec.label()}"
+    if result.status == "ok":
+        return f"{what}: {fmt_time(result.median)} ({result.size}, n={len(result.samples)})"
+    return f"{what}: {result.status}: {result.message}"
+
+
+def report_interruption(name: str, shown: int, total: int, log: ResultLog) -> None:
+    where = f"; logged to {log.log.path}" if log.log.path.exists() else ""
+    stderr_console().print(
+        f"interrupted by {name}: {shown} of {total} measurements finished{where}",
+        style="yellow",
+        highlight=False,
+        markup=False,
+    )
 
 
 def rich_table(rows: Sequence[Row], title: str = "") -> Any:

@@ -168,8 +168,13 @@ def run_compare(
     on_start: Callable[[int, RunSpec], None] | None = None,
     on_result: Callable[[int, RunResult], None] | None = None,
     telemetry: TelemetryWindow | None = None,
+    measure: Callable[..., RunResult] = run,
 ) -> list[RunResult]:
-    """Run each spec in turn (never two at once: they would perturb each other)."""
+    """Run each spec in turn (never two at once: they would perturb each other).
+
+    `on_result` is called the moment each measurement finishes, so a caller can log it
+    before the next one starts; `measure` has `runner.run`'s signature (an engine client).
+    """
     cancel = cancel or threading.Event()
     results = []
     for i, spec in enumerate(specs):
@@ -177,7 +182,7 @@ def run_compare(
             break
         if on_start:
             on_start(i, spec)
-        r = run(spec, cancel=cancel, telemetry=telemetry)
+        r = measure(spec, cancel=cancel, telemetry=telemetry)
         results.append(r)
         if on_result:
             on_result(i, r)
