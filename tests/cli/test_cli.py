@@ -119,6 +119,22 @@ def test_refused_run_exits_1_with_reason(cli):
     assert res.exit_code == 1 and "bfloat16" in res.output
 
 
+def test_refused_run_refuses_before_measuring_its_baseline(cli, tmp_path):
+    """No device cuda:99 anywhere: refused at once, no NumPy baseline measured, titled with its size."""
+    import time
+
+    out = tmp_path / "r.md"
+    t0 = time.monotonic()
+    args = ["run", "fft2d", "-b", "torch", "-d", "cuda:99", "--preset", "published", "--baseline"]
+    res = cli.invoke(main, [*args, "--out", str(out)])
+    assert res.exit_code == 1 and "refused: torch cuda:99" in res.output
+    assert time.monotonic() - t0 < 10  # the 4096² NumPy baseline alone takes longer on 2 cores
+    text = out.read_text()
+    assert text.startswith("### 2D FFT (4096×4096)") and "numpy cpu" not in text
+    res = cli.invoke(main, [*args, "--format", "json"])
+    assert [r["status"] for r in json.loads(res.stdout)["results"]] == ["refused"]
+
+
 def test_compare_markdown_has_baseline_and_speedups(cli):
     res = cli.invoke(
         main,
