@@ -219,11 +219,17 @@ async def test_a_slow_cupy_probe_does_not_delay_the_first_measurement(tmp_path, 
             t0 = time.monotonic()
             await wait_until(pilot, lambda: app.live_result is not None)
             assert time.monotonic() - t0 < 15
-            assert any("still probing" in r for r in app.query_one(ControlsPanel).reasons)
+            panel = app.query_one(ControlsPanel)
+            # Not yet known is not refused: no "✗ CuPy: CuPy: still probing", a "checking" line instead.
+            assert panel.probing == ["CuPy"] and not any("CuPy" in r for r in panel.reasons)
+            assert panel.lines[0].startswith("… checking CuPy") and not any(
+                "✗ CuPy" in x for x in panel.lines
+            )
             release.set()
             await wait_until(
                 pilot, lambda: any("slow probe" in r for r in app.query_one(ControlsPanel).reasons)
             )
+            assert not panel.probing and "✗ CuPy: no CUDA device (slow probe)" in panel.lines
     finally:
         release.set()
         backends.get_backend.cache_clear()

@@ -23,7 +23,7 @@ from gpuplay.core.report import fmt_error, fmt_rate, fmt_speedup, fmt_time
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary
 from gpuplay.core.telemetry import Snapshot
-from gpuplay.tui.controls import CONTROLS, label, refusal_for, values_for
+from gpuplay.tui.controls import CONTROLS, label, values_for, verdict_for
 
 PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
 
@@ -49,6 +49,7 @@ class ControlsPanel(Static):
         t.add_column(no_wrap=True)
         t.add_column()
         reasons: list[str] = []
+        probing: list[str] = []  # backends whose probe has not answered yet: no verdict, no ✗
         for c in CONTROLS:
             current = getattr(spec, c.field)
             cells = Text()
@@ -58,19 +59,26 @@ class ControlsPanel(Static):
                         cells.append(" ")
                     cells.append(f" {label(v)} ", style="reverse bold")
                     continue
+                verdict = verdict_for(spec, c.field, v)
+                if verdict is not None and verdict.pending:
+                    if c.field == "backend":
+                        probing.append(label(v))
+                    if not compact:
+                        cells.append(" " if cells else "")
+                        cells.append(f"{label(v)}…", style="dim italic")
+                    continue
+                why = str(verdict) if verdict is not None else None
                 if compact:  # only the current value; the reasons still listed below
-                    why = refusal_for(spec, c.field, v)
                     if why and c.field in ("backend", "device"):
-                        reasons.append(f"{label(v)}: {why}")
+                        reasons.append(f"{label(v)}: {why.removeprefix(f'{label(v)}: ')}")
                     continue
                 if cells:
                     cells.append(" ")
-                why = refusal_for(spec, c.field, v)
                 if why:
                     cells.append(label(v), style="dim strike")
                     if c.field in ("backend", "device") or len(reasons) < 3:
                         name = label(v) if c.field in ("backend", "device") else f"{c.title} {label(v)}"
-                        reasons.append(f"{name}: {why}")
+                        reasons.append(f"{name}: {why.removeprefix(f'{name}: ')}")  # no "CuPy: CuPy:"
                 else:
                     cells.append(label(v))
             t.add_row(c.key, c.title, cells)
@@ -80,12 +88,18 @@ class ControlsPanel(Static):
             t.add_row("␣", "", Text(" PAUSED ", style="bold black on yellow"))
         unique = list(dict.fromkeys(reasons))
         self.reasons = unique  # what the panel says is unavailable, and why
+        self.probing = probing  # what it is still finding out
+        lines = [f"✗ {r}" for r in unique[: 2 if compact else 5]]
+        if probing:
+            lines.insert(0, f"… checking {', '.join(probing)} (import and devices)")
+        self.lines = lines  # the text below the controls, as shown
         why = Text(
-            "\n".join(f"✗ {r}" for r in unique[: 2 if compact else 5]),
+            "\n".join(lines),
             style="dim",
             overflow="ellipsis",
             no_wrap=compact,
         )
+        unique = unique or probing
         self.update(Group(t, why) if unique else t)
 
 

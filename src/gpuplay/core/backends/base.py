@@ -80,7 +80,9 @@ class Backend(ABC):
             if thread is not None:
                 thread.join(timeout)
         if self._probe_result is None:
-            return Availability(False, f"{self.title}: still probing", pending=True), []
+            return Availability(
+                False, f"{self.title} is still being probed (import, devices)", pending=True
+            ), []
         return self._probe_result
 
     def availability(self, timeout: float | None = None) -> Availability:
