@@ -66,10 +66,34 @@ def test_pause_holds_between_steps_without_counting_the_wait():
     pause = threading.Event()
     cancel = threading.Event()
     pause.set()
-    timer = threading.Timer(0.3, pause.clear)
-    timer.start()
+    released_at: list[float] = []
+
+    def release() -> None:
+        released_at.append(time.perf_counter())
+        pause.clear()
+
+    calls: list[float] = []
+
+    def timer(fn):
+        t0 = time.perf_counter()
+        calls.append(t0)
+        return time.perf_counter() - t0, fn()
+
+    threading.Timer(0.3, release).start()
+    t0 = time.perf_counter()
+    out = timed_loop(lambda: None, timer, phase="timed", count=3, cancel=cancel, pause=pause)
+    assert len(out.samples) == 3 and not out.cancelled
+    # No step ran while paused, and the 0.3 s wait is in no sample.
+    assert released_at and min(calls) >= released_at[0]
+    assert time.perf_counter() - t0 >= 0.3 and max(out.samples) < 0.05
+
+
+def test_cancel_ends_a_paused_loop():
+    pause, cancel = threading.Event(), threading.Event()
+    pause.set()
+    threading.Timer(0.2, cancel.set).start()
     out = timed_loop(lambda: None, lambda fn: (0.0, fn()), phase="timed", count=3, cancel=cancel, pause=pause)
-    assert out.samples == [0.0, 0.0, 0.0]
+    assert out.cancelled and out.samples == []
 
 
 def test_estimate_refuses_a_step_over_the_limit():
