@@ -127,6 +127,9 @@ def rich_table(rows: Sequence[Row], title: str = "") -> Any:
 
     table = Table(title=title or None, header_style="bold", pad_edge=False, box=None, padding=(0, 1, 0, 0))
     table.add_column("configuration", overflow="fold", min_width=16)
+    # The note marker has a column of its own: appended to a folded configuration it would
+    # wrap onto a line of its own at 80 columns.
+    table.add_column("", no_wrap=True)
     table.add_column("compute", no_wrap=True)
     table.add_column("median", justify="right", no_wrap=True)
     table.add_column("±", justify="right", no_wrap=True)
@@ -140,9 +143,9 @@ def rich_table(rows: Sequence[Row], title: str = "") -> Any:
         cells = row_cells(row)
         group = f"{cells[0]} · {cells[1]}"
         if group != current:
-            table.add_row(Text(group, style="bold cyan"), *[""] * 8)
+            table.add_row(Text(group, style="bold cyan"), *[""] * 9)
             current = group
         short = row.result.spec.label(with_dtype=False)
-        config = short if not cells[12] else f"{short} [{rows.index(row) + 1}]"
-        table.add_row(Text(config), *cells[3:11])
+        marker = f"[{rows.index(row) + 1}]" if cells[12] else ""
+        table.add_row(Text(short), marker, *cells[3:11])
     return table

@@ -93,7 +93,8 @@ def attach_baselines(results: Sequence[RunResult], baselines: Iterable[RunResult
         row = Row(r)
         if r.usable:
             try:
-                base = pool.get(baseline_spec(r.spec))
+                # A NumPy-CPU row is its own baseline (1×), never another run of the same spec.
+                base = r if is_baseline(r.spec) else pool.get(baseline_spec(r.spec))
             except (KeyError, ValueError):
                 base = None
             if base is not None:
