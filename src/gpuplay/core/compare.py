@@ -140,7 +140,7 @@ def plan_compare(
                             dtype=dtype,
                             **VARIANTS[v],
                             **spec_kw,
-                        )  # type: ignore[arg-type]
+                        )
                         verdict = check(spec, probe_timeout)
                         if isinstance(verdict, Refusal):
                             refused.append((spec, verdict))

@@ -27,7 +27,7 @@ from gpuplay.core.workloads import get_workload, relative_error
 from gpuplay.core.workloads.base import ITEMSIZE, Workload
 
 SampleCallback = Callable[[str, float], None]
-PhaseCallback = Callable[[str, str], None]
+PhaseCallback = Callable[[str, str], object]  # the return value is ignored
 
 
 class TelemetryWindow(Protocol):

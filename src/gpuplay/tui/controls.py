@@ -46,7 +46,7 @@ def device_values() -> list[str]:
 
 
 def values_for(field: str) -> list[Any]:
-    return {
+    values: dict[str, list[Any]] = {
         "backend": list(BACKENDS),
         "device": device_values(),
         "dtype": list(DTYPES),
@@ -54,7 +54,8 @@ def values_for(field: str) -> list[Any]:
         "compile": list(COMPILE_MODES),
         "tf32": [False, True],
         "cuda_graphs": [False, True],
-    }[field]
+    }
+    return values[field]
 
 
 def normalize(spec: RunSpec, changed: str) -> RunSpec:

@@ -93,14 +93,14 @@ class ControlsPanel(Static):
         if probing:
             lines.insert(0, f"… checking {', '.join(probing)} (import and devices)")
         self.lines = lines  # the text below the controls, as shown
-        why = Text(
+        notes = Text(
             "\n".join(lines),
             style="dim",
             overflow="ellipsis",
             no_wrap=compact,
         )
         unique = unique or probing
-        self.update(Group(t, why) if unique else t)
+        self.update(Group(t, notes) if unique else t)
 
 
 class SpeedupDigits(Static):
@@ -281,10 +281,10 @@ class CompareChart(CachedPlot):
         labels = [r.result.spec.label(with_dtype=False)[:28] for r in rows]
         if all(r.speedup is not None for r in rows):
             plt.title(f"speedup over NumPy on the CPU · {rows[0].result.spec.workload} {rows[0].result.size}")
-            values = [r.speedup for r in rows]
+            values = [r.speedup or 0.0 for r in rows]
         else:
             plt.title(f"median time, ms · {rows[0].result.spec.workload} {rows[0].result.size}")
-            values = [r.result.median * 1e3 for r in rows]
+            values = [(r.result.median or 0.0) * 1e3 for r in rows]
         plt.bar(labels, values, orientation="horizontal", width=0.3)
         plt.xlim(0, max(values) * 1.1)  # a bar at the axis' end overflows the widget otherwise
         self.changed()
