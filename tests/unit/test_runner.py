@@ -216,3 +216,33 @@ def test_compile_time_is_reported_apart_from_steps():
     assert r.compile_s is not None
     assert r.compile_s > 10 * max(r.samples)  # the first call compiles; the steps do not
     assert r.check_ok
+
+
+@pytest.mark.slow
+def test_compile_does_not_spill_torchs_script_method_deprecations():
+    """torch.compile imports torch._inductor, whose mkldnn module uses torch.jit.script_method.
+
+    A fresh interpreter with DeprecationWarnings as errors: the import happens here, not in
+    some earlier test.
+    """
+    import subprocess
+    import sys
+
+    script = (
+        "from gpuplay.core.runner import build_step\n"
+        "from gpuplay.core.backends import get_backend\n"
+        "from gpuplay.core.spec import RunSpec\n"
+        "from gpuplay.core.workloads import get_workload\n"
+        "spec = RunSpec.make('matmul', {'n': 8}, backend='torch', compile='default')\n"
+        "w, b = get_workload('matmul'), get_backend('torch')\n"
+        "build_step(spec, w, b, w.resolve({'n': 8}), ())\n"
+        "import torch._inductor.compile_fx\n"
+        "print('compiled step built')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning:torch.jit._script", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and "compiled step built" in proc.stdout, proc.stderr[-1500:]

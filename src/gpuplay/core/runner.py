@@ -155,6 +155,26 @@ def _autocast(spec: RunSpec) -> Callable[[], Any]:
     return lambda: torch.autocast(device_type=device_type, dtype=dtype)
 
 
+def _import_inductor_quietly() -> None:
+    """Load torch.compile's backend with torch's own deprecation notice silenced.
+
+    torch.compile imports torch._inductor, which imports torch.utils.mkldnn, whose classes
+    still use the deprecated `torch.jit.script_method`: 14 DeprecationWarnings per process
+    about torch's code, none a gpuplay user could act on. Only that message is filtered,
+    only during the import.
+    """
+    import sys
+    import warnings
+
+    if "torch._inductor.compile_fx" in sys.modules:
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r"`torch\.jit\.script_method` is deprecated", category=DeprecationWarning
+        )
+        import torch._inductor.compile_fx  # noqa: F401
+
+
 def build_step(
     spec: RunSpec,
     workload: Workload,
@@ -169,6 +189,7 @@ def build_step(
     if compiled and spec.compile != "off":
         import torch
 
+        _import_inductor_quietly()
         kernel = torch.compile(kernel, mode=None if spec.compile == "default" else spec.compile)
     if spec.amp != "off":
         autocast = _autocast(spec)
