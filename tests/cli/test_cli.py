@@ -197,3 +197,16 @@ def test_module_entry_point():
         [sys.executable, "-m", "gpuplay", "--version"], capture_output=True, text=True, check=True
     )
     assert "gpuplay" in out.stdout
+
+
+def test_list_piped_keeps_every_claim_whole():
+    """Piped, there is no terminal width to honour: nothing is cut at 80 columns."""
+    from gpuplay.core.scenarios import load_scenarios
+
+    res = CliRunner(env={"COLUMNS": None}).invoke(main, ["list"])
+    assert res.exit_code == 0, res.output
+    claims = [s.claim.text for s in load_scenarios([]).scenarios.values() if s.claim]
+    assert len(claims) >= 10
+    for claim in claims:
+        assert claim in res.stdout, claim
+    assert "…" not in res.stdout

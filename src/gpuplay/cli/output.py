@@ -18,6 +18,21 @@ def stderr_console() -> Any:
     return Console(stderr=True)
 
 
+def stdout_console(renderable: Any) -> Any:
+    """A console for `renderable` on stdout. On a terminal, the terminal's width; piped
+    (no width to honour, COLUMNS unset), its natural width, so that nothing is cut at 80."""
+    import os
+
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    con = Console()
+    if con.is_terminal or os.environ.get("COLUMNS"):
+        return con
+    natural = Measurement.get(con, con.options.update_width(100_000), renderable).maximum
+    return Console(width=max(80, natural))
+
+
 def load_scenarios(extra: Sequence[str]) -> Any:
     """Built-in, configured and extra scenario folders; a broken file is a warning, not an exit."""
     from gpuplay.core.config import load_config
