@@ -210,3 +210,13 @@ def test_list_piped_keeps_every_claim_whole():
     for claim in claims:
         assert claim in res.stdout, claim
     assert "…" not in res.stdout
+
+
+def test_scenarios_folder_given_before_the_command_reaches_it(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "tiny.toml").write_text('name = "tiny"\ntitle = "Tiny"\nworkload = "matmul"\n[params]\nn = 8\n')
+    for args in (["--scenarios", str(folder), "list"], ["list", "--scenarios", str(folder)]):
+        res = CliRunner().invoke(main, [*args, "--format", "json"])
+        assert res.exit_code == 0, res.output
+        assert "tiny" in {s["name"] for s in json.loads(res.stdout)}, args
