@@ -45,6 +45,7 @@ def run_cli(args, tmp_path, preexec=None, env_extra=None, timeout=120):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_real_out_of_memory_is_a_message_not_a_crash(tmp_path, backend):
     # 1.2 GB of float64 input cannot be allocated under a 2 GiB address-space limit
