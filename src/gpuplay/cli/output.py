@@ -132,6 +132,7 @@ def report_interruption(name: str, shown: int, total: int, log: ResultLog) -> No
         style="yellow",
         highlight=False,
         markup=False,
+        soft_wrap=True,  # the log's path stays one copyable piece
     )
 
 
