@@ -27,6 +27,9 @@ def gpu_available() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "compile" in item.keywords:
+            item.add_marker(pytest.mark.slow)  # a cold torch.compile alone takes ~16 s on 2 cores
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA")

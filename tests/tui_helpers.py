@@ -50,3 +50,16 @@ async def wait_until(pilot, predicate, timeout: float = 20.0) -> None:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.05)
     await pilot.pause()
+
+
+def record_notifications(app, monkeypatch) -> list[str]:
+    """Every message the app passes to `notify` (a patched public method, not Textual's private list)."""
+    messages: list[str] = []
+    real = app.notify
+
+    def notify(message, *args, **kwargs):
+        messages.append(str(message))
+        return real(message, *args, **kwargs)
+
+    monkeypatch.setattr(app, "notify", notify)
+    return messages

@@ -119,6 +119,22 @@ def test_refused_run_exits_1_with_reason(cli):
     assert res.exit_code == 1 and "bfloat16" in res.output
 
 
+def test_refused_run_refuses_before_measuring_its_baseline(cli, tmp_path):
+    """No device cuda:99 anywhere: refused at once, no NumPy baseline measured, titled with its size."""
+    import time
+
+    out = tmp_path / "r.md"
+    t0 = time.monotonic()
+    args = ["run", "fft2d", "-b", "torch", "-d", "cuda:99", "--preset", "published", "--baseline"]
+    res = cli.invoke(main, [*args, "--out", str(out)])
+    assert res.exit_code == 1 and "refused: torch cuda:99" in res.output
+    assert time.monotonic() - t0 < 10  # the 4096² NumPy baseline alone takes longer on 2 cores
+    text = out.read_text()
+    assert text.startswith("### 2D FFT (4096×4096)") and "numpy cpu" not in text
+    res = cli.invoke(main, [*args, "--format", "json"])
+    assert [r["status"] for r in json.loads(res.stdout)["results"]] == ["refused"]
+
+
 def test_compare_markdown_has_baseline_and_speedups(cli):
     res = cli.invoke(
         main,
@@ -181,3 +197,26 @@ def test_module_entry_point():
         [sys.executable, "-m", "gpuplay", "--version"], capture_output=True, text=True, check=True
     )
     assert "gpuplay" in out.stdout
+
+
+def test_list_piped_keeps_every_claim_whole():
+    """Piped, there is no terminal width to honour: nothing is cut at 80 columns."""
+    from gpuplay.core.scenarios import load_scenarios
+
+    res = CliRunner(env={"COLUMNS": None}).invoke(main, ["list"])
+    assert res.exit_code == 0, res.output
+    claims = [s.claim.text for s in load_scenarios([]).scenarios.values() if s.claim]
+    assert len(claims) >= 10
+    for claim in claims:
+        assert claim in res.stdout, claim
+    assert "…" not in res.stdout
+
+
+def test_scenarios_folder_given_before_the_command_reaches_it(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "tiny.toml").write_text('name = "tiny"\ntitle = "Tiny"\nworkload = "matmul"\n[params]\nn = 8\n')
+    for args in (["--scenarios", str(folder), "list"], ["list", "--scenarios", str(folder)]):
+        res = CliRunner().invoke(main, [*args, "--format", "json"])
+        assert res.exit_code == 0, res.output
+        assert "tiny" in {s["name"] for s in json.loads(res.stdout)}, args

@@ -15,7 +15,7 @@ import pytest
 
 from tests.tui_helpers import tiny_scenarios
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"), pytest.mark.slow]
 
 
 def gpuplay_exe() -> str:

@@ -20,7 +20,7 @@ from gpuplay.core.runner import run
 from gpuplay.core.spec import RunSpec
 from gpuplay.tui.app import GpuPlayApp
 from tests.conftest import gpu_available
-from tests.tui_helpers import tiny_scenarios, wait_until
+from tests.tui_helpers import record_notifications, tiny_scenarios, wait_until
 
 GPUPLAY = [sys.executable, "-m", "gpuplay"]
 
@@ -45,6 +45,7 @@ def run_cli(args, tmp_path, preexec=None, env_extra=None, timeout=120):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["numpy", "torch"])
 def test_real_out_of_memory_is_a_message_not_a_crash(tmp_path, backend):
     # 1.2 GB of float64 input cannot be allocated under a 2 GiB address-space limit
@@ -75,12 +76,13 @@ def test_out_of_memory_in_the_app_leaves_it_usable(tmp_path, monkeypatch):
     monkeypatch.setattr(NumpyBackend, "from_host", no_memory)
     monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")  # the patch lives in this process
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.1, telemetry=False)
+    notes = record_notifications(app, monkeypatch)
 
     async def scenario():
         async with app.run_test(size=(120, 36)) as pilot:
             await wait_until(pilot, lambda: app.live_result is not None)
             assert app.live_result.failure == "out-of-memory"
-            assert any("out of memory" in n.message for n in app._notifications)
+            assert any("out of memory" in n for n in notes)
             monkeypatch.setattr(NumpyBackend, "from_host", real)
             await pilot.press("r")
             await wait_until(pilot, lambda: app.live_result is not None)

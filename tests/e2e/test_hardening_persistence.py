@@ -26,6 +26,7 @@ from tests.tui_helpers import tiny_scenarios
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpuplay"
 
 
+@pytest.mark.slow
 def test_kill_9_loses_no_finished_measurement(tmp_path):
     state = tmp_path / "state"
     env = {**os.environ, "GPUPLAY_STATE_DIR": str(state), "OMP_NUM_THREADS": "1"}

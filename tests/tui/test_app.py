@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import threading
 
 import pytest
+from rich.console import Console
+from textual.widgets import TabbedContent
 
 from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.widgets import ControlsPanel, HelpScreen
-from tests.tui_helpers import tiny_scenarios, wait_until
+from tests.tui_helpers import record_notifications, tiny_scenarios, wait_until
 
 
 @pytest.fixture
@@ -74,7 +77,8 @@ async def test_each_control_flips(app):
         assert app.spec.backend == "numpy" and app.spec.amp == "off" and app.spec.device == "cpu"
 
 
-async def test_unavailable_option_is_disabled_with_reason(app):
+async def test_unavailable_option_is_disabled_with_reason(app, monkeypatch):
+    notes = record_notifications(app, monkeypatch)
     async with app.run_test(size=(160, 45)) as pilot:
         await wait_until(pilot, lambda: app.probed)
         text = " ".join(app.query_one(ControlsPanel).reasons)
@@ -83,7 +87,7 @@ async def test_unavailable_option_is_disabled_with_reason(app):
         before = app.spec
         await pilot.press("d")  # no cuda device: nothing else to choose
         assert app.spec == before
-        assert any("cuda:0" in n.message for n in app._notifications)
+        assert any("cuda:0" in n for n in notes)
 
 
 async def test_cancel_and_restart_keeps_one_measurement_at_a_time(app):
@@ -129,6 +133,8 @@ async def test_choosing_a_scenario(app):
 async def test_failing_run_leaves_app_usable(app, monkeypatch):
     from gpuplay.core.workloads import linalg
 
+    real_kernel = linalg.Matmul.kernel_function
+
     def broken(self, backend, p):
         def kernel(xp, a, b):
             raise RuntimeError("CUDA error: an illegal memory access (simulated)")
@@ -136,11 +142,12 @@ async def test_failing_run_leaves_app_usable(app, monkeypatch):
         return kernel
 
     monkeypatch.setattr(linalg.Matmul, "kernel_function", broken)
+    notes = record_notifications(app, monkeypatch)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_until(pilot, finished(app))
         assert app.live_result.status == "failed"
-        assert any("illegal memory access" in n.message for n in app._notifications)
-        monkeypatch.undo()
+        assert any("illegal memory access" in n for n in notes)
+        monkeypatch.setattr(linalg.Matmul, "kernel_function", real_kernel)
         await pilot.press("r")
         await wait_until(pilot, lambda: app.live_result is not None)
         assert app.live_result.status == "ok"
@@ -166,7 +173,19 @@ async def test_views_and_help(app):
         assert "def matmul(xp, a, b):" in app.query_one("#code-right").code_text
         await pilot.press("2")
         assert app.query_one("#compare-table").row_count >= 1
+        from gpuplay.core.telemetry import snapshot
+
+        app.latest = snapshot()  # this app samples nothing itself (telemetry=False): hand it one
         await pilot.press("4")
+        assert app.query_one(TabbedContent).active == "telemetry"
+        panel = app.query_one("#telemetry-full")
+        assert panel.region.width > 0 and panel.region.height > 0  # on screen, not just mounted
+        console = Console(width=120, record=True, file=io.StringIO())
+        console.print(panel.content)
+        text = console.export_text()
+        assert (
+            "CPU" in text and "gpuplay RSS" in text and f"{app.latest.host.mem_total / 2**30:.1f} GiB" in text
+        )
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("escape")
@@ -217,11 +236,17 @@ async def test_a_slow_cupy_probe_does_not_delay_the_first_measurement(tmp_path, 
             t0 = time.monotonic()
             await wait_until(pilot, lambda: app.live_result is not None)
             assert time.monotonic() - t0 < 15
-            assert any("still probing" in r for r in app.query_one(ControlsPanel).reasons)
+            panel = app.query_one(ControlsPanel)
+            # Not yet known is not refused: no "✗ CuPy: CuPy: still probing", a "checking" line instead.
+            assert panel.probing == ["CuPy"] and not any("CuPy" in r for r in panel.reasons)
+            assert panel.lines[0].startswith("… checking CuPy") and not any(
+                "✗ CuPy" in x for x in panel.lines
+            )
             release.set()
             await wait_until(
                 pilot, lambda: any("slow probe" in r for r in app.query_one(ControlsPanel).reasons)
             )
+            assert not panel.probing and "✗ CuPy: no CUDA device (slow probe)" in panel.lines
     finally:
         release.set()
         backends.get_backend.cache_clear()

@@ -10,6 +10,7 @@ import math
 import tempfile
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -169,14 +170,7 @@ def cli_args(draw) -> list[str]:
     return args
 
 
-@settings(
-    max_examples=300,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
-@given(cli_args())
-def test_cli_never_shows_a_traceback(args):
-    COUNT["cli"] += 1
+def _cli_case(args: list[str]) -> None:
     res = CliRunner().invoke(main, args)
     out = res.output
     assert "Traceback" not in out, (args, out)
@@ -187,5 +181,24 @@ def test_cli_never_shows_a_traceback(args):
         assert "Error:" in out  # click names the option or value
 
 
-def test_cli_case_count():
-    print(f"\nR1 CLI cases so far: {COUNT['cli']}")
+@pytest.mark.slow
+def test_cli_never_shows_a_traceback():
+    """300 generated command lines; the count and the spread are checked, not just printed."""
+    seen: list[str] = []
+
+    @settings(
+        max_examples=300,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    @given(cli_args())
+    def case(args: list[str]) -> None:
+        seen.append(args[0])
+        _cli_case(args)
+
+    case()
+    COUNT["cli"] = len(seen)
+    print(f"\nR1 CLI cases: {len(seen)}")
+    # Hypothesis really generated the cases, for every subcommand (and the bogus one).
+    assert len(seen) >= 250, len(seen)
+    assert set(SUBCOMMANDS) <= set(seen), set(SUBCOMMANDS) - set(seen)

@@ -66,10 +66,34 @@ def test_pause_holds_between_steps_without_counting_the_wait():
     pause = threading.Event()
     cancel = threading.Event()
     pause.set()
-    timer = threading.Timer(0.3, pause.clear)
-    timer.start()
+    released_at: list[float] = []
+
+    def release() -> None:
+        released_at.append(time.perf_counter())
+        pause.clear()
+
+    calls: list[float] = []
+
+    def timer(fn):
+        t0 = time.perf_counter()
+        calls.append(t0)
+        return time.perf_counter() - t0, fn()
+
+    threading.Timer(0.3, release).start()
+    t0 = time.perf_counter()
+    out = timed_loop(lambda: None, timer, phase="timed", count=3, cancel=cancel, pause=pause)
+    assert len(out.samples) == 3 and not out.cancelled
+    # No step ran while paused, and the 0.3 s wait is in no sample.
+    assert released_at and min(calls) >= released_at[0]
+    assert time.perf_counter() - t0 >= 0.3 and max(out.samples) < 0.05
+
+
+def test_cancel_ends_a_paused_loop():
+    pause, cancel = threading.Event(), threading.Event()
+    pause.set()
+    threading.Timer(0.2, cancel.set).start()
     out = timed_loop(lambda: None, lambda fn: (0.0, fn()), phase="timed", count=3, cancel=cancel, pause=pause)
-    assert out.samples == [0.0, 0.0, 0.0]
+    assert out.cancelled and out.samples == []
 
 
 def test_estimate_refuses_a_step_over_the_limit():
@@ -192,3 +216,33 @@ def test_compile_time_is_reported_apart_from_steps():
     assert r.compile_s is not None
     assert r.compile_s > 10 * max(r.samples)  # the first call compiles; the steps do not
     assert r.check_ok
+
+
+@pytest.mark.slow
+def test_compile_does_not_spill_torchs_script_method_deprecations():
+    """torch.compile imports torch._inductor, whose mkldnn module uses torch.jit.script_method.
+
+    A fresh interpreter with DeprecationWarnings as errors: the import happens here, not in
+    some earlier test.
+    """
+    import subprocess
+    import sys
+
+    script = (
+        "from gpuplay.core.runner import build_step\n"
+        "from gpuplay.core.backends import get_backend\n"
+        "from gpuplay.core.spec import RunSpec\n"
+        "from gpuplay.core.workloads import get_workload\n"
+        "spec = RunSpec.make('matmul', {'n': 8}, backend='torch', compile='default')\n"
+        "w, b = get_workload('matmul'), get_backend('torch')\n"
+        "build_step(spec, w, b, w.resolve({'n': 8}), ())\n"
+        "import torch._inductor.compile_fx\n"
+        "print('compiled step built')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-W", "error::DeprecationWarning:torch.jit._script", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0 and "compiled step built" in proc.stdout, proc.stderr[-1500:]

@@ -175,3 +175,23 @@ class _AsCuda:
 
     def end(self, token):
         return self.inner.end(token)
+
+
+def test_paced_snapshots_keep_their_rate_and_count():
+    from gpuplay.core.telemetry import paced_snapshots
+
+    now = [0.0]
+    waits: list[float] = []
+
+    def sleep(s: float) -> None:
+        waits.append(s)
+        now[0] += s
+
+    stream = paced_snapshots(1.0, 3, clock=lambda: now[0], sleep=sleep)
+    snaps = []
+    for snap in stream:
+        snaps.append(snap)
+        now[0] += 0.25  # the caller's work between two samples
+    assert len(snaps) == 3 and all(s.host.mem_total > 0 for s in snaps)
+    # priming wait, then the interval less the work: no drift, and no wait after the last one
+    assert waits == [0.1, 0.75, 0.75]

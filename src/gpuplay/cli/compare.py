@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-import threading
-from typing import Any
+import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from gpuplay.cli import options
+from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import scenario_dirs_option
-from gpuplay.cli.output import load_scenarios, log_results, message, print_rows, stderr_console
-from gpuplay.core.spec import BACKENDS, DTYPES, SpecError
+from gpuplay.cli.output import (
+    ResultLog,
+    load_scenarios,
+    message,
+    print_rows,
+    progress_line,
+    report_interruption,
+    stderr_console,
+)
+from gpuplay.core.spec import BACKENDS, DTYPES, RunSpec, SpecError
+
+if TYPE_CHECKING:
+    from gpuplay.core.result import RunResult
 
 FORMATS = ("table", "markdown", "json", "csv")
 
@@ -129,24 +141,38 @@ def compare(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    cancel = threading.Event()
-    results = []
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as progress:
-        task = progress.add_task("compare", total=len(specs))
+    from gpuplay.core.telemetry import RunTelemetry
 
-        def on_start(i: int, spec: Any) -> None:
+    log = ResultLog()
+    # A live bar on a terminal; otherwise (a log file, CI) one plain line per measurement.
+    plain = not err.is_terminal
+    with (
+        Interruption() as stop,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=plain,
+        ) as progress,
+    ):
+        task = progress.add_task("compare", total=len(specs))
+        done: list[RunResult] = []
+
+        def on_start(i: int, spec: RunSpec) -> None:
             progress.update(task, description=f"{spec.scenario}: {spec.label()}")
 
-        def on_result(i: int, r: Any) -> None:
+        def on_result(i: int, r: RunResult) -> None:
+            if stop.interrupted and r.status == "cancelled":
+                return  # stopped by the signal: not a finished measurement
+            done.append(r)
+            log(r)
             progress.advance(task)
-            if r.status in ("failed", "refused"):
+            if plain:
+                err.print(progress_line(len(done), len(specs), r), highlight=False, markup=False)
+            elif r.status in ("failed", "refused"):
                 progress.console.print(
                     f"{r.status}: {r.spec.scenario} {r.spec.label()}: {r.message}",
                     style="yellow",
@@ -154,16 +180,10 @@ def compare(
                     markup=False,
                 )
 
-        try:
-            from gpuplay.core.telemetry import RunTelemetry
-
-            results = run_compare(
-                specs, cancel=cancel, on_start=on_start, on_result=on_result, telemetry=RunTelemetry()
-            )
-        except KeyboardInterrupt:
-            cancel.set()
-            err.print("interrupted: showing what finished", highlight=False)
-    log_results(results)
+        run_compare(
+            specs, cancel=stop.cancel, on_start=on_start, on_result=on_result, telemetry=RunTelemetry()
+        )
+    results = done
     rows = attach_baselines(results)
     print_rows(
         rows,
@@ -173,6 +193,9 @@ def compare(
         preset=preset,
         refused=[{"label": s.label(), "scenario": s.scenario, "reason": str(w)} for s, w in refused],
     )
+    if stop.interrupted:
+        report_interruption(stop.name, len(results), len(specs), log)
+        sys.exit(stop.exit_code)
 
 
 command = compare

@@ -5,35 +5,39 @@ from __future__ import annotations
 import click
 
 from gpuplay.cli.output import print_rows, stderr_console
-from gpuplay.core.spec import SpecError
 
 
 @click.command()
 @click.option(
-    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Newest N measurements."
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Only the newest N measurements (default: every measurement).",
 )
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True
 )
-def history(limit: int, fmt: str) -> None:
-    """Measurements from past sessions (the session logs in the state folder)."""
+def history(limit: int | None, fmt: str) -> None:
+    """Every measurement of past sessions (the session logs in the state folder)."""
     from gpuplay.core.compare import attach_baselines
-    from gpuplay.core.result import RunResult
-    from gpuplay.core.sessionlog import list_sessions, read_log, sessions_dir
+    from gpuplay.core.sessionlog import by_session, read_history, sessions_dir
 
-    results = []
-    for path in list_sessions():
-        for d in read_log(path):
-            try:
-                r = RunResult.from_dict(d)
-            except (KeyError, TypeError, ValueError, SpecError):
-                continue
-            r.conditions.setdefault("session", path.name)
-            results.append(r)
+    results = read_history()
     if not results:
         stderr_console().print(f"no measurements yet in {sessions_dir()}", highlight=False)
         return
-    print_rows(attach_baselines(results[-limit:]), fmt, None, title=f"history (newest {limit})")
+    total = len(results)
+    shown = results[-limit:] if limit else results
+    # Speedups within each session only; the baselines may lie before the --limit cut.
+    rows = []
+    for group in by_session(shown):
+        session = group[0].conditions.get("session")
+        pool = [r for r in results if r.conditions.get("session") == session]
+        rows.extend(attach_baselines(group, pool))
+    sessions = len(by_session(shown))
+    what = f"{len(shown)} of {total}" if len(shown) < total else f"all {total}"
+    title = f"history: {what} measurements, {sessions} session{'s' if sessions != 1 else ''}"
+    print_rows(rows, fmt, None, title=title)
 
 
 command = history

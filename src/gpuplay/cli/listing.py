@@ -8,7 +8,7 @@ import click
 
 from gpuplay.cli import options
 from gpuplay.cli.options import scenario_dirs_option
-from gpuplay.cli.output import load_scenarios
+from gpuplay.cli.output import load_scenarios, stdout_console
 
 
 @click.command(name="list")
@@ -37,7 +37,6 @@ def list_(scenario_dirs: tuple[str, ...], fmt: str) -> None:
             )
         )
         return
-    from rich.console import Console
     from rich.table import Table
 
     t = Table("scenario", "workload", "presets", "claim", header_style="bold")
@@ -46,7 +45,7 @@ def list_(scenario_dirs: tuple[str, ...], fmt: str) -> None:
             f"{k}: " + ", ".join(f"{a}={b}" for a, b in s.presets[k].items()) for k in s.presets
         )
         t.add_row(f"[bold]{s.name}[/]\n{s.title}", s.workload, presets, s.claim.text if s.claim else "—")
-    Console().print(t)
+    stdout_console(t).print(t)
 
 
 command = list_

@@ -26,22 +26,15 @@ def monitor(interval: float, fmt: str, count: int | None) -> None:
     """Stream GPU and host telemetry (JSON lines for scripts). Ctrl+C stops."""
     import time
 
-    import psutil
-
-    from gpuplay.core.telemetry import nvml_status, snapshot
+    from gpuplay.core.telemetry import nvml_status, paced_snapshots
 
     status = nvml_status()
     if status:
         stderr_console().print(
             f"{status}: host telemetry only", style="yellow", highlight=False, markup=False
         )
-    psutil.cpu_percent(percpu=True)  # psutil's first reading covers no interval: prime it
-    time.sleep(min(interval, 0.1))
-    n = 0
     try:
-        while count is None or n < count:
-            t0 = time.monotonic()
-            snap = snapshot()
+        for snap in paced_snapshots(interval, count):
             if fmt == "json":
                 click.echo(json.dumps(snap.to_dict()))
             else:
@@ -57,9 +50,6 @@ def monitor(interval: float, fmt: str, count: int | None) -> None:
                     f"rss {h.process_rss / 2**20:.0f} MiB  {gpus}"
                 )
             sys.stdout.flush()
-            n += 1
-            if count is None or n < count:
-                time.sleep(max(0.0, interval - (time.monotonic() - t0)))
     except KeyboardInterrupt:
         pass
     except BrokenPipeError:

@@ -18,6 +18,21 @@ def stderr_console() -> Any:
     return Console(stderr=True)
 
 
+def stdout_console(renderable: Any) -> Any:
+    """A console for `renderable` on stdout. On a terminal, the terminal's width; piped
+    (no width to honour, COLUMNS unset), its natural width, so that nothing is cut at 80."""
+    import os
+
+    from rich.console import Console
+    from rich.measure import Measurement
+
+    con = Console()
+    if con.is_terminal or os.environ.get("COLUMNS"):
+        return con
+    natural = Measurement.get(con, con.options.update_width(100_000), renderable).maximum
+    return Console(width=max(80, natural))
+
+
 def load_scenarios(extra: Sequence[str]) -> Any:
     """Built-in, configured and extra scenario folders; a broken file is a warning, not an exit."""
     from gpuplay.core.config import load_config
@@ -107,15 +122,48 @@ def print_noise(con: Any, rows: Sequence[Row]) -> None:
         con.print(f"roof: {p}", style="dim", highlight=False, markup=False)
 
 
-def log_results(results: Any) -> None:
-    from gpuplay.core.sessionlog import SessionLog
+class ResultLog:
+    """Appends each usable result to this command's session log the moment it finishes."""
 
-    log = SessionLog()
+    def __init__(self) -> None:
+        from gpuplay.core.sessionlog import SessionLog
+
+        self.log = SessionLog()
+        self._warned = False
+
+    def __call__(self, result: Any) -> None:
+        if result.usable and not self.log.append(result) and not self._warned:
+            self._warned = True
+            stderr_console().print(f"[yellow]warning:[/] {self.log.error}", highlight=False)
+
+
+def log_results(results: Any) -> None:
+    """Append finished results to the session log at once (commands that collect them first)."""
+    log = ResultLog()
     for r in results:
-        if r.usable:
-            log.append(r)
-    if log.error:
-        stderr_console().print(f"[yellow]warning:[/] {log.error}", highlight=False)
+        log(r)
+
+
+def progress_line(done: int, total: int, result: Any) -> str:
+    """One plain line per finished measurement, for a log file or a CI console (no live bar)."""
+    from gpuplay.core.report import fmt_time
+
+    spec = result.spec
+    what = f"[{done}/{total}] {spec.scenario or spec.workload} {spec.label()}"
+    if result.status == "ok":
+        return f"{what}: {fmt_time(result.median)} ({result.size}, n={len(result.samples)})"
+    return f"{what}: {result.status}: {result.message}"
+
+
+def report_interruption(name: str, shown: int, total: int, log: ResultLog) -> None:
+    where = f"; logged to {log.log.path}" if log.log.path.exists() else ""
+    stderr_console().print(
+        f"interrupted by {name}: {shown} of {total} measurements finished{where}",
+        style="yellow",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,  # the log's path stays one copyable piece
+    )
 
 
 def rich_table(rows: Sequence[Row], title: str = "") -> Any:
@@ -125,6 +173,9 @@ def rich_table(rows: Sequence[Row], title: str = "") -> Any:
 
     table = Table(title=title or None, header_style="bold", pad_edge=False, box=None, padding=(0, 1, 0, 0))
     table.add_column("configuration", overflow="fold", min_width=16)
+    # The note marker has a column of its own: appended to a folded configuration it would
+    # wrap onto a line of its own at 80 columns.
+    table.add_column("", no_wrap=True)
     table.add_column("compute", no_wrap=True)
     table.add_column("median", justify="right", no_wrap=True)
     table.add_column("±", justify="right", no_wrap=True)
@@ -139,10 +190,9 @@ def rich_table(rows: Sequence[Row], title: str = "") -> Any:
         cells = row_cells(row, noise=False)
         group = f"{cells[0]} · {cells[1]}"
         if group != current:
-            table.add_row(Text(group, style="bold cyan"), *[""] * 9)
+            table.add_row(Text(group, style="bold cyan"), *[""] * 10)
             current = group
         short = row.result.spec.label(with_dtype=False)
         marked = cells[NOTES] or row.result.noise_warnings
-        config = f"{short} [{i}]" if marked else short
-        table.add_row(Text(config), *cells[3:12])
+        table.add_row(Text(short), f"[{i}]" if marked else "", *cells[3:12])
     return table

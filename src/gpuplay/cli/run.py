@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import sys
-import threading
 from typing import Any
 
 import click
 
 from gpuplay.cli import options
+from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import parse_assignments, pop_spec_fields, scenario_dirs_option, spec_options
-from gpuplay.cli.output import load_scenarios, log_results, message, print_rows, stderr_console
-from gpuplay.core.spec import SpecError
+from gpuplay.cli.output import (
+    ResultLog,
+    load_scenarios,
+    message,
+    print_rows,
+    progress_line,
+    report_interruption,
+    stderr_console,
+)
+from gpuplay.core.spec import Refusal, SpecError
 
 FORMATS = ("table", "json", "csv")
 
@@ -68,27 +76,44 @@ def run(
         params = {**sc.preset_params(preset), **parse_assignments(sizes)}
         params = get_workload(sc.workload).resolve(params)
         spec = RunSpec.make(sc.workload, params, scenario=sc.name, **pop_spec_fields(kw))
+        size = get_workload(sc.workload).size_label(params)
     except (KeyError, ValueError, SpecError) as exc:
         raise click.UsageError(message(exc)) from None
     err = stderr_console()
-    specs = [spec]
-    if baseline and not is_baseline(spec):
-        specs.insert(0, baseline_spec(spec))
+    # Refuse first: a configuration that cannot run here must not cost a baseline measurement.
+    from gpuplay.core.planner import check
+    from gpuplay.core.result import RunResult
+
+    verdict = check(spec, probe_timeout=30.0)
+    if isinstance(verdict, Refusal):
+        results = [RunResult(spec=spec, status="refused", message=str(verdict), size=size)]
+        specs = []
+    else:
+        results, specs = [], [spec]
+        if baseline and not is_baseline(spec):
+            specs.insert(0, baseline_spec(spec))
     from gpuplay.core.telemetry import RunTelemetry
 
-    results = []
-    cancel = threading.Event()
     telemetry = RunTelemetry()
-    try:
-        for s in specs:
+    log = ResultLog()
+    quiet = not err.is_terminal
+    with Interruption() as stop:
+        for i, s in enumerate(specs, 1):
+            if stop.interrupted:
+                break
             with err.status(f"running {s.label()} …"):
-                results.append(run_spec(s, cancel=cancel, telemetry=telemetry))
-    except KeyboardInterrupt:
-        cancel.set()
-        raise click.Abort() from None
-    log_results(results)
+                r = run_spec(s, cancel=stop.cancel, telemetry=telemetry)
+            if stop.interrupted and r.status == "cancelled":
+                break  # the measurement the signal stopped is not a finished one
+            results.append(r)
+            log(r)
+            if quiet:
+                err.print(progress_line(i, len(specs), r), highlight=False, markup=False)
     rows = attach_baselines(results)
-    print_rows(rows, fmt, out, title=f"{sc.title} ({results[-1].size})")
+    print_rows(rows, fmt, out, title=f"{sc.title} ({results[-1].size if results else size})")
+    if stop.interrupted:
+        report_interruption(stop.name, len(results), len(specs), log)
+        sys.exit(stop.exit_code)
     failed = [r for r in results if r.status in ("failed", "refused")]
     for r in failed:
         err.print(f"{r.status}: {r.spec.label()}: {r.message}", style="red", highlight=False, markup=False)

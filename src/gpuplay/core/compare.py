@@ -93,7 +93,8 @@ def attach_baselines(results: Sequence[RunResult], baselines: Iterable[RunResult
         row = Row(r)
         if r.usable:
             try:
-                base = pool.get(baseline_spec(r.spec))
+                # A NumPy-CPU row is its own baseline (1×), never another run of the same spec.
+                base = r if is_baseline(r.spec) else pool.get(baseline_spec(r.spec))
             except (KeyError, ValueError):
                 base = None
             if base is not None:
@@ -139,7 +140,7 @@ def plan_compare(
                             dtype=dtype,
                             **VARIANTS[v],
                             **spec_kw,
-                        )  # type: ignore[arg-type]
+                        )
                         verdict = check(spec, probe_timeout)
                         if isinstance(verdict, Refusal):
                             refused.append((spec, verdict))
@@ -168,8 +169,13 @@ def run_compare(
     on_start: Callable[[int, RunSpec], None] | None = None,
     on_result: Callable[[int, RunResult], None] | None = None,
     telemetry: TelemetryWindow | None = None,
+    measure: Callable[..., RunResult] = run,
 ) -> list[RunResult]:
-    """Run each spec in turn (never two at once: they would perturb each other)."""
+    """Run each spec in turn (never two at once: they would perturb each other).
+
+    `on_result` is called the moment each measurement finishes, so a caller can log it
+    before the next one starts; `measure` has `runner.run`'s signature (an engine client).
+    """
     cancel = cancel or threading.Event()
     results = []
     for i, spec in enumerate(specs):
@@ -177,7 +183,7 @@ def run_compare(
             break
         if on_start:
             on_start(i, spec)
-        r = run(spec, cancel=cancel, telemetry=telemetry)
+        r = measure(spec, cancel=cancel, telemetry=telemetry)
         results.append(r)
         if on_result:
             on_result(i, r)

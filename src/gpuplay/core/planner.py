@@ -40,7 +40,7 @@ def device_refusal(backend_name: str, device: str, probe_timeout: float | None =
     backend = get_backend(backend_name)
     avail, devices = backend.probe(probe_timeout)
     if not avail.ok:
-        return Refusal(avail.reason)
+        return Refusal(avail.reason, pending=avail.pending)
     if backend_name == "numpy" and device != "cpu":
         return Refusal("NumPy runs on the host CPU only", "use torch or cupy for a GPU")
     if backend_name == "cupy" and device == "cpu":

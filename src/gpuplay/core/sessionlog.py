@@ -56,6 +56,37 @@ def read_log(path: Path) -> Iterator[dict[str, Any]]:
                 continue
 
 
+def read_history(directory: Path | None = None) -> list[RunResult]:
+    """Every result of every session log, oldest session first, each tagged with its session.
+
+    Lines that no longer decode (a torn write, a field from another version) are skipped.
+    """
+    from gpuplay.core.spec import SpecError
+
+    results = []
+    for path in list_sessions(directory):
+        for d in read_log(path):
+            try:
+                r = RunResult.from_dict(d)
+            except (KeyError, TypeError, ValueError, SpecError):
+                continue
+            r.conditions.setdefault("session", path.name)
+            results.append(r)
+    return results
+
+
+def by_session(results: list[RunResult]) -> list[list[RunResult]]:
+    """Results grouped by the session that measured them, in order of first appearance.
+
+    Speedups pair a result with a NumPy baseline of the same session only: another
+    session ran under other conditions (load, clocks, versions).
+    """
+    groups: dict[str, list[RunResult]] = {}
+    for r in results:
+        groups.setdefault(str(r.conditions.get("session", "")), []).append(r)
+    return list(groups.values())
+
+
 def list_sessions(directory: Path | None = None) -> list[Path]:
     directory = directory or sessions_dir()
     if not directory.is_dir():

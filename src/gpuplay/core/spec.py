@@ -150,6 +150,7 @@ class Refusal:
 
     reason: str
     hint: str = ""
+    pending: bool = False  # not a verdict yet: the backend's probe has not finished
 
     def __str__(self) -> str:
         return f"{self.reason} ({self.hint})" if self.hint else self.reason

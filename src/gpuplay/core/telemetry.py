@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -329,3 +329,27 @@ class RunTelemetry:
         if gmark0 is not None:
             out["noise"]["gpu"] = noise.gpu_noise(nvml, index, gmark0, noise.gpu_mark(nvml, index), snaps)
         return out
+
+
+# -- a paced stream (`gpuplay monitor`) ---------------------------------------------
+def paced_snapshots(
+    interval: float,
+    count: int | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[Snapshot]:
+    """A snapshot every `interval` seconds, `count` of them (None: until the caller stops).
+
+    The time spent taking a snapshot and handling it (the caller's work between two
+    iterations) comes out of the wait, so the stream keeps its rate instead of drifting.
+    """
+    psutil.cpu_percent(percpu=True)  # psutil's first reading covers no interval: prime it
+    sleep(min(interval, 0.1))
+    n = 0
+    while count is None or n < count:
+        t0 = clock()
+        yield snapshot()
+        n += 1
+        if count is None or n < count:
+            sleep(max(0.0, interval - (clock() - t0)))

@@ -71,7 +71,7 @@ class GpuPlayApp(App[None]):
         Binding("r", "rerun", "re-run", show=False),
         Binding("x", "reset", "reset session", show=False),
         Binding("e", "export", "export"),
-        Binding("s", "screenshot", "screenshot", show=False),
+        Binding("s", "save_svg", "screenshot", show=False),
         Binding("1", "tab('live')", "live", show=False),
         Binding("2", "tab('compare')", "compare", show=False),
         Binding("3", "tab('code')", "code", show=False),
@@ -402,7 +402,7 @@ class GpuPlayApp(App[None]):
             return
         self.notify(f"wrote {', '.join(written)} in {self.export_dir}", title="exported")
 
-    def action_screenshot(self) -> None:
+    def action_save_svg(self) -> None:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         try:
             path = self.save_screenshot(f"gpuplay-{stamp}.svg", str(self.export_dir))

@@ -46,7 +46,7 @@ def device_values() -> list[str]:
 
 
 def values_for(field: str) -> list[Any]:
-    return {
+    values: dict[str, list[Any]] = {
         "backend": list(BACKENDS),
         "device": device_values(),
         "dtype": list(DTYPES),
@@ -54,7 +54,8 @@ def values_for(field: str) -> list[Any]:
         "compile": list(COMPILE_MODES),
         "tf32": [False, True],
         "cuda_graphs": [False, True],
-    }[field]
+    }
+    return values[field]
 
 
 def normalize(spec: RunSpec, changed: str) -> RunSpec:
@@ -92,14 +93,23 @@ def with_value(spec: RunSpec, field: str, value: Any) -> RunSpec:
     return normalize(spec.replace(**{field: value}), field)
 
 
-def refusal_for(spec: RunSpec, field: str, value: Any) -> str | None:
-    """Why setting `field` to `value` (and the adjustments it implies) cannot run here."""
+def verdict_for(spec: RunSpec, field: str, value: Any) -> Refusal | None:
+    """The Refusal for setting `field` to `value` (and what it implies); None when it can run.
+
+    A Refusal with `pending` set is no verdict yet: the backend's probe is still running.
+    """
     try:
         candidate = with_value(spec, field, value)
     except ValueError as exc:
-        return str(exc)
+        return Refusal(str(exc))
     verdict = check(candidate, probe_timeout=0)
-    return str(verdict) if isinstance(verdict, Refusal) else None
+    return verdict if isinstance(verdict, Refusal) else None
+
+
+def refusal_for(spec: RunSpec, field: str, value: Any) -> str | None:
+    """Why setting `field` to `value` (and the adjustments it implies) cannot run here."""
+    verdict = verdict_for(spec, field, value)
+    return str(verdict) if verdict is not None else None
 
 
 def cycle(spec: RunSpec, field: str, step: int = 1) -> tuple[RunSpec, str | None]:

@@ -24,7 +24,7 @@ from gpuplay.core.roofline import NOT_CALIBRATED, roof_text
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary
 from gpuplay.core.telemetry import Snapshot
-from gpuplay.tui.controls import CONTROLS, label, refusal_for, values_for
+from gpuplay.tui.controls import CONTROLS, label, values_for, verdict_for
 
 PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
 
@@ -50,6 +50,7 @@ class ControlsPanel(Static):
         t.add_column(no_wrap=True)
         t.add_column()
         reasons: list[str] = []
+        probing: list[str] = []  # backends whose probe has not answered yet: no verdict, no ✗
         for c in CONTROLS:
             current = getattr(spec, c.field)
             cells = Text()
@@ -59,19 +60,26 @@ class ControlsPanel(Static):
                         cells.append(" ")
                     cells.append(f" {label(v)} ", style="reverse bold")
                     continue
+                verdict = verdict_for(spec, c.field, v)
+                if verdict is not None and verdict.pending:
+                    if c.field == "backend":
+                        probing.append(label(v))
+                    if not compact:
+                        cells.append(" " if cells else "")
+                        cells.append(f"{label(v)}…", style="dim italic")
+                    continue
+                why = str(verdict) if verdict is not None else None
                 if compact:  # only the current value; the reasons still listed below
-                    why = refusal_for(spec, c.field, v)
                     if why and c.field in ("backend", "device"):
-                        reasons.append(f"{label(v)}: {why}")
+                        reasons.append(f"{label(v)}: {why.removeprefix(f'{label(v)}: ')}")
                     continue
                 if cells:
                     cells.append(" ")
-                why = refusal_for(spec, c.field, v)
                 if why:
                     cells.append(label(v), style="dim strike")
                     if c.field in ("backend", "device") or len(reasons) < 3:
                         name = label(v) if c.field in ("backend", "device") else f"{c.title} {label(v)}"
-                        reasons.append(f"{name}: {why}")
+                        reasons.append(f"{name}: {why.removeprefix(f'{name}: ')}")  # no "CuPy: CuPy:"
                 else:
                     cells.append(label(v))
             t.add_row(c.key, c.title, cells)
@@ -81,13 +89,19 @@ class ControlsPanel(Static):
             t.add_row("␣", "", Text(" PAUSED ", style="bold black on yellow"))
         unique = list(dict.fromkeys(reasons))
         self.reasons = unique  # what the panel says is unavailable, and why
-        why = Text(
-            "\n".join(f"✗ {r}" for r in unique[: 2 if compact else 5]),
+        self.probing = probing  # what it is still finding out
+        lines = [f"✗ {r}" for r in unique[: 2 if compact else 5]]
+        if probing:
+            lines.insert(0, f"… checking {', '.join(probing)} (import and devices)")
+        self.lines = lines  # the text below the controls, as shown
+        notes = Text(
+            "\n".join(lines),
             style="dim",
             overflow="ellipsis",
             no_wrap=compact,
         )
-        self.update(Group(t, why) if unique else t)
+        unique = unique or probing
+        self.update(Group(t, notes) if unique else t)
 
 
 class SpeedupDigits(Static):
@@ -301,10 +315,10 @@ class CompareChart(CachedPlot):
         labels = [r.result.spec.label(with_dtype=False)[:28] for r in rows]
         if all(r.speedup is not None for r in rows):
             plt.title(f"speedup over NumPy on the CPU · {rows[0].result.spec.workload} {rows[0].result.size}")
-            values = [r.speedup for r in rows]
+            values = [r.speedup or 0.0 for r in rows]
         else:
             plt.title(f"median time, ms · {rows[0].result.spec.workload} {rows[0].result.size}")
-            values = [r.result.median * 1e3 for r in rows]
+            values = [(r.result.median or 0.0) * 1e3 for r in rows]
         plt.bar(labels, values, orientation="horizontal", width=0.3)
         plt.xlim(0, max(values) * 1.1)  # a bar at the axis' end overflows the widget otherwise
         self.changed()

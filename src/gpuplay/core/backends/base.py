@@ -85,7 +85,9 @@ class Backend(ABC):
             if thread is not None:
                 thread.join(timeout)
         if self._probe_result is None:
-            return Availability(False, f"{self.title}: still probing", pending=True), []
+            return Availability(
+                False, f"{self.title} is still being probed (import, devices)", pending=True
+            ), []
         return self._probe_result
 
     def adopt_probe(self, avail: Availability, devices: list[DeviceInfo], facts: dict[str, Any]) -> None:

@@ -152,6 +152,7 @@ class TorchBackend(Backend):
         return int(free)
 
     def compile(self, fn: Callable[..., Any], mode: str) -> Callable[..., Any]:
+        _import_inductor_quietly()
         compiled: Callable[..., Any] = _torch().compile(fn, mode=None if mode == "default" else mode)
         return compiled
 
@@ -222,3 +223,23 @@ def _synced_timer(sync: Callable[[], None]) -> StepTimer:
         return (time.perf_counter_ns() - t0) * 1e-9, out
 
     return timed
+
+
+def _import_inductor_quietly() -> None:
+    """Load torch.compile's backend with torch's own deprecation notice silenced.
+
+    torch.compile imports torch._inductor, which imports torch.utils.mkldnn, whose classes
+    still use the deprecated `torch.jit.script_method`: 14 DeprecationWarnings per process
+    about torch's code, none a gpuplay user could act on. Only that message is filtered,
+    only during the import.
+    """
+    import sys
+    import warnings
+
+    if "torch._inductor.compile_fx" in sys.modules:
+        return
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r"`torch\.jit\.script_method` is deprecated", category=DeprecationWarning
+        )
+        import torch._inductor.compile_fx  # noqa: F401

@@ -21,7 +21,7 @@ from typing import Any
 from gpuplay.core.backends.base import StepTimer
 
 SampleCallback = Callable[[str, float], None]
-PhaseCallback = Callable[[str, str], None]
+PhaseCallback = Callable[[str, str], object]  # the return value is ignored
 
 
 class Cancelled(Exception):

@@ -17,6 +17,11 @@ EPS = {
     "float16": float(np.finfo(np.float16).eps),
     "bfloat16": 2.0**-7,
 }
+# What a kernel's parameters are: the same code runs on numpy, torch and cupy, so the
+# module and its arrays are typed by role, not by library.
+ArrayModule = Any  # numpy, torch or cupy
+Array = Any  # an ndarray or tensor of that module
+
 ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 LINALG_DTYPES = ("float32", "float64")
 
@@ -140,7 +145,7 @@ class Workload:
 
     def source(self, backend: str, p: Mapping[str, Any]) -> str:
         fns = [self.kernel_function(backend, p), *self.helper_functions(backend, p)]
-        return "\n\n".join(inspect.getsource(f).rstrip() for f in fns)
+        return "\n\n".join(_as_written(f) for f in fns)
 
     def helper_functions(self, backend: str, p: Mapping[str, Any]) -> list[Callable[..., Any]]:
         return []
@@ -194,6 +199,23 @@ class Workload:
     def unsupported(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:
         """Why this backend/device/dtype cannot compute this workload, or None."""
         return None
+
+
+def _as_written(fn: Callable[..., Any]) -> str:
+    """The function's source with its signature's annotations left out.
+
+    The annotations are for the type checker (`xp: ArrayModule, a: Array`); the code view
+    shows the code as a user writes it, and at 80 columns a typed signature wraps over
+    three lines. The body is the real source, unchanged.
+    """
+    lines = inspect.getsource(fn).rstrip().splitlines()
+    first = lines[0]
+    if first.startswith("def ") and first.endswith(":"):  # a one-line signature
+        sig = inspect.signature(fn)
+        params = [q.replace(annotation=inspect.Parameter.empty) for q in sig.parameters.values()]
+        plain = sig.replace(parameters=params, return_annotation=inspect.Signature.empty)
+        lines[0] = f"def {fn.__name__}{plain}:"
+    return "\n".join(lines)
 
 
 def relative_error(out: np.ndarray, ref: np.ndarray) -> float:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 import numpy as np
 
-from gpuplay.core.workloads.base import EPS, Param, Workload
+from gpuplay.core.workloads.base import EPS, Array, ArrayModule, Param, Workload
 
 
-def heat(xp, u, steps, alpha):
+def heat(xp: ArrayModule, u: Array, steps: int, alpha: float) -> Array:
     for _ in range(steps):
         lap = xp.roll(u, 1, 0) + xp.roll(u, -1, 0) + xp.roll(u, 1, 1) + xp.roll(u, -1, 1) - 4 * u
         u = u + alpha * lap
@@ -24,33 +27,33 @@ class Heat(Workload):
         Param("alpha", float, 0.2, "diffusion number (stable up to 0.25)", minimum=0.0, maximum=0.25),
     )
 
-    def size_label(self, p):
+    def size_label(self, p: Mapping[str, Any]) -> str:
         return f"{p['n']}² × {p['steps']} steps"
 
-    def inputs(self, p, rng):
+    def inputs(self, p: Mapping[str, Any], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
         return (rng.random((p["n"], p["n"])),)
 
-    def kernel_function(self, backend, p):
+    def kernel_function(self, backend: str, p: Mapping[str, Any]) -> Callable[..., Any]:
         return heat
 
-    def kernel_kwargs(self, p):
+    def kernel_kwargs(self, p: Mapping[str, Any]) -> dict[str, Any]:
         return {"steps": p["steps"], "alpha": p["alpha"]}
 
-    def reference(self, p, inputs):
+    def reference(self, p: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> np.ndarray:
         return heat(np, inputs[0], p["steps"], p["alpha"])
 
-    def flops(self, p):
+    def flops(self, p: Mapping[str, Any]) -> float:
         return 7.0 * p["n"] ** 2 * p["steps"]
 
-    def bytes_moved(self, p, itemsize):
+    def bytes_moved(self, p: Mapping[str, Any], itemsize: int) -> float:
         # The least traffic any implementation needs: read u and write u per step.
         # roll() materialises four shifted copies, so the real traffic is ~6x this.
         return 2.0 * p["n"] ** 2 * itemsize * p["steps"]
 
-    def footprint_elements(self, p):
+    def footprint_elements(self, p: Mapping[str, Any]) -> float:
         return 7.0 * p["n"] ** 2  # u, four rolled copies, the Laplacian, the new u
 
-    def tolerance(self, compute_dtype, p):
+    def tolerance(self, compute_dtype: str, p: Mapping[str, Any]) -> float:
         return 10.0 * EPS[compute_dtype] * np.sqrt(p["steps"])
 
 

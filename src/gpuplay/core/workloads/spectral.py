@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
-from gpuplay.core.workloads.base import EPS, Param, Workload
+from gpuplay.core.workloads.base import EPS, Array, ArrayModule, Param, Workload
 
 
-def fft1d(xp, x):
+def fft1d(xp: ArrayModule, x: Array) -> Array:
     return xp.fft.fft(x)
 
 
-def fft2d(xp, x):
+def fft2d(xp: ArrayModule, x: Array) -> Array:
     return xp.fft.fft2(x)
 
 
@@ -39,30 +41,30 @@ class FFT1D(Workload):
     params = (Param("n", int, 1 << 20, "samples", minimum=2, maximum=1 << 31, size=True),)
     tol_scale = 5.0
 
-    def size_label(self, p):
+    def size_label(self, p: Mapping[str, Any]) -> str:
         n = p["n"]
         return f"2^{int(math.log2(n))}" if n & (n - 1) == 0 else str(n)
 
-    def inputs(self, p, rng):
+    def inputs(self, p: Mapping[str, Any], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
         return (rng.standard_normal(p["n"]),)
 
-    def kernel_function(self, backend, p):
+    def kernel_function(self, backend: str, p: Mapping[str, Any]) -> Callable[..., Any]:
         return fft1d
 
-    def reference(self, p, inputs):
+    def reference(self, p: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> np.ndarray:
         return np.fft.fft(inputs[0])
 
-    def flops(self, p):
+    def flops(self, p: Mapping[str, Any]) -> float:
         n = p["n"]
         return 5.0 * n * math.log2(n)  # the usual complex-FFT convention
 
-    def bytes_moved(self, p, itemsize):
+    def bytes_moved(self, p: Mapping[str, Any], itemsize: int) -> float:
         return 3.0 * p["n"] * itemsize  # real input read, complex output written
 
-    def tolerance(self, compute_dtype, p):
+    def tolerance(self, compute_dtype: str, p: Mapping[str, Any]) -> float:
         return self.tol_scale * EPS[compute_dtype] * math.log2(p["n"])
 
-    def unsupported(self, backend, device, dtype, p):
+    def unsupported(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:
         return _half_reason(backend, device, dtype, p["n"])
 
 
@@ -71,26 +73,26 @@ class FFT2D(FFT1D):
     title = "2D FFT"
     params = (Param("n", int, 1024, "grid side (n×n)", minimum=2, maximum=65536, size=True),)
 
-    def size_label(self, p):
+    def size_label(self, p: Mapping[str, Any]) -> str:
         return f"{p['n']}×{p['n']}"
 
-    def inputs(self, p, rng):
+    def inputs(self, p: Mapping[str, Any], rng: np.random.Generator) -> tuple[np.ndarray, ...]:
         return (rng.standard_normal((p["n"], p["n"])),)
 
-    def kernel_function(self, backend, p):
+    def kernel_function(self, backend: str, p: Mapping[str, Any]) -> Callable[..., Any]:
         return fft2d
 
-    def reference(self, p, inputs):
+    def reference(self, p: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> np.ndarray:
         return np.fft.fft2(inputs[0])
 
-    def flops(self, p):
+    def flops(self, p: Mapping[str, Any]) -> float:
         n2 = p["n"] ** 2
         return 5.0 * n2 * math.log2(n2)
 
-    def bytes_moved(self, p, itemsize):
+    def bytes_moved(self, p: Mapping[str, Any], itemsize: int) -> float:
         return 3.0 * p["n"] ** 2 * itemsize
 
-    def tolerance(self, compute_dtype, p):
+    def tolerance(self, compute_dtype: str, p: Mapping[str, Any]) -> float:
         return self.tol_scale * EPS[compute_dtype] * 2 * math.log2(p["n"])
 
 

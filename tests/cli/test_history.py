@@ -1,0 +1,74 @@
+"""`gpuplay history`: every measurement, speedups within a session only, readable at 80 columns."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from gpuplay.cli import main
+from gpuplay.core.result import RunResult
+from gpuplay.core.sessionlog import SessionLog, sessions_dir
+from gpuplay.core.spec import RunSpec
+
+
+def _result(workload: str, params: dict, backend: str, seconds: float, size: str) -> RunResult:
+    spec = RunSpec.make(workload, params, scenario=workload, backend=backend)
+    return RunResult(spec=spec, samples=[seconds] * 5, size=size, conditions={"backend": backend})
+
+
+def _session(name: str, numpy_s: float, torch_s: float) -> None:
+    log = SessionLog(sessions_dir())
+    log.path = log.directory / f"session-{name}.jsonl"
+    for r in (
+        _result("matmul", {"n": 64}, "numpy", numpy_s, "64×64"),
+        _result("matmul", {"n": 64}, "torch", torch_s, "64×64"),
+        _result("autograd", {"n": 6, "method": "auto"}, "numpy", 0.01, "6² = 36 components"),
+        _result("autograd", {"n": 6, "method": "autograd"}, "torch", 0.0001, "6² = 36 components"),
+    ):
+        assert log.append(r)
+
+
+def test_speedups_pair_within_a_session_and_numpy_rows_are_1x():
+    _session("20260101-000000-1", numpy_s=0.010, torch_s=0.005)
+    _session("20260102-000000-2", numpy_s=0.030, torch_s=0.010)
+    res = CliRunner().invoke(main, ["history", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["results"]
+    assert len(rows) == 8  # every measurement by default
+    speedups = [(r["spec"]["backend"], r["workload"], r["speedup_vs_numpy_cpu"]) for r in rows]
+    assert speedups == [
+        ("numpy", "matmul", 1.0),
+        ("torch", "matmul", 2.0),  # 10 ms / 5 ms in its own session, not 30 ms / 5 ms
+        ("numpy", "autograd", 1.0),
+        ("torch", "autograd", 100.0),
+        ("numpy", "matmul", 1.0),  # not 0.33× against the first session's NumPy row
+        ("torch", "matmul", 3.0),
+        ("numpy", "autograd", 1.0),
+        ("torch", "autograd", 100.0),
+    ]
+
+
+def test_header_says_what_is_shown_and_markers_stay_on_their_rows():
+    _session("20260101-000000-1", numpy_s=0.010, torch_s=0.005)
+    _session("20260102-000000-2", numpy_s=0.030, torch_s=0.010)
+    res = CliRunner(env={"COLUMNS": "80"}).invoke(main, ["history"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert "history: all 8 measurements, 2 sessions" in lines[0]
+    assert max(len(x) for x in lines) <= 80
+    # The autograd rows carry a note: its marker sits on the row, never on a line of its own.
+    assert not any(x.strip().startswith("[") and x.strip().endswith("]") for x in lines)
+    marked = [x for x in lines if ("[4]" in x or "[8]" in x) and not x.startswith("[")]
+    assert len(marked) == 2 and all("100×" in x for x in marked)
+    assert any(x.startswith("[4] algorithms differ") for x in lines)
+    res = CliRunner(env={"COLUMNS": "80"}).invoke(main, ["history", "--limit", "3"])
+    assert "history: 3 of 8 measurements, 1 session" in res.stdout.splitlines()[0]
+
+
+def test_a_numpy_row_is_its_own_baseline_even_when_measured_twice():
+    from gpuplay.core.compare import attach_baselines
+
+    first = _result("matmul", {"n": 64}, "numpy", 0.010, "64×64")
+    again = _result("matmul", {"n": 64}, "numpy", 0.020, "64×64")
+    assert [row.speedup for row in attach_baselines([first, again])] == [1.0, 1.0]
