@@ -112,6 +112,9 @@ def compare(
         scenarios = [sset.get(n) for n in only] if only else list(sset.scenarios.values())
         for sc in scenarios:
             sc.preset_params(preset)
+        from gpuplay.core.engine.client import adopt_shared_probe
+
+        adopt_shared_probe(30.0, final="cupy" in chosen)
         specs, refused = plan_compare(
             scenarios,
             preset,
@@ -180,8 +183,15 @@ def compare(
                     markup=False,
                 )
 
+        from gpuplay.core.engine import measure
+
         run_compare(
-            specs, cancel=stop.cancel, on_start=on_start, on_result=on_result, telemetry=RunTelemetry()
+            specs,
+            cancel=stop.cancel,
+            on_start=on_start,
+            on_result=on_result,
+            telemetry=RunTelemetry(),
+            measure=measure,
         )
     results = done
     rows = attach_baselines(results)

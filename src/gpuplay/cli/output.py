@@ -172,7 +172,7 @@ def rich_table(rows: Sequence[Row], title: str = "") -> Any:
     from rich.text import Text
 
     table = Table(title=title or None, header_style="bold", pad_edge=False, box=None, padding=(0, 1, 0, 0))
-    table.add_column("configuration", overflow="fold", min_width=16)
+    table.add_column("configuration", overflow="fold", min_width=14)
     # The note marker has a column of its own: appended to a folded configuration it would
     # wrap onto a line of its own at 80 columns.
     table.add_column("", no_wrap=True)

@@ -63,7 +63,7 @@ def run(
     rights, like `python FILE.py` (see docs/your-code.md).
     """
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
-    from gpuplay.core.runner import run as run_spec
+    from gpuplay.core.engine import measure as run_spec
     from gpuplay.core.spec import RunSpec
     from gpuplay.core.workloads import get_workload
 
@@ -81,9 +81,11 @@ def run(
         raise click.UsageError(message(exc)) from None
     err = stderr_console()
     # Refuse first: a configuration that cannot run here must not cost a baseline measurement.
+    from gpuplay.core.engine.client import adopt_shared_probe
     from gpuplay.core.planner import check
     from gpuplay.core.result import RunResult
 
+    adopt_shared_probe(30.0, final=spec.backend == "cupy")  # the engine starts importing torch now
     verdict = check(spec, probe_timeout=30.0)
     if isinstance(verdict, Refusal):
         results = [RunResult(spec=spec, status="refused", message=str(verdict), size=size)]

@@ -375,7 +375,11 @@ class GpuPlayApp(App[None]):
         self.main.query_one(TabbedContent).active = tab  # TabActivated refreshes the new view
 
     def action_help(self) -> None:
-        rows = [(b.key.replace("question_mark", "?"), b.description) for b in self.BINDINGS]
+        rows = [
+            (b.key.replace("question_mark", "?"), b.description)
+            for b in self.BINDINGS
+            if isinstance(b, Binding)
+        ]
         rows.append(("↑ ↓", "choose a scenario (in the list)"))
         self.push_screen(HelpScreen(rows))
 

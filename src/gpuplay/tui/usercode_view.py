@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.syntax import Syntax
@@ -74,7 +75,7 @@ def show_user_code(
 
 
 def watch_code_files(
-    app: App[object], paths: Iterable[Path], on_saved: Callable[[Path], None]
+    app: App[Any], paths: Iterable[Path], on_saved: Callable[[Path], None]
 ) -> CodeFileWatcher:
     """Start watching `paths`; `on_saved(path)` runs on the app's thread after each save.
 

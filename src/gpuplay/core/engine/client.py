@@ -338,13 +338,25 @@ _shared: EngineClient | None = None
 _shared_lock = threading.Lock()
 
 
+# The engine inherits these when it starts; a caller that changes them needs a new engine.
+ENGINE_ENV = ("GPUPLAY_STATE_DIR", "GPUPLAY_CONFIG_DIR", "OMP_NUM_THREADS")
+_shared_env: tuple[str | None, ...] = ()
+
+
 def shared_client() -> EngineClient:
-    global _shared
+    global _shared, _shared_env
+    env = tuple(os.environ.get(k) for k in ENGINE_ENV)
+    stale = None
     with _shared_lock:
+        if _shared is not None and env != _shared_env:
+            stale, _shared = _shared, None
         if _shared is None:
-            _shared = EngineClient()
+            _shared, _shared_env = EngineClient(), env
             atexit.register(shutdown_shared)
-        return _shared
+        client = _shared
+    if stale is not None:
+        stale.close()
+    return client
 
 
 _per_device: dict[str, EngineClient] = {}
@@ -368,6 +380,18 @@ def shutdown_shared() -> None:
         _per_device.clear()
     for client in clients:
         client.close()
+
+
+def adopt_shared_probe(timeout: float = 30.0, final: bool = False) -> None:
+    """Answer this process's backend questions from the shared engine's probe, so a headless
+    command refuses what cannot run without importing torch itself (the engine already does)."""
+    if in_process():
+        return
+    from gpuplay.core.engine.protocol import adopt_probe
+
+    data = shared_client().wait_probe(timeout, final=final)
+    if data is not None:
+        adopt_probe(data)
 
 
 def in_process() -> bool:
