@@ -8,8 +8,9 @@ the range of the rounds beside it.
 plain (default): gpuplay's `run()` in a fresh process against a plain script
     in a fresh process, as a user's own timing would be: inputs generated with
     NumPy in float64 and converted to the run's dtype (the float64 arrays
-    dropped), a few warm-up calls, then `timeit` of the same kernel function,
-    one call per repeat, median. Both report minor page faults per step
+    dropped), threads limited by OMP_NUM_THREADS & co. (and
+    torch.set_num_threads), a few warm-up calls, then one
+    `timeit.repeat(number=1)` of the same kernel function, median. Both report minor page faults per step
     (`getrusage`), the signature of the allocator's heap-trimming mode, and
     the main thread's CPU time per step (`time.thread_time`): with one thread
     the step runs on the main thread, and CPU time does not count the time a
@@ -68,8 +69,8 @@ def worker_gpuplay(spec: RunSpec) -> dict[str, Any]:
     faults = r.conditions.get("page_faults_per_step")
     if faults is None:  # an older gpuplay: the whole run's faults over its steps (an upper bound)
         faults = round((f1 - f0) / max(1, len(r.samples) + len(r.warmup)), 1)
-    cpu = statistics.median(b - a for a, b in zip(marks, marks[1:], strict=False))
-    return {"median": r.median, "cpu_median": cpu, "faults_per_step": faults}
+    cpu = (marks[-1] - marks[0]) / max(1, len(marks) - 1)  # mean over steps, as timeit's total is
+    return {"median": r.median, "cpu_per_step": cpu, "faults_per_step": faults}
 
 
 def worker_plain(spec: RunSpec) -> dict[str, Any]:
@@ -100,28 +101,20 @@ def worker_plain(spec: RunSpec) -> dict[str, Any]:
         if sync is not None:
             sync()
 
-    limits: Any = None
-    if spec.backend == "numpy" and spec.threads:
-        from threadpoolctl import threadpool_limits
-
-        limits = threadpool_limits(limits=spec.threads, user_api="blas")
     for _ in range(spec.warmup):
         call()
     timer = timeit.Timer(call)
-    times: list[float] = []
-    cpu: list[float] = []
+    # A user's timeit: one repeat() call, one step per repeat, as many as fill the budget.
+    per_step = max(1e-6, timer.timeit(1))
+    repeats = max(spec.min_repeat, int(spec.budget_s / per_step))
     f0 = _faults()
-    elapsed = 0.0
-    while len(times) < spec.min_repeat or elapsed < spec.budget_s:
-        c0 = time.thread_time()
-        times.extend(timer.repeat(repeat=1, number=1))
-        cpu.append(time.thread_time() - c0)
-        elapsed += times[-1]
+    c0 = time.thread_time()
+    times = timer.repeat(repeat=repeats, number=1)
+    cpu = (time.thread_time() - c0) / repeats
     f1 = _faults()
-    del limits
     return {
         "median": statistics.median(times),
-        "cpu_median": statistics.median(cpu),
+        "cpu_per_step": cpu,
         "faults_per_step": round((f1 - f0) / len(times), 1),
     }
 
@@ -131,6 +124,9 @@ def in_fresh_process(side: str, spec: RunSpec) -> dict[str, Any]:
     env = os.environ.copy()
     if side == "gpuplay" and GPUPLAY_SRC:
         env["PYTHONPATH"] = GPUPLAY_SRC
+    if side == "plain" and spec.threads:  # a user limits the BLAS's threads the usual way
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(spec.threads)
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{side} worker failed for {spec.label()}:\n{done.stderr[-2000:]}")
@@ -265,7 +261,9 @@ def main() -> None:
                 )
                 fa = statistics.median(x["faults_per_step"] or 0 for x in a)
                 fb = statistics.median(x["faults_per_step"] or 0 for x in b)
-                cpu = statistics.median(x["cpu_median"] / y["cpu_median"] for x, y in zip(a, b, strict=True))
+                cpu = statistics.median(
+                    x["cpu_per_step"] / y["cpu_per_step"] for x, y in zip(a, b, strict=True)
+                )
                 ratios.append(
                     line(
                         sc.name,
