@@ -9,7 +9,7 @@ plain (default): gpuplay's `run()` in a fresh process against a plain script
     in a fresh process, as a user's own timing would be: inputs generated with
     NumPy in float64 and converted to the run's dtype (the float64 arrays
     dropped), threads limited by OMP_NUM_THREADS & co. (and
-    torch.set_num_threads), a few warm-up calls, then one
+    torch.set_num_threads; both processes get the same environment), a few warm-up calls, then one
     `timeit.repeat(number=1)` of the same kernel function, median. Both report minor page faults per step
     (`getrusage`), the signature of the allocator's heap-trimming mode, and
     the main thread's CPU time per step (`time.thread_time`): with one thread
@@ -124,7 +124,7 @@ def in_fresh_process(side: str, spec: RunSpec) -> dict[str, Any]:
     env = os.environ.copy()
     if side == "gpuplay" and GPUPLAY_SRC:
         env["PYTHONPATH"] = GPUPLAY_SRC
-    if side == "plain" and spec.threads:  # a user limits the BLAS's threads the usual way
+    if spec.threads:  # a user limits the BLAS's threads the usual way; both sides get the same
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = str(spec.threads)
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)

@@ -132,6 +132,15 @@ def test_page_faults_per_step_are_recorded():
     r = run(RunSpec.make("elementwise", {"n": 1000}, warmup=1, repeat=5))
     assert r.status == "ok", r.message
     assert r.conditions["page_faults_per_step"] >= 0
+    assert not any("page faults" in n for n in r.notes)
+
+
+def test_a_step_that_faults_heavily_says_so(monkeypatch):
+    counts = iter([0, 5 * 2000])  # getrusage before and after the timed loop
+    monkeypatch.setattr(measure_module, "_minor_faults", lambda: next(counts))
+    r = run(RunSpec.make("elementwise", {"n": 1000}, warmup=1, repeat=5))
+    assert r.conditions["page_faults_per_step"] == 2000
+    assert any("2,000 page faults per step" in n for n in r.notes)
 
 
 class SmallDevice(NumpyBackend):

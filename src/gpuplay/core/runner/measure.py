@@ -36,6 +36,10 @@ except ImportError:  # pragma: no cover - Windows
         return None
 
 
+# ~4 MiB of 4 KiB pages faulted in per step: worth a word beside the figure.
+FAULTS_NOTE_THRESHOLD = 1000
+
+
 class TelemetryWindow(Protocol):
     """What the runner needs from a telemetry sampler: bracket the timed phase."""
 
@@ -186,7 +190,14 @@ class _Measurement:
                 gpu["energy_per_step_j"] = gpu["energy_j"] / len(timed.samples)
         result.samples = timed.samples
         if faults0 is not None and faults1 is not None and timed.samples:
-            result.conditions["page_faults_per_step"] = round((faults1 - faults0) / len(timed.samples), 1)
+            per_step = round((faults1 - faults0) / len(timed.samples), 1)
+            result.conditions["page_faults_per_step"] = per_step
+            if per_step >= FAULTS_NOTE_THRESHOLD:
+                result.notes.append(
+                    f"{per_step:,.0f} page faults per step: the allocator gave memory back to the OS "
+                    "and the step faulted it in again; how often depends on what the process "
+                    "allocated before, so a long-running process may time this step faster"
+                )
         if timed.cancelled:
             raise Cancelled
         return step
