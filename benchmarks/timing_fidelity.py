@@ -8,9 +8,14 @@ the range of the rounds beside it.
 plain (default): gpuplay's `run()` in a fresh process against a plain script
     in a fresh process, as a user's own timing would be: inputs generated with
     NumPy in float64 and converted to the run's dtype (the float64 arrays
-    dropped), a few warm-up calls, then `timeit` of the same kernel function,
-    one call per repeat, median. Both report minor page faults per step
-    (`getrusage`), the signature of the allocator's heap-trimming mode.
+    dropped), threads limited by OMP_NUM_THREADS & co. (and
+    torch.set_num_threads; both processes get the same environment), a few warm-up calls, then one
+    `timeit.repeat(number=1)` of the same kernel function, median. Both report minor page faults per step
+    (`getrusage`), the signature of the allocator's heap-trimming mode, and
+    the main thread's CPU time per step (`time.thread_time`): with one thread
+    the step runs on the main thread, and CPU time does not count the time a
+    busy machine's scheduler keeps the process waiting, so its ratio stays
+    readable when the wall-clock ratio drowns in other processes' load.
 inprocess: gpuplay's median in this process against
     torch.utils.benchmark's blocked_autorange (PyTorch) or timeit (NumPy) on
     the same step callable.
@@ -31,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 import timeit
 from typing import Any
 
@@ -49,15 +55,22 @@ def _faults() -> int:
 def worker_gpuplay(spec: RunSpec) -> dict[str, Any]:
     from gpuplay.core.runner import run
 
+    marks: list[float] = []
+
+    def on_sample(phase: str, dt: float) -> None:
+        if phase == "timed":
+            marks.append(time.thread_time())
+
     f0 = _faults()
-    r = run(spec)
+    r = run(spec, on_sample=on_sample)
     f1 = _faults()
     if r.status != "ok":
         raise SystemExit(f"gpuplay run {r.status}: {r.message}")
     faults = r.conditions.get("page_faults_per_step")
     if faults is None:  # an older gpuplay: the whole run's faults over its steps (an upper bound)
         faults = round((f1 - f0) / max(1, len(r.samples) + len(r.warmup)), 1)
-    return {"median": r.median, "faults_per_step": faults}
+    cpu = (marks[-1] - marks[0]) / max(1, len(marks) - 1)  # mean over steps, as timeit's total is
+    return {"median": r.median, "cpu_per_step": cpu, "faults_per_step": faults}
 
 
 def worker_plain(spec: RunSpec) -> dict[str, Any]:
@@ -88,23 +101,22 @@ def worker_plain(spec: RunSpec) -> dict[str, Any]:
         if sync is not None:
             sync()
 
-    limits: Any = None
-    if spec.backend == "numpy" and spec.threads:
-        from threadpoolctl import threadpool_limits
-
-        limits = threadpool_limits(limits=spec.threads, user_api="blas")
     for _ in range(spec.warmup):
         call()
     timer = timeit.Timer(call)
-    times: list[float] = []
+    # A user's timeit: one repeat() call, one step per repeat, as many as fill the budget.
+    per_step = max(1e-6, timer.timeit(1))
+    repeats = max(spec.min_repeat, int(spec.budget_s / per_step))
     f0 = _faults()
-    elapsed = 0.0
-    while len(times) < spec.min_repeat or elapsed < spec.budget_s:
-        times.extend(timer.repeat(repeat=1, number=1))
-        elapsed += times[-1]
+    c0 = time.thread_time()
+    times = timer.repeat(repeat=repeats, number=1)
+    cpu = (time.thread_time() - c0) / repeats
     f1 = _faults()
-    del limits
-    return {"median": statistics.median(times), "faults_per_step": round((f1 - f0) / len(times), 1)}
+    return {
+        "median": statistics.median(times),
+        "cpu_per_step": cpu,
+        "faults_per_step": round((f1 - f0) / len(times), 1),
+    }
 
 
 def in_fresh_process(side: str, spec: RunSpec) -> dict[str, Any]:
@@ -112,6 +124,9 @@ def in_fresh_process(side: str, spec: RunSpec) -> dict[str, Any]:
     env = os.environ.copy()
     if side == "gpuplay" and GPUPLAY_SRC:
         env["PYTHONPATH"] = GPUPLAY_SRC
+    if spec.threads:  # a user limits the BLAS's threads the usual way; both sides get the same
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(spec.threads)
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{side} worker failed for {spec.label()}:\n{done.stderr[-2000:]}")
@@ -220,7 +235,8 @@ def main() -> None:
     print(
         f"{'workload':15s} {'lib':6s} {'gpuplay':>11s} {'reference':>11s} {'ratio':>6s}  spread, faults/step, reference"
     )
-    ratios = []
+    ratios: list[float] = []
+    cpu_ratios: list[float] = []
     for sc in load_scenarios().scenarios.values():
         if args.only and sc.name not in args.only:
             continue
@@ -245,6 +261,9 @@ def main() -> None:
                 )
                 fa = statistics.median(x["faults_per_step"] or 0 for x in a)
                 fb = statistics.median(x["faults_per_step"] or 0 for x in b)
+                cpu = statistics.median(
+                    x["cpu_per_step"] / y["cpu_per_step"] for x, y in zip(a, b, strict=True)
+                )
                 ratios.append(
                     line(
                         sc.name,
@@ -252,9 +271,10 @@ def main() -> None:
                         [x["median"] for x in a],
                         [x["median"] for x in b],
                         "plain script + timeit, fresh processes",
-                        f"  faults {fa:.0f} vs {fb:.0f}",
+                        f"  cpu-time ratio {cpu:.3f}  faults/step {fa:.0f} vs {fb:.0f}",
                     )
                 )
+                cpu_ratios.append(cpu)
             if args.against in ("inprocess", "both"):
                 ref, ref_name = (
                     (torch_reference, "blocked_autorange, in process")
@@ -267,6 +287,12 @@ def main() -> None:
                 ratios.append(line(sc.name, backend, a2, b2, ref_name))
     inside = sum(0.97 <= r <= 1.03 for r in ratios)
     print(f"{inside}/{len(ratios)} ratios within 0.97–1.03; range {min(ratios):.3f}–{max(ratios):.3f}")
+    if cpu_ratios:
+        inside = sum(0.97 <= r <= 1.03 for r in cpu_ratios)
+        print(
+            f"{inside}/{len(cpu_ratios)} cpu-time ratios within 0.97–1.03; "
+            f"range {min(cpu_ratios):.3f}–{max(cpu_ratios):.3f}"
+        )
 
 
 if __name__ == "__main__":

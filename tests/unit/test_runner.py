@@ -230,12 +230,10 @@ def test_compile_does_not_spill_torchs_script_method_deprecations():
 
     script = (
         "from gpuplay.core.runner import build_step\n"
-        "from gpuplay.core.backends import get_backend\n"
+        "from gpuplay.core.runner.plan import resolve\n"
         "from gpuplay.core.spec import RunSpec\n"
-        "from gpuplay.core.workloads import get_workload\n"
         "spec = RunSpec.make('matmul', {'n': 8}, backend='torch', compile='default')\n"
-        "w, b = get_workload('matmul'), get_backend('torch')\n"
-        "build_step(spec, w, b, w.resolve({'n': 8}), ())\n"
+        "build_step(resolve(spec), ())\n"
         "import torch._inductor.compile_fx\n"
         "print('compiled step built')\n"
     )

@@ -58,7 +58,7 @@ def test_resolve_gives_a_plan_with_cost_or_the_refusal():
     assert isinstance(refused, Refusal) and "PyTorch" in str(refused)
 
 
-def test_timed_loop_frees_the_previous_output_inside_the_next_interval():
+def test_timed_loop_frees_each_output_inside_its_own_interval():
     events: list[str] = []
     made = iter(range(100))
 
@@ -73,33 +73,43 @@ def test_timed_loop_frees_the_previous_output_inside_the_next_interval():
         events.append("stop")
         return 0.0, out
 
-    outcome = timed_loop(fn, timer, phase="timed", count=3, cancel=threading.Event())
+    def on_sample(phase, dt):
+        events.append("callback")
+
+    timed_loop(fn, timer, phase="timed", count=2, cancel=threading.Event(), on_sample=on_sample)
     assert events == [
-        "start", "call 0", "stop",
-        "start", "free 0", "call 1", "stop",
-        "start", "free 1", "call 2", "stop",
+        "start", "call 0", "free 0", "stop", "callback",
+        "start", "call 1", "free 1", "stop", "callback",
     ]  # fmt: skip
-    assert outcome.last.i == 2  # the last output is kept for the accuracy check
-    outcome = None
-    assert events[-1] == "free 2"
 
 
-def test_the_warmup_output_is_dead_before_the_timed_loop_starts(monkeypatch):
-    seen: dict[str, object] = {}
-    real_loop = measure_module.timed_loop
+def test_no_warmup_output_is_alive_when_the_timed_loop_starts(monkeypatch):
+    outputs: list[weakref.ref] = []
+    alive_at_timed: list[int] = []
+    real_build, real_loop = measure_module.build_step, measure_module.timed_loop
+
+    def tracking_build(*a, **k):
+        step = real_build(*a, **k)
+
+        def tracked():
+            out = step()
+            outputs.append(weakref.ref(out))
+            return out
+
+        return tracked
 
     def spying_loop(fn, timer, *, phase, **kw):
         if phase == "timed":
-            seen["warm_alive_at_timed"] = seen["warm"]() is not None
-        out = real_loop(fn, timer, phase=phase, **kw)
-        if phase == "warmup":
-            seen["warm"] = weakref.ref(out.last)
-        return out
+            alive_at_timed.append(sum(ref() is not None for ref in outputs))
+        return real_loop(fn, timer, phase=phase, **kw)
 
+    monkeypatch.setattr(measure_module, "build_step", tracking_build)
     monkeypatch.setattr(measure_module, "timed_loop", spying_loop)
-    r = run(RunSpec.make("matmul", {"n": 64}, warmup=2, repeat=3))
+    r = run(RunSpec.make("matmul", {"n": 64}, warmup=3, repeat=3))
     assert r.status == "ok", r.message
-    assert seen["warm_alive_at_timed"] is False
+    assert len(outputs) >= 3 + 3 + 1  # warm-up, timed, and the check's own call
+    assert alive_at_timed == [0]
+    assert r.check_ok
 
 
 def test_inputs_are_converted_and_the_float64_originals_freed(monkeypatch):
@@ -122,6 +132,15 @@ def test_page_faults_per_step_are_recorded():
     r = run(RunSpec.make("elementwise", {"n": 1000}, warmup=1, repeat=5))
     assert r.status == "ok", r.message
     assert r.conditions["page_faults_per_step"] >= 0
+    assert not any("page faults" in n for n in r.notes)
+
+
+def test_a_step_that_faults_heavily_says_so(monkeypatch):
+    counts = iter([0, 5 * 2000])  # getrusage before and after the timed loop
+    monkeypatch.setattr(measure_module, "_minor_faults", lambda: next(counts))
+    r = run(RunSpec.make("elementwise", {"n": 1000}, warmup=1, repeat=5))
+    assert r.conditions["page_faults_per_step"] == 2000
+    assert any("2,000 page faults per step" in n for n in r.notes)
 
 
 class SmallDevice(NumpyBackend):

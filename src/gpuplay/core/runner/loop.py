@@ -1,13 +1,12 @@
 """The timed loop: call the step until a count, a time budget or a cancel.
 
-What a step's interval holds, and why: a user's `timeit(lambda: f(x))` or
-`blocked_autorange` drops each call's output inside the timed region (the
-result's reference dies as the call returns), so freeing an output is part
-of a step's cost: NumPy returning a large array to glibc may trim the heap,
-and the next step page-faults it back in. Here the previous step's output is
-dropped inside the interval, just before the call, so exactly one output is
-alive while the step runs and the loop still ends holding the last output
-for the accuracy check.
+A step's interval is what `timeit` and `blocked_autorange` time: the call and
+the release of its result (the result's last reference dies as the call
+returns). Freeing is part of a step's cost: NumPy returning a large array to
+glibc may trim the heap, and the next step page-faults it back in. Only one
+output is ever alive, and the loop's own bookkeeping runs after the free,
+between steps, as timeit's does. The loop keeps no output: the accuracy check
+calls the step once more after the timed phase.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ class Cancelled(Exception):
 @dataclass
 class LoopOutcome:
     samples: list[float]
-    last: Any
     cancelled: bool
 
 
@@ -55,18 +53,14 @@ def timed_loop(
 ) -> LoopOutcome:
     """Time `fn` step by step until `count` steps, or `budget_s` and `min_count`, or cancel.
 
-    Inside the measured interval: freeing the previous output, then `fn()`.
-    The cancel, pause and budget checks and the callback run between steps.
+    Inside the measured interval: `fn()` and the release of its output. The
+    cancel, pause and budget checks and the callback run between steps.
     """
     samples: list[float] = []
     append = samples.append
-    held: list[Any] = []  # the previous step's output, dropped at the start of the next interval
-    drop_previous = held.clear
-    keep = held.append
 
-    def step() -> Any:
-        drop_previous()
-        return fn()
+    def step() -> None:
+        fn()  # the output is released here, inside the interval
 
     deadline = None if budget_s is None else time.perf_counter() + budget_s
     n = 0
@@ -85,13 +79,9 @@ def timed_loop(
         if pause is not None and pause.is_set():
             _wait_while_paused(pause, cancel)
             continue
-        dt, out = timer(step)
-        keep(out)
-        out = None  # `held` owns the output now: the next interval frees it
+        dt = timer(step)[0]
         append(dt)
         n += 1
         if on_sample is not None:
             on_sample(phase, dt)
-    last = held[0] if held else None
-    held.clear()
-    return LoopOutcome(samples, last, cancelled)
+    return LoopOutcome(samples, cancelled)
