@@ -43,6 +43,14 @@ def retained_rss(proc: psutil.Process) -> int:
     return proc.memory_info().rss
 
 
+def _rss_mb(pid: int | None) -> float | None:
+    """The engine process's RSS (it holds torch and the inputs; the app holds neither)."""
+    try:
+        return psutil.Process(pid).memory_info().rss / 2**20 if pid else None
+    except psutil.NoSuchProcess:
+        return None
+
+
 async def warm_up_tour(app: GpuPlayApp, pilot: object) -> None:
     """Every key once, each measurement awaited: one-off loads (torch's kernels, the code view's
     lexer, the charts) happen before the baseline, whatever the machine's speed."""
@@ -99,6 +107,8 @@ async def soak(
             "history": len(app.sampler.history),
             "history_max": app.sampler.history.maxlen,
             "live_samples": len(app.samples),
+            "engine_rss_mb": _rss_mb(app.engine.pid),
+            "engine_restarts": app.engine.restarts,
         }
     return out
 

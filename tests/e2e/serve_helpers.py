@@ -46,12 +46,16 @@ def start_server(port: int, *args: str, env: dict[str, str] | None = None) -> su
 
 
 def app_processes(server_pid: int) -> list[psutil.Process]:
-    """gpuplay app processes the server started (each leads its own process group)."""
+    """gpuplay app processes the server started (each leads its own process group); not their
+    engine processes, which are the apps' own children."""
     try:
         kids = psutil.Process(server_pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    return [p for p in kids if "gpuplay" in " ".join(_cmdline(p))]
+    return [
+        p for p in kids
+        if "gpuplay" in (cmd := " ".join(_cmdline(p))) and "gpuplay.core.engine.server" not in cmd
+    ]  # fmt: skip
 
 
 def _cmdline(p: psutil.Process) -> list[str]:

@@ -84,7 +84,9 @@ def test_app_processes_stop_with_the_server(sig):
         for p in apps:
             assert os.getpgid(p.pid) == p.pid  # each leads its own process group
         pids = [p.pid for p in apps]
-        pids += [c.pid for p in apps for c in p.children(recursive=True)]
+        children = [c for p in apps for c in p.children(recursive=True)]
+        assert any("gpuplay.core.engine.server" in " ".join(c.cmdline()) for c in children)
+        pids += [c.pid for c in children]  # the apps' engine processes must go too
         t0 = time.monotonic()
         server.send_signal(sig)
         server.wait(timeout=20)

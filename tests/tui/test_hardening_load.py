@@ -14,7 +14,6 @@ import threading
 import psutil
 import pytest
 
-from gpuplay.core import runner
 from gpuplay.tui.app import GpuPlayApp
 from tests.tui_helpers import tiny_scenarios, wait_until
 
@@ -31,9 +30,9 @@ def key_event(key: str):
 
 
 @pytest.mark.slow
+@pytest.mark.real_engine  # as the real app: this process's RSS is then the UI's alone
 async def test_a_thousand_rapid_changes(tmp_path):
     running, peak, lock = [0], [0], threading.Lock()
-    real_run = runner.run
 
     def counting_run(*a, **k):
         with lock:
@@ -45,11 +44,12 @@ async def test_a_thousand_rapid_changes(tmp_path):
             with lock:
                 running[0] -= 1
 
-    runner.run = counting_run
     proc = psutil.Process()
     threads_before = {t.ident for t in threading.enumerate()}
     rng = random.Random(1234)
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.05, telemetry=False)
+    real_run = app.engine.run
+    app.engine.run = counting_run  # every measurement the app starts goes through its engine client
     try:
         async with app.run_test(size=(120, 36)) as pilot:
             await wait_until(pilot, lambda: app.live_result is not None)
@@ -85,11 +85,12 @@ async def test_a_thousand_rapid_changes(tmp_path):
             if t.ident not in threads_before and t.is_alive() and not t.name.startswith("asyncio_")
         ]  # the test loop's own executor
     finally:
-        runner.run = real_run
+        app.engine.run = real_run
     growth = (rss_after - rss_before) / 2**20
     second = (rss_after - rss_half) / 2**20
     print(
         f"\nR3: 1000 key presses, peak concurrent measurements {peak[0]}, {len(app.results)} results kept, "
+        f"{app.engine.restarts} engine restarts, "
         f"RSS growth {growth:.1f} MiB over all, {second:.1f} MiB over the second 500, leaked threads {leaked}"
     )
     assert peak[0] == 1
@@ -119,7 +120,8 @@ def test_short_soak_keeps_memory_and_histories_bounded():
     from pathlib import Path
 
     script = Path(__file__).parents[2] / "benchmarks" / "soak.py"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # The real app: measurements in the engine process, so this is the UI process's own growth.
+    env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"} | {"OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
         [sys.executable, "-c", SOAK, str(script)], env=env, capture_output=True, text=True, timeout=300
     )

@@ -97,12 +97,12 @@ def code_panes(spec: RunSpec, titles: dict[str, str]) -> tuple[str, str, str, st
         levers.append(f"with torch.autocast('{spec.device.split(':')[0]}', dtype=torch.{dtype}):")
     if spec.compile != "off":
         levers.append(f"kernel = torch.compile(kernel, mode={spec.compile!r})")
-    right = w.source(right_backend, p)
+    right = _source(w, right_backend, p)
     if levers:
         right += "\n\n# levers applied around the kernel:\n# " + "\n# ".join(levers)
     return (
         "NumPy  (xp = numpy, arrays on the host)",
-        w.source("numpy", p),
+        _source(w, "numpy", p),
         f"{titles.get(right_backend, right_backend)}  (xp = {right_backend}, device {spec.device})",
         right,
     )
@@ -119,3 +119,13 @@ def step_cost(spec: RunSpec) -> tuple[float | None, float | None]:
     except (KeyError, ValueError):
         return None, None
     return w.flops(p), w.bytes_moved(p, ITEMSIZE[spec.dtype])
+
+
+def _source(w: Any, backend: str, p: dict[str, Any]) -> str:
+    """The backend's source, or why this configuration has none (a GPU-only transfer op on NumPy)."""
+    try:
+        return str(w.source(backend, p))
+    except (KeyError, NotImplementedError):
+        device = "cpu" if backend == "numpy" else "cuda:0"
+        why = w.unsupported(backend, device, "float32", p) or "no version of this configuration"
+        return f"# {backend}: {why}"
