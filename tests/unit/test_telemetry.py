@@ -195,3 +195,24 @@ def test_paced_snapshots_keep_their_rate_and_count():
     assert len(snaps) == 3 and all(s.host.mem_total > 0 for s in snaps)
     # priming wait, then the interval less the work: no drift, and no wait after the last one
     assert waits == [0.1, 0.75, 0.75]
+
+
+def test_the_host_row_reports_the_engine_process_beside_the_front_end():
+    import subprocess
+    import sys
+
+    from gpuplay.core.telemetry import Sampler
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(64 << 20); time.sleep(30)"])
+    try:
+        sampler = Sampler(interval=0.1)
+        assert sampler.take().host.engine_rss is None  # no engine: nothing invented
+        sampler.engine_pid = lambda: child.pid
+        deadline = time.monotonic() + 10
+        while (sampler.take().host.engine_rss or 0) < 64 << 20:
+            assert time.monotonic() < deadline, "the engine's RSS never showed"
+            time.sleep(0.1)
+    finally:
+        child.kill()
+        child.wait()
+    assert sampler.take().host.engine_rss is None  # a dead engine reads n/a, never an error

@@ -160,6 +160,7 @@ class HostSnapshot:
     mem_used: int = 0
     mem_total: int = 0
     process_rss: int = 0
+    engine_rss: int | None = None  # the measurement engine's, when the front end has one
 
     @property
     def cpu_mean(self) -> float:
@@ -169,14 +170,24 @@ class HostSnapshot:
 _process = psutil.Process()
 
 
-def query_host() -> HostSnapshot:
+def query_host(engine_pid: int | None = None) -> HostSnapshot:
     vm = psutil.virtual_memory()
     return HostSnapshot(
         cpu_percent=psutil.cpu_percent(percpu=True),
         mem_used=int(vm.total - vm.available),
         mem_total=int(vm.total),
         process_rss=int(_process.memory_info().rss),
+        engine_rss=_rss(engine_pid),
     )
+
+
+def _rss(pid: int | None) -> int | None:
+    if pid is None or pid == os.getpid():
+        return None
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
 
 
 @dataclass
@@ -192,9 +203,9 @@ class Snapshot:
         return d
 
 
-def snapshot() -> Snapshot:
+def snapshot(engine_pid: int | None = None) -> Snapshot:
     gpus = [query_gpu(i) for i in range(gpu_count())] if nvml_status() == "" else []
-    return Snapshot(time.monotonic(), time.time(), query_host(), gpus)
+    return Snapshot(time.monotonic(), time.time(), query_host(engine_pid), gpus)
 
 
 # -- the sampler ----------------------------------------------------------------------
@@ -212,6 +223,8 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        # The engine process whose memory the host row reports beside the front end's.
+        self.engine_pid: Callable[[], int | None] = lambda: None
 
     def start(self) -> Sampler:
         if self._thread is None or not self._thread.is_alive():
@@ -243,7 +256,7 @@ class Sampler:
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
     def take(self) -> Snapshot:
-        snap = snapshot()
+        snap = snapshot(self.engine_pid())
         with self._lock:
             self.history.append(snap)
         return snap

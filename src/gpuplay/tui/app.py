@@ -119,6 +119,8 @@ class GpuPlayApp(App[None]):
         self._scenario_timer: Any = None
         # Measurements run in an engine process: this process never imports torch or CuPy.
         self.engine = make_engine("engine", on_probe=self._post_probe)
+        if self.sampler is not None:
+            self.sampler.engine_pid = lambda: self.engine.pid
         if not self.engine.in_process:
             await_engine_probe()  # before anything asks a backend: never probe (import torch) here
         self.exit_signal: int | None = None

@@ -362,7 +362,8 @@ class TelemetryPanel(Static):
         t.add_row(
             "memory",
             f"{h.mem_used / 2**30:.1f} / {h.mem_total / 2**30:.1f} GiB · "
-            f"gpuplay RSS {h.process_rss / 2**20:.0f} MiB",
+            f"gpuplay RSS {h.process_rss / 2**20:.0f} MiB"
+            + (f" · engine {h.engine_rss / 2**20:.0f} MiB" if h.engine_rss else ""),
         )
         if nvml_line:
             t.add_row("GPU", Text(nvml_line, style="dim"))
