@@ -32,6 +32,7 @@ from gpuplay.core.system import cpu_count
 from gpuplay.core.telemetry import RunTelemetry, Sampler, Snapshot, nvml_status
 from gpuplay.core.usercode import UserCodeError, code_ref, scenario_for
 from gpuplay.tui import viewmodels
+from gpuplay.tui.collectives_view import CollectivesView, status_line
 from gpuplay.tui.controls import cycle, live_threads
 from gpuplay.tui.layout import compose_main
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
@@ -77,6 +78,8 @@ class GpuPlayApp(App[None]):
         Binding("3", "tab('code')", "code", show=False),
         Binding("4", "tab('telemetry')", "telemetry", show=False),
         Binding("5", "tab('profile')", "profile", show=False),
+        Binding("6", "tab('collectives')", "collectives", show=False),
+        Binding("k", "collectives", "collectives sweep", show=False),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit", "quit"),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
@@ -103,6 +106,18 @@ class GpuPlayApp(App[None]):
         self.config_problems = [*self.config_problems, *code_problems]
         self.code_errors: dict[str, tuple[str, str]] = {}  # workload name -> (message, detail)
         self.profiles: dict[RunSpec, dict[str, Any] | None] = {}  # None: asked for, not back yet
+        # The collectives sweep: a `gpuplay collectives` child process and the JSON it printed.
+        self.collectives_args = [
+            "--nproc",
+            "2",
+            "--op",
+            "all_reduce,all_gather,broadcast",
+            "--sizes",
+            "1K:16M",
+        ]
+        self.collectives_doc: dict[str, Any] | None = None
+        self.collectives_error = ""
+        self._collectives_proc: Any = None
         self._code_watch: Any = None
         self.session = LiveSession(self.scenario_set, threads=live_threads(cpu_count()), preset=preset,
                                    budget_s=budget_s, autostart=autostart)  # fmt: skip
@@ -189,6 +204,9 @@ class GpuPlayApp(App[None]):
         self.cancel.set()
         self.paused.clear()
         self.engine.kill()  # nothing in it to save; a compile or a long step must not delay quitting
+        proc = self._collectives_proc
+        if proc is not None and proc is not True and proc.poll() is None:
+            proc.terminate()  # the launcher stops its ranks (and they die with it regardless)
         if self._code_watch is not None:
             self._code_watch.stop()
         if not self.engine.in_process:
@@ -430,6 +448,8 @@ class GpuPlayApp(App[None]):
             self.refresh_code()
         elif active == "profile":
             self.refresh_profile()
+        elif active == "collectives":
+            self.refresh_collectives()
         self.refresh_telemetry()
 
     def refresh_controls(self) -> None:
@@ -462,6 +482,59 @@ class GpuPlayApp(App[None]):
         rows = attach_baselines(self.results)
         self.main.query_one(CompareView).show(rows, viewmodels.compare_focus(self.spec))
         self.main.query_one(RooflineChart).show(rows)
+
+    def refresh_collectives(self) -> None:
+        from gpuplay.collectives.report import series
+
+        doc = self.collectives_doc
+        running = self._collectives_proc is not None
+        title = "bus bandwidth against message size"
+        if doc:
+            title += f" · {doc.get('backend')}, {doc.get('world_size')} ranks"
+        self.main.query_one(CollectivesView).show(
+            status_line(doc, running, self.collectives_error), series(doc) if doc else {}, title
+        )
+
+    def action_collectives(self) -> None:
+        if self._collectives_proc is not None:
+            self.notify("a collectives sweep is already running", severity="warning")
+            return
+        self.collectives_error = ""
+        self._collectives_proc = True  # claimed; the worker puts the process here
+        self.main.query_one(TabbedContent).active = "collectives"
+        self._sweep(list(self.collectives_args))
+        self.refresh_collectives()
+
+    @work(thread=True, group="collectives", exit_on_error=False)
+    def _sweep(self, args: list[str]) -> None:
+        import json
+        import subprocess
+        import sys
+
+        cmd = [sys.executable, "-m", "gpuplay", "collectives", *args, "--format", "json"]
+        doc, error = None, ""
+        try:
+            # The measurement lock: ranks on every core beside a live run would perturb both.
+            with self.measure_lock:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)  # fmt: skip
+                self._collectives_proc = proc
+                out, err = proc.communicate()
+            if proc.returncode == 0:
+                doc = json.loads(out)
+            else:
+                lines = [x for x in err.strip().splitlines() if x.strip()]
+                error = lines[-1] if lines else f"exit code {proc.returncode}"
+        except (OSError, ValueError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        self.call_from_thread(self._swept, doc, error)
+
+    def _swept(self, doc: dict[str, Any] | None, error: str) -> None:
+        self._collectives_proc = None
+        self.collectives_doc, self.collectives_error = doc or self.collectives_doc, error
+        if error:
+            self.notify(error, title="collectives failed", severity="error", timeout=8)
+        self.refresh_collectives()
 
     def refresh_profile(self) -> None:
         """Show the current configuration's profile; ask the engine for one if there is none."""

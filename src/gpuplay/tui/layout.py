@@ -8,6 +8,7 @@ from textual.widgets import Footer, Header, OptionList, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
 from gpuplay.core.scenarios import ScenarioSet
+from gpuplay.tui.collectives_view import CollectivesView
 from gpuplay.tui.profile_view import ProfileView
 from gpuplay.tui.roofline import RooflineChart
 from gpuplay.tui.widgets import (
@@ -47,6 +48,8 @@ def compose_main(scenarios: ScenarioSet) -> ComposeResult:
                 yield TelemetryChart(id="tchart-full")
             with TabPane("Profile", id="profile"):
                 yield ProfileView(id="profile-view")
+            with TabPane("Collectives", id="collectives"):
+                yield CollectivesView(id="collectives-view")
         with Vertical(id="side-telemetry"):
             yield TelemetryPanel(id="telemetry-side")
             yield TelemetryChart(id="tchart-side")
