@@ -30,7 +30,7 @@ from gpuplay.core.sessionlog import SessionLog, write_atomic
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import cpu_count
 from gpuplay.core.telemetry import RunTelemetry, Sampler, Snapshot, nvml_status
-from gpuplay.core.usercode import UserCodeError, code_ref, scenario_for
+from gpuplay.core.usercode import UserCodeError, code_ref, is_code_ref, ref_path, scenario_for
 from gpuplay.tui import viewmodels
 from gpuplay.tui.collectives_view import CollectivesView, status_line
 from gpuplay.tui.controls import cycle, live_threads
@@ -117,7 +117,8 @@ class GpuPlayApp(App[None]):
         ]
         self.collectives_doc: dict[str, Any] | None = None
         self.collectives_error = ""
-        self._collectives_proc: Any = None
+        self.collectives_running = False
+        self._collectives_proc: Any = None  # the child process while it runs
         self._code_watch: Any = None
         self.session = LiveSession(self.scenario_set, threads=live_threads(cpu_count()), preset=preset,
                                    budget_s=budget_s, autostart=autostart)  # fmt: skip
@@ -205,7 +206,7 @@ class GpuPlayApp(App[None]):
         self.paused.clear()
         self.engine.kill()  # nothing in it to save; a compile or a long step must not delay quitting
         proc = self._collectives_proc
-        if proc is not None and proc is not True and proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.terminate()  # the launcher stops its ranks (and they die with it regardless)
         if self._code_watch is not None:
             self._code_watch.stop()
@@ -315,7 +316,7 @@ class GpuPlayApp(App[None]):
 
     def on_run_finished(self, msg: RunFinished) -> None:
         r = msg.result
-        if r.spec.workload.startswith("code:") and msg.run_id == self.session.run_id:
+        if is_code_ref(r.spec.workload) and msg.run_id == self.session.run_id:
             if r.failure == "user-code":
                 self.code_errors[r.spec.workload] = (r.message, r.detail)
             elif r.status == "ok":
@@ -487,7 +488,7 @@ class GpuPlayApp(App[None]):
         from gpuplay.collectives.report import series
 
         doc = self.collectives_doc
-        running = self._collectives_proc is not None
+        running = self.collectives_running
         title = "bus bandwidth against message size"
         if doc:
             title += f" · {doc.get('backend')}, {doc.get('world_size')} ranks"
@@ -496,11 +497,11 @@ class GpuPlayApp(App[None]):
         )
 
     def action_collectives(self) -> None:
-        if self._collectives_proc is not None:
+        if self.collectives_running:
             self.notify("a collectives sweep is already running", severity="warning")
             return
         self.collectives_error = ""
-        self._collectives_proc = True  # claimed; the worker puts the process here
+        self.collectives_running = True
         self.main.query_one(TabbedContent).active = "collectives"
         self._sweep(list(self.collectives_args))
         self.refresh_collectives()
@@ -530,7 +531,7 @@ class GpuPlayApp(App[None]):
         self.call_from_thread(self._swept, doc, error)
 
     def _swept(self, doc: dict[str, Any] | None, error: str) -> None:
-        self._collectives_proc = None
+        self.collectives_running, self._collectives_proc = False, None
         self.collectives_doc, self.collectives_error = doc or self.collectives_doc, error
         if error:
             self.notify(error, title="collectives failed", severity="error", timeout=8)
@@ -568,8 +569,8 @@ class GpuPlayApp(App[None]):
         if self.spec is None:
             return
         titles = {b.name: b.title for b in all_backends()}
-        if self.spec.workload.startswith("code:"):
-            path = Path(self.spec.workload[len("code:") :])
+        if is_code_ref(self.spec.workload):
+            path = ref_path(self.spec.workload)
             source, message, detail = recheck(path)
             message, detail = (
                 (message, detail) if message else self.code_errors.get(self.spec.workload, ("", ""))
