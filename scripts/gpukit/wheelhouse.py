@@ -268,7 +268,8 @@ def describe(folder: Path) -> list[tuple[str, str, int]]:
 
 def install_commands(folder: str, roots: Iterable[Requirement]) -> Mapping[str, list[str]]:
     """The two ways the box installs from the folder: resolved into its own Python, or unpacked."""
-    names = sorted({canonicalize_name(r.name) for r in roots if needed(r)})
+    # With their version ranges: the box's pytest 9 must give way to syrupy's pytest < 9.
+    names = sorted({f"{r.name}{r.specifier}" for r in roots if needed(r)})
     base = ["-m", "pip", "install", "--quiet", "--no-index", "--no-cache-dir", "--find-links", folder]
     return {
         "resolved": [*base, *names],

@@ -1,0 +1,222 @@
+"""The GPU verification kit (scripts/gpu-verify, scripts/gpu-wheelhouse), checked without a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from gpukit import outdir, proc, stages  # noqa: E402
+from gpukit import wheelhouse as wh  # noqa: E402
+
+VERIFY = ROOT / "scripts" / "gpu-verify"
+WHEELHOUSE = ROOT / "scripts" / "gpu-wheelhouse"
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    return subprocess.run(
+        [sys.executable, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+# -- the commands ---------------------------------------------------------------------------
+def test_help_names_every_stage_and_exit_status():
+    r = _run(VERIFY, "--help")
+    assert r.returncode == 0, r.stderr
+    for stage in ("env", "tests", "bench", "app", "talk", "all", "--dry-run", "Exit status"):
+        assert stage in r.stdout
+    assert os.access(VERIFY, os.X_OK) and os.access(WHEELHOUSE, os.X_OK)
+    w = _run(WHEELHOUSE, "--help")
+    assert w.returncode == 0 and "--check" in w.stdout
+
+
+def test_usage_errors_exit_2():
+    assert _run(VERIFY).returncode == 2  # no stage, no folder
+    assert _run(VERIFY, "bench").returncode == 2  # no folder
+    assert _run(VERIFY, "nonsense", "/tmp/x").returncode == 2
+
+
+def _fake_wheelhouse(folder: Path, drop: str = "", versions: dict[str, str] | None = None) -> Path:
+    """Empty files named like the wheels the project needs, at the versions installed here."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for req in wh.project_requirements(ROOT / "pyproject.toml"):
+        if not wh.needed(req) or req.name == drop:
+            continue
+        version = (versions or {}).get(req.name) or wh.local_version(req.name) or "1.0"
+        (folder / f"{req.name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"")
+    return folder
+
+
+def test_dry_run_lists_the_stages_and_checks_the_wheelhouse(tmp_path):
+    ok = _run(VERIFY, "--dry-run", "--wheelhouse", _fake_wheelhouse(tmp_path / "whl"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    for stage in ("env:", "tests:", "bench:", "app:", "talk:"):
+        assert stage in ok.stdout
+    assert f"of at most {outdir.MAX_FILES} files" in ok.stdout and "ready" in ok.stdout
+    bad = _run(VERIFY, "--dry-run", "--wheelhouse", _fake_wheelhouse(tmp_path / "part", drop="textual"))
+    assert bad.returncode == 1
+    assert "missing: textual==8.2.8" in bad.stdout and "NOT READY" in bad.stdout
+
+
+# -- the wheelhouse ---------------------------------------------------------------------------
+def test_the_closure_starts_from_what_the_box_lacks():
+    roots = {r.name: r for r in wh.project_requirements(ROOT / "pyproject.toml")}
+    need = {name for name, r in roots.items() if wh.needed(r)}
+    assert {"textual", "textual-plotext", "plotext", "platformdirs", "pytest-asyncio",
+            "pytest-textual-snapshot", "textual-serve", "array-api-compat", "watchfiles"} <= need
+    assert not need & {"torch", "numpy", "scipy", "nvidia-ml-py", "psutil", "click", "hypothesis"}
+    assert "playwright" in roots and "playwright" not in need  # left out, and said so
+    assert "ruff" not in need
+
+
+def test_check_finds_missing_wrong_and_duplicate_wheels(tmp_path):
+    roots = wh.project_requirements(ROOT / "pyproject.toml")
+    assert wh.check(_fake_wheelhouse(tmp_path / "ok"), roots).ok
+    missing = wh.check(_fake_wheelhouse(tmp_path / "m", drop="watchfiles"), roots)
+    assert not missing.ok and any(m.startswith("watchfiles") for m in missing.missing)
+    wrong = wh.check(_fake_wheelhouse(tmp_path / "w", versions={"textual": "8.0.0"}), roots)
+    assert not wrong.ok and any("textual-8.0.0" in m for m in wrong.mismatched)
+    dup = _fake_wheelhouse(tmp_path / "d")
+    (dup / "plotext-5.2.8-py3-none-any.whl").write_bytes(b"")
+    assert [d.split()[0] for d in wh.check(dup, roots).duplicates] == ["plotext"]
+
+
+def _real_wheel(folder: Path, name: str, version: str, requires: list[str]) -> None:
+    dist = f"{name.replace('-', '_')}-{version}"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
+    with zipfile.ZipFile(folder / f"{dist}-py3-none-any.whl", "w") as zf:
+        zf.writestr(f"{dist}.dist-info/METADATA", meta)
+
+
+def test_check_follows_metadata_with_extras_and_markers(tmp_path):
+    folder = tmp_path / "whl"
+    folder.mkdir()
+    root = [wh.Requirement("textual==8.2.8")]
+    _real_wheel(folder, "textual", "8.2.8", ["markdown-it-py[linkify]>=2.1", "numpy>=1", 'colorama; sys_platform == "win32"'])
+    _real_wheel(folder, "markdown-it-py", "4.0.0", ["mdurl~=0.1", 'linkify-it-py<3,>=1; extra == "linkify"', 'sphinx; extra == "rtd"'])
+    _real_wheel(folder, "mdurl", "0.1.2", [])
+    result = wh.check(folder, root)
+    # linkify-it-py is needed through textual's [linkify]; numpy is on the box; colorama, sphinx never
+    assert [m.split(";")[0] for m in result.missing] == ["linkify-it-py<3,>=1"]
+    _real_wheel(folder, "linkify-it-py", "2.0.0", [])
+    assert wh.check(folder, root).ok
+
+
+def test_the_install_keeps_version_ranges():
+    cmds = wh.install_commands(".whl", wh.project_requirements(ROOT / "pyproject.toml"))
+    assert "--no-index" in cmds["resolved"] and "textual==8.2.8" in cmds["resolved"]
+    assert any(a.startswith("pytest<9") or a.startswith("pytest>=8") and "<9" in a for a in cmds["resolved"])
+    assert "--no-deps" in cmds["target"]
+
+
+# -- the output folder ------------------------------------------------------------------------
+def test_the_plan_fits_the_device_tools_file_cap():
+    assert len(outdir.PLAN) <= outdir.MAX_FILES == 8
+    assert set().union(*stages.FILES.values()) <= set(outdir.PLAN)
+    assert set(stages.FILES) == set(stages.STAGES)
+
+
+def test_the_8_file_cap_is_enforced(tmp_path):
+    out = outdir.OutDir(tmp_path)
+    for i in range(outdir.MAX_FILES - 1):
+        (tmp_path / f"junk{i}.txt").write_text("x")
+    out.write_json("env.json", {"a": float("nan")})  # the 8th file: allowed
+    assert json.loads((tmp_path / "env.json").read_text()) == {"a": "nan"}
+    out.write_json("env.json", {"a": 1})  # rewriting one already there: allowed
+    with pytest.raises(outdir.OutDirError, match="at most 8"):
+        out.write("bench.json", "{}")
+    with pytest.raises(outdir.OutDirError, match="not in the output plan"):
+        outdir.OutDir(tmp_path / "other").write("screens.tar", "")
+
+
+def test_a_full_output_folder_is_a_usage_error(tmp_path):
+    for i in range(outdir.MAX_FILES):
+        (tmp_path / f"junk{i}.txt").write_text("x")
+    r = _run(VERIFY, "env", tmp_path)
+    assert r.returncode == 2 and "at most 8" in r.stderr
+
+
+def test_report_sections_replace_their_own_and_escape_hostile_text(tmp_path):
+    out = outdir.OutDir(tmp_path)
+    out.report_section("env", "first")
+    out.report_section("bench", "bench text")
+    out.report_section("env", "second")
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "second" in text and "first" not in text and "bench text" in text
+    assert stages._cell("a|b\x1b[31m\nc") == "a\\|b [31m c"
+
+
+# -- time boxes and child processes -----------------------------------------------------------
+def test_a_child_past_its_time_is_ended():
+    r = proc.run([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], 1.0, grace=2)
+    assert r["timed_out"] and r["seconds"] < 10 and "started" in r["stdout"]
+    assert proc.run(["/nonexistent/tool"], 5)["rc"] is None
+
+
+def test_a_step_past_the_stage_deadline_is_reported_not_run(tmp_path):
+    st = stages.Stage("env", outdir.OutDir(tmp_path), seconds=1.0)
+    assert st.step("late", lambda: 1, need=30) is None
+    assert st.checks[-1]["ok"] is False and "not run" in st.checks[-1]["detail"]
+    assert st.status == stages.EXIT_FAILED
+    assert json.loads((tmp_path / "env.json").read_text())["checks"][0]["check"] == "late"
+
+
+def test_junit_chunks_merge_with_totals(tmp_path):
+    a, b, broken = tmp_path / "a.xml", tmp_path / "b.xml", tmp_path / "c.xml"
+    a.write_text('<testsuites><testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">'
+                 '<testcase classname="t" name="x"><failure message="boom"/></testcase></testsuite></testsuites>')
+    b.write_text('<testsuite name="pytest" tests="2" failures="0" errors="1" skipped="0"/>')
+    broken.write_text("<testsuite")  # a chunk killed mid-write
+    root = stages.merge_junit([a, b, broken])
+    assert [root.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["5", "1", "1", "1"]
+    assert stages._junit_failures(root) == [{"test": "t::x", "kind": "failure", "message": "boom"}]
+
+
+def test_the_tests_stage_runs_chunks_and_brings_back_junit(tmp_path, monkeypatch):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_a.py").write_text("def test_ok():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n")
+    monkeypatch.setattr(stages, "CHUNKS", (("gpu", [str(suite)], 60),))
+    monkeypatch.setattr(stages, "ensure_installed", lambda st, w: True)
+    out = tmp_path / "out"
+    status = stages.stage_tests(outdir.OutDir(out), tmp_path / "no-wheels", seconds=120)
+    assert status == stages.EXIT_FAILED
+    doc = json.loads((out / "tests.json").read_text())
+    assert doc["chunks"][0]["tests"] == 2 and doc["chunks"][0]["failures"] == 1
+    assert doc["failures"][0]["test"].endswith("test_bad")
+    assert 'tests="2"' in (out / "tests-junit.xml").read_text()
+
+
+# -- a stage for real, here ---------------------------------------------------------------------
+@pytest.mark.skipif(_cuda(), reason="checks the no-CUDA report")
+def test_env_stage_without_cuda_writes_its_report_and_exits_3(tmp_path):
+    r = _run(VERIFY, "env", tmp_path / "out", "--seconds", "120")
+    assert r.returncode == stages.EXIT_NO_CUDA, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "out" / "env.json").read_text())
+    assert doc["cuda"] is False and doc["exit_status"] == 3
+    checks = {c["check"]: c["ok"] for c in doc["checks"]}
+    assert checks["dependencies importable"] is True and checks["gpuplay info"] is True
+    assert checks["CUDA visible to torch"] is None
+    assert "no CUDA GPU here" in (tmp_path / "out" / "REPORT.md").read_text()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["REPORT.md", "env.json"]
