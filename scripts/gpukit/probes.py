@@ -120,7 +120,11 @@ def _mapping(info: dict[str, Any]) -> dict[str, Any]:
         want = by_uuid.get(d["uuid"].removeprefix("GPU-"))
         ok = ok and got == want
         rows.append({"cuda": d["index"], "gpuplay_nvml": got, "nvml_by_uuid": want})
-    return {"function": where, "rows": rows, "status": "ok" if ok and rows else ("no devices" if not rows else "MISMATCH")}
+    return {
+        "function": where,
+        "rows": rows,
+        "status": "ok" if ok and rows else ("no devices" if not rows else "MISMATCH"),
+    }
 
 
 RAW_SRC = r"""
@@ -199,13 +203,15 @@ def _events_median(fn: Any, sync: Any, make_event: Any, reps: int, flush: Any = 
     return statistics.median(times)
 
 
-def probe_parity(scenarios: list[str], backend: str, dtype: str, preset: str, budget_s: float) -> dict[str, Any]:
+def probe_parity(
+    scenarios: list[str], backend: str, dtype: str, preset: str, budget_s: float, device: str = "cuda:0"
+) -> dict[str, Any]:
     """Per scenario: gpuplay's median (its runner, as `gpuplay run`), then the very step it built
     timed by the reference tool, warm and after an L2 flush, in this one process."""
     from gpuplay.core.runner import build_step, device_inputs, resolve
     from gpuplay.core.runner import run as gp_run
     from gpuplay.core.scenarios import load_scenarios
-    from gpuplay.core.spec import RunSpec
+    from gpuplay.core.spec import Refusal, RunSpec
 
     sset = load_scenarios()
     rows = []
@@ -218,20 +224,30 @@ def probe_parity(scenarios: list[str], backend: str, dtype: str, preset: str, bu
         try:
             sc = sset.get(name)
             spec = RunSpec.make(
-                sc.workload, sc.preset_params(preset), scenario=name, backend=backend, device="cuda:0",
-                dtype=dtype, budget_s=1.0,
+                sc.workload,
+                sc.preset_params(preset),
+                scenario=name,
+                backend=backend,
+                device=device,
+                dtype=dtype,
+                budget_s=1.0,
             )
             res = gp_run(spec)
             row.update(status=res.status, message=res.message, gpuplay_ms=_ms(res.median))
             row["roof"] = res.roof_fields() if res.usable else None
             plan = resolve(spec)
+            if res.status != "ok" or isinstance(plan, Refusal):
+                rows.append(row)  # refused or failed: gpuplay's own message says why
+                continue
             step = build_step(plan, device_inputs(plan))
-            row.update(_reference_times(backend, step))
+            row.update(_reference_times(backend, device, step))
             for key in ("do_bench_ms", "warm_ms"):
                 if row.get(key) and row.get("gpuplay_ms"):
                     row[key.replace("_ms", "_ratio")] = row["gpuplay_ms"] / row[key]
         except Exception as exc:
-            row.update(status="error", message=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()[-1500:])
+            row.update(
+                status="error", message=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()[-1500:]
+            )
         row["goal_class"] = PARITY.get(name, "other")
         rows.append(row)
     return {"rows": rows}
@@ -241,7 +257,18 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
 
 
-def _reference_times(backend: str, step: Any) -> dict[str, Any]:
+def _reference_times(backend: str, device: str, step: Any) -> dict[str, Any]:
+    if device == "cpu":  # how the kit is tested without a GPU: the same step, a plain clock
+        times = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return {
+            "reference": "perf_counter (cpu)",
+            "do_bench_ms": statistics.median(times),
+            "warm_ms": statistics.median(times),
+        }
     if backend == "torch":
         import torch
         from triton.testing import do_bench
@@ -310,8 +337,8 @@ def main(argv: list[str]) -> int:
         elif name == "compile":
             out = probe_compile()
         elif name == "parity":
-            backend, dtype, preset, budget, *scenarios = args
-            out = probe_parity(scenarios, backend, dtype, preset, float(budget))
+            backend, dtype, preset, budget, device, *scenarios = args
+            out = probe_parity(scenarios, backend, dtype, preset, float(budget), device)
         elif name == "overhead":
             out = probe_overhead(args[0])
         else:

@@ -40,9 +40,11 @@ def run(
     cwd: Path = ROOT,
     grace: float = 15.0,
     keep: int = 4000,
+    first_signal: int = signal.SIGTERM,
 ) -> dict[str, Any]:
-    """Run `argv`; past `timeout` seconds send SIGTERM to its group (gpuplay prints finished rows),
-    then SIGKILL after `grace`. Never raises for the child's failure: the dict says what happened."""
+    """Run `argv`; past `timeout` seconds send `first_signal` to its group (SIGTERM: gpuplay prints
+    the finished rows; SIGINT: pytest writes its JUnit XML), then SIGKILL after `grace`.
+    Never raises for the child's failure: the dict says what happened."""
     t0 = time.monotonic()
     out: dict[str, Any] = {"argv": argv, "timeout_s": round(timeout, 1)}
     try:
@@ -64,7 +66,7 @@ def run(
         stdout, stderr = proc.communicate(timeout=max(timeout, 1.0))
     except subprocess.TimeoutExpired:
         timed_out = True
-        _signal(proc, signal.SIGTERM)
+        _signal(proc, first_signal)
         try:
             stdout, stderr = proc.communicate(timeout=grace)
         except subprocess.TimeoutExpired:

@@ -11,6 +11,7 @@ import html
 import json
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -185,7 +186,11 @@ def stage_env(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -> 
     smi = st.step(
         "nvidia-smi",
         lambda: proc.run(
-            ["nvidia-smi", "--query-gpu=index,name,uuid,driver_version,memory.total,pci.bus_id", "--format=csv"],
+            [
+                "nvidia-smi",
+                "--query-gpu=index,name,uuid,driver_version,memory.total,pci.bus_id",
+                "--format=csv",
+            ],
             st.deadline.give(30),
         ),
     )
@@ -194,25 +199,44 @@ def stage_env(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -> 
         if smi.get("rc") is None:  # not installed: a machine with no NVIDIA driver
             st.check("nvidia-smi", None, smi.get("error", ""))
         else:
-            st.check("nvidia-smi", smi.get("rc") == 0, (smi.get("stdout") or "").strip().replace("\n", "; ")[:300] or _brief(smi))
+            st.check(
+                "nvidia-smi",
+                smi.get("rc") == 0,
+                (smi.get("stdout") or "").strip().replace("\n", "; ")[:300] or _brief(smi),
+            )
     st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
     info = st.step("cuda probe", lambda: cuda_probe(st), need=20) or {}
     st.data["cuda_probe"] = info
     if not st.cuda:
-        st.check("CUDA visible to torch", None, info.get("torch_error") or f"torch {info.get('torch')}: no CUDA device")
+        st.check(
+            "CUDA visible to torch",
+            None,
+            info.get("torch_error") or f"torch {info.get('torch')}: no CUDA device",
+        )
     else:
         devs = info.get("torch_devices", [])
         st.check("CUDA visible to torch", True, "; ".join(f"cuda:{d['index']} {d['name']}" for d in devs))
-        st.check("NVML lists the GPUs", bool(info.get("nvml_devices")), info.get("nvml_error", f"driver {info.get('driver')}"))
+        st.check(
+            "NVML lists the GPUs",
+            bool(info.get("nvml_devices")),
+            info.get("nvml_error", f"driver {info.get('driver')}"),
+        )
         m = info.get("mapping", {})
-        st.check("gpuplay's CUDA→NVML mapping matches the UUIDs", m.get("status") == "ok", json.dumps(m)[:300])
-    info_r = st.step("gpuplay info", lambda: proc.gpuplay(["info", "--format", "json"], st.deadline.give(90), keep=0))
+        st.check(
+            "gpuplay's CUDA→NVML mapping matches the UUIDs", m.get("status") == "ok", json.dumps(m)[:300]
+        )
+    info_r = st.step(
+        "gpuplay info", lambda: proc.gpuplay(["info", "--format", "json"], st.deadline.give(90), keep=0)
+    )
     if info_r:
         parsed = _json_or_none(info_r.get("stdout", ""))
         st.data["gpuplay_info"] = parsed if parsed is not None else proc.tail(info_r.get("stdout", ""))
         st.check("gpuplay info", info_r.get("rc") == 0, _brief(info_r) if info_r.get("rc") else "ran")
     if st.cuda:
-        for name, label in (("rawkernel", "CuPy RawKernel (NVRTC) compiles and runs"), ("compile", "torch.compile on cuda")):
+        for name, label in (
+            ("rawkernel", "CuPy RawKernel (NVRTC) compiles and runs"),
+            ("compile", "torch.compile on cuda"),
+        ):
             r = st.step(label, lambda n=name: proc.python([PROBES, n], st.deadline.give(180)), need=20)
             if r is not None:
                 res = last_json(r.get("stdout", "")) or {"error": _brief(r)}
@@ -246,8 +270,18 @@ def _ncu(st: Stage) -> None:
     ver = proc.run([str(ncu), "--version"], 30)
     st.data["ncu_version"] = ver.get("stdout", "").strip()[-200:]
     r = proc.run(
-        [str(ncu), "--clock-control", "none", "--metrics", "sm__cycles_elapsed.avg", "-c", "1",
-         sys.executable, "-c", NCU_TARGET],
+        [
+            str(ncu),
+            "--clock-control",
+            "none",
+            "--metrics",
+            "sm__cycles_elapsed.avg",
+            "-c",
+            "1",
+            sys.executable,
+            "-c",
+            NCU_TARGET,
+        ],
         st.deadline.give(120),
     )
     got = "sm__cycles_elapsed.avg" in r.get("stdout", "")
@@ -264,10 +298,15 @@ CHUNKS = (
 )
 
 
-def stage_tests(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, only: list[str] | None = None) -> int:
+def stage_tests(
+    out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, only: list[str] | None = None
+) -> int:
     st = Stage("tests", out, seconds)
     st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
-    st.cuda = bool(proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc") == 0)
+    st.cuda = bool(
+        proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc")
+        == 0
+    )
     xdist = proc.python(["-c", "import xdist"], 30).get("rc") == 0
     WORK.mkdir(parents=True, exist_ok=True)
     junits: list[Path] = []
@@ -276,12 +315,22 @@ def stage_tests(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, o
     for name, paths, wanted in chunks:
         xml = WORK / f"junit-{name.replace('+', '-')}.xml"
         xml.unlink(missing_ok=True)
-        argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}", "-o", "junit_family=xunit2", *paths]
+        argv = [
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={xml}",
+            "-o",
+            "junit_family=xunit2",
+            *paths,
+        ]
         if xdist and name != "gpu":  # 16 cores there; the GPU chunk stays in one process (one GPU)
             argv += ["-n", "8", "--dist", "loadfile"]
 
         def one(argv: list[str] = argv, wanted: float = wanted) -> dict[str, Any]:
-            return proc.python(argv, st.deadline.give(wanted), grace=10)
+            return proc.python(argv, st.deadline.give(wanted), grace=20, first_signal=signal.SIGINT)
 
         r = st.step(f"pytest {name}", one, need=30)
         if r is None:
@@ -290,8 +339,17 @@ def stage_tests(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, o
         if xml.exists():
             junits.append(xml)
         summary = (r.get("stdout") or "").strip().splitlines()[-1:] or [""]
-        st.data["chunks"].append({"chunk": name, "paths": paths, "rc": r.get("rc"), "timed_out": r.get("timed_out"),
-                                  "seconds": r.get("seconds"), "summary": summary[0], **counts})
+        st.data["chunks"].append(
+            {
+                "chunk": name,
+                "paths": paths,
+                "rc": r.get("rc"),
+                "timed_out": r.get("timed_out"),
+                "seconds": r.get("seconds"),
+                "summary": summary[0],
+                **counts,
+            }
+        )
         ok = r.get("rc") == 0 and not r.get("timed_out")
         st.check(f"pytest {name}", ok, summary[0] if not r.get("timed_out") else f"timed out: {summary[0]}")
     merged = merge_junit(junits)
@@ -335,8 +393,13 @@ def _junit_failures(root: ET.Element, limit: int = 60) -> list[dict[str, str]]:
         for kind in ("failure", "error"):
             el = case.find(kind)
             if el is not None:
-                out.append({"test": f"{case.get('classname')}::{case.get('name')}", "kind": kind,
-                            "message": (el.get("message") or "")[:500]})
+                out.append(
+                    {
+                        "test": f"{case.get('classname')}::{case.get('name')}",
+                        "kind": kind,
+                        "message": (el.get("message") or "")[:500],
+                    }
+                )
     return out[:limit]
 
 
@@ -366,7 +429,11 @@ def stage_bench(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -
         st.check("bench", None, "needs a CUDA GPU; nothing measured")
         st.flush()
         return st.status
-    cal = st.step("gpuplay calibrate", lambda: proc.gpuplay(["calibrate", "-d", "all", "--format", "json"], st.deadline.give(150), keep=0), need=60)
+    cal = st.step(
+        "gpuplay calibrate",
+        lambda: proc.gpuplay(["calibrate", "-d", "all", "--format", "json"], st.deadline.give(150), keep=0),
+        need=60,
+    )
     if cal:
         st.data["calibrate"] = _json_or_none(cal.get("stdout", "")) or proc.tail(cal.get("stdout", ""))
         st.check("gpuplay calibrate", cal.get("rc") == 0, _brief(cal) if cal.get("rc") else "peaks cached")
@@ -374,8 +441,13 @@ def stage_bench(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -
     st.data["parity"] = rows
     for backend, dtype, names in PARITY_RUNS:
         budget = st.deadline.give(70)
-        r = st.step(f"parity {backend} {dtype}", lambda b=backend, d=dtype, n=names, t=budget: proc.python(
-            [PROBES, "parity", b, d, "published", str(t - 10), *n], t + 30), need=30)
+        r = st.step(
+            f"parity {backend} {dtype}",
+            lambda b=backend, d=dtype, n=names, t=budget: proc.python(
+                [PROBES, "parity", b, d, "published", str(t - 10), "cuda:0", *n], t + 30
+            ),
+            need=30,
+        )
         got = last_json((r or {}).get("stdout", "")) or {}
         if r is not None and "rows" not in got:
             st.check(f"parity {backend} {dtype}", False, got.get("error") or _brief(r))
@@ -385,16 +457,41 @@ def stage_bench(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -
     st.data["overhead"] = over
     if over:
         us = over.get("overhead_us")
-        st.check(f"harness overhead ≤ {GOALS['overhead_us']} µs per step", None if us is None else us <= GOALS["overhead_us"],
-                 f"{us:.2f} µs (empty step {over.get('gpuplay_empty_step_us', 0):.2f} µs, do_bench no-op {over.get('do_bench_noop_us', 0):.2f} µs)" if us is not None else str(over)[:300])
-    cmp_ = st.step("gpuplay compare --preset published", lambda: proc.gpuplay(
-        ["compare", "--preset", "published", "--backends", "numpy,torch,cupy", "--variants", COMPARE_VARIANTS, "--format", "json"],
-        st.deadline.give(600), grace=25, keep=0), need=60)
+        st.check(
+            f"harness overhead ≤ {GOALS['overhead_us']} µs per step",
+            None if us is None else us <= GOALS["overhead_us"],
+            f"{us:.2f} µs (empty step {over.get('gpuplay_empty_step_us', 0):.2f} µs, do_bench no-op {over.get('do_bench_noop_us', 0):.2f} µs)"
+            if us is not None
+            else str(over)[:300],
+        )
+    cmp_ = st.step(
+        "gpuplay compare --preset published",
+        lambda: proc.gpuplay(
+            [
+                "compare",
+                "--preset",
+                "published",
+                "--backends",
+                "numpy,torch,cupy",
+                "--variants",
+                COMPARE_VARIANTS,
+                "--format",
+                "json",
+            ],
+            st.deadline.give(600),
+            grace=25,
+            keep=0,
+        ),
+        need=60,
+    )
     if cmp_:
         parsed = _json_or_none(cmp_.get("stdout", ""))
         st.data["compare"] = parsed if parsed is not None else proc.tail(cmp_.get("stdout", ""), 20000)
-        st.check("compare --preset published", cmp_.get("rc") == 0 and not cmp_.get("timed_out"),
-                 "ran" if cmp_.get("rc") == 0 else _brief(cmp_) + (" (partial rows kept)" if parsed else ""))
+        st.check(
+            "compare --preset published",
+            cmp_.get("rc") == 0 and not cmp_.get("timed_out"),
+            "ran" if cmp_.get("rc") == 0 else _brief(cmp_) + (" (partial rows kept)" if parsed else ""),
+        )
     st.flush()
     return st.status
 
@@ -408,8 +505,13 @@ def judge_parity(st: Stage, rows: list[dict[str, Any]]) -> None:
             st.check(f"median ÷ reference: {label}", False, row.get("message") or row.get("status", ""))
             continue
         ok = lo <= ratio <= hi
-        st.check(f"median ÷ reference {lo}–{hi}: {label}", ok,
-                 f"{ratio:.3f} (flushed L2), {warm:.3f} warm; gpuplay {row['gpuplay_ms']:.4g} ms" if warm else f"{ratio:.3f}")
+        st.check(
+            f"median ÷ reference {lo}–{hi}: {label}",
+            ok,
+            f"{ratio:.3f} (flushed L2), {warm:.3f} warm; gpuplay {row['gpuplay_ms']:.4g} ms"
+            if warm
+            else f"{ratio:.3f}",
+        )
         roof = row.get("roof") or {}
         frac = roof.get("fraction")
         cls = row.get("goal_class")
@@ -421,8 +523,13 @@ def judge_parity(st: Stage, rows: list[dict[str, Any]]) -> None:
         elif row.get("scenario") == "matmul" and row.get("dtype") == "bfloat16":
             goal = ("of the bf16 matmul rate", GOALS["bf16_matmul"])
         if goal:
-            st.check(f"{label} ≥ {goal[1]:.0%} {goal[0]}", None if frac is None else frac >= goal[1],
-                     f"{frac:.1%} ({roof.get('bound')}-bound)" if frac is not None else roof.get("note", roof.get("status", "no roof")))
+            st.check(
+                f"{label} ≥ {goal[1]:.0%} {goal[0]}",
+                None if frac is None else frac >= goal[1],
+                f"{frac:.1%} ({roof.get('bound')}-bound)"
+                if frac is not None
+                else roof.get("note", roof.get("status", "no roof")),
+            )
 
 
 def _overhead(st: Stage) -> dict[str, Any]:
@@ -440,40 +547,68 @@ def stage_app(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, dri
     st = Stage("app", out, seconds)
     drive_s = min(drive_s, max(10.0, seconds - 120))
     st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
-    st.cuda = proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc") == 0
+    st.cuda = (
+        proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc")
+        == 0
+    )
     shots = WORK / "screens"
     shutil.rmtree(shots, ignore_errors=True)
     shots.mkdir(parents=True)
-    r = st.step("drive the app (Pilot, 120×36)", lambda: proc.python([APP_DRIVE, str(shots), str(drive_s)], st.deadline.give(drive_s + 90)), need=drive_s + 20)
+    r = st.step(
+        "drive the app (Pilot, 120×36)",
+        lambda: proc.python([APP_DRIVE, str(shots), str(drive_s)], st.deadline.give(drive_s + 90)),
+        need=drive_s + 20,
+    )
     drive = last_json((r or {}).get("stdout", "")) or {"error": _brief(r or {})}
     st.data["drive"] = drive
     if "error" in drive:
         st.check("app driven", False, drive["error"])
     else:
         ff = drive.get("first_frame_s")
-        st.check(f"first frame ≤ {GOALS['first_frame_s']} s", None if ff is None else ff <= GOALS["first_frame_s"], f"{ff:.2f} s" if ff is not None else "")
-        st.check("a live result on cuda", bool(drive.get("cuda_results")) if st.cuda else None,
-                 f"{drive.get('cuda_results', 0)} cuda results, {drive.get('results', 0)} in all")
-        st.check("Telemetry shows NVML values", bool(drive.get("nvml_gpus")) if st.cuda else None, json.dumps(drive.get("nvml_sample"))[:300])
+        st.check(
+            f"first frame ≤ {GOALS['first_frame_s']} s",
+            None if ff is None else ff <= GOALS["first_frame_s"],
+            f"{ff:.2f} s" if ff is not None else "",
+        )
+        st.check(
+            "a live result on cuda",
+            bool(drive.get("cuda_results")) if st.cuda else None,
+            f"{drive.get('cuda_results', 0)} cuda results, {drive.get('results', 0)} in all",
+        )
+        st.check(
+            "Telemetry shows NVML values",
+            bool(drive.get("nvml_gpus")) if st.cuda else None,
+            json.dumps(drive.get("nvml_sample"))[:300],
+        )
     svgs = sorted(shots.glob("*.svg"))
     if svgs:
         out.write("app-screens.html", screens_page(svgs))
         st.data["screens"] = [p.name for p in svgs]
-    mon = st.step("gpuplay monitor 10 s", lambda: proc.gpuplay(["monitor", "--interval", "0.5", "--count", "20"], st.deadline.give(40), keep=0), need=20)
+    mon = st.step(
+        "gpuplay monitor 10 s",
+        lambda: proc.gpuplay(["monitor", "--interval", "0.5", "--count", "20"], st.deadline.give(40), keep=0),
+        need=20,
+    )
     if mon:
         lines = [_json_or_none(x) for x in mon.get("stdout", "").splitlines() if x.strip()]
         samples = [x for x in lines if isinstance(x, dict)]
         st.data["monitor"] = {"samples": len(samples), "first": samples[:1], "last": samples[-1:]}
         has_gpu = any(s.get("gpus") for s in samples)
-        st.check("gpuplay monitor: 20 samples", len(samples) == 20 and mon.get("rc") == 0, f"{len(samples)} samples, GPUs {'seen' if has_gpu else 'not seen'}")
+        st.check(
+            "gpuplay monitor: 20 samples",
+            len(samples) == 20 and mon.get("rc") == 0,
+            f"{len(samples)} samples, GPUs {'seen' if has_gpu else 'not seen'}",
+        )
     st.flush()
     return st.status
 
 
 def screens_page(svgs: list[Path]) -> str:
     """One HTML page with each SVG inline: one file back instead of one per screenshot."""
-    parts = ["<!doctype html><meta charset='utf-8'><title>gpuplay on the GPU box</title>",
-             "<style>body{background:#222;color:#ddd;font-family:sans-serif} figure{margin:1em 0}</style>"]
+    parts = [
+        "<!doctype html><meta charset='utf-8'><title>gpuplay on the GPU box</title>",
+        "<style>body{background:#222;color:#ddd;font-family:sans-serif} figure{margin:1em 0}</style>",
+    ]
     for p in svgs:
         svg = p.read_text(encoding="utf-8", errors="replace")
         svg = re.sub(r"<\?xml[^>]*\?>", "", svg)
@@ -485,26 +620,62 @@ def screens_page(svgs: list[Path]) -> str:
 def stage_talk(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -> int:
     st = Stage("talk", out, seconds)
     st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
-    st.cuda = proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc") == 0
+    st.cuda = (
+        proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc")
+        == 0
+    )
     decks = sorted((proc.ROOT / "scenarios" / "decks").glob("*.toml"))
     WORK.mkdir(parents=True, exist_ok=True)
     st.data["decks"] = {}
     for deck in decks:
         rec = WORK / f"rehearsal-{deck.stem}.json"
         rec.unlink(missing_ok=True)
-        r = st.step(f"rehearse {deck.stem}", lambda d=deck, o=rec: proc.gpuplay(
-            ["demo", str(d), "--rehearse", "--out", str(o)], st.deadline.give(220), grace=20), need=60)
+        r = st.step(
+            f"rehearse {deck.stem}",
+            lambda d=deck, o=rec: proc.gpuplay(
+                ["demo", str(d), "--rehearse", "--out", str(o)], st.deadline.give(220), grace=20
+            ),
+            need=60,
+        )
         if r is None:
             continue
         recorded = _json_or_none(rec.read_text(encoding="utf-8")) if rec.exists() else None
-        st.data["decks"][deck.stem] = {"run": {k: r.get(k) for k in ("rc", "seconds", "timed_out", "stderr")}, "rehearsal": recorded}
-        st.check(f"rehearse {deck.stem} (its own presets)", r.get("rc") == 0 and recorded is not None, _brief(r) if r.get("rc") else "recorded")
+        st.data["decks"][deck.stem] = {
+            "run": {k: r.get(k) for k in ("rc", "seconds", "timed_out", "stderr")},
+            "rehearsal": recorded,
+        }
+        st.check(
+            f"rehearse {deck.stem} (its own presets)",
+            r.get("rc") == 0 and recorded is not None,
+            _brief(r) if r.get("rc") else "recorded",
+        )
     if st.cuda:
-        r = st.step("collectives NCCL, 1 rank", lambda: proc.gpuplay(
-            ["collectives", "--nproc", "1", "--backend", "nccl", "--sizes", "1K:256M", "--format", "json"], st.deadline.give(150), keep=0), need=40)
+        r = st.step(
+            "collectives NCCL, 1 rank",
+            lambda: proc.gpuplay(
+                [
+                    "collectives",
+                    "--nproc",
+                    "1",
+                    "--backend",
+                    "nccl",
+                    "--sizes",
+                    "1K:256M",
+                    "--format",
+                    "json",
+                ],
+                st.deadline.give(150),
+                keep=0,
+            ),
+            need=40,
+        )
         if r:
             st.data["collectives"] = _json_or_none(r.get("stdout", "")) or proc.tail(r.get("stdout", ""))
-            st.check("collectives NCCL, 1 rank", r.get("rc") == 0, _brief(r) if r.get("rc") else "ran, every result checked")
+            st.check(
+                "collectives NCCL, 1 rank",
+                r.get("rc") == 0,
+                _brief(r) if r.get("rc") else "ran, every result checked",
+            )
     else:
         st.check("collectives NCCL, 1 rank", None, "NCCL needs a CUDA GPU")
     st.flush()
@@ -512,15 +683,31 @@ def stage_talk(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) ->
 
 
 STAGES: dict[str, tuple[Callable[..., int], str]] = {
-    "env": (stage_env, "install from .whl; driver, CUDA, torch/CuPy, NVML + UUIDs, gpuplay's CUDA→NVML mapping, "
-            "gpuplay info, CuPy RawKernel (NVRTC), torch.compile, ncu counters"),
-    "tests": (stage_tests, "the suite with gpu marks, in chunks " + ", ".join(f"{n} ({' '.join(p)}, ≤{s} s)" for n, p, s in CHUNKS)
-              + "; merged JUnit XML"),
-    "bench": (stage_bench, "gpuplay calibrate; medians vs do_bench / cupyx benchmark (warm, flushed L2); roof fractions; "
-              "harness overhead; compare --preset published (numpy, torch, cupy × " + COMPARE_VARIANTS + ")"),
-    "app": (stage_app, "the app at 120×36 for ~60 s with Pilot (Live, Telemetry, Profile, Compare), SVG screenshots, "
-            "first-frame time; gpuplay monitor 10 s"),
-    "talk": (stage_talk, "each shipped deck rehearsed with its own presets; gpuplay collectives over NCCL on one rank"),
+    "env": (
+        stage_env,
+        "install from .whl; driver, CUDA, torch/CuPy, NVML + UUIDs, gpuplay's CUDA→NVML mapping, "
+        "gpuplay info, CuPy RawKernel (NVRTC), torch.compile, ncu counters",
+    ),
+    "tests": (
+        stage_tests,
+        "the suite with gpu marks, in chunks "
+        + ", ".join(f"{n} ({' '.join(p)}, ≤{s} s)" for n, p, s in CHUNKS)
+        + "; merged JUnit XML",
+    ),
+    "bench": (
+        stage_bench,
+        "gpuplay calibrate; medians vs do_bench / cupyx benchmark (warm, flushed L2); roof fractions; "
+        "harness overhead; compare --preset published (numpy, torch, cupy × " + COMPARE_VARIANTS + ")",
+    ),
+    "app": (
+        stage_app,
+        "the app at 120×36 for ~60 s with Pilot (Live, Telemetry, Profile, Compare), SVG screenshots, "
+        "first-frame time; gpuplay monitor 10 s",
+    ),
+    "talk": (
+        stage_talk,
+        "each shipped deck rehearsed with its own presets; gpuplay collectives over NCCL on one rank",
+    ),
 }
 # `all` in one 10-minute command: each stage gets this share of the time box (a smoke pass; run
 # the stages one by one for the full checks).

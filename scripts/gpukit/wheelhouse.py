@@ -29,19 +29,56 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 # import check, which names the missing module.
 BOX_HAS = frozenset(
     canonicalize_name(n)
-    for n in """
-    torch numpy scipy cupy-cuda13x nvidia-ml-py pytest hypothesis rich click psutil threadpoolctl
-    aiohttp aiosignal aiohappyeyeballs attrs frozenlist multidict propcache yarl idna anyio
-    typing-extensions pygments markdown-it-py mdurl jinja2 markupsafe packaging pluggy iniconfig
-    sortedcontainers filelock fsspec networkx sympy mpmath triton setuptools pip colorama
-    """.split()
+    for n in [
+        "torch",
+        "numpy",
+        "scipy",
+        "cupy-cuda13x",
+        "nvidia-ml-py",
+        "pytest",
+        "hypothesis",
+        "rich",
+        "click",
+        "psutil",
+        "threadpoolctl",
+        "aiohttp",
+        "aiosignal",
+        "aiohappyeyeballs",
+        "attrs",
+        "frozenlist",
+        "multidict",
+        "propcache",
+        "yarl",
+        "idna",
+        "anyio",
+        "typing-extensions",
+        "pygments",
+        "markdown-it-py",
+        "mdurl",
+        "jinja2",
+        "markupsafe",
+        "packaging",
+        "pluggy",
+        "iniconfig",
+        "sortedcontainers",
+        "filelock",
+        "fsspec",
+        "networkx",
+        "sympy",
+        "mpmath",
+        "triton",
+        "setuptools",
+        "pip",
+        "colorama",
+    ]
 )
 
 # Pure-Python packages the box has, carried anyway at the versions tested here: textual 8.2.8 needs
 # rich >= 14.2, syrupy 4.8 needs pytest < 9, and the box's versions are not known in advance.
 # pip keeps the box's copy where it satisfies the requirement; where not, it takes these.
 CARRY_ANYWAY = frozenset(
-    canonicalize_name(n) for n in "rich pytest pygments markdown-it-py mdurl typing-extensions".split()
+    canonicalize_name(n)
+    for n in ["rich", "pytest", "pygments", "markdown-it-py", "mdurl", "typing-extensions"]
 )
 
 # Left out on purpose: playwright (its browser tests skip where it is missing, and it is ~40 MiB),

@@ -24,7 +24,11 @@ WHEELHOUSE = ROOT / "scripts" / "gpu-wheelhouse"
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     return subprocess.run(
-        [sys.executable, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env,
+        [sys.executable, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
         stdin=subprocess.DEVNULL,
     )
 
@@ -81,8 +85,17 @@ def test_dry_run_lists_the_stages_and_checks_the_wheelhouse(tmp_path):
 def test_the_closure_starts_from_what_the_box_lacks():
     roots = {r.name: r for r in wh.project_requirements(ROOT / "pyproject.toml")}
     need = {name for name, r in roots.items() if wh.needed(r)}
-    assert {"textual", "textual-plotext", "plotext", "platformdirs", "pytest-asyncio",
-            "pytest-textual-snapshot", "textual-serve", "array-api-compat", "watchfiles"} <= need
+    assert {
+        "textual",
+        "textual-plotext",
+        "plotext",
+        "platformdirs",
+        "pytest-asyncio",
+        "pytest-textual-snapshot",
+        "textual-serve",
+        "array-api-compat",
+        "watchfiles",
+    } <= need
     assert not need & {"torch", "numpy", "scipy", "nvidia-ml-py", "psutil", "click", "hypothesis"}
     assert "playwright" in roots and "playwright" not in need  # left out, and said so
     assert "ruff" not in need
@@ -113,8 +126,18 @@ def test_check_follows_metadata_with_extras_and_markers(tmp_path):
     folder = tmp_path / "whl"
     folder.mkdir()
     root = [wh.Requirement("textual==8.2.8")]
-    _real_wheel(folder, "textual", "8.2.8", ["markdown-it-py[linkify]>=2.1", "numpy>=1", 'colorama; sys_platform == "win32"'])
-    _real_wheel(folder, "markdown-it-py", "4.0.0", ["mdurl~=0.1", 'linkify-it-py<3,>=1; extra == "linkify"', 'sphinx; extra == "rtd"'])
+    _real_wheel(
+        folder,
+        "textual",
+        "8.2.8",
+        ["markdown-it-py[linkify]>=2.1", "numpy>=1", 'colorama; sys_platform == "win32"'],
+    )
+    _real_wheel(
+        folder,
+        "markdown-it-py",
+        "4.0.0",
+        ["mdurl~=0.1", 'linkify-it-py<3,>=1; extra == "linkify"', 'sphinx; extra == "rtd"'],
+    )
     _real_wheel(folder, "mdurl", "0.1.2", [])
     result = wh.check(folder, root)
     # linkify-it-py is needed through textual's [linkify]; numpy is on the box; colorama, sphinx never
@@ -169,7 +192,9 @@ def test_report_sections_replace_their_own_and_escape_hostile_text(tmp_path):
 
 # -- time boxes and child processes -----------------------------------------------------------
 def test_a_child_past_its_time_is_ended():
-    r = proc.run([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], 1.0, grace=2)
+    r = proc.run(
+        [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], 1.0, grace=2
+    )
     assert r["timed_out"] and r["seconds"] < 10 and "started" in r["stdout"]
     assert proc.run(["/nonexistent/tool"], 5)["rc"] is None
 
@@ -184,8 +209,10 @@ def test_a_step_past_the_stage_deadline_is_reported_not_run(tmp_path):
 
 def test_junit_chunks_merge_with_totals(tmp_path):
     a, b, broken = tmp_path / "a.xml", tmp_path / "b.xml", tmp_path / "c.xml"
-    a.write_text('<testsuites><testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">'
-                 '<testcase classname="t" name="x"><failure message="boom"/></testcase></testsuite></testsuites>')
+    a.write_text(
+        '<testsuites><testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">'
+        '<testcase classname="t" name="x"><failure message="boom"/></testcase></testsuite></testsuites>'
+    )
     b.write_text('<testsuite name="pytest" tests="2" failures="0" errors="1" skipped="0"/>')
     broken.write_text("<testsuite")  # a chunk killed mid-write
     root = stages.merge_junit([a, b, broken])
@@ -220,3 +247,58 @@ def test_env_stage_without_cuda_writes_its_report_and_exits_3(tmp_path):
     assert checks["CUDA visible to torch"] is None
     assert "no CUDA GPU here" in (tmp_path / "out" / "REPORT.md").read_text()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["REPORT.md", "env.json"]
+
+
+def test_the_goals_are_judged_per_row(tmp_path):
+    st = stages.Stage("bench", outdir.OutDir(tmp_path))
+    bw = {"fraction": 0.9, "bound": "memory"}
+    stages.judge_parity(
+        st,
+        [
+            {
+                "scenario": "elementwise",
+                "backend": "torch",
+                "dtype": "float32",
+                "gpuplay_ms": 1.0,
+                "do_bench_ratio": 1.01,
+                "warm_ratio": 1.0,
+                "roof": bw,
+                "goal_class": "bandwidth",
+            },
+            {
+                "scenario": "fft1d",
+                "backend": "cupy",
+                "dtype": "float32",
+                "gpuplay_ms": 1.0,
+                "do_bench_ratio": 1.2,
+                "warm_ratio": 1.1,
+                "roof": {"fraction": 0.4, "bound": "memory"},
+                "goal_class": "fft",
+            },
+            {
+                "scenario": "matmul",
+                "backend": "torch",
+                "dtype": "bfloat16",
+                "gpuplay_ms": 1.0,
+                "do_bench_ratio": 0.99,
+                "warm_ratio": 0.99,
+                "roof": {"fraction": 0.86, "bound": "compute"},
+                "goal_class": "compute",
+            },
+            {
+                "scenario": "heat",
+                "backend": "torch",
+                "dtype": "float32",
+                "status": "refused",
+                "message": "no",
+            },
+        ],
+    )
+    got = {c["check"]: c["ok"] for c in st.checks}
+    assert got["median ÷ reference 0.97–1.03: elementwise torch float32"] is True
+    assert got["elementwise torch float32 ≥ 85% of the copy bandwidth"] is True
+    assert got["median ÷ reference 0.97–1.03: fft1d cupy float32"] is False
+    assert got["fft1d cupy float32 ≥ 50% of the roof"] is False
+    assert got["matmul torch bfloat16 ≥ 85% of the bf16 matmul rate"] is True
+    assert got["median ÷ reference: heat torch float32"] is False
+    assert st.status == stages.EXIT_FAILED
