@@ -545,7 +545,7 @@ def _overhead(st: Stage) -> dict[str, Any]:
 # -- app ----------------------------------------------------------------------------------
 def stage_app(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, drive_s: float = 60.0) -> int:
     st = Stage("app", out, seconds)
-    drive_s = min(drive_s, max(10.0, seconds - 120))
+    drive_s = min(drive_s, max(10.0, seconds - 80))  # the rest: install check, monitor, writing
     st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
     st.cuda = (
         proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc")
@@ -711,7 +711,7 @@ STAGES: dict[str, tuple[Callable[..., int], str]] = {
 }
 # `all` in one 10-minute command: each stage gets this share of the time box (a smoke pass; run
 # the stages one by one for the full checks).
-ALL_SHARES = {"env": 0.15, "tests": 0.35, "bench": 0.3, "app": 0.12, "talk": 0.08}
+ALL_SHARES = {"env": 0.12, "tests": 0.33, "bench": 0.3, "app": 0.12, "talk": 0.13}
 FILES = {
     "env": ["env.json", "REPORT.md"],
     "tests": ["tests.json", "tests-junit.xml", "REPORT.md"],
