@@ -577,7 +577,7 @@ def stage_app(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, dri
         )
         st.check(
             "Telemetry shows NVML values",
-            bool(drive.get("nvml_gpus")) if st.cuda else None,
+            nvml_read(drive.get("nvml_sample") or []) if st.cuda else None,
             json.dumps(drive.get("nvml_sample"))[:300],
         )
     svgs = sorted(shots.glob("*.svg"))
@@ -601,6 +601,14 @@ def stage_app(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, dri
         )
     st.flush()
     return st.status
+
+
+NVML_FIELDS = ("util_gpu", "mem_used", "power_w", "temp_c", "sm_clock_mhz")
+
+
+def nvml_read(sample: list[dict[str, Any]]) -> bool:
+    """Whether NVML gave real values (a GPU whose every field reads n/a is not telemetry)."""
+    return bool(sample) and all(sum(g.get(f) is not None for f in NVML_FIELDS) >= 3 for g in sample)
 
 
 def screens_page(svgs: list[Path]) -> str:

@@ -302,3 +302,13 @@ def test_the_goals_are_judged_per_row(tmp_path):
     assert got["matmul torch bfloat16 ≥ 85% of the bf16 matmul rate"] is True
     assert got["median ÷ reference: heat torch float32"] is False
     assert st.status == stages.EXIT_FAILED
+
+
+def test_nvml_values_must_be_real_and_screens_are_one_page(tmp_path):
+    assert stages.nvml_read([{"util_gpu": 3.0, "mem_used": 1, "power_w": 70.1, "temp_c": None}])
+    assert not stages.nvml_read([{"util_gpu": None, "mem_used": None, "power_w": None}])
+    assert not stages.nvml_read([])
+    svg = tmp_path / "1-live.svg"
+    svg.write_text('<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><text>hi</text></svg>')
+    page = stages.screens_page([svg, svg])
+    assert page.count("<svg") == 2 and "<?xml" not in page and "1-live" in page
