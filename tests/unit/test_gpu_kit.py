@@ -312,3 +312,109 @@ def test_nvml_values_must_be_real_and_screens_are_one_page(tmp_path):
     svg.write_text('<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><text>hi</text></svg>')
     page = stages.screens_page([svg, svg])
     assert page.count("<svg") == 2 and "<?xml" not in page and "1-live" in page
+
+
+# -- every stage's control flow on a pretend GPU box (canned child outputs) ------------------------
+def _ok(stdout: str = "", rc: int = 0) -> dict:
+    return {"rc": rc, "timed_out": False, "seconds": 0.1, "stdout": stdout, "stderr": "", "timeout_s": 1}
+
+
+CUDA_INFO = {
+    "cuda_available": True,
+    "torch": "2.11.0+cu130",
+    "driver": "580.159.04",
+    "torch_devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-abc"}],
+    "nvml_devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-abc"}],
+    "mapping": {"status": "ok", "rows": [{"cuda": 0, "gpuplay_nvml": 0, "nvml_by_uuid": 0}]},
+}
+
+
+def _fake_python(argv, timeout, **kw):
+    if argv[0] == "-c":
+        return _ok("{}")  # every module importable; torch.cuda available
+    if argv[0] == "-m" and argv[1] == "gpuplay":
+        cmd = argv[2]
+        if cmd == "monitor":
+            line = json.dumps({"gpus": [{"index": 0, "power_w": 70.0}], "host": {}})
+            return _ok("\n".join([line] * 20))
+        if cmd == "demo":
+            Path(argv[argv.index("--out") + 1]).write_text('{"steps": []}')
+        return _ok('{"rows": []}')
+    if argv[0] == "-m" and argv[1] == "pytest":
+        return _ok("1 passed")
+    if argv[0].endswith("app_drive.py"):
+        Path(argv[1], "3-telemetry.svg").write_text("<svg></svg>")
+        drive = {"first_frame_s": 0.4, "results": 3, "cuda_results": 2, "nvml_gpus": 1}
+        return _ok(json.dumps({**drive, "nvml_sample": [{"util_gpu": 0.0, "power_w": 70.0, "temp_c": 31.0}]}))
+    probe = argv[1]
+    canned = {
+        "cuda": CUDA_INFO,
+        "rawkernel": {"ok": True},
+        "compile": {"ok": True, "cold_compile_s": 9.0},
+        "overhead": {"overhead_us": 3.2, "gpuplay_empty_step_us": 9.0, "do_bench_noop_us": 5.8},
+        "parity": {
+            "rows": [
+                {
+                    "scenario": "elementwise",
+                    "backend": "torch",
+                    "dtype": "float32",
+                    "gpuplay_ms": 1.0,
+                    "do_bench_ratio": 1.0,
+                    "warm_ratio": 1.0,
+                    "roof": {"fraction": 0.9, "bound": "memory"},
+                    "goal_class": "bandwidth",
+                }
+            ]
+        },
+    }[probe]
+    return _ok(json.dumps(canned))
+
+
+def _fake_run(argv, timeout, **kw):
+    if "--metrics" in argv:
+        return _ok("  sm__cycles_elapsed.avg   cycle   4,321")
+    return _ok("index, name, uuid\n0, NVIDIA H100 80GB HBM3, GPU-abc")
+
+
+def _fake_gpuplay(args, timeout, **kw):
+    return _fake_python(["-m", "gpuplay", *args], timeout, **kw)
+
+
+@pytest.fixture
+def pretend_gpu_box(monkeypatch):
+    monkeypatch.setattr(proc, "python", _fake_python)
+    monkeypatch.setattr(proc, "gpuplay", _fake_gpuplay)
+    monkeypatch.setattr(proc, "run", _fake_run)
+    monkeypatch.setattr(stages.shutil, "which", lambda name: f"/usr/bin/{name}")
+
+
+def test_env_bench_talk_stages_pass_on_a_pretend_gpu_box(tmp_path, pretend_gpu_box):
+    out = outdir.OutDir(tmp_path)
+    assert stages.stage_env(out, tmp_path) == stages.EXIT_OK, (tmp_path / "REPORT.md").read_text()
+    assert stages.stage_bench(out, tmp_path) == stages.EXIT_OK, (tmp_path / "REPORT.md").read_text()
+    assert stages.stage_talk(out, tmp_path) == stages.EXIT_OK, (tmp_path / "REPORT.md").read_text()
+    assert stages.stage_app(out, tmp_path) == stages.EXIT_OK, (tmp_path / "REPORT.md").read_text()
+    assert "3-telemetry" in (tmp_path / "app-screens.html").read_text()
+    env = json.loads((tmp_path / "env.json").read_text())
+    checks = {c["check"]: c["ok"] for c in env["checks"]}
+    assert checks["gpuplay's CUDA→NVML mapping matches the UUIDs"] is True
+    assert checks["ncu reads counters"] is True
+    bench = json.loads((tmp_path / "bench.json").read_text())
+    assert any("3.20 µs" in c["detail"] for c in bench["checks"])
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "## env: passed" in report and "## bench: passed" in report and "## talk: passed" in report
+    assert len(list(tmp_path.iterdir())) <= outdir.MAX_FILES
+
+
+def test_a_mapping_that_disagrees_with_the_uuids_fails_env(tmp_path, pretend_gpu_box, monkeypatch):
+    bad = {
+        **CUDA_INFO,
+        "mapping": {"status": "MISMATCH", "rows": [{"cuda": 0, "gpuplay_nvml": 1, "nvml_by_uuid": 0}]},
+    }
+    real = _fake_python
+    monkeypatch.setattr(
+        proc,
+        "python",
+        lambda argv, t, **kw: _ok(json.dumps(bad)) if argv[1:2] == ["cuda"] else real(argv, t, **kw),
+    )
+    assert stages.stage_env(outdir.OutDir(tmp_path), tmp_path) == stages.EXIT_FAILED
