@@ -89,6 +89,7 @@ def _str(v: Any) -> str:
 
 # Where gpuplay keeps its CUDA→NVML mapping; the first that exists is used (the name has moved).
 MAPPING_CANDIDATES = (
+    ("gpuplay.core.telemetry", "cuda_nvml_mapping"),  # rows for every cuda:N (by UUID)
     ("gpuplay.core.telemetry", "nvml_index_for"),
     ("gpuplay.core.telemetry", "cuda_to_nvml"),
     ("gpuplay.core.telemetry", "nvml_index"),
@@ -110,14 +111,23 @@ def _mapping(info: dict[str, Any]) -> dict[str, Any]:
             continue
     if fn is None:
         return {"status": "no mapping function found", "tried": [f"{m}.{n}" for m, n in MAPPING_CANDIDATES]}
-    by_uuid = {d["uuid"].removeprefix("GPU-"): d["index"] for d in info.get("nvml_devices", [])}
+    by_uuid = {_uuid_key(d["uuid"]): d["index"] for d in info.get("nvml_devices", [])}
+    table: dict[str, Any] = {}
+    if where and where.endswith("cuda_nvml_mapping"):
+        try:
+            table = {str(r.get("cuda")): r.get("nvml_index") for r in fn()}
+        except Exception as exc:
+            table = {"error": f"{type(exc).__name__}: {exc}"}
     rows, ok = [], True
     for d in info.get("torch_devices", []):
-        try:
-            got = fn(f"cuda:{d['index']}")
-        except Exception as exc:
-            got = f"{type(exc).__name__}: {exc}"
-        want = by_uuid.get(d["uuid"].removeprefix("GPU-"))
+        if table:
+            got = table.get(f"cuda:{d['index']}", table.get("error"))
+        else:
+            try:
+                got = fn(f"cuda:{d['index']}")
+            except Exception as exc:
+                got = f"{type(exc).__name__}: {exc}"
+        want = by_uuid.get(_uuid_key(d["uuid"]))
         ok = ok and got == want
         rows.append({"cuda": d["index"], "gpuplay_nvml": got, "nvml_by_uuid": want})
     return {
@@ -125,6 +135,14 @@ def _mapping(info: dict[str, Any]) -> dict[str, Any]:
         "rows": rows,
         "status": "ok" if ok and rows else ("no devices" if not rows else "MISMATCH"),
     }
+
+
+def _uuid_key(text: Any) -> str:
+    """A UUID in any spelling (GPU-…, MIG-…, with or without dashes) as 32 hex digits."""
+    t = str(text).strip().lower()
+    for prefix in ("gpu-", "mig-"):
+        t = t.removeprefix(prefix)
+    return t.replace("-", "")
 
 
 RAW_SRC = r"""

@@ -418,3 +418,29 @@ def test_a_mapping_that_disagrees_with_the_uuids_fails_env(tmp_path, pretend_gpu
         lambda argv, t, **kw: _ok(json.dumps(bad)) if argv[1:2] == ["cuda"] else real(argv, t, **kw),
     )
     assert stages.stage_env(outdir.OutDir(tmp_path), tmp_path) == stages.EXIT_FAILED
+
+
+def test_the_mapping_probe_checks_gpuplay_against_uuids(monkeypatch):
+    import types
+
+    from gpukit import probes
+
+    fake = types.ModuleType("fake_telemetry")
+    fake.cuda_nvml_mapping = lambda: [
+        {"cuda": "cuda:0", "nvml_index": 1},
+        {"cuda": "cuda:1", "nvml_index": 0},
+    ]
+    monkeypatch.setitem(sys.modules, "fake_telemetry", fake)
+    monkeypatch.setattr(probes, "MAPPING_CANDIDATES", (("fake_telemetry", "cuda_nvml_mapping"),))
+    info = {  # CUDA's order (fastest first) differs from NVML's (PCI): only the UUIDs tell
+        "torch_devices": [{"index": 0, "uuid": "bbbb-1111"}, {"index": 1, "uuid": "aaaa-2222"}],
+        "nvml_devices": [{"index": 0, "uuid": "GPU-aaaa2222"}, {"index": 1, "uuid": "GPU-BBBB-1111"}],
+    }
+    assert probes._mapping(info)["status"] == "ok"
+    fake.cuda_nvml_mapping = lambda: [
+        {"cuda": "cuda:0", "nvml_index": 0},
+        {"cuda": "cuda:1", "nvml_index": 1},
+    ]
+    assert probes._mapping(info)["status"] == "MISMATCH"
+    monkeypatch.setattr(probes, "MAPPING_CANDIDATES", (("no_such_module_here", "f"),))
+    assert probes._mapping(info)["status"] == "no mapping function found"
