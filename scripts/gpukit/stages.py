@@ -354,6 +354,8 @@ def stage_tests(
                 **counts,
             }
         )
+        if name == "gpu" and st.cuda and counts.get("tests") and counts.get("skipped") == counts.get("tests"):
+            st.check("gpu tests ran (not skipped)", False, "CUDA is here, yet every gpu test was skipped")
         ok = r.get("rc") == 0 and not r.get("timed_out")
         st.check(f"pytest {name}", ok, summary[0] if not r.get("timed_out") else f"timed out: {summary[0]}")
     merged = merge_junit(junits)

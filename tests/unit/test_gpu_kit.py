@@ -444,3 +444,19 @@ def test_the_mapping_probe_checks_gpuplay_against_uuids(monkeypatch):
     assert probes._mapping(info)["status"] == "MISMATCH"
     monkeypatch.setattr(probes, "MAPPING_CANDIDATES", (("no_such_module_here", "f"),))
     assert probes._mapping(info)["status"] == "no mapping function found"
+
+
+@pytest.mark.slow
+def test_a_chunk_past_its_time_still_brings_back_what_finished(tmp_path, monkeypatch):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_s.py").write_text(
+        "import time\n\ndef test_fast():\n    pass\n\ndef test_hangs():\n    time.sleep(120)\n"
+    )
+    monkeypatch.setattr(stages, "CHUNKS", (("gpu", [str(suite)], 6),))
+    monkeypatch.setattr(stages, "ensure_installed", lambda st, w: True)
+    out = tmp_path / "out"
+    assert stages.stage_tests(outdir.OutDir(out), tmp_path, seconds=100) == stages.EXIT_FAILED
+    doc = json.loads((out / "tests.json").read_text())
+    assert doc["chunks"][0]["timed_out"] and doc["chunks"][0]["seconds"] < 40
+    assert 'name="test_fast"' in (out / "tests-junit.xml").read_text()  # pytest wrote it on SIGINT
