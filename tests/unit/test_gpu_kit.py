@@ -460,3 +460,35 @@ def test_a_chunk_past_its_time_still_brings_back_what_finished(tmp_path, monkeyp
     doc = json.loads((out / "tests.json").read_text())
     assert doc["chunks"][0]["timed_out"] and doc["chunks"][0]["seconds"] < 40
     assert 'name="test_fast"' in (out / "tests-junit.xml").read_text()  # pytest wrote it on SIGINT
+
+
+def _verify_module():
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+
+    spec = spec_from_loader("gpu_verify", SourceFileLoader("gpu_verify", str(VERIFY)))
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_all_shares_one_box_and_reports_the_worst(tmp_path, monkeypatch, capsys):
+    verify = _verify_module()
+    given: dict[str, float] = {}
+
+    def fake(status):
+        def stage(out, wheelhouse, seconds, **kw):
+            given[len(given)] = seconds
+            return status
+
+        return stage
+
+    for statuses, want in (([0, 3, 0, 0, 0], 3), ([0, 3, 1, 0, 0], 1), ([0] * 5, 0)):
+        given.clear()
+        table = {n: (fake(s), "") for n, s in zip(verify.ORDER, statuses)}
+        monkeypatch.setattr(stages, "STAGES", table)
+        assert verify.main(["all", str(tmp_path / "out"), "--seconds", "560"]) == want
+        assert sum(given.values()) <= 560 and len(given) == 5
+    with pytest.raises(SystemExit) as exc:  # a box longer than one device command is refused
+        verify.main(["env", str(tmp_path / "o2"), "--seconds", "5000"])
+    assert exc.value.code == 2
