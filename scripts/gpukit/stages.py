@@ -465,8 +465,10 @@ def stage_bench(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -
         us = over.get("overhead_us")
         st.check(
             f"harness overhead ≤ {GOALS['overhead_us']} µs per step",
-            None if us is None else us <= GOALS["overhead_us"],
-            f"{us:.2f} µs (empty step {over.get('gpuplay_empty_step_us', 0):.2f} µs, do_bench no-op {over.get('do_bench_noop_us', 0):.2f} µs)"
+            (False if "error" in over or over.get("status") not in (None, "ok") else None)
+            if us is None
+            else us <= GOALS["overhead_us"],
+            f"{us:.2f} µs (empty step {over.get('gpuplay_empty_step_us') or 0:.2f} µs, do_bench no-op {over.get('do_bench_noop_us') or 0:.2f} µs)"
             if us is not None
             else str(over)[:300],
         )
