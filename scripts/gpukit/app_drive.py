@@ -1,0 +1,93 @@
+"""Drive the real app at 120×36 with Textual's Pilot, as a person would, for about a minute.
+
+    python app_drive.py SCREEN_DIR SECONDS
+
+Live on torch cuda (NumPy on the CPU first, the baseline), Telemetry, Profile and Compare, an
+SVG screenshot of each. Prints one JSON object: first-frame time, results, NVML values seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+T_START = time.perf_counter()
+
+
+async def _until(pilot: Any, cond: Any, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        await pilot.pause(0.2)
+    return bool(cond())
+
+
+async def drive(shots: Path, seconds: float) -> dict[str, Any]:
+    from gpuplay.core.telemetry import gpu_count, query_gpu
+    from gpuplay.tui.app import GpuPlayApp
+
+    out: dict[str, Any] = {"size": [120, 36]}
+    t_import = time.perf_counter() - T_START
+    app = GpuPlayApp()
+    t0 = time.perf_counter()
+    end = time.monotonic() + seconds
+    async with app.run_test(size=(120, 36)) as pilot:
+        out["first_frame_s"] = time.perf_counter() - t0  # mounted and painted once
+        out["import_s"] = t_import
+        await _until(pilot, lambda: bool(app.results), min(20.0, seconds / 3))
+        out["first_result_s"] = time.perf_counter() - t0 if app.results else None
+        (shots / "1-live-numpy-cpu.svg").write_text(app.export_screenshot(), encoding="utf-8")
+        await pilot.press("b")  # numpy → torch
+        await pilot.press("d")  # cpu → cuda:0 (skipped where there is none)
+        n = len(app.results)
+        await _until(pilot, lambda: len(app.results) > n, max(5.0, (end - time.monotonic()) / 3))
+        (shots / "2-live-torch.svg").write_text(app.export_screenshot(), encoding="utf-8")
+        for key, name, wait in (("4", "3-telemetry", 3.0), ("5", "4-profile", 12.0), ("2", "5-compare", 3.0)):
+            await pilot.press(key)
+            await pilot.pause(min(wait, max(0.5, end - time.monotonic())))
+            (shots / f"{name}.svg").write_text(app.export_screenshot(), encoding="utf-8")
+        await pilot.press("1")
+        remaining = end - time.monotonic()
+        if remaining > 0:
+            await pilot.pause(remaining)
+        results = list(app.results)
+        out["results"] = len(results)
+        out["cuda_results"] = sum(1 for r in results if str(r.spec.device).startswith("cuda"))
+        out["result_lines"] = [
+            f"{r.spec.scenario} {r.spec.backend} {r.spec.device} {r.spec.dtype} {r.status} "
+            f"{'' if r.median is None else f'{r.median * 1e3:.4g} ms'}"
+            for r in results[-12:]
+        ]
+        gpus = [query_gpu(i) for i in range(gpu_count())]
+        out["nvml_gpus"] = len(gpus)
+        out["nvml_sample"] = [_public(g) for g in gpus[:2]]
+        await pilot.press("q")
+    out["total_s"] = time.perf_counter() - T_START
+    return out
+
+
+def _public(obj: Any) -> dict[str, Any]:
+    d = getattr(obj, "__dict__", None) or {}
+    return {k: v for k, v in d.items() if isinstance(v, int | float | str | type(None))}
+
+
+def main(argv: list[str]) -> int:
+    shots, seconds = Path(argv[0]), float(argv[1])
+    shots.mkdir(parents=True, exist_ok=True)
+    try:
+        out = asyncio.run(asyncio.wait_for(drive(shots, seconds), seconds + 60))
+    except Exception as exc:
+        import traceback
+
+        out = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]}
+    print(json.dumps(out, default=str))
+    return 0 if "error" not in out else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,737 @@
+"""The stages of gpu-verify. Each fits one 10-minute device command: it runs its steps while its
+time box lasts, rewrites its JSON after every step, and ends with a REPORT.md section.
+
+Exit status of a stage: 0 every check passed; 1 a check failed (or a step ran out of time);
+3 no CUDA GPU here (the report says so, and what could still be checked was).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gpukit import proc
+from gpukit.outdir import OutDir
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_CUDA = 0, 1, 2, 3
+STAGE_SECONDS = 560.0  # one device command is at most 600 s; keep 40 s for start-up and transfer
+PROBES = str(Path(__file__).with_name("probes.py"))
+APP_DRIVE = str(Path(__file__).with_name("app_drive.py"))
+WORK = Path(tempfile.gettempdir()) / "gpukit"
+
+# Modules the stages import on the box, and the wheel that brings each.
+NEEDED_MODULES = {
+    "textual": "textual",
+    "textual_plotext": "textual-plotext",
+    "plotext": "plotext",
+    "platformdirs": "platformdirs",
+    "array_api_compat": "array-api-compat",
+    "watchfiles": "watchfiles",
+    "textual_serve": "textual-serve",
+    "scipy": "scipy",
+    "pytest_asyncio": "pytest-asyncio",
+    "pytest_textual_snapshot": "pytest-textual-snapshot",
+    "syrupy": "syrupy",
+}
+
+
+class Stage:
+    """One stage's checks and data, written out after every step."""
+
+    def __init__(self, name: str, out: OutDir, seconds: float = STAGE_SECONDS) -> None:
+        self.name = name
+        self.out = out
+        self.deadline = proc.Deadline(seconds)
+        self.started = time.time()
+        self.checks: list[dict[str, Any]] = []
+        self.data: dict[str, Any] = {}
+        self.notes: list[str] = []
+        self.cuda: bool | None = None
+
+    def check(self, name: str, ok: bool | None, detail: str = "") -> bool | None:
+        """ok None: could not be checked here (no GPU, out of time); it is neither pass nor fail."""
+        self.checks.append({"check": name, "ok": ok, "detail": detail})
+        self.flush()
+        return ok
+
+    def step(self, name: str, fn: Callable[[], Any], need: float = 5.0) -> Any:
+        if not self.deadline.enough(need):
+            self.check(name, False, f"not run: {self.deadline.left():.0f} s left of the stage's time box")
+            return None
+        t0 = time.monotonic()
+        try:
+            value = fn()
+        except Exception as exc:  # a kit bug must not cost the lease: say it and go on
+            self.check(name, False, f"the kit failed: {type(exc).__name__}: {exc}")
+            value = None
+        self.data.setdefault("step_seconds", {})[name] = round(time.monotonic() - t0, 1)
+        self.flush()
+        return value
+
+    @property
+    def status(self) -> int:
+        if any(c["ok"] is False for c in self.checks):
+            return EXIT_FAILED
+        if self.cuda is False:
+            return EXIT_NO_CUDA
+        return EXIT_OK
+
+    def flush(self) -> None:
+        doc = {
+            "stage": self.name,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
+            "seconds": round(time.time() - self.started, 1),
+            "cuda": self.cuda,
+            "exit_status": self.status,
+            "checks": self.checks,
+            "notes": self.notes,
+            **self.data,
+        }
+        self.out.write_json(f"{self.name}.json", doc)
+        self.out.report_section(self.name, self.markdown())
+
+    def markdown(self) -> str:
+        mark = {True: "pass", False: "**FAIL**", None: "n/a"}
+        verdict = {EXIT_OK: "passed", EXIT_FAILED: "FAILED", EXIT_NO_CUDA: "no CUDA GPU here"}[self.status]
+        lines = [f"## {self.name}: {verdict}", ""]
+        if self.cuda is False:
+            lines += ["No CUDA GPU is visible on this machine: the GPU checks read n/a.", ""]
+        lines += ["| check | result | detail |", "|---|---|---|"]
+        for c in self.checks:
+            lines.append(f"| {_cell(c['check'])} | {mark[c['ok']]} | {_cell(c['detail'])} |")
+        lines += [f"- {_cell(n)}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _cell(text: Any) -> str:
+    """Text from tools and exceptions, safe in one Markdown table cell."""
+    s = re.sub(r"[\x00-\x1f\x7f]+", " ", str(text))
+    return s.replace("|", "\\|")[:400]
+
+
+def last_json(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+def _brief(r: dict[str, Any]) -> str:
+    if r.get("error"):
+        return r["error"]
+    if r.get("timed_out"):
+        return f"timed out after {r['timeout_s']} s"
+    text = (r.get("stderr") or r.get("stdout") or "").strip().splitlines()
+    return f"exit {r.get('rc')}: {text[-1] if text else ''}"
+
+
+# -- installing from the wheelhouse -----------------------------------------------------------
+def ensure_installed(stage: Stage, wheelhouse: Path) -> bool:
+    """Import what gpuplay needs; install what is missing from the wheelhouse, offline."""
+    probe = "import importlib,json;m={};\nfor n in %r:\n try: importlib.import_module(n)\n except Exception as e: m[n]=str(e)\nprint(json.dumps(m))"
+    code = probe % (list(NEEDED_MODULES),)
+
+    def missing() -> dict[str, str]:
+        r = proc.python(["-c", code], 120)
+        found = last_json(r.get("stdout", ""))
+        return found if found is not None else {"(the import check itself)": _brief(r)}
+
+    gone = missing()
+    record: dict[str, Any] = {"missing_before": sorted(gone)}
+    if gone and any(wheelhouse.glob("*.whl")):
+        from gpukit import wheelhouse as wh
+
+        roots = wh.project_requirements(proc.ROOT / "pyproject.toml")
+        cmds = wh.install_commands(str(wheelhouse), roots)
+        r = proc.python(cmds["resolved"], 240)
+        record["install_resolved"] = {k: r.get(k) for k in ("rc", "seconds", "stderr")}
+        if r.get("rc") != 0:  # the box's Python refused (a conflict): unpack into a folder of our own
+            shutil.rmtree(proc.SITE, ignore_errors=True)
+            wheels = sorted(str(p) for p in wheelhouse.glob("*.whl"))
+            r = proc.python([*cmds["target"], str(proc.SITE), *wheels], 240)
+            record["install_target"] = {k: r.get(k) for k in ("rc", "seconds", "stderr")}
+        gone = missing()
+    record["missing_after"] = gone
+    stage.data["install"] = record
+    detail = "all importable" if not gone else "missing: " + ", ".join(f"{k} ({v})" for k, v in gone.items())
+    if gone and not any(wheelhouse.glob("*.whl")):
+        detail += f"; no wheels in {wheelhouse} (run scripts/gpu-wheelhouse here and carry .whl)"
+    return bool(stage.check("dependencies importable", not gone, detail))
+
+
+def cuda_probe(stage: Stage) -> dict[str, Any]:
+    r = proc.python([PROBES, "cuda"], stage.deadline.give(120))
+    info = last_json(r.get("stdout", "")) or {"error": _brief(r)}
+    stage.cuda = bool(info.get("cuda_available"))
+    return info
+
+
+# -- env ----------------------------------------------------------------------------------
+def stage_env(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -> int:
+    st = Stage("env", out, seconds)
+    smi = st.step(
+        "nvidia-smi",
+        lambda: proc.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=index,name,uuid,driver_version,memory.total,pci.bus_id",
+                "--format=csv",
+            ],
+            st.deadline.give(30),
+        ),
+    )
+    st.data["nvidia_smi"] = smi
+    if smi is not None:
+        if smi.get("rc") is None:  # not installed: a machine with no NVIDIA driver
+            st.check("nvidia-smi", None, smi.get("error", ""))
+        else:
+            st.check(
+                "nvidia-smi",
+                smi.get("rc") == 0,
+                (smi.get("stdout") or "").strip().replace("\n", "; ")[:300] or _brief(smi),
+            )
+    st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
+    info = st.step("cuda probe", lambda: cuda_probe(st), need=20) or {}
+    st.data["cuda_probe"] = info
+    if not st.cuda:
+        st.check(
+            "CUDA visible to torch",
+            None,
+            info.get("torch_error") or f"torch {info.get('torch')}: no CUDA device",
+        )
+    else:
+        devs = info.get("torch_devices", [])
+        st.check("CUDA visible to torch", True, "; ".join(f"cuda:{d['index']} {d['name']}" for d in devs))
+        st.check(
+            "NVML lists the GPUs",
+            bool(info.get("nvml_devices")),
+            info.get("nvml_error", f"driver {info.get('driver')}"),
+        )
+        m = info.get("mapping", {})
+        st.check(
+            "gpuplay's CUDA→NVML mapping matches the UUIDs", m.get("status") == "ok", json.dumps(m)[:300]
+        )
+    info_r = st.step(
+        "gpuplay info", lambda: proc.gpuplay(["info", "--format", "json"], st.deadline.give(90), keep=0)
+    )
+    if info_r:
+        parsed = _json_or_none(info_r.get("stdout", ""))
+        st.data["gpuplay_info"] = parsed if parsed is not None else proc.tail(info_r.get("stdout", ""))
+        st.check("gpuplay info", info_r.get("rc") == 0, _brief(info_r) if info_r.get("rc") else "ran")
+    if st.cuda:
+        for name, label in (
+            ("rawkernel", "CuPy RawKernel (NVRTC) compiles and runs"),
+            ("compile", "torch.compile on cuda"),
+        ):
+            r = st.step(label, lambda n=name: proc.python([PROBES, n], st.deadline.give(180)), need=20)
+            if r is not None:
+                res = last_json(r.get("stdout", "")) or {"error": _brief(r)}
+                st.data[name] = res
+                st.check(label, bool(res.get("ok")), res.get("error") or json.dumps(res)[:200])
+        st.step("ncu", lambda: _ncu(st), need=30)
+    else:
+        st.check("CuPy RawKernel, torch.compile, ncu", None, "need a CUDA GPU")
+    st.flush()
+    return st.status
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        return None
+
+
+NCU_TARGET = (
+    "import cupy as cp; k=cp.ElementwiseKernel('float32 x','float32 y','y=2*x','dbl');"
+    "a=cp.ones(1<<20,dtype=cp.float32); k(a); cp.cuda.Device().synchronize()"
+)
+
+
+def _ncu(st: Stage) -> None:
+    ncu = shutil.which("ncu") or next(iter(sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu"))), None)
+    if ncu is None:
+        st.check("ncu reads counters", None, "ncu not found on PATH or under /opt/nvidia")
+        return
+    ver = proc.run([str(ncu), "--version"], 30)
+    st.data["ncu_version"] = ver.get("stdout", "").strip()[-200:]
+    r = proc.run(
+        [
+            str(ncu),
+            "--clock-control",
+            "none",
+            "--metrics",
+            "sm__cycles_elapsed.avg",
+            "-c",
+            "1",
+            sys.executable,
+            "-c",
+            NCU_TARGET,
+        ],
+        st.deadline.give(120),
+    )
+    got = "sm__cycles_elapsed.avg" in r.get("stdout", "")
+    st.data["ncu_run"] = {k: r.get(k) for k in ("rc", "seconds", "timed_out", "stdout", "stderr")}
+    st.check("ncu reads counters", got, "read sm__cycles_elapsed.avg" if got else _brief(r))
+
+
+# -- tests --------------------------------------------------------------------------------
+# The GPU tests first, with the GPU paths' fakes (tests/unit/test_gpu_fakes.py, where it exists);
+# the unit chunk then leaves that file out. A path that does not exist here is dropped.
+GPU_FAKES = "tests/unit/test_gpu_fakes.py"
+CHUNKS = (
+    ("gpu", ["tests/gpu", GPU_FAKES], 240),
+    ("unit+cli", ["tests/unit", "tests/cli", f"--ignore={GPU_FAKES}"], 300),
+    ("tui", ["tests/tui"], 300),
+    ("e2e", ["tests/e2e"], 300),
+)
+
+
+def stage_tests(
+    out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, only: list[str] | None = None
+) -> int:
+    st = Stage("tests", out, seconds)
+    st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
+    st.cuda = bool(
+        proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc")
+        == 0
+    )
+    xdist = proc.python(["-c", "import xdist"], 30).get("rc") == 0
+    WORK.mkdir(parents=True, exist_ok=True)
+    junits: list[Path] = []
+    st.data["chunks"] = []
+    chunks = [c for c in CHUNKS if not only or c[0] in only]
+    for name, given, wanted in chunks:
+        paths = [p for p in given if p.startswith("-") or (proc.ROOT / p).exists()]
+        xml = WORK / f"junit-{name.replace('+', '-')}.xml"
+        xml.unlink(missing_ok=True)
+        argv = [
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={xml}",
+            "-o",
+            "junit_family=xunit2",
+            *paths,
+        ]
+        if xdist and name != "gpu":  # 16 cores there; the GPU chunk stays in one process (one GPU)
+            argv += ["-n", "8", "--dist", "loadfile"]
+
+        def one(argv: list[str] = argv, wanted: float = wanted) -> dict[str, Any]:
+            return proc.python(argv, st.deadline.give(wanted), grace=20, first_signal=signal.SIGINT)
+
+        r = st.step(f"pytest {name}", one, need=30)
+        if r is None:
+            continue
+        counts = _junit_counts(xml) if xml.exists() else {}
+        if xml.exists():
+            junits.append(xml)
+        summary = (r.get("stdout") or "").strip().splitlines()[-1:] or [""]
+        st.data["chunks"].append(
+            {
+                "chunk": name,
+                "paths": paths,
+                "rc": r.get("rc"),
+                "timed_out": r.get("timed_out"),
+                "seconds": r.get("seconds"),
+                "summary": summary[0],
+                **counts,
+            }
+        )
+        if name == "gpu" and st.cuda and counts.get("tests") and counts.get("skipped") == counts.get("tests"):
+            st.check("gpu tests ran (not skipped)", False, "CUDA is here, yet every gpu test was skipped")
+        ok = r.get("rc") == 0 and not r.get("timed_out")
+        st.check(f"pytest {name}", ok, summary[0] if not r.get("timed_out") else f"timed out: {summary[0]}")
+    merged = merge_junit(junits)
+    st.data["failures"] = _junit_failures(merged)
+    out.write("tests-junit.xml", ET.tostring(merged, encoding="unicode"))
+    st.flush()
+    return st.status
+
+
+def merge_junit(files: list[Path]) -> ET.Element:
+    """One <testsuites> holding every chunk's <testsuite>, with the totals added up."""
+    root = ET.Element("testsuites", name="gpuplay on the GPU box")
+    totals = dict.fromkeys(("tests", "failures", "errors", "skipped"), 0)
+    for path in files:
+        try:
+            tree = ET.parse(path).getroot()
+        except ET.ParseError:
+            continue  # a chunk killed mid-write
+        suites = [tree] if tree.tag == "testsuite" else list(tree.iter("testsuite"))
+        for s in suites:
+            s.set("name", f"{s.get('name', 'pytest')}:{path.stem}")
+            root.append(s)
+            for k in totals:
+                totals[k] += int(s.get(k, 0) or 0)
+    for k, v in totals.items():
+        root.set(k, str(v))
+    return root
+
+
+def _junit_counts(path: Path) -> dict[str, int]:
+    try:
+        root = merge_junit([path])
+    except Exception:
+        return {}
+    return {k: int(root.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+
+
+def _junit_failures(root: ET.Element, limit: int = 60) -> list[dict[str, str]]:
+    out = []
+    for case in root.iter("testcase"):
+        for kind in ("failure", "error"):
+            el = case.find(kind)
+            if el is not None:
+                out.append(
+                    {
+                        "test": f"{case.get('classname')}::{case.get('name')}",
+                        "kind": kind,
+                        "message": (el.get("message") or "")[:500],
+                    }
+                )
+    return out[:limit]
+
+
+# -- bench --------------------------------------------------------------------------------
+GOALS = {
+    "parity": (0.97, 1.03),  # gpuplay median ÷ do_bench
+    "bandwidth": 0.85,  # element-wise, reductions: fraction of the measured copy bandwidth
+    "bf16_matmul": 0.85,  # fraction of the measured bf16 matmul rate
+    "fft": 0.50,
+    "overhead_us": 5.0,
+    "first_frame_s": 1.0,
+}
+PARITY_RUNS = (
+    ("torch", "float32", ["elementwise", "reductions", "fft1d", "fft2d", "matmul", "heat"]),
+    ("torch", "bfloat16", ["matmul", "batched_matmul"]),
+    ("cupy", "float32", ["elementwise", "reductions", "fft1d", "matmul"]),
+)
+COMPARE_VARIANTS = "base,tf32,amp-bf16,compile,graphs"
+
+
+def stage_bench(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -> int:
+    st = Stage("bench", out, seconds)
+    st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
+    st.data["cuda_probe"] = st.step("cuda probe", lambda: cuda_probe(st), need=20)
+    st.data["goals"] = GOALS
+    if not st.cuda:
+        st.check("bench", None, "needs a CUDA GPU; nothing measured")
+        st.flush()
+        return st.status
+    cal = st.step(
+        "gpuplay calibrate",
+        lambda: proc.gpuplay(["calibrate", "-d", "all", "--format", "json"], st.deadline.give(150), keep=0),
+        need=60,
+    )
+    if cal:
+        st.data["calibrate"] = _json_or_none(cal.get("stdout", "")) or proc.tail(cal.get("stdout", ""))
+        st.check("gpuplay calibrate", cal.get("rc") == 0, _brief(cal) if cal.get("rc") else "peaks cached")
+    rows: list[dict[str, Any]] = []
+    st.data["parity"] = rows
+    for backend, dtype, names in PARITY_RUNS:
+        budget = st.deadline.give(70)
+        r = st.step(
+            f"parity {backend} {dtype}",
+            lambda b=backend, d=dtype, n=names, t=budget: proc.python(
+                [PROBES, "parity", b, d, "published", str(t - 10), "cuda:0", *n], t + 30
+            ),
+            need=30,
+        )
+        got = last_json((r or {}).get("stdout", "")) or {}
+        if r is not None and "rows" not in got:
+            st.check(f"parity {backend} {dtype}", False, got.get("error") or _brief(r))
+        rows.extend(got.get("rows", []))
+    judge_parity(st, rows)
+    over = st.step("harness overhead", lambda: _overhead(st), need=30)
+    st.data["overhead"] = over
+    if over:
+        us = over.get("overhead_us")
+        st.check(
+            f"harness overhead ≤ {GOALS['overhead_us']} µs per step",
+            (False if "error" in over or over.get("status") not in (None, "ok") else None)
+            if us is None
+            else us <= GOALS["overhead_us"],
+            f"{us:.2f} µs (empty step {over.get('gpuplay_empty_step_us') or 0:.2f} µs, do_bench no-op {over.get('do_bench_noop_us') or 0:.2f} µs)"
+            if us is not None
+            else str(over)[:300],
+        )
+    cmp_ = st.step(
+        "gpuplay compare --preset published",
+        lambda: proc.gpuplay(
+            [
+                "compare",
+                "--preset",
+                "published",
+                "--backends",
+                "numpy,torch,cupy",
+                "--variants",
+                COMPARE_VARIANTS,
+                "--format",
+                "json",
+            ],
+            st.deadline.give(600),
+            grace=25,
+            keep=0,
+        ),
+        need=60,
+    )
+    if cmp_:
+        parsed = _json_or_none(cmp_.get("stdout", ""))
+        st.data["compare"] = parsed if parsed is not None else proc.tail(cmp_.get("stdout", ""), 20000)
+        st.check(
+            "compare --preset published",
+            cmp_.get("rc") == 0 and not cmp_.get("timed_out"),
+            "ran" if cmp_.get("rc") == 0 else _brief(cmp_) + (" (partial rows kept)" if parsed else ""),
+        )
+    st.flush()
+    return st.status
+
+
+def judge_parity(st: Stage, rows: list[dict[str, Any]]) -> None:
+    lo, hi = GOALS["parity"]
+    for row in rows:
+        label = f"{row.get('scenario')} {row.get('backend')} {row.get('dtype')}"
+        ratio, warm = row.get("do_bench_ratio"), row.get("warm_ratio")
+        if ratio is None:
+            st.check(f"median ÷ reference: {label}", False, row.get("message") or row.get("status", ""))
+            continue
+        ok = lo <= ratio <= hi
+        st.check(
+            f"median ÷ reference {lo}–{hi}: {label}",
+            ok,
+            f"{ratio:.3f} (flushed L2), {warm:.3f} warm; gpuplay {row['gpuplay_ms']:.4g} ms"
+            if warm
+            else f"{ratio:.3f}",
+        )
+        roof = row.get("roof") or {}
+        frac = roof.get("fraction")
+        cls = row.get("goal_class")
+        goal = None
+        if cls == "bandwidth":
+            goal = ("of the copy bandwidth", GOALS["bandwidth"])
+        elif cls == "fft":
+            goal = ("of the roof", GOALS["fft"])
+        elif row.get("scenario") == "matmul" and row.get("dtype") == "bfloat16":
+            goal = ("of the bf16 matmul rate", GOALS["bf16_matmul"])
+        if goal:
+            st.check(
+                f"{label} ≥ {goal[1]:.0%} {goal[0]}",
+                None if frac is None else frac >= goal[1],
+                f"{frac:.1%} ({roof.get('bound')}-bound)"
+                if frac is not None
+                else roof.get("note", roof.get("status", "no roof")),
+            )
+
+
+def _overhead(st: Stage) -> dict[str, Any]:
+    from gpukit.probes import EMPTY_STEP
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    code = WORK / "empty_step.py"
+    code.write_text(EMPTY_STEP, encoding="utf-8")
+    r = proc.python([PROBES, "overhead", str(code)], st.deadline.give(90))
+    return last_json(r.get("stdout", "")) or {"error": _brief(r)}
+
+
+# -- app ----------------------------------------------------------------------------------
+def stage_app(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, drive_s: float = 60.0) -> int:
+    st = Stage("app", out, seconds)
+    drive_s = min(drive_s, max(10.0, seconds - 80))  # the rest: install check, monitor, writing
+    st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
+    st.cuda = (
+        proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc")
+        == 0
+    )
+    shots = WORK / "screens"
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
+    r = st.step(
+        "drive the app (Pilot, 120×36)",
+        lambda: proc.python([APP_DRIVE, str(shots), str(drive_s)], st.deadline.give(drive_s + 90)),
+        need=drive_s + 20,
+    )
+    drive = last_json((r or {}).get("stdout", "")) or {"error": _brief(r or {})}
+    st.data["drive"] = drive
+    if "error" in drive:
+        st.check("app driven", False, drive["error"])
+    else:
+        ff = drive.get("first_frame_s")
+        st.check(
+            f"first frame ≤ {GOALS['first_frame_s']} s",
+            None if ff is None else ff <= GOALS["first_frame_s"],
+            f"{ff:.2f} s" if ff is not None else "",
+        )
+        st.check(
+            "a live result on cuda",
+            bool(drive.get("cuda_results")) if st.cuda else None,
+            f"{drive.get('cuda_results', 0)} cuda results, {drive.get('results', 0)} in all",
+        )
+        st.check(
+            "Telemetry shows NVML values",
+            nvml_read(drive.get("nvml_sample") or []) if st.cuda else None,
+            json.dumps(drive.get("nvml_sample"))[:300],
+        )
+    svgs = sorted(shots.glob("*.svg"))
+    if svgs:
+        out.write("app-screens.html", screens_page(svgs))
+        st.data["screens"] = [p.name for p in svgs]
+    mon = st.step(
+        "gpuplay monitor 10 s",
+        lambda: proc.gpuplay(["monitor", "--interval", "0.5", "--count", "20"], st.deadline.give(40), keep=0),
+        need=20,
+    )
+    if mon:
+        lines = [_json_or_none(x) for x in mon.get("stdout", "").splitlines() if x.strip()]
+        samples = [x for x in lines if isinstance(x, dict)]
+        st.data["monitor"] = {"samples": len(samples), "first": samples[:1], "last": samples[-1:]}
+        has_gpu = any(s.get("gpus") for s in samples)
+        st.check(
+            "gpuplay monitor: 20 samples",
+            len(samples) == 20 and mon.get("rc") == 0,
+            f"{len(samples)} samples, GPUs {'seen' if has_gpu else 'not seen'}",
+        )
+    st.flush()
+    return st.status
+
+
+NVML_FIELDS = ("util_gpu", "mem_used", "power_w", "temp_c", "sm_clock_mhz")
+
+
+def nvml_read(sample: list[dict[str, Any]]) -> bool:
+    """Whether NVML gave real values (a GPU whose every field reads n/a is not telemetry)."""
+    return bool(sample) and all(sum(g.get(f) is not None for f in NVML_FIELDS) >= 3 for g in sample)
+
+
+def screens_page(svgs: list[Path]) -> str:
+    """One HTML page with each SVG inline: one file back instead of one per screenshot."""
+    parts = [
+        "<!doctype html><meta charset='utf-8'><title>gpuplay on the GPU box</title>",
+        "<style>body{background:#222;color:#ddd;font-family:sans-serif} figure{margin:1em 0}</style>",
+    ]
+    for p in svgs:
+        svg = p.read_text(encoding="utf-8", errors="replace")
+        svg = re.sub(r"<\?xml[^>]*\?>", "", svg)
+        parts.append(f"<figure><figcaption>{html.escape(p.stem)}</figcaption>{svg}</figure>")
+    return "\n".join(parts)
+
+
+# -- talk ---------------------------------------------------------------------------------
+def stage_talk(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -> int:
+    st = Stage("talk", out, seconds)
+    st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
+    st.cuda = (
+        proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc")
+        == 0
+    )
+    decks = sorted((proc.ROOT / "scenarios" / "decks").glob("*.toml"))
+    WORK.mkdir(parents=True, exist_ok=True)
+    st.data["decks"] = {}
+    for deck in decks:
+        rec = WORK / f"rehearsal-{deck.stem}.json"
+        rec.unlink(missing_ok=True)
+        r = st.step(
+            f"rehearse {deck.stem}",
+            lambda d=deck, o=rec: proc.gpuplay(
+                ["demo", str(d), "--rehearse", "--out", str(o)], st.deadline.give(220), grace=20
+            ),
+            need=60,
+        )
+        if r is None:
+            continue
+        recorded = _json_or_none(rec.read_text(encoding="utf-8")) if rec.exists() else None
+        st.data["decks"][deck.stem] = {
+            "run": {k: r.get(k) for k in ("rc", "seconds", "timed_out", "stderr")},
+            "rehearsal": recorded,
+        }
+        st.check(
+            f"rehearse {deck.stem} (its own presets)",
+            r.get("rc") == 0 and recorded is not None,
+            _brief(r) if r.get("rc") else "recorded",
+        )
+    if st.cuda:
+        r = st.step(
+            "collectives NCCL, 1 rank",
+            lambda: proc.gpuplay(
+                [
+                    "collectives",
+                    "--nproc",
+                    "1",
+                    "--backend",
+                    "nccl",
+                    "--sizes",
+                    "1K:256M",
+                    "--format",
+                    "json",
+                ],
+                st.deadline.give(150),
+                keep=0,
+            ),
+            need=40,
+        )
+        if r:
+            st.data["collectives"] = _json_or_none(r.get("stdout", "")) or proc.tail(r.get("stdout", ""))
+            st.check(
+                "collectives NCCL, 1 rank",
+                r.get("rc") == 0,
+                _brief(r) if r.get("rc") else "ran, every result checked",
+            )
+    else:
+        st.check("collectives NCCL, 1 rank", None, "NCCL needs a CUDA GPU")
+    st.flush()
+    return st.status
+
+
+STAGES: dict[str, tuple[Callable[..., int], str]] = {
+    "env": (
+        stage_env,
+        "install from .whl; driver, CUDA, torch/CuPy, NVML + UUIDs, gpuplay's CUDA→NVML mapping, "
+        "gpuplay info, CuPy RawKernel (NVRTC), torch.compile, ncu counters",
+    ),
+    "tests": (
+        stage_tests,
+        "the suite with gpu marks, in chunks "
+        + ", ".join(f"{n} ({' '.join(p)}, ≤{s} s)" for n, p, s in CHUNKS)
+        + "; merged JUnit XML",
+    ),
+    "bench": (
+        stage_bench,
+        "gpuplay calibrate; medians vs do_bench / cupyx benchmark (warm, flushed L2); roof fractions; "
+        "harness overhead; compare --preset published (numpy, torch, cupy × " + COMPARE_VARIANTS + ")",
+    ),
+    "app": (
+        stage_app,
+        "the app at 120×36 for ~60 s with Pilot (Live, Telemetry, Profile, Compare), SVG screenshots, "
+        "first-frame time; gpuplay monitor 10 s",
+    ),
+    "talk": (
+        stage_talk,
+        "each shipped deck rehearsed with its own presets; gpuplay collectives over NCCL on one rank",
+    ),
+}
+# `all` in one 10-minute command: each stage gets this share of the time box (a smoke pass; run
+# the stages one by one for the full checks).
+ALL_SHARES = {"env": 0.12, "tests": 0.33, "bench": 0.3, "app": 0.12, "talk": 0.13}
+FILES = {
+    "env": ["env.json", "REPORT.md"],
+    "tests": ["tests.json", "tests-junit.xml", "REPORT.md"],
+    "bench": ["bench.json", "REPORT.md"],
+    "app": ["app.json", "app-screens.html", "REPORT.md"],
+    "talk": ["talk.json", "REPORT.md"],
+}

@@ -1,0 +1,494 @@
+"""The GPU verification kit (scripts/gpu-verify, scripts/gpu-wheelhouse), checked without a GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from gpukit import outdir, proc, stages  # noqa: E402
+from gpukit import wheelhouse as wh  # noqa: E402
+
+VERIFY = ROOT / "scripts" / "gpu-verify"
+WHEELHOUSE = ROOT / "scripts" / "gpu-wheelhouse"
+
+
+def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    return subprocess.run(
+        [sys.executable, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+# -- the commands ---------------------------------------------------------------------------
+def test_help_names_every_stage_and_exit_status():
+    r = _run(VERIFY, "--help")
+    assert r.returncode == 0, r.stderr
+    for stage in ("env", "tests", "bench", "app", "talk", "all", "--dry-run", "Exit status"):
+        assert stage in r.stdout
+    assert os.access(VERIFY, os.X_OK) and os.access(WHEELHOUSE, os.X_OK)
+    w = _run(WHEELHOUSE, "--help")
+    assert w.returncode == 0 and "--check" in w.stdout
+
+
+def test_usage_errors_exit_2():
+    assert _run(VERIFY).returncode == 2  # no stage, no folder
+    assert _run(VERIFY, "bench").returncode == 2  # no folder
+    assert _run(VERIFY, "nonsense", "/tmp/x").returncode == 2
+
+
+def _fake_wheelhouse(folder: Path, drop: str = "", versions: dict[str, str] | None = None) -> Path:
+    """Empty files named like the wheels the project needs, at the versions installed here."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for req in wh.project_requirements(ROOT / "pyproject.toml"):
+        if not wh.needed(req) or req.name == drop:
+            continue
+        version = (versions or {}).get(req.name) or wh.local_version(req.name) or "1.0"
+        (folder / f"{req.name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"")
+    return folder
+
+
+def test_dry_run_lists_the_stages_and_checks_the_wheelhouse(tmp_path):
+    ok = _run(VERIFY, "--dry-run", "--wheelhouse", _fake_wheelhouse(tmp_path / "whl"))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    for stage in ("env:", "tests:", "bench:", "app:", "talk:"):
+        assert stage in ok.stdout
+    assert f"of at most {outdir.MAX_FILES} files" in ok.stdout and "ready" in ok.stdout
+    bad = _run(VERIFY, "--dry-run", "--wheelhouse", _fake_wheelhouse(tmp_path / "part", drop="textual"))
+    assert bad.returncode == 1
+    assert "missing: textual==8.2.8" in bad.stdout and "NOT READY" in bad.stdout
+
+
+# -- the wheelhouse ---------------------------------------------------------------------------
+def test_the_closure_starts_from_what_the_box_lacks():
+    roots = {r.name: r for r in wh.project_requirements(ROOT / "pyproject.toml")}
+    need = {name for name, r in roots.items() if wh.needed(r)}
+    assert {
+        "textual",
+        "textual-plotext",
+        "plotext",
+        "platformdirs",
+        "pytest-asyncio",
+        "pytest-textual-snapshot",
+        "textual-serve",
+        "array-api-compat",
+        "watchfiles",
+    } <= need
+    assert not need & {"torch", "numpy", "scipy", "nvidia-ml-py", "psutil", "click", "hypothesis"}
+    assert "playwright" in roots and "playwright" not in need  # left out, and said so
+    assert "ruff" not in need
+
+
+def test_check_finds_missing_wrong_and_duplicate_wheels(tmp_path):
+    roots = wh.project_requirements(ROOT / "pyproject.toml")
+    assert wh.check(_fake_wheelhouse(tmp_path / "ok"), roots).ok
+    missing = wh.check(_fake_wheelhouse(tmp_path / "m", drop="watchfiles"), roots)
+    assert not missing.ok and any(m.startswith("watchfiles") for m in missing.missing)
+    wrong = wh.check(_fake_wheelhouse(tmp_path / "w", versions={"textual": "8.0.0"}), roots)
+    assert not wrong.ok and any("textual-8.0.0" in m for m in wrong.mismatched)
+    dup = _fake_wheelhouse(tmp_path / "d")
+    (dup / "plotext-5.2.8-py3-none-any.whl").write_bytes(b"")
+    assert [d.split()[0] for d in wh.check(dup, roots).duplicates] == ["plotext"]
+
+
+def _real_wheel(folder: Path, name: str, version: str, requires: list[str]) -> None:
+    dist = f"{name.replace('-', '_')}-{version}"
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires
+    )
+    with zipfile.ZipFile(folder / f"{dist}-py3-none-any.whl", "w") as zf:
+        zf.writestr(f"{dist}.dist-info/METADATA", meta)
+
+
+def test_check_follows_metadata_with_extras_and_markers(tmp_path):
+    folder = tmp_path / "whl"
+    folder.mkdir()
+    root = [wh.Requirement("textual==8.2.8")]
+    _real_wheel(
+        folder,
+        "textual",
+        "8.2.8",
+        ["markdown-it-py[linkify]>=2.1", "numpy>=1", 'colorama; sys_platform == "win32"'],
+    )
+    _real_wheel(
+        folder,
+        "markdown-it-py",
+        "4.0.0",
+        ["mdurl~=0.1", 'linkify-it-py<3,>=1; extra == "linkify"', 'sphinx; extra == "rtd"'],
+    )
+    _real_wheel(folder, "mdurl", "0.1.2", [])
+    result = wh.check(folder, root)
+    # linkify-it-py is needed through textual's [linkify]; numpy is on the box; colorama, sphinx never
+    assert [m.split(";")[0] for m in result.missing] == ["linkify-it-py<3,>=1"]
+    _real_wheel(folder, "linkify-it-py", "2.0.0", [])
+    assert wh.check(folder, root).ok
+
+
+def test_the_install_keeps_version_ranges():
+    cmds = wh.install_commands(".whl", wh.project_requirements(ROOT / "pyproject.toml"))
+    assert "--no-index" in cmds["resolved"] and "textual==8.2.8" in cmds["resolved"]
+    assert any(a.startswith("pytest<9") or a.startswith("pytest>=8") and "<9" in a for a in cmds["resolved"])
+    assert "--no-deps" in cmds["target"]
+
+
+# -- the output folder ------------------------------------------------------------------------
+def test_the_plan_fits_the_device_tools_file_cap():
+    assert len(outdir.PLAN) <= outdir.MAX_FILES == 8
+    assert set().union(*stages.FILES.values()) <= set(outdir.PLAN)
+    assert set(stages.FILES) == set(stages.STAGES)
+
+
+def test_the_8_file_cap_is_enforced(tmp_path):
+    out = outdir.OutDir(tmp_path)
+    for i in range(outdir.MAX_FILES - 1):
+        (tmp_path / f"junk{i}.txt").write_text("x")
+    out.write_json("env.json", {"a": float("nan")})  # the 8th file: allowed
+    assert json.loads((tmp_path / "env.json").read_text()) == {"a": "nan"}
+    out.write_json("env.json", {"a": 1})  # rewriting one already there: allowed
+    with pytest.raises(outdir.OutDirError, match="at most 8"):
+        out.write("bench.json", "{}")
+    with pytest.raises(outdir.OutDirError, match="not in the output plan"):
+        outdir.OutDir(tmp_path / "other").write("screens.tar", "")
+
+
+def test_a_full_output_folder_is_a_usage_error(tmp_path):
+    for i in range(outdir.MAX_FILES):
+        (tmp_path / f"junk{i}.txt").write_text("x")
+    r = _run(VERIFY, "env", tmp_path)
+    assert r.returncode == 2 and "at most 8" in r.stderr
+
+
+def test_report_sections_replace_their_own_and_escape_hostile_text(tmp_path):
+    out = outdir.OutDir(tmp_path)
+    out.report_section("env", "first")
+    out.report_section("bench", "bench text")
+    out.report_section("env", "second")
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "second" in text and "first" not in text and "bench text" in text
+    assert stages._cell("a|b\x1b[31m\nc") == "a\\|b [31m c"
+
+
+# -- time boxes and child processes -----------------------------------------------------------
+def test_a_child_past_its_time_is_ended():
+    r = proc.run(
+        [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], 1.0, grace=2
+    )
+    assert r["timed_out"] and r["seconds"] < 10 and "started" in r["stdout"]
+    assert proc.run(["/nonexistent/tool"], 5)["rc"] is None
+
+
+def test_a_step_past_the_stage_deadline_is_reported_not_run(tmp_path):
+    st = stages.Stage("env", outdir.OutDir(tmp_path), seconds=1.0)
+    assert st.step("late", lambda: 1, need=30) is None
+    assert st.checks[-1]["ok"] is False and "not run" in st.checks[-1]["detail"]
+    assert st.status == stages.EXIT_FAILED
+    assert json.loads((tmp_path / "env.json").read_text())["checks"][0]["check"] == "late"
+
+
+def test_junit_chunks_merge_with_totals(tmp_path):
+    a, b, broken = tmp_path / "a.xml", tmp_path / "b.xml", tmp_path / "c.xml"
+    a.write_text(
+        '<testsuites><testsuite name="pytest" tests="3" failures="1" errors="0" skipped="1">'
+        '<testcase classname="t" name="x"><failure message="boom"/></testcase></testsuite></testsuites>'
+    )
+    b.write_text('<testsuite name="pytest" tests="2" failures="0" errors="1" skipped="0"/>')
+    broken.write_text("<testsuite")  # a chunk killed mid-write
+    root = stages.merge_junit([a, b, broken])
+    assert [root.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["5", "1", "1", "1"]
+    assert stages._junit_failures(root) == [{"test": "t::x", "kind": "failure", "message": "boom"}]
+
+
+def test_the_tests_stage_runs_chunks_and_brings_back_junit(tmp_path, monkeypatch):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_a.py").write_text("def test_ok():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n")
+    monkeypatch.setattr(stages, "CHUNKS", (("gpu", [str(suite)], 60),))
+    monkeypatch.setattr(stages, "ensure_installed", lambda st, w: True)
+    out = tmp_path / "out"
+    status = stages.stage_tests(outdir.OutDir(out), tmp_path / "no-wheels", seconds=120)
+    assert status == stages.EXIT_FAILED
+    doc = json.loads((out / "tests.json").read_text())
+    assert doc["chunks"][0]["tests"] == 2 and doc["chunks"][0]["failures"] == 1
+    assert doc["failures"][0]["test"].endswith("test_bad")
+    assert 'tests="2"' in (out / "tests-junit.xml").read_text()
+
+
+# -- a stage for real, here ---------------------------------------------------------------------
+@pytest.mark.skipif(_cuda(), reason="checks the no-CUDA report")
+def test_env_stage_without_cuda_writes_its_report_and_exits_3(tmp_path):
+    r = _run(VERIFY, "env", tmp_path / "out", "--seconds", "120")
+    assert r.returncode == stages.EXIT_NO_CUDA, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "out" / "env.json").read_text())
+    assert doc["cuda"] is False and doc["exit_status"] == 3
+    checks = {c["check"]: c["ok"] for c in doc["checks"]}
+    assert checks["dependencies importable"] is True and checks["gpuplay info"] is True
+    assert checks["CUDA visible to torch"] is None
+    assert "no CUDA GPU here" in (tmp_path / "out" / "REPORT.md").read_text()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["REPORT.md", "env.json"]
+
+
+def test_the_goals_are_judged_per_row(tmp_path):
+    st = stages.Stage("bench", outdir.OutDir(tmp_path))
+    bw = {"fraction": 0.9, "bound": "memory"}
+    stages.judge_parity(
+        st,
+        [
+            {
+                "scenario": "elementwise",
+                "backend": "torch",
+                "dtype": "float32",
+                "gpuplay_ms": 1.0,
+                "do_bench_ratio": 1.01,
+                "warm_ratio": 1.0,
+                "roof": bw,
+                "goal_class": "bandwidth",
+            },
+            {
+                "scenario": "fft1d",
+                "backend": "cupy",
+                "dtype": "float32",
+                "gpuplay_ms": 1.0,
+                "do_bench_ratio": 1.2,
+                "warm_ratio": 1.1,
+                "roof": {"fraction": 0.4, "bound": "memory"},
+                "goal_class": "fft",
+            },
+            {
+                "scenario": "matmul",
+                "backend": "torch",
+                "dtype": "bfloat16",
+                "gpuplay_ms": 1.0,
+                "do_bench_ratio": 0.99,
+                "warm_ratio": 0.99,
+                "roof": {"fraction": 0.86, "bound": "compute"},
+                "goal_class": "compute",
+            },
+            {
+                "scenario": "heat",
+                "backend": "torch",
+                "dtype": "float32",
+                "status": "refused",
+                "message": "no",
+            },
+        ],
+    )
+    got = {c["check"]: c["ok"] for c in st.checks}
+    assert got["median ÷ reference 0.97–1.03: elementwise torch float32"] is True
+    assert got["elementwise torch float32 ≥ 85% of the copy bandwidth"] is True
+    assert got["median ÷ reference 0.97–1.03: fft1d cupy float32"] is False
+    assert got["fft1d cupy float32 ≥ 50% of the roof"] is False
+    assert got["matmul torch bfloat16 ≥ 85% of the bf16 matmul rate"] is True
+    assert got["median ÷ reference: heat torch float32"] is False
+    assert st.status == stages.EXIT_FAILED
+
+
+def test_nvml_values_must_be_real_and_screens_are_one_page(tmp_path):
+    assert stages.nvml_read([{"util_gpu": 3.0, "mem_used": 1, "power_w": 70.1, "temp_c": None}])
+    assert not stages.nvml_read([{"util_gpu": None, "mem_used": None, "power_w": None}])
+    assert not stages.nvml_read([])
+    svg = tmp_path / "1-live.svg"
+    svg.write_text('<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><text>hi</text></svg>')
+    page = stages.screens_page([svg, svg])
+    assert page.count("<svg") == 2 and "<?xml" not in page and "1-live" in page
+
+
+# -- every stage's control flow on a pretend GPU box (canned child outputs) ------------------------
+def _ok(stdout: str = "", rc: int = 0) -> dict:
+    return {"rc": rc, "timed_out": False, "seconds": 0.1, "stdout": stdout, "stderr": "", "timeout_s": 1}
+
+
+CUDA_INFO = {
+    "cuda_available": True,
+    "torch": "2.11.0+cu130",
+    "driver": "580.159.04",
+    "torch_devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-abc"}],
+    "nvml_devices": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-abc"}],
+    "mapping": {"status": "ok", "rows": [{"cuda": 0, "gpuplay_nvml": 0, "nvml_by_uuid": 0}]},
+}
+
+
+def _fake_python(argv, timeout, **kw):
+    if argv[0] == "-c":
+        return _ok("{}")  # every module importable; torch.cuda available
+    if argv[0] == "-m" and argv[1] == "gpuplay":
+        cmd = argv[2]
+        if cmd == "monitor":
+            line = json.dumps({"gpus": [{"index": 0, "power_w": 70.0}], "host": {}})
+            return _ok("\n".join([line] * 20))
+        if cmd == "demo":
+            Path(argv[argv.index("--out") + 1]).write_text('{"steps": []}')
+        return _ok('{"rows": []}')
+    if argv[0] == "-m" and argv[1] == "pytest":
+        return _ok("1 passed")
+    if argv[0].endswith("app_drive.py"):
+        Path(argv[1], "3-telemetry.svg").write_text("<svg></svg>")
+        drive = {"first_frame_s": 0.4, "results": 3, "cuda_results": 2, "nvml_gpus": 1}
+        return _ok(json.dumps({**drive, "nvml_sample": [{"util_gpu": 0.0, "power_w": 70.0, "temp_c": 31.0}]}))
+    probe = argv[1]
+    canned = {
+        "cuda": CUDA_INFO,
+        "rawkernel": {"ok": True},
+        "compile": {"ok": True, "cold_compile_s": 9.0},
+        "overhead": {"overhead_us": 3.2, "gpuplay_empty_step_us": 9.0, "do_bench_noop_us": 5.8},
+        "parity": {
+            "rows": [
+                {
+                    "scenario": "elementwise",
+                    "backend": "torch",
+                    "dtype": "float32",
+                    "gpuplay_ms": 1.0,
+                    "do_bench_ratio": 1.0,
+                    "warm_ratio": 1.0,
+                    "roof": {"fraction": 0.9, "bound": "memory"},
+                    "goal_class": "bandwidth",
+                }
+            ]
+        },
+    }[probe]
+    return _ok(json.dumps(canned))
+
+
+def _fake_run(argv, timeout, **kw):
+    if "--metrics" in argv:
+        return _ok("  sm__cycles_elapsed.avg   cycle   4,321")
+    return _ok("index, name, uuid\n0, NVIDIA H100 80GB HBM3, GPU-abc")
+
+
+def _fake_gpuplay(args, timeout, **kw):
+    return _fake_python(["-m", "gpuplay", *args], timeout, **kw)
+
+
+@pytest.fixture
+def pretend_gpu_box(monkeypatch):
+    monkeypatch.setattr(proc, "python", _fake_python)
+    monkeypatch.setattr(proc, "gpuplay", _fake_gpuplay)
+    monkeypatch.setattr(proc, "run", _fake_run)
+    monkeypatch.setattr(stages.shutil, "which", lambda name: f"/usr/bin/{name}")
+
+
+def test_env_bench_talk_stages_pass_on_a_pretend_gpu_box(tmp_path, pretend_gpu_box):
+    out = outdir.OutDir(tmp_path)
+    assert stages.stage_env(out, tmp_path) == stages.EXIT_OK, (tmp_path / "REPORT.md").read_text()
+    assert stages.stage_bench(out, tmp_path) == stages.EXIT_OK, (tmp_path / "REPORT.md").read_text()
+    assert stages.stage_talk(out, tmp_path) == stages.EXIT_OK, (tmp_path / "REPORT.md").read_text()
+    assert stages.stage_app(out, tmp_path) == stages.EXIT_OK, (tmp_path / "REPORT.md").read_text()
+    assert "3-telemetry" in (tmp_path / "app-screens.html").read_text()
+    env = json.loads((tmp_path / "env.json").read_text())
+    checks = {c["check"]: c["ok"] for c in env["checks"]}
+    assert checks["gpuplay's CUDA→NVML mapping matches the UUIDs"] is True
+    assert checks["ncu reads counters"] is True
+    bench = json.loads((tmp_path / "bench.json").read_text())
+    assert any("3.20 µs" in c["detail"] for c in bench["checks"])
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "## env: passed" in report and "## bench: passed" in report and "## talk: passed" in report
+    assert len(list(tmp_path.iterdir())) <= outdir.MAX_FILES
+
+
+def test_a_mapping_that_disagrees_with_the_uuids_fails_env(tmp_path, pretend_gpu_box, monkeypatch):
+    bad = {
+        **CUDA_INFO,
+        "mapping": {"status": "MISMATCH", "rows": [{"cuda": 0, "gpuplay_nvml": 1, "nvml_by_uuid": 0}]},
+    }
+    real = _fake_python
+    monkeypatch.setattr(
+        proc,
+        "python",
+        lambda argv, t, **kw: _ok(json.dumps(bad)) if argv[1:2] == ["cuda"] else real(argv, t, **kw),
+    )
+    assert stages.stage_env(outdir.OutDir(tmp_path), tmp_path) == stages.EXIT_FAILED
+
+
+def test_the_mapping_probe_checks_gpuplay_against_uuids(monkeypatch):
+    import types
+
+    from gpukit import probes
+
+    fake = types.ModuleType("fake_telemetry")
+    fake.cuda_nvml_mapping = lambda: [
+        {"cuda": "cuda:0", "nvml_index": 1},
+        {"cuda": "cuda:1", "nvml_index": 0},
+    ]
+    monkeypatch.setitem(sys.modules, "fake_telemetry", fake)
+    monkeypatch.setattr(probes, "MAPPING_CANDIDATES", (("fake_telemetry", "cuda_nvml_mapping"),))
+    info = {  # CUDA's order (fastest first) differs from NVML's (PCI): only the UUIDs tell
+        "torch_devices": [{"index": 0, "uuid": "bbbb-1111"}, {"index": 1, "uuid": "aaaa-2222"}],
+        "nvml_devices": [{"index": 0, "uuid": "GPU-aaaa2222"}, {"index": 1, "uuid": "GPU-BBBB-1111"}],
+    }
+    assert probes._mapping(info)["status"] == "ok"
+    fake.cuda_nvml_mapping = lambda: [
+        {"cuda": "cuda:0", "nvml_index": 0},
+        {"cuda": "cuda:1", "nvml_index": 1},
+    ]
+    assert probes._mapping(info)["status"] == "MISMATCH"
+    monkeypatch.setattr(probes, "MAPPING_CANDIDATES", (("no_such_module_here", "f"),))
+    assert probes._mapping(info)["status"] == "no mapping function found"
+
+
+@pytest.mark.slow
+def test_a_chunk_past_its_time_still_brings_back_what_finished(tmp_path, monkeypatch):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_s.py").write_text(
+        "import time\n\ndef test_fast():\n    pass\n\ndef test_hangs():\n    time.sleep(120)\n"
+    )
+    monkeypatch.setattr(stages, "CHUNKS", (("gpu", [str(suite)], 6),))
+    monkeypatch.setattr(stages, "ensure_installed", lambda st, w: True)
+    out = tmp_path / "out"
+    assert stages.stage_tests(outdir.OutDir(out), tmp_path, seconds=100) == stages.EXIT_FAILED
+    doc = json.loads((out / "tests.json").read_text())
+    assert doc["chunks"][0]["timed_out"] and doc["chunks"][0]["seconds"] < 40
+    assert 'name="test_fast"' in (out / "tests-junit.xml").read_text()  # pytest wrote it on SIGINT
+
+
+def _verify_module():
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import module_from_spec, spec_from_loader
+
+    spec = spec_from_loader("gpu_verify", SourceFileLoader("gpu_verify", str(VERIFY)))
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_all_shares_one_box_and_reports_the_worst(tmp_path, monkeypatch, capsys):
+    verify = _verify_module()
+    given: dict[str, float] = {}
+
+    def fake(status):
+        def stage(out, wheelhouse, seconds, **kw):
+            given[len(given)] = seconds
+            return status
+
+        return stage
+
+    for statuses, want in (([0, 3, 0, 0, 0], 3), ([0, 3, 1, 0, 0], 1), ([0] * 5, 0)):
+        given.clear()
+        table = {n: (fake(s), "") for n, s in zip(verify.ORDER, statuses)}
+        monkeypatch.setattr(stages, "STAGES", table)
+        assert verify.main(["all", str(tmp_path / "out"), "--seconds", "560"]) == want
+        assert sum(given.values()) <= 560 and len(given) == 5
+    with pytest.raises(SystemExit) as exc:  # a box longer than one device command is refused
+        verify.main(["env", str(tmp_path / "o2"), "--seconds", "5000"])
+    assert exc.value.code == 2
