@@ -100,6 +100,18 @@ class CupyBackend(Backend):
         with self._device(spec.device):
             yield []
 
+    def cache_flusher(self, device: str) -> Any:
+        from gpuplay.core.backends.cache_flush import CacheFlusher, device_flush_bytes
+
+        cupy = _cupy()
+        dev = self._device(device)
+        l2 = int(cupy.cuda.runtime.getDeviceProperties(dev.id).get("l2CacheSize", 0) or 0)
+        nbytes = device_flush_bytes(l2)
+        with dev:
+            buf = cupy.empty(nbytes, dtype=cupy.uint8)
+        self._used.add(dev.id)
+        return CacheFlusher(lambda: buf.fill(0), nbytes, f"L2 {l2 / 2**20:.0f} MiB" if l2 else "L2")
+
     def is_out_of_memory(self, exc: BaseException) -> bool:
         try:
             oom = _cupy().cuda.memory.OutOfMemoryError
