@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from gpuplay.core.backends.compile_watch import DynamoCounts, read_counters
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, host_timer, widen
+from gpuplay.core.backends.compile_watch import DynamoCounts, read_counters
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import cpu_count, cpu_name
 
