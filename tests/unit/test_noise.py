@@ -235,7 +235,9 @@ def test_gpu_noise_flows_from_nvml_through_the_run_window_to_words(monkeypatch):
     state = telemetry._NVML()
     state._tried, state._pynvml = True, BusyGPU()
     monkeypatch.setattr(telemetry, "nvml", state)
-    monkeypatch.setattr(telemetry, "nvml_handle_for_cuda_device", lambda d: telemetry.NvmlTarget(0, 0, "GPU-0", "h"))
+    monkeypatch.setattr(
+        telemetry, "nvml_handle_for_cuda_device", lambda d: telemetry.NvmlTarget(0, 0, "GPU-0", "h")
+    )
     tele = telemetry.RunTelemetry()
     out = tele.end(tele.begin("cuda:0"))
     g = out["noise"]["gpu"]

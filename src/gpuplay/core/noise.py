@@ -23,7 +23,7 @@ from typing import Any
 try:  # without psutil, host noise is not measured (the GPU's still is)
     import psutil
 except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
-    psutil = None  # type: ignore[assignment]
+    psutil = None
 
 UNSTABLE_REL_IQR = 0.10  # IQR / median above this: the median is not one figure
 OTHER_CPU_MIN_CORES = 0.25  # background below this is a quiet machine

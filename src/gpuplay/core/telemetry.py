@@ -22,7 +22,7 @@ from gpuplay.core import noise
 try:  # host figures only: without psutil the GPU's still come
     import psutil
 except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
-    psutil = None  # type: ignore[assignment]
+    psutil = None
 
 NA = "n/a"
 
@@ -154,7 +154,9 @@ def cuda_device_uuids() -> list[str] | None:
             torch = None
     try:
         if torch is not None and torch.cuda.is_available():
-            return [_uuid_key(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())]
+            return [
+                _uuid_key(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())
+            ]
     except Exception:
         pass
     cupy = sys.modules.get("cupy")
@@ -278,7 +280,9 @@ def query_gpu(index: int, *, fast: bool = False) -> GpuSnapshot:
         snap.process_mem = None
     else:
         used = [m for m in own.values() if m is not None]
-        snap.process_mem = sum(used) if used else (0 if procs is not None and snap.mem_used is not None else None)
+        snap.process_mem = (
+            sum(used) if used else (0 if procs is not None and snap.mem_used is not None else None)
+        )
     return snap
 
 

@@ -121,7 +121,9 @@ class Engine:
         )
         if sticky:
             data["failure"] = "cuda-context"
-            data.setdefault("notes", []).append("the CUDA context is poisoned by this error; the engine restarts")
+            data.setdefault("notes", []).append(
+                "the CUDA context is poisoned by this error; the engine restarts"
+            )
         self.send(("profiled", run_id, json.dumps(data, default=str)))
         if sticky:
             os._exit(STICKY_EXIT_CODE)
