@@ -290,7 +290,7 @@ def test_a_cold_run_says_so_in_its_result():
 
     r = run(RunSpec.make("elementwise", {"n": 65536}, cache="cold", repeat=3, warmup=1))
     assert r.status == "ok" and r.check_ok
-    assert r.conditions["cache"].startswith("cold:") and "MiB written" in r.conditions["cache"]
+    assert r.conditions["cache"].startswith("cold:") and "MiB buffer read" in r.conditions["cache"]
     assert "+cold" in r.spec.label()
     assert RunResult.from_dict(r.to_dict()).spec.cache == "cold"
     warm = run(RunSpec.make("elementwise", {"n": 65536}, repeat=3, warmup=1))

@@ -25,12 +25,13 @@ class CacheFlusher:
     flush: Callable[[], object]
     nbytes: int
     cache: str  # the cache being flushed, in words: "L2 50 MiB", "L3 32 MiB"
+    how: str = "written"  # what is done to the buffer: "read", "zeroed"
 
     def __call__(self) -> None:
         self.flush()
 
     def describe(self) -> str:
-        return f"{self.nbytes / MIB:.0f} MiB written (larger than the {self.cache})"
+        return f"a {self.nbytes / MIB:.0f} MiB buffer {self.how} (larger than the {self.cache})"
 
 
 def _size_bytes(text: str) -> int | None:
@@ -61,16 +62,18 @@ def last_level_cache(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) ->
 
 
 def host_flusher() -> CacheFlusher:
-    """Read and write every line of a buffer twice the LLC (at least 64 MiB): the step's data is evicted.
+    """Read every line of a buffer twice the LLC (at least 64 MiB): the step's data is evicted.
 
-    A read-modify-write, not a fill: large fills use non-temporal stores that bypass the
-    cache and would evict nothing.
+    A read, not a write: a fill may use non-temporal stores that bypass the cache and evict
+    nothing, and a read-modify-write leaves the cache full of dirty lines whose write-back
+    the next step would pay for (measured: a 128 MiB copy read 26 % slower after one).
+    Clean lines are evicted for free.
     """
     llc = last_level_cache()
     nbytes = max(HOST_FLUSH_MIN_BYTES, 2 * llc[1]) if llc else 4 * HOST_FLUSH_MIN_BYTES
-    buf = np.zeros(nbytes, dtype=np.uint8)
+    words = np.ones(nbytes // 8, dtype=np.int64)  # written once here, so its pages are real
     cache = f"L{llc[0]} {llc[1] / MIB:.0f} MiB" if llc else "last-level cache (size unknown)"
-    return CacheFlusher(lambda: np.add(buf, 1, out=buf), nbytes, cache)
+    return CacheFlusher(words.sum, nbytes, cache, "read")
 
 
 def device_flush_bytes(l2_bytes: int | None) -> int:

@@ -115,7 +115,7 @@ class CupyBackend(Backend):
         with dev:
             buf = cupy.empty(nbytes, dtype=cupy.uint8)
         self._used.add(dev.id)
-        return CacheFlusher(lambda: buf.fill(0), nbytes, f"L2 {l2 / 2**20:.0f} MiB" if l2 else "L2")
+        return CacheFlusher(lambda: buf.fill(0), nbytes, f"L2 {l2 / 2**20:.0f} MiB" if l2 else "L2", "zeroed")
 
     def is_out_of_memory(self, exc: BaseException) -> bool:
         try:

@@ -163,7 +163,7 @@ class TorchBackend(Backend):
         nbytes = device_flush_bytes(l2)
         buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
         # zero_ is queued on the step's stream before the start event: outside the interval.
-        return CacheFlusher(buf.zero_, nbytes, f"L2 {l2 / 2**20:.0f} MiB" if l2 else "L2")
+        return CacheFlusher(buf.zero_, nbytes, f"L2 {l2 / 2**20:.0f} MiB" if l2 else "L2", "zeroed")
 
     def compile(self, fn: Callable[..., Any], mode: str) -> Callable[..., Any]:
         _import_inductor_quietly()
