@@ -551,3 +551,20 @@ def test_the_profile_path_reports_a_poisoned_context_and_the_engine_restarts(mon
     data = json.loads(payload)
     assert (kind, run_id, data["failure"]) == ("profiled", 7, "cuda-context")
     assert exits == [server.STICKY_EXIT_CODE]
+
+
+def test_without_torch_loaded_the_mapping_reads_the_environment_as_nvitop(monkeypatch):
+    from gpuplay.core import telemetry
+
+    install_nvml(monkeypatch, FakePynvml([FakeGpu(GPU_A, "board A"), FakeGpu(GPU_B, "board B")]))
+    monkeypatch.delitem(sys.modules, "torch")  # the UI process: torch never loaded
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    assert telemetry.nvml_handle_for_cuda_device("cuda:0") is None  # FASTEST_FIRST: an index tells nothing
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    assert telemetry.nvml_handle_for_cuda_device("cuda:0").nvml_index == 1
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", GPU_B)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER")
+    assert telemetry.nvml_handle_for_cuda_device("cuda:0").nvml_index == 1
+    assert "torch" not in sys.modules

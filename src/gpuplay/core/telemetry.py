@@ -145,13 +145,14 @@ def _uuid_key(text: Any) -> str:
 
 
 def cuda_device_uuids() -> list[str] | None:
-    """The UUID of every CUDA device, in CUDA's order, from torch (else CuPy); None if neither says."""
+    """The UUID of every CUDA device, in CUDA's order; None when nothing here can tell.
+
+    From torch or CuPy where this process has loaded them (never imported here: the UI
+    process must not load torch), else from the environment as nvitop reads it:
+    CUDA_VISIBLE_DEVICES entries that are UUIDs, or indices under CUDA_DEVICE_ORDER=PCI_BUS_ID
+    (NVML's own order). Under the default FASTEST_FIRST order an index says nothing.
+    """
     torch = sys.modules.get("torch")
-    if torch is None:
-        try:
-            import torch
-        except ImportError:
-            torch = None
     try:
         if torch is not None and torch.cuda.is_available():
             return [
@@ -166,7 +167,31 @@ def cuda_device_uuids() -> list[str] | None:
             return [_uuid_key(cupy.cuda.runtime.getDeviceProperties(i)["uuid"]) for i in range(n)]
         except Exception:
             pass
-    return None
+    return _uuids_from_environment()
+
+
+def _uuids_from_environment() -> list[str] | None:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    entries = [v.strip() for v in visible.split(",")] if visible is not None else None
+    if entries and all(e.upper().startswith(("GPU-", "MIG-")) for e in entries):
+        return [_uuid_key(e) for e in entries]
+    if os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" or nvml.ensure() is not None:
+        return None
+    count = nvml.call("nvmlDeviceGetCount") or 0
+    if entries is None:
+        indices = list(range(count))
+    elif all(e.isdigit() for e in entries):
+        indices = [int(e) for e in entries]
+    else:
+        return None
+    uuids = []
+    for i in indices:
+        h = nvml.call("nvmlDeviceGetHandleByIndex", i) if i < count else None
+        u = _nvml_uuid(h) if h is not None else None
+        if u is None:
+            return None
+        uuids.append(_uuid_key(u))
+    return uuids
 
 
 def _nvml_uuid(handle: Any) -> str | None:
