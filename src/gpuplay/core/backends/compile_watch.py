@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -61,14 +62,16 @@ def after_first_call(before: DynamoCounts, after: DynamoCounts) -> CompileFindin
     return out
 
 
-def during_timing(before: DynamoCounts, after: DynamoCounts) -> CompileFindings:
-    """Compiles that happened during warm-up and timing: recompiles, or the limit's eager fallback."""
-    out = CompileFindings(recompiles=max(0, after.frames - before.frames))
-    if after.limit_hits > before.limit_hits:
-        out.fallback = "dynamo hit its recompile limit during the timed steps, which then ran eager"
+def during_timing(before_warmup: DynamoCounts, before_timed: Any, after: DynamoCounts) -> CompileFindings:
+    """Compiles after the first call: the recompile limit's eager fallback (from warm-up on),
+    or recompiles inside the timed phase (whose steps then include compile time)."""
+    timed_from = before_timed if before_timed is not None else before_warmup
+    out = CompileFindings(recompiles=max(0, after.frames - timed_from.frames))
+    if after.limit_hits > before_warmup.limit_hits:
+        out.fallback = "dynamo hit its recompile limit after the first call, so the timed steps ran eager"
     elif out.recompiles:
         out.notes.append(
-            f"torch.compile recompiled {out.recompiles} frame(s) after the first call (a guard failed); "
-            "steps that recompiled include the compile time"
+            f"torch.compile recompiled {out.recompiles} frame(s) during the timed steps (a guard failed); "
+            "those steps include the compile time"
         )
     return out

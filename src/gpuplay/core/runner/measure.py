@@ -196,6 +196,7 @@ class _Measurement:
             step = backend.capture_graph(step, spec.device)
 
         self.phase("timed")
+        timed_mark = backend.compile_counts() if compiled_mark is not None else None
         telemetry = self.telemetry
         token = telemetry.begin(spec.device) if telemetry is not None else None
         faults0 = _minor_faults()
@@ -228,7 +229,7 @@ class _Measurement:
         if timed.cancelled:
             raise Cancelled
         if compiled_mark is not None:
-            self.compile_findings(during_timing(compiled_mark, backend.compile_counts()))
+            self.compile_findings(during_timing(compiled_mark, timed_mark, backend.compile_counts()))
         result.notes.extend(plan.workload.after_run(step, backend.name, spec.device, plan.params))
         return step
 
