@@ -570,3 +570,16 @@ def test_without_torch_loaded_the_mapping_reads_the_environment_as_nvitop(monkey
     monkeypatch.delenv("CUDA_DEVICE_ORDER")
     assert telemetry.nvml_handle_for_cuda_device("cuda:0").nvml_index == 1
     assert "torch" not in sys.modules
+
+
+def test_the_precision_helper_works_on_the_installed_torch():
+    import torch
+
+    from gpuplay.core.backends.torch_backend import fp32_matmul_precision
+
+    before = torch.backends.cuda.matmul.fp32_precision
+    with fp32_matmul_precision(torch, True):
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    with fp32_matmul_precision(torch, False):
+        assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+    assert torch.backends.cuda.matmul.fp32_precision == before
