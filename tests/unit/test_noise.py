@@ -86,6 +86,9 @@ def test_result_carries_noise_in_its_dict():
     assert RunResult.from_dict(d).noise_warnings == d["noise_warnings"]
 
 
+OTHER_PID = os.getppid()
+
+
 class FakeNVML:
     """The telemetry module's NVML wrapper at its boundary: a GPU power-capped 40 % of the time,
     with another process on it, whose board samples throttle reasons but has no thermal counter."""
@@ -103,11 +106,12 @@ class FakeNVML:
                 return None  # not supported for thermal on this board
             return SimpleNamespace(referenceTime=self.ref_us, violationTime=self.violation[0])
         if name == "nvmlDeviceGetComputeRunningProcesses":
-            return [SimpleNamespace(pid=999_999, usedGpuMemory=2**30)]
+            # another process of this PID namespace (one NVML lists must be visible here)
+            return [SimpleNamespace(pid=OTHER_PID, usedGpuMemory=2**30)]
         if name == "nvmlDeviceGetGraphicsRunningProcesses":
             return []
         if name == "nvmlDeviceGetProcessUtilization":
-            return [SimpleNamespace(pid=999_999, smUtil=30)]
+            return [SimpleNamespace(pid=OTHER_PID, smUtil=30)]
         return None
 
     def advance(self, seconds: float, throttled: float) -> None:
@@ -132,7 +136,7 @@ def test_gpu_noise_from_violation_counters_and_sampled_reasons():
     assert g["throttle_source"]["power"] == "NVML violation counter"
     assert g["throttled_fraction"]["thermal"] == pytest.approx(0.25)  # 1 of 4 samples
     assert g["sm_clock_mhz"] == {"min": 1500, "mean": 1800.0, "max": 1900} and g["sm_clock_max_mhz"] == 1980
-    assert g["other_processes"][0]["pid"] == 999_999 and g["other_sm_util_percent"] == 30
+    assert g["other_processes"][0]["pid"] == OTHER_PID and g["other_sm_util_percent"] == 30
     ws = noise.gpu_warnings(g)
     assert "GPU power-throttled during 40 % of the run" in ws
     assert "GPU thermal-throttled during 25 % of the run" in ws
@@ -231,6 +235,9 @@ def test_gpu_noise_flows_from_nvml_through_the_run_window_to_words(monkeypatch):
     state = telemetry._NVML()
     state._tried, state._pynvml = True, BusyGPU()
     monkeypatch.setattr(telemetry, "nvml", state)
+    monkeypatch.setattr(
+        telemetry, "nvml_handle_for_cuda_device", lambda d: telemetry.NvmlTarget(0, 0, "GPU-0", "h")
+    )
     tele = telemetry.RunTelemetry()
     out = tele.end(tele.begin("cuda:0"))
     g = out["noise"]["gpu"]

@@ -119,6 +119,9 @@ class FakeNVML:
         self.energy += 61_200  # mJ between two reads
         return self.energy
 
+    def nvmlDeviceGetUUID(self, h):
+        return "GPU-00000000-1111-2222-3333-444444444444"
+
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         import os
 
@@ -131,6 +134,8 @@ def fake_nvml(monkeypatch):
     state = telemetry._NVML()
     state._tried, state._pynvml = True, fake
     monkeypatch.setattr(telemetry, "nvml", state)
+    # The CUDA side of the UUID match: cuda:0 is this GPU.
+    monkeypatch.setattr(telemetry, "cuda_device_uuids", lambda: ["00000000111122223333444444444444"])
     return fake
 
 

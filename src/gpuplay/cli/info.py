@@ -74,6 +74,8 @@ def info(fmt: str, probe_timeout: float) -> None:
         else:
             con.print(f"roofline {roof['device']}: {roof['problem']}", highlight=False, markup=False)
     con.print(f"config: {data['paths']['config']}\nstate:  {data['paths']['state']}", highlight=False)
+    for w in data.get("warnings", []):
+        con.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     for p in data["config_problems"]:
         con.print(f"[yellow]warning:[/] {p}", highlight=False)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gpuplay.core.spec import AMP_MODES, BACKENDS, COMPILE_MODES, DTYPES, LINALG_LIBRARIES
+from gpuplay.core.spec import AMP_MODES, BACKENDS, CACHE_MODES, COMPILE_MODES, DTYPES, LINALG_LIBRARIES
 
 scenario_dirs_option = click.option(
     "--scenarios",
@@ -56,6 +56,13 @@ SPEC_OPTIONS: list[Callable[[Any], Any]] = [
         default=False,
         help="Time host→device input copies and the result's copy back inside each step.",
     ),
+    click.option(
+        "--cache",
+        type=click.Choice(CACHE_MODES),
+        default="warm",
+        show_default=True,
+        help="cold: flush the L2 (GPU) or last-level cache (CPU) between steps, outside the timing.",
+    ),
     click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True),
     click.option(
         "--repeat",
@@ -90,7 +97,7 @@ SPEC_OPTIONS: list[Callable[[Any], Any]] = [
 
 SPEC_FIELDS = (
     "backend", "device", "dtype", "amp", "compile", "tf32", "cuda_graphs", "linalg_library",
-    "transfers", "warmup", "repeat", "budget_s", "threads", "max_step_s", "seed",
+    "transfers", "cache", "warmup", "repeat", "budget_s", "threads", "max_step_s", "seed",
 )  # fmt: skip
 
 

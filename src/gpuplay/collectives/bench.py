@@ -1,9 +1,12 @@
 """One rank of a collectives sweep: join, check, time, and (rank 0) gather the figures.
 
-Timing follows nccl-tests: every iteration starts after a barrier (and, on CUDA, a
-device synchronisation), is timed on the host until the op has completed on the
-device, and the figure kept for that iteration is the slowest rank's (a MAX
-all-reduce of the per-iteration times after the timed loop, outside it).
+Timing follows nccl-tests' BenchTime (src/common.cu): one barrier, then a loop of N
+operations issued back to back, timed on the host from the loop's start until the last
+one has completed on the device (a stream synchronisation), divided by N. nccl-tests
+times one such loop; gpuplay times `SAMPLES` of them (the iterations split evenly) for a
+median and a spread. Per loop, the figure kept is the slowest rank's (a MAX all-reduce
+after the timed loops, outside them); nccl-tests' default (-a 1) averages the ranks
+instead, and that mean is kept beside it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,38 @@ INJECT_ENV = "GPUPLAY_COLLECTIVES_INJECT"
 EVENTS_ENV = "GPUPLAY_COLLECTIVES_EVENTS"
 EVENT_PREFIX = "@gpuplay-collectives "
 INJECTED_EXIT_CODE = 17
+SAMPLES = 5  # timed loops per (op, size); the iterations are split evenly among them
+
+
+def loop_plan(iters: int, samples: int = SAMPLES) -> tuple[int, int]:
+    """(loops, ops per loop) for `iters` timed operations: at most `samples` loops, at least one op each."""
+    loops = max(1, min(samples, iters))
+    return loops, max(1, iters // loops)
+
+
+def time_loops(
+    run_op: Callable[[], object],
+    barrier: Callable[[], object],
+    complete: Callable[[], object],
+    loops: int,
+    ops: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[float]:
+    """Seconds per operation of each loop, as nccl-tests' BenchTime: barrier, start the clock,
+    issue `ops` operations back to back, wait until the last has completed, divide by `ops`.
+
+    No reset and no barrier between the operations of a loop: what is timed is the
+    collective's throughput in a stream of them, not a barrier's latency each time.
+    """
+    out = []
+    for _ in range(loops):
+        barrier()
+        t0 = clock()
+        for _ in range(ops):
+            run_op()
+        complete()
+        out.append((clock() - t0) / ops)
+    return out
 
 
 class RankError(Exception):
@@ -283,21 +318,24 @@ def _sweep(
                     barrier()
                     case.run()
                     sync()
-                times = []
-                for _ in range(opts.iters):
-                    case.reset()
-                    barrier()
-                    t0 = time.perf_counter()
-                    case.run()
-                    sync()
-                    times.append(time.perf_counter() - t0)
+                loops, per_loop = loop_plan(opts.iters)
+
+                def timed_op(run: Callable[[], Any] = case.run) -> None:
+                    nonlocal done_timed
+                    run()
                     done_timed += 1
                     if done_timed == 1 and _injected("exit", renv.rank):
+                        sync()
                         emit_event("injected", rank=renv.rank, what="exit")
                         sys.stderr.flush()
                         os._exit(INJECTED_EXIT_CODE)
+
+                case.reset()
+                times = time_loops(timed_op, barrier, sync, loops, per_loop)
                 slowest = torch.tensor(times, dtype=torch.float64, device=device)
+                mean = slowest.clone()
                 dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+                dist.all_reduce(mean, op=dist.ReduceOp.SUM)
                 errt = torch.tensor([err], dtype=torch.float64, device=device)
                 dist.all_reduce(errt, op=dist.ReduceOp.MAX)
                 emit_event("progress", rank=renv.rank, where=where)
@@ -305,6 +343,7 @@ def _sweep(
                 if sweep is None:
                     continue
                 samples = [float(t) for t in slowest.cpu().tolist()]
+                rank_mean = [float(t) / n for t in mean.cpu().tolist()]
                 s = summarize(samples)
                 assert s is not None
                 alg = algbw(size_eff := _eff_bytes(op, size, n), s.median)
@@ -316,6 +355,8 @@ def _sweep(
                     "status": "ok",
                     "message": "",
                     "samples_s": samples,
+                    "rank_mean_s": rank_mean,
+                    "ops_per_sample": per_loop,
                     "summary": s.to_dict(),
                     "algbw_gbs": alg / 1e9,
                     "busbw_gbs": alg * factor / 1e9,
@@ -388,8 +429,11 @@ def _meta(opts: SweepOptions, renv: RankEnv, ranks: list[Any], threads: int, tor
         "warmup": opts.warmup,
         "timeout_s": opts.timeout_s,
         "threads_per_rank": threads if opts.backend == "gloo" else None,
-        "timing": "barrier + synchronize before each iteration; host timer until the op completed; "
-        "per iteration the slowest rank's time (as nccl-tests)",
+        "samples": loop_plan(opts.iters)[0],
+        "ops_per_sample": loop_plan(opts.iters)[1],
+        "timing": "as nccl-tests' BenchTime: one barrier, then a loop of back-to-back ops timed on the "
+        "host until the last completed, divided by the op count; per loop the slowest rank's time "
+        "(nccl-tests' default averages the ranks: rank_mean_s)",
         "bandwidth": "algbw = S/t (S = whole array, as nccl-tests); busbw = algbw × factor "
         "(all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all (n-1)/n; broadcast 1)",
         "started": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),

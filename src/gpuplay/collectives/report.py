@@ -29,8 +29,9 @@ def header(doc: dict[str, Any]) -> str:
         f"devices: {', '.join(names) or '?'} · PyTorch {env.get('torch', '?')}"
         + (f" · NCCL {env['nccl']}" if env.get("nccl") else "")
         + (f" · {doc['threads_per_rank']} torch thread(s) per rank" if doc.get("threads_per_rank") else ""),
-        f"{doc.get('dtype')} · median of {doc.get('iters')} iterations after {doc.get('warmup')} warm-up "
-        "(the first checked) · time per iteration = slowest rank · ± = half the IQR",
+        f"{doc.get('dtype')} · {doc.get('iters')} iterations after {doc.get('warmup')} warm-up (the first "
+        f"checked), timed as nccl-tests: loops of {doc.get('ops_per_sample', 1)} back-to-back op(s), median "
+        f"of {doc.get('samples', doc.get('iters'))} loops · time per op = slowest rank · ± = half the IQR",
     ]
     if doc.get("world_size") == 1:
         lines.append("one rank: nothing crosses a bus, so busbw is 0 by definition (broadcast's factor is 1)")

@@ -7,17 +7,32 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import platformdirs
+try:
+    import platformdirs
+except ImportError:  # without it: the XDG locations, spelled out (right on Linux, usable elsewhere)
+    platformdirs = None  # type: ignore[assignment]
 
 APP = "gpuplay"
 
 
+def _xdg(variable: str, default: str) -> str:
+    return os.path.join(os.environ.get(variable) or os.path.expanduser(default), APP)
+
+
 def config_dir() -> Path:
-    return Path(os.environ.get("GPUPLAY_CONFIG_DIR") or platformdirs.user_config_dir(APP))
+    if os.environ.get("GPUPLAY_CONFIG_DIR"):
+        return Path(os.environ["GPUPLAY_CONFIG_DIR"])
+    if platformdirs is None:
+        return Path(_xdg("XDG_CONFIG_HOME", "~/.config"))
+    return Path(platformdirs.user_config_dir(APP))
 
 
 def state_dir() -> Path:
-    return Path(os.environ.get("GPUPLAY_STATE_DIR") or platformdirs.user_state_dir(APP))
+    if os.environ.get("GPUPLAY_STATE_DIR"):
+        return Path(os.environ["GPUPLAY_STATE_DIR"])
+    if platformdirs is None:
+        return Path(_xdg("XDG_STATE_HOME", "~/.local/state"))
+    return Path(platformdirs.user_state_dir(APP))
 
 
 @dataclass

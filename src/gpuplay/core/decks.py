@@ -36,6 +36,7 @@ SPEC_FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "cuda_graphs": (bool,),
     "linalg_library": (str,),
     "transfers": (bool,),
+    "cache": (str,),
     "warmup": (int,),
     "repeat": (int,),
     "budget_s": (int, float),

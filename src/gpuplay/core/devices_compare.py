@@ -8,7 +8,6 @@ link), the usual reasons one GPU of a node lags its twins.
 from __future__ import annotations
 
 import statistics
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -210,30 +209,11 @@ def throttle_reasons(mask: int | None) -> list[str]:
 
 
 def nvml_index(device: str) -> int | None:
-    """The NVML index of cuda:N: by PCI bus id where torch is loaded (CUDA's order may differ from
-    NVML's), else through CUDA_VISIBLE_DEVICES."""
-    if not device.startswith("cuda"):
-        return None
-    n = int(device.split(":")[1]) if ":" in device else 0
-    from gpuplay.core.telemetry import gpu_count, nvml
+    """The NVML index of cuda:N's GPU, matched by UUID (telemetry.nvml_handle_for_cuda_device)."""
+    from gpuplay.core.telemetry import nvml_handle_for_cuda_device
 
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            p = torch.cuda.get_device_properties(n)
-            bus = f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0"
-            h = nvml.call("nvmlDeviceGetHandleByPciBusId_v2", bus)
-            idx = nvml.call("nvmlDeviceGetIndex", h) if h is not None else None
-            if idx is not None:
-                return int(idx)
-        except Exception:
-            pass
-    import os
-
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    if visible and n < len(visible) and visible[n].isdigit():
-        return int(visible[n])
-    return n if n < gpu_count() else None
+    target = nvml_handle_for_cuda_device(device)
+    return target.nvml_index if target is not None else None
 
 
 def device_health(device: str) -> dict[str, Any]:

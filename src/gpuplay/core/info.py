@@ -8,13 +8,53 @@ from typing import Any
 from gpuplay.core.backends import all_backends
 from gpuplay.core.config import config_dir, load_config, state_dir
 from gpuplay.core.report import environment
-from gpuplay.core.telemetry import gpu_count, nvml, nvml_status, query_gpu
+from gpuplay.core.telemetry import cuda_nvml_mapping, gpu_count, nvml, nvml_status, query_gpu
+
+
+def cupy_cuda_major() -> int | None:
+    """The CUDA major version CuPy was built for: from its wheel's name (cupy-cuda12x), else its
+    runtime; None without CuPy. Reads no device (works without a driver)."""
+    from importlib import metadata
+
+    for major in (11, 12, 13, 14):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            metadata.version(f"cupy-cuda{major}x")
+            return major
+    try:
+        import cupy
+    except ImportError:
+        return None
+    with contextlib.suppress(Exception):
+        return int(cupy.cuda.runtime.runtimeGetVersion()) // 1000
+    return None
+
+
+def cuda_major_mismatch(torch_cuda: str | None, cupy_major: int | None) -> str:
+    """A warning when CuPy and torch were built for different CUDA majors, else ''.
+
+    Two CUDA runtimes in one process: one of them may not match the driver, and the two
+    libraries' figures are then not from the same toolkit.
+    """
+    if not torch_cuda or cupy_major is None:
+        return ""
+    try:
+        torch_major = int(str(torch_cuda).split(".")[0])
+    except ValueError:
+        return ""
+    if torch_major == cupy_major:
+        return ""
+    extra = "cupy" if torch_major == 13 else f"cupy-cuda{torch_major}"
+    return (
+        f"CuPy is built for CUDA {cupy_major}, PyTorch for CUDA {torch_cuda}: install the CuPy that "
+        f"matches (pip install 'gpuplay[{extra}]', i.e. cupy-cuda{torch_major}x)"
+    )
 
 
 def gather(probe_timeout: float = 30.0) -> dict[str, Any]:
     for b in all_backends():
         b.start_probe()  # probe all three at once; CuPy's can be slow
     backends = []
+    warnings: list[str] = []
     for b in all_backends():
         avail, devices = b.probe(probe_timeout)
         entry: dict[str, Any] = {
@@ -35,17 +75,26 @@ def gather(probe_timeout: float = 30.0) -> dict[str, Any]:
                 entry["cuda_version"] = torch.version.cuda
                 entry["cudnn"] = torch.backends.cudnn.version() if torch.cuda.is_available() else None
                 entry["threads"] = torch.get_num_threads()
+        if b.name == "cupy":
+            entry["cuda_major"] = cupy_cuda_major()
         if b.name == "numpy":
             from gpuplay.core.backends.numpy_backend import blas_threads
 
             entry["blas_threads"] = blas_threads()
         backends.append(entry)
+    torch_cuda = next((e.get("cuda_version") for e in backends if e["name"] == "torch"), None)
+    cupy_major = next((e.get("cuda_major") for e in backends if e["name"] == "cupy"), None)
+    mismatch = cuda_major_mismatch(torch_cuda, cupy_major)
+    if mismatch:
+        warnings.append(mismatch)
     status = nvml_status()
     gpus = []
     driver = None
+    cuda_map: list[dict[str, Any]] = []
     if not status:
         driver = nvml.call("nvmlSystemGetDriverVersion")
         gpus = [vars(query_gpu(i)) for i in range(gpu_count())]
+        cuda_map = cuda_nvml_mapping()
     cfg = load_config()
     from gpuplay.core.roofline import summary
 
@@ -55,7 +104,8 @@ def gather(probe_timeout: float = 30.0) -> dict[str, Any]:
     return {
         "environment": environment(),
         "backends": backends,
-        "nvml": {"status": status or "ok", "driver": driver, "gpus": gpus},
+        "nvml": {"status": status or "ok", "driver": driver, "gpus": gpus, "cuda_to_nvml": cuda_map},
+        "warnings": warnings,
         "paths": {"config": str(config_dir() / "config.toml"), "state": str(state_dir())},
         "config_problems": cfg.problems,
         "roofline": [summary(d) for d in roof_devices],

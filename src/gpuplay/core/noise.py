@@ -20,7 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psutil
+try:  # without psutil, host noise is not measured (the GPU's still is)
+    import psutil
+except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
+    psutil = None
 
 UNSTABLE_REL_IQR = 0.10  # IQR / median above this: the median is not one figure
 OTHER_CPU_MIN_CORES = 0.25  # background below this is a quiet machine
@@ -61,6 +64,8 @@ def process_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
 
 
 def _name(pid: int) -> str:
+    if psutil is None:
+        return f"pid {pid}"
     try:
         return psutil.Process(pid).name()
     except (psutil.Error, OSError):
@@ -80,7 +85,9 @@ class HostMark:
     procs: dict[ProcKey, float]
 
 
-def host_mark() -> HostMark:
+def host_mark() -> HostMark | None:
+    if psutil is None:
+        return None
     me = psutil.Process()
     ct = me.cpu_times()
     return HostMark(
@@ -88,7 +95,9 @@ def host_mark() -> HostMark:
     )
 
 
-def host_noise(a: HostMark, b: HostMark) -> dict[str, Any]:
+def host_noise(a: HostMark | None, b: HostMark | None) -> dict[str, Any]:
+    if a is None or b is None:
+        return {}
     window = b.t - a.t
     if window <= 0:
         return {"window_s": window}
@@ -123,6 +132,39 @@ class GpuMark:
     wall_us: int
     violations: dict[str, tuple[int, int]]  # policy -> (reference time µs, violation time ns)
     others: dict[int, int | None]  # pid -> used GPU memory (bytes) of other processes
+    unknown: int = 0  # processes NVML lists under PIDs of another namespace: ours or not, untold
+
+
+def _pid_visible(pid: int) -> bool:
+    if os.path.isdir("/proc"):
+        return os.path.exists(f"/proc/{pid}")
+    return psutil.pid_exists(pid) if psutil is not None else True
+
+
+def split_processes(
+    procs: Sequence[Any], me: int, expect_own: bool = False
+) -> tuple[dict[int, int | None], dict[int, int | None], int]:
+    """NVML's processes on a GPU as (ours, others, how many cannot be told), by pid -> memory.
+
+    In a container's PID namespace NVML reports host PIDs, none of them ours and most not
+    visible here. Those are not "other processes": when this process is known to hold the
+    GPU (`expect_own`) and exactly one such PID is listed, it is this process; otherwise
+    they are counted as unknown ("cannot tell in a container").
+    """
+    own: dict[int, int | None] = {}
+    others: dict[int, int | None] = {}
+    foreign: dict[int, int | None] = {}
+    for p in procs:
+        pid, mem = int(p.pid), getattr(p, "usedGpuMemory", None)
+        if pid == me:
+            own[pid] = mem
+        elif _pid_visible(pid):
+            others[pid] = mem
+        else:
+            foreign[pid] = mem
+    if not own and expect_own and len(foreign) == 1:
+        return foreign, others, 0
+    return own, others, len(foreign)
 
 
 def gpu_mark(nvml: Any, index: int) -> GpuMark:
@@ -134,11 +176,14 @@ def gpu_mark(nvml: Any, index: int) -> GpuMark:
             v = nvml.call("nvmlDeviceGetViolationStatus", h, policy)
             if v is not None:
                 violations[name] = (int(v.referenceTime), int(v.violationTime))
-        me = os.getpid()
-        for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-            for p in nvml.call(fn, h) or []:
-                if p.pid != me:
-                    others[int(p.pid)] = getattr(p, "usedGpuMemory", None)
+        procs = [
+            p
+            for fn in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
+            for p in nvml.call(fn, h) or []
+        ]
+        # Called during a run on this GPU: this process holds a context on it.
+        _own, others, unknown = split_processes(procs, os.getpid(), expect_own=True)
+        return GpuMark(int(time.time() * 1e6), violations, others, unknown)
     return GpuMark(int(time.time() * 1e6), violations, others)
 
 
@@ -147,6 +192,9 @@ def gpu_noise(nvml: Any, index: int, a: GpuMark, b: GpuMark, samples: Sequence[A
     out: dict[str, Any] = {"index": index}
     pids = {**a.others, **b.others}
     out["other_processes"] = [{"pid": pid, "name": _name(pid), "mem_bytes": mem} for pid, mem in pids.items()]
+    unknown = max(a.unknown, b.unknown)
+    if unknown:
+        out["unknown_processes"] = unknown
     h = nvml.call("nvmlDeviceGetHandleByIndex", index)
     util = nvml.call("nvmlDeviceGetProcessUtilization", h, a.wall_us) if h is not None and pids else None
     if util:
@@ -220,6 +268,11 @@ def gpu_warnings(gpu: dict[str, Any] | None) -> list[str]:
         share = f", up to {sm}% of its SMs" if sm else ""
         out.append(
             f"{len(others)} other process(es) on GPU {gpu.get('index')} during this run: {named}{share}"
+        )
+    if gpu.get("unknown_processes"):
+        out.append(
+            f"cannot tell in a container whether other processes used GPU {gpu.get('index')}: NVML lists "
+            f"{gpu['unknown_processes']} process(es) under PIDs of another namespace"
         )
     for name, frac in sorted((gpu.get("throttled_fraction") or {}).items()):
         if frac >= THROTTLE_MIN_FRACTION:

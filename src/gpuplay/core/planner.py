@@ -91,9 +91,18 @@ def assess(spec: RunSpec, probe_timeout: float | None = None) -> Assessment | Re
                 f"AMP: {workload.title} has no autocast-eligible op (autocast lowers matmul-like ops), "
                 "so it still computes in float32"
             )
+    reason = workload.unsupported_in(b, dev, cdtype, params)
+    if reason:
+        return Refusal(reason)
     if spec.compile != "off":
         if b != "torch":
             return Refusal("torch.compile exists on PyTorch only", "set compile off or backend torch")
+        if not workload.compile_safe:
+            return Refusal(
+                f"{workload.title} is not safe to compile: its step drives streams, host buffers or "
+                "formats torch.compile does not trace faithfully",
+                "set compile off",
+            )
         if params.get("method") == "fd":
             return Refusal(
                 "finite differences are a Python loop of 2·n² calls; torch.compile would unroll all of them",
@@ -115,9 +124,15 @@ def assess(spec: RunSpec, probe_timeout: float | None = None) -> Assessment | Re
             return Refusal(
                 f"{workload.title} synchronises with the host inside each step, which CUDA graph capture forbids"
             )
-        if spec.compile == "reduce-overhead":
+        if spec.compile in ("reduce-overhead", "max-autotune"):
             return Refusal(
-                "compile mode reduce-overhead already captures CUDA graphs", "turn one of them off"
+                f"compile mode {spec.compile} already captures CUDA graphs of its own", "turn one of them off"
+            )
+        if spec.transfers:
+            return Refusal(
+                "timed transfers copy from and to host memory inside each step, which a CUDA graph "
+                "cannot capture (a pageable copy synchronises with the host)",
+                "turn --transfers or --graphs off",
             )
     if spec.linalg_library != "default" and not (b == "torch" and dev.startswith("cuda")):
         return Refusal("the preferred linalg library (cuSOLVER/MAGMA) is a torch CUDA setting")

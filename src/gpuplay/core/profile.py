@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from gpuplay.core.cuda_errors import is_sticky_cuda_error
 from gpuplay.core.spec import Refusal, RunSpec
 
 STEP_MARK = "gpuplay step"
@@ -231,7 +232,12 @@ def profile_spec(
             return {**base, **data, "notes": [*plan.notes, *notes]}
     except Exception as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-        return {**base, "status": "failed", "message": f"{type(exc).__name__}: {first}"}
+        failed = {**base, "status": "failed", "message": f"{type(exc).__name__}: {first}"}
+        if is_sticky_cuda_error(str(exc)):
+            # Every later CUDA call in this process fails: the engine restarts on this flag.
+            failed["failure"] = "cuda-context"
+            failed["notes"] = ["the CUDA context is poisoned by this error; a new process is needed"]
+        return failed
     finally:
         with contextlib.suppress(Exception):
             backend.free_memory(spec.device)

@@ -505,24 +505,24 @@ def measure_cuda(device: str, budget_s: float = 0.5) -> DevicePeaks:
     out.extend(_cuda_stream(torch, dev, events, free, budget_s))
     torch.cuda.empty_cache()
 
-    matmul_tf32 = torch.backends.cuda.matmul.allow_tf32
-    try:
-        for dtype in CUDA_DTYPES:
-            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-            tdt = torch.float32 if dtype == "tf32" else getattr(torch, dtype)
+    # TF32 through the installed torch's precision API: torch 2.9+ raises when the legacy
+    # allow_tf32 switch is read after the new one was set (as a run with --tf32 does).
+    from gpuplay.core.backends.torch_backend import fp32_matmul_precision
 
-            def make(k: int, tdt: Any = tdt) -> Timed:
-                x = torch.randn(k, k, device=dev, dtype=tdt)
-                y = torch.randn(k, k, device=dev, dtype=tdt)
-                return events(lambda: torch.matmul(x, y))
+    for dtype in CUDA_DTYPES:
+        tdt = torch.float32 if dtype == "tf32" else getattr(torch, dtype)
 
-            itemsize = torch.tensor([], dtype=tdt).element_size()
-            n_max = 16384 if 3 * 16384**2 * itemsize < free // 2 else 8192
+        def make(k: int, tdt: Any = tdt) -> Timed:
+            x = torch.randn(k, k, device=dev, dtype=tdt)
+            y = torch.randn(k, k, device=dev, dtype=tdt)
+            return events(lambda: torch.matmul(x, y))
+
+        itemsize = torch.tensor([], dtype=tdt).element_size()
+        n_max = 16384 if 3 * 16384**2 * itemsize < free // 2 else 8192
+        with fp32_matmul_precision(torch, dtype == "tf32"):
             rate, n_used, best, calls = _matmul_peak(make, 1024, n_max, 0.005, budget_s)
-            out.append(Measurement("compute", dtype, "torch", rate, f"n={n_used}", best, calls, "2n³ FLOP"))
-            torch.cuda.empty_cache()
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
+        out.append(Measurement("compute", dtype, "torch", rate, f"n={n_used}", best, calls, "2n³ FLOP"))
+        torch.cuda.empty_cache()
     return DevicePeaks(device, name, fingerprint(device, name), _now(), time.perf_counter() - t_start, out)
 
 

@@ -12,6 +12,7 @@ DTYPES = ("float64", "float32", "float16", "bfloat16")
 AMP_MODES = ("off", "fp16", "bf16")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 LINALG_LIBRARIES = ("default", "cusolver", "magma")
+CACHE_MODES = ("warm", "cold")  # cold: the last-level cache is flushed between steps
 
 
 class SpecError(ValueError):
@@ -42,6 +43,7 @@ class RunSpec:
     cuda_graphs: bool = False
     linalg_library: str = "default"
     transfers: bool = False
+    cache: str = "warm"  # "cold": a buffer larger than the L2/LLC is written between steps
     warmup: int = 3
     repeat: int | None = None  # None: run for budget_s (at least min_repeat steps)
     budget_s: float = 1.0
@@ -77,6 +79,7 @@ class RunSpec:
             "amp": AMP_MODES,
             "compile": COMPILE_MODES,
             "linalg_library": LINALG_LIBRARIES,
+            "cache": CACHE_MODES,
         }
         for name, allowed in choices.items():
             value = getattr(self, name)
@@ -116,6 +119,8 @@ class RunSpec:
             parts.append(f"+{self.linalg_library}")
         if self.transfers:
             parts.append("+transfers")
+        if self.cache == "cold":
+            parts.append("+cold")
         method = self.params.get("method")
         if method and method != "auto":
             parts.append(f"({method})")

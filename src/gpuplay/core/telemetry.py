@@ -9,6 +9,7 @@ no driver) `nvml_status()` gives that one clear line.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -16,9 +17,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import psutil
-
 from gpuplay.core import noise
+
+try:  # host figures only: without psutil the GPU's still come
+    import psutil
+except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
+    psutil = None
 
 NA = "n/a"
 
@@ -111,7 +115,153 @@ class GpuSnapshot:
     throttle_reasons: int | None = None  # NVML clock-event reason bits (see core/noise.py)
 
 
-def query_gpu(index: int) -> GpuSnapshot:
+# -- CUDA device → NVML device -----------------------------------------------------------
+# NVML numbers GPUs by PCI bus id; CUDA by speed (CUDA_DEVICE_ORDER=FASTEST_FIRST, the default)
+# and through CUDA_VISIBLE_DEVICES' reordering. Only the UUID names the same GPU on both sides
+# (as nvitop matches them). A MIG instance has a UUID of its own; its figures are its parent's.
+
+
+@dataclass(frozen=True)
+class NvmlTarget:
+    """The NVML device behind one CUDA device."""
+
+    cuda_index: int
+    nvml_index: int  # of the physical GPU (a MIG instance's parent)
+    uuid: str  # NVML's spelling: GPU-… or MIG-…
+    handle: Any  # the physical GPU's NVML handle
+    mig: bool = False  # the CUDA device is a MIG instance of that GPU
+    mig_handle: Any = None
+
+
+def _uuid_key(text: Any) -> str:
+    """A UUID in any spelling (GPU-…, MIG-…, bytes, with or without dashes) as 32 hex digits."""
+    if isinstance(text, bytes | bytearray):
+        raw = bytes(text)
+        text = raw.decode(errors="replace") if raw[:4] in (b"GPU-", b"MIG-") else raw.hex()
+    t = str(text).strip().lower()
+    for prefix in ("gpu-", "mig-"):
+        t = t.removeprefix(prefix)
+    return t.replace("-", "")
+
+
+def cuda_device_uuids() -> list[str] | None:
+    """The UUID of every CUDA device, in CUDA's order; None when nothing here can tell.
+
+    From torch or CuPy where this process has loaded them (never imported here: the UI
+    process must not load torch), else from the environment as nvitop reads it:
+    CUDA_VISIBLE_DEVICES entries that are UUIDs, or indices under CUDA_DEVICE_ORDER=PCI_BUS_ID
+    (NVML's own order). Under the default FASTEST_FIRST order an index says nothing.
+    """
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available():
+            return [
+                _uuid_key(torch.cuda.get_device_properties(i).uuid) for i in range(torch.cuda.device_count())
+            ]
+    except Exception:
+        pass
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            n = cupy.cuda.runtime.getDeviceCount()
+            return [_uuid_key(cupy.cuda.runtime.getDeviceProperties(i)["uuid"]) for i in range(n)]
+        except Exception:
+            pass
+    return _uuids_from_environment()
+
+
+def _uuids_from_environment() -> list[str] | None:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    entries = [v.strip() for v in visible.split(",")] if visible is not None else None
+    if entries and all(e.upper().startswith(("GPU-", "MIG-")) for e in entries):
+        return [_uuid_key(e) for e in entries]
+    if os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" or nvml.ensure() is not None:
+        return None
+    count = nvml.call("nvmlDeviceGetCount") or 0
+    if entries is None:
+        indices = list(range(count))
+    elif all(e.isdigit() for e in entries):
+        indices = [int(e) for e in entries]
+    else:
+        return None
+    uuids = []
+    for i in indices:
+        h = nvml.call("nvmlDeviceGetHandleByIndex", i) if i < count else None
+        u = _nvml_uuid(h) if h is not None else None
+        if u is None:
+            return None
+        uuids.append(_uuid_key(u))
+    return uuids
+
+
+def _nvml_uuid(handle: Any) -> str | None:
+    u = nvml.call("nvmlDeviceGetUUID", handle)
+    return u.decode() if isinstance(u, bytes) else u
+
+
+def _mig_children(handle: Any) -> Iterator[Any]:
+    mode = nvml.call("nvmlDeviceGetMigMode", handle)
+    if not mode or not mode[0]:  # (current, pending); 1 = enabled
+        return
+    for j in range(nvml.call("nvmlDeviceGetMaxMigDeviceCount", handle) or 0):
+        child = nvml.call("nvmlDeviceGetMigDeviceHandleByIndex", handle, j)
+        if child is not None:
+            yield child
+
+
+def nvml_handle_for_cuda_device(device: str | int) -> NvmlTarget | None:
+    """The NVML device of `device` ('cuda', 'cuda:N' or N), matched by UUID; None when it cannot be.
+
+    None: NVML is unusable, or no library in this process can tell the CUDA device's UUID,
+    or no NVML device has it. Never a guess by index.
+    """
+    if isinstance(device, str):
+        if not device.startswith("cuda"):
+            return None
+        device = int(device.split(":")[1]) if ":" in device else 0
+    if nvml.ensure() is not None:
+        return None
+    uuids = cuda_device_uuids()
+    if not uuids or not 0 <= device < len(uuids):
+        return None
+    want = uuids[device]
+    for i in range(nvml.call("nvmlDeviceGetCount") or 0):
+        h = nvml.call("nvmlDeviceGetHandleByIndex", i)
+        if h is None:
+            continue
+        u = _nvml_uuid(h)
+        if u is not None and _uuid_key(u) == want:
+            return NvmlTarget(device, i, u, h)
+        for child in _mig_children(h):
+            cu = _nvml_uuid(child)
+            if cu is not None and _uuid_key(cu) == want:
+                return NvmlTarget(device, i, cu, h, mig=True, mig_handle=child)
+    return None
+
+
+def cuda_nvml_mapping() -> list[dict[str, Any]]:
+    """One row per CUDA device: its UUID and the NVML index of its GPU (None where unmatched)."""
+    uuids = cuda_device_uuids() or []
+    rows = []
+    for i, u in enumerate(uuids):
+        t = nvml_handle_for_cuda_device(i)
+        rows.append(
+            {
+                "cuda": f"cuda:{i}",
+                "uuid": t.uuid if t is not None else u,
+                "nvml_index": t.nvml_index if t is not None else None,
+                "mig": t.mig if t is not None else None,
+                "matched_by": "uuid" if t is not None else None,
+                "note": "" if t is not None else (nvml_status() or "no NVML device has this UUID"),
+            }
+        )
+    return rows
+
+
+def query_gpu(index: int, *, fast: bool = False) -> GpuSnapshot:
+    """NVML's figures of GPU `index` (NVML's numbering). `fast`: only the queries that answer
+    at once: no PCIe throughput (NVML samples it over ~20 ms per direction) and no process list,
+    which is what a query inside a run's timed window may take."""
     h = nvml.call("nvmlDeviceGetHandleByIndex", index)
     snap = GpuSnapshot(index)
     if h is None:
@@ -136,20 +286,28 @@ def query_gpu(index: int) -> GpuSnapshot:
     snap.mem_clock_max_mhz = nvml.call("nvmlDeviceGetMaxClockInfo", h, pm.NVML_CLOCK_MEM)
     snap.pcie_gen = nvml.call("nvmlDeviceGetCurrPcieLinkGeneration", h)
     snap.pcie_width = nvml.call("nvmlDeviceGetCurrPcieLinkWidth", h)
-    tx = nvml.call("nvmlDeviceGetPcieThroughput", h, pm.NVML_PCIE_UTIL_TX_BYTES)
-    rx = nvml.call("nvmlDeviceGetPcieThroughput", h, pm.NVML_PCIE_UTIL_RX_BYTES)
-    snap.pcie_tx_mbs = tx / 1024.0 if tx is not None else None  # NVML reports KB/s
-    snap.pcie_rx_mbs = rx / 1024.0 if rx is not None else None
+    if not fast:
+        tx = nvml.call("nvmlDeviceGetPcieThroughput", h, pm.NVML_PCIE_UTIL_TX_BYTES)
+        rx = nvml.call("nvmlDeviceGetPcieThroughput", h, pm.NVML_PCIE_UTIL_RX_BYTES)
+        snap.pcie_tx_mbs = tx / 1024.0 if tx is not None else None  # NVML reports KB/s
+        snap.pcie_rx_mbs = rx / 1024.0 if rx is not None else None
     pstate = nvml.call("nvmlDeviceGetPerformanceState", h)
     snap.pstate = f"P{pstate}" if pstate is not None else None
     snap.energy_mj = nvml.call("nvmlDeviceGetTotalEnergyConsumption", h)
     snap.throttle_reasons = nvml.call("nvmlDeviceGetCurrentClocksEventReasons", h)
     if snap.throttle_reasons is None:  # the older name, on older drivers and bindings
         snap.throttle_reasons = nvml.call("nvmlDeviceGetCurrentClocksThrottleReasons", h)
-    procs = nvml.call("nvmlDeviceGetComputeRunningProcesses", h) or []
-    pid = os.getpid()
-    used = [p.usedGpuMemory for p in procs if p.pid == pid and p.usedGpuMemory is not None]
-    snap.process_mem = sum(used) if used else (0 if procs is not None and snap.mem_used is not None else None)
+    if fast:
+        return snap
+    procs = nvml.call("nvmlDeviceGetComputeRunningProcesses", h)
+    own, _others, unknown = noise.split_processes(procs or [], os.getpid())
+    if unknown:  # PIDs of another namespace (a container): which one is ours cannot be told
+        snap.process_mem = None
+    else:
+        used = [m for m in own.values() if m is not None]
+        snap.process_mem = (
+            sum(used) if used else (0 if procs is not None and snap.mem_used is not None else None)
+        )
     return snap
 
 
@@ -167,10 +325,12 @@ class HostSnapshot:
         return sum(self.cpu_percent) / len(self.cpu_percent) if self.cpu_percent else 0.0
 
 
-_process = psutil.Process()
+_process = psutil.Process() if psutil is not None else None
 
 
 def query_host(engine_pid: int | None = None) -> HostSnapshot:
+    if psutil is None or _process is None:
+        return HostSnapshot()  # no psutil: no host figures
     vm = psutil.virtual_memory()
     return HostSnapshot(
         cpu_percent=psutil.cpu_percent(percpu=True),
@@ -182,7 +342,7 @@ def query_host(engine_pid: int | None = None) -> HostSnapshot:
 
 
 def _rss(pid: int | None) -> int | None:
-    if pid is None or pid == os.getpid():
+    if psutil is None or pid is None or pid == os.getpid():
         return None
     try:
         return int(psutil.Process(pid).memory_info().rss)
@@ -229,7 +389,8 @@ class Sampler:
     def start(self) -> Sampler:
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
-            psutil.cpu_percent(percpu=True)  # prime: psutil's first reading is 0.0
+            if psutil is not None:
+                psutil.cpu_percent(percpu=True)  # prime: psutil's first reading is 0.0
             self._thread = threading.Thread(target=self._loop, name="gpuplay-telemetry", daemon=True)
             self._thread.start()
         return self
@@ -273,75 +434,142 @@ class Sampler:
 
 
 # -- tying telemetry to a run's timed phase -----------------------------------------
+WINDOW_INTERVAL_S = 0.1  # GPU samples during a timed phase
+
+
+class _WindowSampler:
+    """Fast NVML queries of one GPU every `interval` s in a daemon thread, for one timed phase.
+
+    NVML's calls release the GIL; the queries that take time (PCIe throughput, process
+    lists) are left out, so sampling neither idles the GPU nor stalls the timed loop.
+    """
+
+    def __init__(self, nvml_index: int, interval: float = WINDOW_INTERVAL_S) -> None:
+        self.index, self.interval = nvml_index, interval
+        self.samples: list[GpuSnapshot] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gpuplay-run-telemetry", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.samples.append(query_gpu(self.index, fast=True))
+
+    def stop(self) -> list[GpuSnapshot]:
+        self._stop.set()
+        self._thread.join(max(1.0, 5 * self.interval))
+        return list(self.samples)
+
+
+@dataclass
+class _Window:
+    t0: float
+    cpu0: Any
+    target: NvmlTarget | None
+    gpu0: GpuSnapshot | None
+    hmark: Any
+    gmark: Any
+    sampler: _WindowSampler | None
+    gpu_note: str = ""
+
+
 class RunTelemetry:
     """Brackets a run's timed phase: mean utilisation and power, peak memory, energy,
     and what else used the machine meanwhile (`noise`: see core/noise.py).
 
-    Works with or without a background Sampler: it also takes its own snapshot
-    at both ends, so a timed phase shorter than the sampling interval still
-    gets figures.
+    The GPU's means come from samples taken during the phase: the app's Sampler where one is
+    given, else a sampling thread of its own (every 0.1 s), plus a snapshot at both ends so
+    that a phase shorter than the interval still gets figures. The run's CUDA device is found
+    in NVML by UUID (nvml_handle_for_cuda_device), never by index.
     """
 
-    def __init__(self, sampler: Sampler | None = None) -> None:
+    def __init__(self, sampler: Sampler | None = None, interval: float = WINDOW_INTERVAL_S) -> None:
         self.sampler = sampler
+        self.interval = interval
 
     def begin(self, device: str) -> Any:
-        index = int(device.split(":")[1]) if device.startswith("cuda:") else (0 if device == "cuda" else None)
-        gpu = query_gpu(index) if index is not None and nvml_status() == "" else None
-        gmark = noise.gpu_mark(nvml, index) if gpu is not None and index is not None else None
+        target, gpu0, gmark, note = None, None, None, ""
+        if device.startswith("cuda"):
+            note = nvml_status()
+            if not note:
+                target = nvml_handle_for_cuda_device(device)
+                if target is None:
+                    note = f"cannot tell which NVML device {device} is (no UUID match): no GPU telemetry"
+        if target is not None:
+            gpu0 = query_gpu(target.nvml_index, fast=True)
+            gmark = noise.gpu_mark(nvml, target.nvml_index)
+        own = self.sampler is None or not self.sampler.running
+        window = _WindowSampler(target.nvml_index, self.interval) if target is not None and own else None
+        cpu0 = psutil.cpu_times() if psutil is not None else None
         hmark = noise.host_mark()  # last: the window starts as close to the timed loop as it can
-        return (time.monotonic(), psutil.cpu_times(), index, gpu, hmark, gmark)
+        return _Window(time.monotonic(), cpu0, target, gpu0, hmark, gmark, window, note)
 
     def end(self, token: Any) -> dict[str, Any]:
-        t0, cpu0, index, gpu0, hmark0, gmark0 = token
+        w: _Window = token
         hmark1 = noise.host_mark()  # first, for the same reason
         t1 = time.monotonic()
-        cpu1 = psutil.cpu_times()
-        busy = lambda c: c.user + c.system + getattr(c, "nice", 0.0) + getattr(c, "irq", 0.0)  # noqa: E731
-        total = lambda c: sum(c)  # noqa: E731
-        dt_total = total(cpu1) - total(cpu0)
+        during = w.sampler.stop() if w.sampler is not None else []
         out: dict[str, Any] = {
-            "duration_s": t1 - t0,
-            "host_cpu_mean_percent": 100.0 * (busy(cpu1) - busy(cpu0)) / dt_total if dt_total > 0 else None,
-            "process_rss_bytes": _process.memory_info().rss,
-            "noise": {"host": noise.host_noise(hmark0, hmark1), "gpu": None},
+            "duration_s": t1 - w.t0,
+            "host_cpu_mean_percent": _cpu_busy_percent(w.cpu0),
+            "process_rss_bytes": _process.memory_info().rss if _process is not None else None,
+            "noise": {"host": noise.host_noise(w.hmark, hmark1), "gpu": None},
         }
-        if index is None or gpu0 is None:
+        target = w.target
+        if target is None or w.gpu0 is None:
             out["gpu"] = None
-            out["gpu_note"] = nvml_status() or "run on the CPU"
+            out["gpu_note"] = w.gpu_note or nvml_status() or "run on the CPU"
             return out
-        gpu1 = query_gpu(index)
-        snaps = [
-            gpu0,
-            *(
-                g
-                for s in (self.sampler.window(t0, t1) if self.sampler else [])
-                for g in s.gpus
-                if g.index == index
-            ),
-            gpu1,
-        ]
+        index = target.nvml_index
+        gpu1 = query_gpu(index, fast=True)
+        if self.sampler is not None and w.sampler is None:
+            during = [g for s in self.sampler.window(w.t0, t1) for g in s.gpus if g.index == index]
+        snaps = [w.gpu0, *during, gpu1]
         utils = [g.util_gpu for g in snaps if g.util_gpu is not None]
         powers = [g.power_w for g in snaps if g.power_w is not None]
         mems = [g.mem_used for g in snaps if g.mem_used is not None]
         gpu: dict[str, Any] = {
             "index": index,
+            "cuda_index": target.cuda_index,
+            "uuid": target.uuid,
             "name": gpu1.name,
             "util_mean_percent": sum(utils) / len(utils) if utils else None,
             "power_mean_w": sum(powers) / len(powers) if powers else None,
             "mem_peak_bytes": max(mems) if mems else None,
             "samples": len(snaps),
+            "samples_during": len(during),
         }
-        if gpu0.energy_mj is not None and gpu1.energy_mj is not None:
-            gpu["energy_j"] = (gpu1.energy_mj - gpu0.energy_mj) / 1000.0
+        if w.gpu0.energy_mj is not None and gpu1.energy_mj is not None:
+            gpu["energy_j"] = (gpu1.energy_mj - w.gpu0.energy_mj) / 1000.0
             gpu["energy_source"] = "NVML total-energy counter"
         elif gpu["power_mean_w"] is not None:
-            gpu["energy_j"] = gpu["power_mean_w"] * (t1 - t0)
+            gpu["energy_j"] = gpu["power_mean_w"] * (t1 - w.t0)
             gpu["energy_source"] = "mean power × time (no energy counter on this GPU)"
+        if target.mig:
+            # NVML has no per-instance utilisation or power: what it reports is the whole GPU's,
+            # other instances' work included. Utilisation is n/a; the rest is labelled.
+            gpu["util_mean_percent"] = None
+            gpu["mig"] = True
+            gpu["mig_note"] = (
+                f"{target.uuid} is a MIG instance: utilisation n/a under MIG; power, memory and energy "
+                "are the whole GPU's (its other instances included)"
+            )
         out["gpu"] = gpu
-        if gmark0 is not None:
-            out["noise"]["gpu"] = noise.gpu_noise(nvml, index, gmark0, noise.gpu_mark(nvml, index), snaps)
+        if w.gmark is not None:
+            out["noise"]["gpu"] = noise.gpu_noise(nvml, index, w.gmark, noise.gpu_mark(nvml, index), snaps)
         return out
+
+
+def _cpu_busy_percent(cpu0: Any) -> float | None:
+    if psutil is None or cpu0 is None:
+        return None
+    cpu1 = psutil.cpu_times()
+
+    def busy(c: Any) -> float:
+        return float(c.user + c.system + getattr(c, "nice", 0.0) + getattr(c, "irq", 0.0))
+
+    dt_total = sum(cpu1) - sum(cpu0)
+    return 100.0 * (busy(cpu1) - busy(cpu0)) / dt_total if dt_total > 0 else None
 
 
 # -- a paced stream (`gpuplay monitor`) ---------------------------------------------
@@ -357,7 +585,8 @@ def paced_snapshots(
     The time spent taking a snapshot and handling it (the caller's work between two
     iterations) comes out of the wait, so the stream keeps its rate instead of drifting.
     """
-    psutil.cpu_percent(percpu=True)  # psutil's first reading covers no interval: prime it
+    if psutil is not None:
+        psutil.cpu_percent(percpu=True)  # psutil's first reading covers no interval: prime it
     sleep(min(interval, 0.1))
     n = 0
     while count is None or n < count:

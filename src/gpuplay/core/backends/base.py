@@ -156,6 +156,10 @@ class Backend(ABC):
         """`fn` compiled by the library's compiler (torch.compile); `mode` as the spec names it."""
         raise NotImplementedError(f"{self.title} has no compiler")
 
+    def compile_counts(self) -> Any:
+        """The compiler's own counters (a compile_watch.DynamoCounts), None where there are none."""
+        return None
+
     def autocast(self, fn: Callable[..., Any], device: str, dtype: str) -> Callable[..., Any]:
         """`fn` run under automatic mixed precision in `dtype` (float16 or bfloat16)."""
         raise NotImplementedError(f"{self.title} has no automatic mixed precision")
@@ -166,6 +170,14 @@ class Backend(ABC):
 
     def is_out_of_memory(self, exc: BaseException) -> bool:
         return isinstance(exc, MemoryError)
+
+    def cache_flusher(self, device: str) -> Any:
+        """A cache_flush.CacheFlusher for `device` (cold-cache runs); None where there is none."""
+        if device != "cpu":
+            return None
+        from gpuplay.core.backends.cache_flush import host_flusher
+
+        return host_flusher()
 
     # -- conditions ----------------------------------------------------------
     def thread_counts(self) -> dict[str, int | None]:

@@ -24,6 +24,10 @@ class CupyBackend(Backend):
     name = "cupy"
     title = "CuPy"
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._used: set[int] = set()  # devices this process has allocated on: each has its own pool
+
     def _probe(self) -> tuple[Availability, list[DeviceInfo]]:
         # cupy.cuda.is_available() can take >10 s on some machines; this runs in a
         # background thread (start_probe) so no caller that cannot wait is blocked.
@@ -59,6 +63,7 @@ class CupyBackend(Backend):
 
     def _device(self, device: str) -> Any:
         index = int(device.split(":")[1]) if ":" in device else 0
+        self._used.add(index)
         return _cupy().cuda.Device(index)
 
     def from_host(self, host: np.ndarray, device: str, dtype: str) -> Any:
@@ -100,6 +105,18 @@ class CupyBackend(Backend):
         with self._device(spec.device):
             yield []
 
+    def cache_flusher(self, device: str) -> Any:
+        from gpuplay.core.backends.cache_flush import CacheFlusher, device_flush_bytes
+
+        cupy = _cupy()
+        dev = self._device(device)
+        l2 = int(cupy.cuda.runtime.getDeviceProperties(dev.id).get("l2CacheSize", 0) or 0)
+        nbytes = device_flush_bytes(l2)
+        with dev:
+            buf = cupy.empty(nbytes, dtype=cupy.uint8)
+        self._used.add(dev.id)
+        return CacheFlusher(lambda: buf.fill(0), nbytes, f"L2 {l2 / 2**20:.0f} MiB" if l2 else "L2", "zeroed")
+
     def is_out_of_memory(self, exc: BaseException) -> bool:
         try:
             oom = _cupy().cuda.memory.OutOfMemoryError
@@ -113,7 +130,26 @@ class CupyBackend(Backend):
         return int(free)
 
     def free_memory(self, device: str) -> None:
+        """Empty every cache a run leaves behind, on every device this process used.
+
+        The device pool frees the *current* device's blocks only, and the cuFFT plan cache is
+        per device: each is emptied with its device current. Pinned host buffers (transfers)
+        and FFT plans would otherwise carry one run's memory and plans into the next.
+        """
         try:
-            _cupy().get_default_memory_pool().free_all_blocks()
+            cupy = _cupy()
+        except ImportError:
+            return
+        self._used.add(int(device.split(":")[1]) if ":" in device else 0)
+        pool = cupy.get_default_memory_pool()
+        for index in sorted(self._used):
+            try:
+                with cupy.cuda.Device(index):
+                    pool.free_all_blocks()
+                    cupy.fft.config.get_plan_cache().clear()
+            except Exception:
+                pass  # a device that is gone or poisoned: the others still get freed
+        try:
+            cupy.get_default_pinned_memory_pool().free_all_blocks()
         except Exception:
             pass

@@ -16,8 +16,11 @@ NUMPY_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.floa
 
 
 def blas_threads() -> int | None:
-    """Threads NumPy's BLAS will use, as the BLAS library itself reports."""
-    from threadpoolctl import threadpool_info
+    """Threads NumPy's BLAS will use, as the BLAS library itself reports (None: threadpoolctl missing)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return None
 
     counts = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
     return max(counts) if counts else None
@@ -56,7 +59,14 @@ class NumpyBackend(Backend):
         if spec.threads is None:
             yield notes
             return
-        from threadpoolctl import threadpool_limits
-
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:
+            notes.append(
+                f"threads={spec.threads} not applied to NumPy's BLAS: threadpoolctl is not installed, "
+                "so BLAS used its own default"
+            )
+            yield notes
+            return
         with threadpool_limits(limits=spec.threads, user_api="blas"):
             yield notes

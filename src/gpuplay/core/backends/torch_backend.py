@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, host_timer, widen
+from gpuplay.core.backends.compile_watch import DynamoCounts, read_counters
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import cpu_count, cpu_name
 
@@ -151,10 +153,34 @@ class TorchBackend(Backend):
         free, _total = _torch().cuda.mem_get_info(device)
         return int(free)
 
+    def cache_flusher(self, device: str) -> Any:
+        if not device.startswith("cuda"):
+            return super().cache_flusher(device)
+        from gpuplay.core.backends.cache_flush import CacheFlusher, device_flush_bytes
+
+        torch = _torch()
+        l2 = int(getattr(torch.cuda.get_device_properties(cuda_index(device)), "L2_cache_size", 0) or 0)
+        nbytes = device_flush_bytes(l2)
+        buf = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        # zero_ is queued on the step's stream before the start event: outside the interval.
+        return CacheFlusher(buf.zero_, nbytes, f"L2 {l2 / 2**20:.0f} MiB" if l2 else "L2", "zeroed")
+
     def compile(self, fn: Callable[..., Any], mode: str) -> Callable[..., Any]:
         _import_inductor_quietly()
-        compiled: Callable[..., Any] = _torch().compile(fn, mode=None if mode == "default" else mode)
+        torch = _torch()
+        # The engine lives across runs: without a reset, dynamo's cache from an earlier run of the
+        # same kernel makes this "compile" a cache hit (~0 s), and a new size would recompile
+        # with dynamic shapes. Static shapes: one configuration, one specialised graph.
+        torch._dynamo.reset()
+        compiled: Callable[..., Any] = torch.compile(
+            fn, mode=None if mode == "default" else mode, dynamic=False
+        )
         return compiled
+
+    def compile_counts(self) -> DynamoCounts | None:
+        from torch._dynamo.utils import counters
+
+        return read_counters(counters)
 
     def autocast(self, fn: Callable[..., Any], device: str, dtype: str) -> Callable[..., Any]:
         autocast = _torch().autocast
@@ -169,18 +195,24 @@ class TorchBackend(Backend):
 
     def capture_graph(self, step: Callable[[], Any], device: str) -> Callable[[], Any]:
         torch = _torch()
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):  # warm the allocator on a side stream, as capture requires
-            for _ in range(2):
-                step()
-        torch.cuda.current_stream(device).wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_out = step()
+        # The whole capture runs with `device` current: torch.cuda.graph's default capture stream,
+        # the allocator's private pool and every launch otherwise land on device 0 while the
+        # step's tensors live on cuda:N, and the graph records nothing.
+        with torch.cuda.device(cuda_index(device)):
+            stream = torch.cuda.Stream(device)
+            stream.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(stream):  # warm the allocator on a side stream, as capture requires
+                for _ in range(2):
+                    step()
+            torch.cuda.current_stream(device).wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            # Captured on a side stream of `device` (capture is illegal on the legacy default stream).
+            with torch.cuda.graph(graph, stream=torch.cuda.Stream(device)):
+                static_out = step()
+            torch.cuda.synchronize(device)
 
         def replay() -> Any:
-            graph.replay()
+            graph.replay()  # on the current stream of `device`: configured() keeps it current
             return static_out
 
         return replay
@@ -194,23 +226,57 @@ class TorchBackend(Backend):
         torch = _torch()
         notes: list[str] = []
         saved_threads = torch.get_num_threads()
-        saved_tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
         saved_linalg = None
+        with contextlib.ExitStack() as stack:
+            try:
+                if spec.threads is not None:
+                    torch.set_num_threads(spec.threads)
+                if spec.device.startswith("cuda"):
+                    # cuda:N current for the whole run: launches, streams, events and graph capture
+                    # that name no device go to the current one, which is cuda:0 by default.
+                    stack.enter_context(torch.cuda.device(cuda_index(spec.device)))
+                    stack.enter_context(fp32_matmul_precision(torch, spec.tf32))
+                    if spec.linalg_library != "default":
+                        saved_linalg = torch.backends.cuda.preferred_linalg_library()
+                        torch.backends.cuda.preferred_linalg_library(spec.linalg_library)
+                yield notes
+            finally:
+                torch.set_num_threads(saved_threads)
+                if saved_linalg is not None:
+                    torch.backends.cuda.preferred_linalg_library(saved_linalg)
+
+
+def cuda_index(device: str) -> int:
+    """The ordinal of 'cuda' (0) or 'cuda:N'."""
+    return int(device.split(":")[1]) if ":" in device else 0
+
+
+@contextmanager
+def fp32_matmul_precision(torch: Any, tf32: bool) -> Iterator[None]:
+    """float32 matmuls and convolutions in TF32 (or full IEEE float32) for the block, then restored.
+
+    Through the installed torch's own API: the fp32_precision attributes where they exist (torch
+    2.9+, which deprecates mixing them with the legacy switch), else set_float32_matmul_precision
+    with cuDNN's allow_tf32. The legacy torch.backends.cuda.matmul.allow_tf32 is never touched.
+    """
+    matmul, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
+    if hasattr(matmul, "fp32_precision") and conv is not None and hasattr(conv, "fp32_precision"):
+        saved = (matmul.fp32_precision, conv.fp32_precision)
+        want = "tf32" if tf32 else "ieee"
+        matmul.fp32_precision, conv.fp32_precision = want, want
         try:
-            if spec.threads is not None:
-                torch.set_num_threads(spec.threads)
-            if spec.device.startswith("cuda"):
-                torch.backends.cuda.matmul.allow_tf32 = spec.tf32
-                torch.backends.cudnn.allow_tf32 = spec.tf32
-                if spec.linalg_library != "default":
-                    saved_linalg = torch.backends.cuda.preferred_linalg_library()
-                    torch.backends.cuda.preferred_linalg_library(spec.linalg_library)
-            yield notes
+            yield
         finally:
-            torch.set_num_threads(saved_threads)
-            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved_tf32
-            if saved_linalg is not None:
-                torch.backends.cuda.preferred_linalg_library(saved_linalg)
+            matmul.fp32_precision, conv.fp32_precision = saved
+        return
+    saved_precision, saved_cudnn = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(saved_precision)
+        torch.backends.cudnn.allow_tf32 = saved_cudnn
 
 
 def _synced_timer(sync: Callable[[], None]) -> StepTimer:

@@ -18,22 +18,13 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from gpuplay.core.cuda_errors import STICKY_CUDA_ERRORS, is_sticky_cuda_error
 from gpuplay.core.engine.protocol import SampleBatcher, probe_data
 
+__all__ = ["STICKY_CUDA_ERRORS", "STICKY_EXIT_CODE", "Engine", "main"]
+
 # A CUDA error of these kinds poisons the context for the life of the process: the only recovery
-# is a new process, so the engine reports the run and exits.
-STICKY_CUDA_ERRORS = (
-    "device-side assert",
-    "illegal memory access",
-    "illegal address",
-    "unspecified launch failure",
-    "misaligned address",
-    "an illegal instruction",
-    "CUDA error: uncorrectable ECC",
-    "cudaErrorLaunchFailure",
-    "cudaErrorIllegalAddress",
-    "cudaErrorAssert",
-)
+# is a new process, so the engine reports the run (or the profile) and exits.
 STICKY_EXIT_CODE = 3
 
 
@@ -125,7 +116,17 @@ class Engine:
         except BaseException as exc:  # profile_spec reports what a user can cause; anything else is ours
             data = {"status": "failed", "message": f"engine: {exc!r}"}
         self.current = None
+        sticky = data.get("failure") == "cuda-context" or (
+            data.get("status") == "failed" and is_sticky_cuda_error(str(data.get("message", "")))
+        )
+        if sticky:
+            data["failure"] = "cuda-context"
+            data.setdefault("notes", []).append(
+                "the CUDA context is poisoned by this error; the engine restarts"
+            )
         self.send(("profiled", run_id, json.dumps(data, default=str)))
+        if sticky:
+            os._exit(STICKY_EXIT_CODE)
 
     def _run(self, run_id: int, spec_dict: dict[str, Any], live: bool) -> None:
         from gpuplay.core.result import RunResult
@@ -154,7 +155,7 @@ class Engine:
         except BaseException as exc:  # run() reports what a user can cause; anything else is ours
             result = RunResult(spec=spec, status="failed", failure="error", message=f"engine: {exc!r}")
         batcher.flush()
-        sticky = result.status == "failed" and any(s in result.message for s in STICKY_CUDA_ERRORS)
+        sticky = result.status == "failed" and is_sticky_cuda_error(result.message)
         if sticky:
             result.failure = "cuda-context"
             result.notes.append("the CUDA context is poisoned by this error; the engine restarts")

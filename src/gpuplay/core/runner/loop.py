@@ -50,11 +50,13 @@ def timed_loop(
     cancel: threading.Event,
     pause: threading.Event | None = None,
     on_sample: SampleCallback | None = None,
+    between: Callable[[], object] | None = None,
 ) -> LoopOutcome:
     """Time `fn` step by step until `count` steps, or `budget_s` and `min_count`, or cancel.
 
     Inside the measured interval: `fn()` and the release of its output. The
-    cancel, pause and budget checks and the callback run between steps.
+    cancel, pause and budget checks, the callback and `between` (a cache flush)
+    run between steps.
     """
     samples: list[float] = []
     append = samples.append
@@ -79,6 +81,8 @@ def timed_loop(
         if pause is not None and pause.is_set():
             _wait_while_paused(pause, cancel)
             continue
+        if between is not None:
+            between()
         dt = timer(step)[0]
         append(dt)
         n += 1

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpuplay.core.backends.base import StepTimer
+from gpuplay.core.backends.compile_watch import CompileFindings, after_first_call, during_timing
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.inputs import clear_caches, device_inputs, reference, transfer_inputs
@@ -117,7 +118,10 @@ class _Measurement:
                     result.notes.extend(notes)
                     if plan.spec.check:
                         self.phase("check")
-                        self.check(step())  # one more call of the very step that was timed
+                        out = step()  # one more call of the very step that was timed
+                        # Its copies to host buffers may still be in flight (non_blocking d2h).
+                        backend.synchronize(device)
+                        self.check(out)
         except (Cancelled, Interrupted):
             result.status, result.message = "cancelled", "cancelled by the user"
         except UserCodeError as exc:
@@ -169,12 +173,22 @@ class _Measurement:
         if spec.compile != "off":
             self.phase("compile")
             step = self.compile(step, timer, args, host_args)
+        compiled = spec.compile != "off" and result.conditions.get("compile") == spec.compile
+        compiled_mark = backend.compile_counts() if compiled else None
+        # Cold cache: a buffer larger than the last-level cache is written between steps,
+        # outside the timed interval (triton's do_bench does the same with 256 MB on a GPU).
+        flush = backend.cache_flusher(spec.device) if spec.cache == "cold" else None
+        if flush is not None:
+            result.conditions["cache"] = f"cold: {flush.describe()} between steps, outside the timing"
+        elif spec.cache == "cold":
+            result.conditions["cache"] = f"warm: no cache flush on {spec.device}"
+            result.notes.append(f"cold cache asked, but {spec.device} has no flush: timed warm")
 
         self.phase("warmup")
         # No output outlives its step (the loop keeps none): a user's timing holds one
         # output at a time, and a second one, alive through the timed loop, changed the
         # allocator's state (fft2d's two modes).
-        warm = self.loop(step, timer, "warmup", count=spec.warmup)
+        warm = self.loop(step, timer, "warmup", count=spec.warmup, between=flush)
         result.warmup = warm.samples
         if warm.cancelled:
             raise Cancelled
@@ -182,6 +196,7 @@ class _Measurement:
             step = backend.capture_graph(step, spec.device)
 
         self.phase("timed")
+        timed_mark = backend.compile_counts() if compiled_mark is not None else None
         telemetry = self.telemetry
         token = telemetry.begin(spec.device) if telemetry is not None else None
         faults0 = _minor_faults()
@@ -193,6 +208,7 @@ class _Measurement:
             budget_s=spec.budget_s,
             min_count=spec.min_repeat,
             max_count=spec.max_repeat,
+            between=flush,
         )
         faults1 = _minor_faults()
         if telemetry is not None:
@@ -212,6 +228,8 @@ class _Measurement:
                 )
         if timed.cancelled:
             raise Cancelled
+        if compiled_mark is not None:
+            self.compile_findings(during_timing(compiled_mark, timed_mark, backend.compile_counts()))
         result.notes.extend(plan.workload.after_run(step, backend.name, spec.device, plan.params))
         return step
 
@@ -221,9 +239,14 @@ class _Measurement:
         """Time the first (compiling) call apart; on a compiler error, fall back to eager."""
         plan, result = self.plan, self.result
         try:
+            before = plan.backend.compile_counts()
             result.compile_s = timer(step)[0]  # its output is dropped at once
             if self.on_sample:
                 self.on_sample("compile", result.compile_s)
+            if before is not None and self.compile_findings(
+                after_first_call(before, plan.backend.compile_counts())
+            ):
+                return build_step(plan, args, host_args, compiled=False)
             return step
         except Exception as exc:
             if plan.backend.is_out_of_memory(exc):
@@ -234,6 +257,22 @@ class _Measurement:
             )
             result.conditions["compile"] = f"failed: ran eager ({plan.spec.compile} requested)"
             return build_step(plan, args, host_args, compiled=False)
+
+    def compile_findings(self, found: CompileFindings) -> bool:
+        """Report what dynamo's counters show; True when the step fell back to eager."""
+        result, requested = self.result, self.plan.spec.compile
+        result.notes.extend(found.notes)
+        if found.graph_breaks:
+            result.conditions["compile_graph_breaks"] = found.graph_breaks
+        if found.recompiles:
+            result.conditions["compile_recompiles"] = found.recompiles
+        if not found.fallback:
+            return False
+        # Timed as what it is: eager, said so beside the figure, never labelled compiled.
+        result.failure = "compile"
+        result.conditions["compile"] = f"fell back to eager ({requested} requested)"
+        result.notes.append(f"torch.compile fell back: {found.fallback}; this is an EAGER run")
+        return True
 
     def loop(self, step: Callable[[], Any], timer: StepTimer, phase: str, **kw: Any) -> LoopOutcome:
         return timed_loop(

@@ -86,6 +86,9 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
         "tf32": spec.tf32,
         "cuda_graphs": spec.cuda_graphs,
         "transfers_timed": plan.timed_transfers,
+        "cache": "warm: steps run back to back, data may stay cache-resident"
+        if spec.cache == "warm"
+        else "cold",
         "threads": threads,
         "timer": "CUDA events" if spec.device.startswith("cuda") else "perf_counter_ns (synchronous)",
         "warmup": spec.warmup,

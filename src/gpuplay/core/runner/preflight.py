@@ -17,16 +17,14 @@ GIB = 2**30
 
 def memory_shortfall(plan: RunPlan) -> str:
     """Why the data cannot fit (host float64 inputs and reference, device copies), or ''."""
-    import psutil
-
     spec, w = plan.spec, plan.workload
     elements = w.footprint_elements(plan.params)
     host_need = elements * 8 * 2  # float64 inputs and the float64 reference
     device_need = elements * ITEMSIZE[spec.dtype] * 2  # device inputs and outputs, with slack
     if spec.device == "cpu":
         host_need += device_need
-    available = psutil.virtual_memory().available
-    if host_need > available:
+    available = host_memory_available()
+    if available is not None and host_need > available:
         return (
             f"needs ~{host_need / GIB:.1f} GiB of host memory at {plan.size}, "
             f"{available / GIB:.1f} GiB available: choose a smaller size"
@@ -40,22 +38,35 @@ def memory_shortfall(plan: RunPlan) -> str:
     return ""
 
 
-def estimate_step_seconds(plan: RunPlan, timer: StepTimer, limit_s: float, cancel: threading.Event) -> float:
-    """Time the workload at growing fractions of its size and extrapolate by FLOPs.
+def host_memory_available() -> int | None:
+    """Bytes of host memory available now; None without psutil (the host check is then skipped)."""
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return int(psutil.virtual_memory().available)
 
-    Doubling the probe until it costs a noticeable fraction of the limit catches
-    costs that grow faster than FLOPs (half precision emulated on a CPU falls
-    out of cache), at a total probe cost of about limit/4 at most.
+
+def estimate_step_seconds(plan: RunPlan, timer: StepTimer, limit_s: float, cancel: threading.Event) -> float:
+    """Time the workload at growing fractions of its size and extrapolate with a floor + rate model.
+
+    A step costs a fixed floor (launches, Python, dispatch) plus its work at some rate:
+    t = floor + work / rate. Two probe sizes fix both; extrapolating one probe linearly
+    instead turns a launch-bound 20 µs at 1/4096 of the FLOPs (a matmul at 1/16 of its
+    size) into 80 ms. Doubling the probe until it costs a noticeable fraction of the limit
+    catches costs that grow faster than FLOPs (half precision emulated on a CPU falls out of
+    cache): the rate comes from the two largest probes, at a total probe cost of about
+    limit/4 at most.
     """
     spec, backend = plan.spec, plan.backend
     full = plan.work
-    estimate = 0.0
+    points: list[tuple[float, float]] = []  # (work, seconds) of each probe
     for factor in (1 / 16, 1 / 8, 1 / 4, 1 / 2):
         if cancel.is_set():
             raise Cancelled
         probe = plan.scaled(factor)
         work = probe.work
-        if work >= full or work <= 0:
+        if work >= full or work <= 0 or (points and work <= points[-1][0]):
             break
         probe_inputs = probe.workload.inputs(probe.params, np.random.default_rng(spec.seed))
         args = tuple(backend.from_host(a, spec.device, spec.dtype) for a in probe_inputs)
@@ -65,8 +76,29 @@ def estimate_step_seconds(plan: RunPlan, timer: StepTimer, limit_s: float, cance
         t = first = timer(step)[0]  # the output is dropped at once
         if first < limit_s / 8:
             t = timer(step)[0]  # the first call pays one-off costs; the second is the step
-        estimate = t * full / work
+        points.append((work, t))
         del args, step
-        if estimate < limit_s / 4 or t > limit_s / 16:
+        estimate = extrapolate(points, full)
+        if len(points) >= 2 and estimate < limit_s / 4:
             break
-    return estimate
+        if t > limit_s / 16:
+            break
+    return extrapolate(points, full)
+
+
+def extrapolate(points: list[tuple[float, float]], full: float) -> float:
+    """The cost at `full` work from (work, seconds) probes: floor + work / rate.
+
+    The rate is the slope through the two largest probes (never negative: timer noise on
+    tiny steps); the floor is what the larger probe's time leaves. With one probe there is
+    no slope to fit, and proportional scaling is the only (pessimistic) guess.
+    """
+    if not points:
+        return 0.0
+    w1, t1 = points[-1]
+    if len(points) == 1:
+        return t1 * full / w1
+    w0, t0 = points[-2]
+    slope = max(0.0, (t1 - t0) / (w1 - w0)) if w1 > w0 else 0.0
+    floor = max(0.0, t1 - slope * w1)
+    return max(t1, floor + slope * full)

@@ -137,7 +137,9 @@ class Attention(Workload):
     def tolerance(self, compute_dtype: str, p: Mapping[str, Any]) -> float:
         return self.tol_scale * EPS[compute_dtype] * max(1.0, math.log2(p["seq"] * p["dim"]))
 
-    def unsupported(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:
+    def unsupported_in(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:
+        # Probed in the precision the kernel computes in: under AMP the autocast dtype, where
+        # flash attention runs, not the float32 of the inputs, where it refuses.
         # Decided where torch is already loaded (the planner probes it first); never imported here,
         # so a UI process that checks options does not load torch for this.
         if backend != "torch" or p["sdpa"] == "auto" or "torch" not in sys.modules:

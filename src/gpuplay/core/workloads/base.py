@@ -200,6 +200,13 @@ class Workload:
         """Why this backend/device/dtype cannot compute this workload, or None."""
         return None
 
+    def unsupported_in(
+        self, backend: str, device: str, compute_dtype: str, p: Mapping[str, Any]
+    ) -> str | None:
+        """Why the kernel cannot run in the precision it computes in (under AMP the autocast
+        dtype, not the inputs' float32), or None."""
+        return None
+
 
 def _as_written(fn: Callable[..., Any]) -> str:
     """The function's source with its signature's annotations left out.

@@ -43,7 +43,7 @@ def d2h_torch(torch: Any, dev: Any, host: Any, non_blocking: bool) -> Any:
 def pipeline_torch(torch: Any, host_in: Any, host_out: Any, dev_in: Any, streams: Any, chunks: int) -> Any:
     # Chunk i goes up, through the GELU and back down on streams[i % len(streams)]:
     # with two streams one chunk's copies overlap the other's compute (pinned memory only).
-    current = torch.cuda.current_stream()
+    current = torch.cuda.current_stream(dev_in.device)
     step = math.ceil(host_in.shape[0] / chunks)
     for i, lo in enumerate(range(0, host_in.shape[0], step)):
         stream = streams[i % len(streams)]
@@ -94,6 +94,10 @@ _KERNELS: dict[tuple[str, str], Callable[..., Any]] = {
     ("cupy", "serial"): pipeline_cupy,
     ("cupy", "overlap"): pipeline_cupy,
 }
+
+
+def _cuda_ordinal(device: str) -> int:
+    return int(device.split(":")[1]) if ":" in device else 0
 
 
 def _host_buffers(backend: str, x: Any, pinned: bool) -> tuple[Any, Any]:
@@ -167,22 +171,27 @@ class Transfers(Workload):
             return host, x.clone() if backend == "torch" else x.copy()
         if op == "d2h":
             return x, empty_host
+        # The streams belong to the run's device, whichever device is current: a stream of
+        # cuda:0 would order nothing on cuda:N (and a copy to cuda:N queued on it is an error).
         streams: list[Any]
-        cuda: Any
         if backend == "torch":
             import torch
 
             cuda = torch.cuda
-            streams = [cuda.current_stream()] if op == "serial" else [cuda.Stream() for _ in range(2)]
+            streams = (
+                [cuda.current_stream(device)]
+                if op == "serial"
+                else [cuda.Stream(device=device) for _ in range(2)]
+            )
             return host, empty_host, torch.empty_like(x), streams
         import cupy
 
-        cuda = cupy.cuda
-        streams = (
-            [cuda.get_current_stream()]
-            if op == "serial"
-            else [cuda.Stream(non_blocking=True) for _ in range(2)]
-        )
+        with cupy.cuda.Device(_cuda_ordinal(device)):
+            streams = (
+                [cupy.cuda.get_current_stream()]
+                if op == "serial"
+                else [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+            )
         return host, empty_host, cupy.empty_like(x), streams
 
     def reference(self, p: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> np.ndarray:
