@@ -128,6 +128,7 @@ class Engine:
         self.send(("profiled", run_id, json.dumps(data, default=str)))
 
     def _run(self, run_id: int, spec_dict: dict[str, Any], live: bool) -> None:
+        from gpuplay.core.devicelock import measure_exclusively
         from gpuplay.core.result import RunResult
         from gpuplay.core.runner import run
         from gpuplay.core.spec import RunSpec
@@ -142,14 +143,21 @@ class Engine:
         except Exception as exc:  # a client bug, reported rather than killing the engine
             self.send(("error", run_id, f"bad spec: {exc}"))
             return
+        on_phase = lambda name, _detail: self.send(("phase", run_id, name))  # noqa: E731
         try:
-            result = run(
+            # One measurement per device across every gpuplay process: a second one waits here.
+            result = measure_exclusively(
                 spec,
-                on_sample=batcher.add if live else None,
-                cancel=self.cancel,
-                pause=self.pause,
-                on_phase=lambda name, _detail: self.send(("phase", run_id, name)),
-                telemetry=RunTelemetry(),
+                lambda: run(
+                    spec,
+                    on_sample=batcher.add if live else None,
+                    cancel=self.cancel,
+                    pause=self.pause,
+                    on_phase=on_phase,
+                    telemetry=RunTelemetry(),
+                ),
+                self.cancel,
+                on_phase,
             )
         except BaseException as exc:  # run() reports what a user can cause; anything else is ours
             result = RunResult(spec=spec, status="failed", failure="error", message=f"engine: {exc!r}")
