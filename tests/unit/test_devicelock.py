@@ -57,14 +57,19 @@ def test_a_second_process_waits_says_who_is_measuring_and_honours_cancel(tmp_pat
         cancel = threading.Event()
         threading.Timer(0.4, cancel.set).start()
         t0 = time.monotonic()
-        with pytest.raises(WaitCancelled, match=f"cuda:0 busy: measuring in another session \\(pid {child.pid}\\)"):
-            with device_lock("cuda", cancel, said.append, root=tmp_path):
-                raise AssertionError("must not get the lock while another process holds it")
+        busy = f"cuda:0 busy: measuring in another session \\(pid {child.pid}\\)"
+        with (
+            pytest.raises(WaitCancelled, match=busy),
+            device_lock("cuda", cancel, said.append, root=tmp_path),
+        ):
+            raise AssertionError("must not get the lock while another process holds it")
         assert 0.3 < time.monotonic() - t0 < 3.0  # waited, then stopped soon after cancel
         assert said == [f"cuda:0 busy: measuring in another session (pid {child.pid})"]  # said once
-        with pytest.raises(WaitCancelled, match="gave up after 0.2 s"):
-            with device_lock("cuda:0", timeout_s=0.2, root=tmp_path):
-                pass
+        with (
+            pytest.raises(WaitCancelled, match="gave up after 0.2 s"),
+            device_lock("cuda:0", timeout_s=0.2, root=tmp_path),
+        ):
+            pass
         with device_lock("cpu", timeout_s=0.2, root=tmp_path):  # another device is free
             pass
     finally:
@@ -183,4 +188,6 @@ def test_two_processes_asking_for_one_device_never_measure_at_once(tmp_path):
     for (_, end), (start, _) in zip(intervals, intervals[1:]):
         assert start >= end, f"two measurements of cpu overlapped: {intervals}"
     # Both started together, so at least one of them waited and said why.
-    assert any(ph.startswith("cpu busy: measuring in another session") for out in outs for ph in out["phases"])
+    assert any(
+        ph.startswith("cpu busy: measuring in another session") for out in outs for ph in out["phases"]
+    )
