@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from textual.widgets import Digits
+from gpuplay.tui.bignumber import BigNumber
 
 from gpuplay.core.decks import load_recording, parse_deck, recording_json
 from gpuplay.core.result import RunResult
@@ -70,13 +70,13 @@ async def test_next_previous_and_live_staircase(scenarios):
         assert "step 1 of 3" in text(app, "#deck-bar") and "live on " in text(app, "#deck-bar")
         assert "the baseline caption" in text(app, "#caption")
         await wait_until(pilot, lambda: app.deck.steps[0].spec in app.measured)
-        assert app.query_one("#speedup", Digits).value == "1x"  # NumPy is its own baseline
+        assert app.query_one("#speedup", BigNumber).value == "1x"  # NumPy is its own baseline
         await pilot.press("left")  # already first: stays
         assert app.index == 0
         await pilot.press("space")
         assert app.index == 1 and "torch caption" in text(app, "#caption")
         await wait_until(pilot, lambda: app.deck.steps[1].spec in app.measured)
-        digits = app.query_one("#speedup", Digits).value
+        digits = app.query_one("#speedup", BigNumber).value
         assert digits.endswith("x") and digits != "-"
         rows = app.query_one(Staircase).rows
         assert [r[0] for r in rows] == ["NumPy matmul", "torch matmul"]
@@ -99,7 +99,7 @@ async def test_unavailable_step_falls_back_to_recorded_figure_and_says_so(scenar
         detail = text(app, "#detail")
         assert "refused here" in detail and "showing the recorded figure: Big GPU" in detail
         assert "RECORDED FIGURE, not measured here" in text(app, "#speedup-note")
-        assert app.query_one("#speedup", Digits).value == "42x"
+        assert app.query_one("#speedup", BigNumber).value == "42x"
         assert app.query_one("#speedup").has_class("fallback")
 
 
@@ -110,7 +110,7 @@ async def test_unavailable_step_without_recorded_figure(scenarios):
         app.show_step()
         await wait_until(pilot, lambda: app.deck.steps[2].spec in app.failed)
         assert "no recorded figure for this step" in text(app, "#detail")
-        assert app.query_one("#speedup", Digits).value == "-"
+        assert app.query_one("#speedup", BigNumber).value == "-"
 
 
 async def test_replay_labels_every_figure_and_measures_nothing(scenarios, tmp_path, monkeypatch):
@@ -135,10 +135,10 @@ async def test_replay_labels_every_figure_and_measures_nothing(scenarios, tmp_pa
         bar = text(app, "#deck-bar")
         assert f"recorded on Recorded GPU 9000, {rec.date}" in bar
         await pilot.press("right")
-        assert app.query_one("#speedup", Digits).value == "2x"
-        assert "recorded on Recorded GPU 9000" in text(app, "#speedup-note")
+        assert app.query_one("#speedup", BigNumber).value == "2x"
+        assert "recorded · Recorded GPU 9000" in text(app, "#speedup-note")
         await pilot.press("right")
-        assert app.query_one("#speedup", Digits).value == "20x"
+        assert app.query_one("#speedup", BigNumber).value == "20x"
         medians = [fig.median for _, fig, _ in app.query_one(Staircase).rows]
         assert medians == pytest.approx([0.020, 0.010, 0.001])
 
