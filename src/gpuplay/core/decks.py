@@ -213,8 +213,8 @@ def _parse_step(
             raise DeckError(path, n, key, str(exc)) from None
     spec = RunSpec.make(sc.workload, params, scenario=sc.name, **fields)
     recorded = _recorded(raw["recorded"], path, n) if "recorded" in raw else None
-    if preset_override and preset_override != own_preset:
-        recorded = None  # measured at the deck's own size: not comparable at another
+    if preset_override and preset_override != own_preset and recorded is not None and not recorded.size:
+        recorded = None  # measured at the deck's own size, unnamed: not comparable at another
     return DeckStep(
         title=raw["title"],
         caption=_paragraphs(raw["caption"]),

@@ -326,7 +326,6 @@ class PresenterApp(App[None]):
         self.goto: str | None = None  # digits typed after `g`, None when not going anywhere
         self.quit_pending = False
         self.timer_started: float | None = None  # shown when set
-        self.middle_height = 7
 
     # -- layout -----------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -350,8 +349,9 @@ class PresenterApp(App[None]):
             sections[s.section] = sections.get(s.section, 0) + 1
         longest = max(sections.values())
         self.query_one(Staircase).fit(longest)
-        self.middle_height = 1 + 2 * longest  # the chart's height for the whole talk: no jumping
-        self.query_one("#middle").styles.height = self.middle_height
+        # The chart's height is set once for the whole talk, and the panels around it have fixed
+        # heights: the big number takes what is left of the screen and nothing jumps.
+        self.query_one("#middle").styles.min_height = 1 + 2 * longest
         self.set_interval(1.0, self.draw_bar)
         self.show_step()
         for rec in {id(r): r for r in (self.replay, self.fallback) if r is not None}.values():
@@ -363,6 +363,10 @@ class PresenterApp(App[None]):
                     timeout=8,
                     markup=False,
                 )
+
+    def on_resize(self, event: Any) -> None:
+        # On a short screen (80×24) the speaker notes give way to the figure; `n` still shows them.
+        self.query_one("#notes").set_class(event.size.height < 30, "cramped")
 
     def on_unmount(self) -> None:
         self.cancel.set()
@@ -395,7 +399,7 @@ class PresenterApp(App[None]):
     def action_big_number(self) -> None:
         big = not self.screen.has_class("big-number")
         self.screen.set_class(big, "big-number")
-        self.query_one("#middle").styles.height = "1fr" if big else self.middle_height
+
 
     def action_timer(self) -> None:
         """First `t` shows the talk's timer; each later one resets it to 0:00."""
@@ -466,7 +470,10 @@ class PresenterApp(App[None]):
         self.show_step()
 
     def action_toggle_notes(self) -> None:
-        self.query_one("#notes").toggle_class("hidden")
+        notes = self.query_one("#notes")
+        shown = not (notes.has_class("hidden") or notes.has_class("cramped"))
+        notes.remove_class("cramped")
+        notes.set_class(shown, "hidden")
 
     @property
     def step(self) -> DeckStep:
