@@ -112,8 +112,8 @@ class Figure:
 
     @property
     def tag(self) -> str:
-        """One line: live/recorded · where · when · statistic."""
-        parts = [self.origin, self.where, self.when, self.statistic]
+        """One line: live/recorded · statistic · where · when."""
+        parts = [self.origin, self.statistic, self.where, self.when]
         return " · ".join(p for p in parts if p)
 
 
@@ -340,7 +340,7 @@ class PresenterApp(App[None]):
         yield Static(id="caption")
         yield Static(id="notes")
         yield Static(id="blank")
-        yield Static(id="prompt")
+        yield Static(id="prompt", classes="hidden")
         yield Footer()
 
     def on_mount(self) -> None:
