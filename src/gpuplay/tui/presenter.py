@@ -400,7 +400,6 @@ class PresenterApp(App[None]):
         big = not self.screen.has_class("big-number")
         self.screen.set_class(big, "big-number")
 
-
     def action_timer(self) -> None:
         """First `t` shows the talk's timer; each later one resets it to 0:00."""
         self.timer_started = time.monotonic()
