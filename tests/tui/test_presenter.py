@@ -306,3 +306,31 @@ async def test_live_and_recorded_bars_say_what_they_are(scenarios):
         assert "median" not in note
         drawn = app.query_one(Staircase).render().plain
         assert "live · median of" in drawn and "recorded · mean · Big GPU" in drawn
+
+
+# -- snapshots: a replayed talk, so every figure and date is fixed ------------------------
+def replayed_app(scenarios) -> PresenterApp:
+    from gpuplay.core.decks import Recording
+
+    deck = deck_of(scenarios)
+    base, torch_cpu, gpu = (s.spec for s in deck.steps)
+    results = {
+        base: RunResult(base, samples=[0.020] * 9, size="64×64", finished="2026-01-02T03:04:05+00:00"),
+        torch_cpu: RunResult(torch_cpu, samples=[0.0025] * 9, size="64×64"),
+        gpu: RunResult(gpu, status="refused", message="no CUDA device here"),
+    }
+    rec = Recording(device="Rehearsal Box", date="2026-01-02 03:04 UTC", results=results)
+    return PresenterApp(deck, replay=rec, theme="projector", remember=False)
+
+
+@pytest.mark.parametrize(
+    ("keys", "size"), [((), (120, 36)), ((), (80, 24)), (("b",), (80, 24)), (("f",), (120, 36))]
+)
+def test_presenter_snapshots(snap_compare, scenarios, keys, size):
+    """The presenter on step 2 of a replay: as it is, blanked (b), and the big number alone (f)."""
+
+    async def run_before(pilot):
+        await pilot.press("pagedown", *keys)
+        await pilot.pause()
+
+    assert snap_compare(replayed_app(scenarios), terminal_size=size, run_before=run_before)

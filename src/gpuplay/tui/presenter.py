@@ -223,7 +223,7 @@ class Staircase(Widget):
         label_width = min(26, max([12, *(len(x) for x in titles)]), width // 3)
         bar_width = max(4, width - label_width - 9 - 8 - 3)
         out = Text(no_wrap=True, overflow="ellipsis")
-        out.append("per step: bar = time, live or recorded as labelled", style="bold")
+        out.append(_fit("time per step (bar), speedup vs NumPy", width).rstrip(), style="bold")
         for title, (_, fig, current) in zip(titles, self.rows):
             out.append("\n")
             out.append(_fit(title, label_width), style="bold reverse" if current else "")
