@@ -186,9 +186,9 @@ def figure_for(
             rec.speedup,
             "fallback",
             f"{why} · showing the recorded figure{at}: {rec.device}, {rec.source}",
-            where=rec.device + at,
+            where=rec.device,
             when=rec.date or rec.source,
-            statistic=rec.statistic,
+            statistic=rec.statistic + at,  # another size than the live bars: said first
         )
     return Figure(None, None, "unavailable", f"{why} · no recorded figure for this step")
 
@@ -597,7 +597,8 @@ class PresenterApp(App[None]):
         digits.set_class(fig is not None and fig.source == "fallback", "fallback")
         label = Text("vs NumPy on the CPU", style="bold")
         if fig is not None and fig.median is not None:
-            label.append(f" · {fig.statistic.split(' of ')[0] or 'median'} {fmt_time(fig.median)}")
+            statistic = fig.statistic.split(" of ")[0].split(" at ")[0] or "median"
+            label = Text(f"{statistic} {fmt_time(fig.median)} · ", style="bold") + label
         if fig is not None and fig.source == "fallback":
             label = Text("RECORDED FIGURE, not measured here · ", style="bold") + label
         if fig is not None and fig.source != "unavailable":
