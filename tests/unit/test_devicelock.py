@@ -137,6 +137,34 @@ def test_the_engine_waits_for_the_device_and_reports_it_as_a_phase(tmp_path, mon
         worker.join(10)
 
 
+def test_a_profile_waits_for_the_device_too(tmp_path, monkeypatch):
+    from gpuplay.core.engine.server import Engine
+
+    monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path))
+    sent: list[tuple] = []
+
+    class Conn:
+        def send(self, msg):
+            sent.append(msg)
+
+    engine = Engine(Conn())
+    child = _hold_in_child(tmp_path, "cpu")
+    spec = RunSpec.make("matmul", {"n": 16})
+    worker = threading.Thread(target=engine._profile, args=(3, spec.to_dict(), 2))
+    try:
+        worker.start()
+        deadline = time.monotonic() + 10
+        while not sent and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert sent[0] == ("phase", 3, f"cpu busy: measuring in another session (pid {child.pid})")
+        engine.cancel.set()
+        worker.join(10)
+        assert json.loads(sent[-1][2])["status"] == "cancelled"
+    finally:
+        child.communicate("")
+        worker.join(10)
+
+
 TWO_PROCESS_SCRIPT = """
 import json, pathlib, sys, time
 import gpuplay.core.runner as runner

@@ -116,12 +116,19 @@ class Engine:
         self.send(("probe", json.dumps(probe_data(("numpy", "torch", "cupy")), default=str), True))
 
     def _profile(self, run_id: int, spec_dict: dict[str, Any], steps: int) -> None:
+        from gpuplay.core.devicelock import WaitCancelled, device_lock
         from gpuplay.core.profile import profile_spec
         from gpuplay.core.spec import RunSpec
 
         self.current = run_id
+        self.cancel.clear()
         try:
-            data = profile_spec(RunSpec.from_dict(spec_dict), steps=steps)
+            spec = RunSpec.from_dict(spec_dict)
+            # A profile runs the workload too: it waits for the device like a measurement.
+            with device_lock(spec.device, self.cancel, lambda m: self.send(("phase", run_id, m))):
+                data = profile_spec(spec, steps=steps)
+        except WaitCancelled as exc:
+            data = {"status": "cancelled", "message": str(exc)}
         except BaseException as exc:  # profile_spec reports what a user can cause; anything else is ours
             data = {"status": "failed", "message": f"engine: {exc!r}"}
         self.current = None
