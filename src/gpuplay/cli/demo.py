@@ -110,6 +110,8 @@ def demo(
 
 
 def _rehearse(deck: Any, out: str) -> None:
+    from rich.markup import escape
+
     from gpuplay.core.compare import attach_baselines
     from gpuplay.core.decks import needed_specs, recording_json
     from gpuplay.core.engine import measure as run
@@ -120,8 +122,14 @@ def _rehearse(deck: Any, out: str) -> None:
     cancel = threading.Event()
     try:
         for i, spec in enumerate(specs, 1):
-            with err.status(f"[{i}/{len(specs)}] {spec.label()} …"):
-                r = run(spec, cancel=cancel)
+            head = escape(f"[{i}/{len(specs)}] {spec.label()}")
+            with err.status(f"{head} …") as status:
+                # the phase line says when another session holds the device ("cpu busy: …")
+                r = run(
+                    spec,
+                    cancel=cancel,
+                    on_phase=lambda ph, _d, h=head, s=status: s.update(f"{h}: {escape(ph)} …"),
+                )
             results.append(r)
             mark = r.status if r.status != "ok" else f"median {r.median * 1e3:.3g} ms" if r.median else "ok"
             err.print(f"[{i}/{len(specs)}] {spec.label()} {r.size}: {mark}", highlight=False, markup=False)
