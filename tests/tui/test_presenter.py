@@ -98,7 +98,8 @@ async def test_unavailable_step_falls_back_to_recorded_figure_and_says_so(scenar
         await wait_until(pilot, lambda: app.deck.steps[2].spec in app.failed)
         detail = text(app, "#detail")
         assert "refused here" in detail and "showing the recorded figure: Big GPU" in detail
-        assert "RECORDED FIGURE, not measured here · median 500 µs · vs NumPy on the CPU" in text(app, "#speedup-note")
+        note = text(app, "#speedup-note")
+        assert "RECORDED FIGURE, not measured here · median 500 µs · vs NumPy on the CPU" in note
         assert app.query_one("#speedup", BigNumber).value == "42x"
         assert app.query_one("#speedup").has_class("fallback")
 
