@@ -335,3 +335,18 @@ def test_presenter_snapshots(snap_compare, scenarios, keys, size):
         await pilot.pause()
 
     assert snap_compare(replayed_app(scenarios), terminal_size=size, run_before=run_before)
+
+
+def test_a_recorded_figure_at_another_size_says_its_size():
+    """The post's GPU figure is a mean at 4096×4096: said whenever the live bars run another size."""
+    from gpuplay.core.decks import load_deck, resolve_deck_path
+    from gpuplay.tui.presenter import figure_for
+
+    sset = load_scenarios()
+    for preset, tag in (
+        (None, "recorded · mean · NVIDIA"),
+        ("quick", "recorded · mean at 4096×4096 · NVIDIA"),
+    ):
+        step = load_deck(resolve_deck_path("numpy-to-gpu"), sset, preset).steps[2]
+        fig = figure_for(step, RunResult(step.spec, status="refused", message="no CUDA"), None, source="live")
+        assert fig.source == "fallback" and fig.tag.startswith(tag), fig.tag

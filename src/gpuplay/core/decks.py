@@ -85,6 +85,16 @@ class DeckStep:
     recorded: RecordedFigure | None = None
 
     @property
+    def size_label(self) -> str:
+        """The step's size as the tables write it ("4096×4096", "64² = 4,096 components")."""
+        from gpuplay.core.workloads import get_workload
+
+        try:
+            return get_workload(self.spec.workload).size_label(dict(self.spec.params_items))
+        except Exception:  # a workload without a size label: the raw parameters
+            return ", ".join(f"{k}={v}" for k, v in self.spec.params_items)
+
+    @property
     def section(self) -> tuple[str, tuple[tuple[str, Any], ...]]:
         """Steps of one section share a workload and size; the staircase restarts between sections."""
         return (self.spec.workload, baseline_spec(self.spec).params_items)
@@ -310,16 +320,11 @@ def caption_text(step: DeckStep, threads: int | None, cores: int) -> str:
     {threads}: the threads the step runs with; {cores}: the host's cores; {size}: the step's size.
     Only these names are replaced (no str.format: a stray brace in a caption stays a brace).
     """
-    from gpuplay.core.workloads import get_workload
-
     if threads is None:
         threads_word = "the libraries' default threads"
     else:
         threads_word = f"{threads} thread" + ("s" if threads != 1 else "")
-    try:
-        size = get_workload(step.spec.workload).size_label(dict(step.spec.params_items))
-    except Exception:  # a workload without a size label: the raw parameters
-        size = ", ".join(f"{k}={v}" for k, v in step.spec.params_items)
+    size = step.size_label
     return (
         step.caption.replace("{threads}", threads_word)
         .replace("{cores}", f"{cores} core" + ("s" if cores != 1 else ""))

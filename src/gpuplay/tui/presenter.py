@@ -180,7 +180,7 @@ def figure_for(
         )
     if step.recorded is not None:
         rec = step.recorded
-        at = f" at {rec.size}" if rec.size else ""
+        at = f" at {rec.size}" if rec.size and rec.size != step.size_label else ""
         return Figure(
             rec.median_s,
             rec.speedup,
