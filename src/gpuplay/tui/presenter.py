@@ -1,10 +1,13 @@
 """The presenter view of a demo deck: one step at a time, measured live or replayed from a recording.
 
-→ or space: next step; ←: previous. Live, each step's configuration runs in a thread worker
-(through `measure`, the one function that measures) and posts messages back; the speedup over
-NumPy on the CPU shows in big digits, the deck's steps so far as a staircase of medians.
-A step that cannot run here falls back to a recorded figure when the deck or a recording has
-one, and says so. Every widget is mounted once; steps only update their content (no flicker).
+Keys are a clicker's: → space PageDown next, ← PageUp previous, Home/End, `g` N Enter a step,
+`b`/`.` a black screen, `f` the big number alone, `t` a timer, `q` asks once. Live, each step's
+configuration runs in a thread worker (through `measure`, the one function that measures) and
+posts messages back; the speedup over NumPy on the CPU shows in block digits scaled to the
+space (`BigNumber`), the section's steps so far as a staircase whose every bar says live or
+recorded, which statistic, where and when. A step that cannot run here falls back to a recorded
+figure when the deck or a recording has one, and says so. Every widget is mounted once and the
+chart's height is fixed for the deck; steps only update content (no flicker, no jumping).
 """
 
 from __future__ import annotations
@@ -352,7 +355,7 @@ class PresenterApp(App[None]):
         # The chart's height is set once for the whole talk, and the panels around it have fixed
         # heights: the big number takes what is left of the screen and nothing jumps.
         self.query_one("#middle").styles.min_height = 1 + 2 * longest
-        self.set_interval(1.0, self.draw_bar)
+        self.set_interval(1.0, lambda: self.timer_started is not None and self.draw_bar())  # the clock
         self.show_step()
         for rec in {id(r): r for r in (self.replay, self.fallback) if r is not None}.values():
             if rec.missing:
