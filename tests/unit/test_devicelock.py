@@ -197,7 +197,6 @@ print(json.dumps({"intervals": intervals, "phases": phases}))
 """
 
 
-@pytest.mark.slow
 def test_two_processes_asking_for_one_device_never_measure_at_once(tmp_path):
     env = {**os.environ, "GPUPLAY_STATE_DIR": str(tmp_path), "OMP_NUM_THREADS": "1"}
     procs = [
