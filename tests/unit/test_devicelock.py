@@ -97,6 +97,32 @@ def test_a_cancelled_wait_is_a_cancelled_result_and_nothing_is_measured(tmp_path
         child.communicate("")
 
 
+def test_a_session_measuring_back_to_back_lets_a_waiting_one_in(tmp_path):
+    """flock is no queue: without the waiters' markers, a holder that re-takes the lock at once
+    would keep a 50 ms poller out for all its 30 measurements (~3 s)."""
+    code = (
+        "import sys, time; from pathlib import Path; from gpuplay.core.devicelock import device_lock\n"
+        f"root = Path({str(tmp_path)!r})\n"
+        "with device_lock('cpu', root=root):\n"
+        "    print('held', flush=True); time.sleep(0.3)\n"
+        "for _ in range(30):\n"
+        "    with device_lock('cpu', root=root):\n"
+        "        time.sleep(0.1)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        with device_lock("cpu", timeout_s=20, root=tmp_path):
+            waited = time.monotonic() - t0
+        assert waited < 1.5, f"waited {waited:.1f} s behind a session measuring back to back"
+        assert child.poll() is None  # it was still measuring: we got in between, not after
+    finally:
+        child.kill()
+        child.wait()
+    assert not list((tmp_path / "locks").glob("*.waiting.*"))  # no marker left behind
+
+
 def test_an_unwritable_state_folder_measures_unlocked_and_says_so(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("")

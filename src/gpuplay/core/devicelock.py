@@ -120,24 +120,71 @@ def _acquire(
 ) -> None:
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     told: str | None = None
-    while True:
+    marker = path.with_name(f"{path.stem}.waiting.{os.getpid()}.{threading.get_ident()}")
+    if _others_waiting(path, marker):
+        # flock is not a queue: a session measuring back to back would re-take the lock within
+        # microseconds of releasing it, and a waiter polling every 50 ms could wait for ever.
+        # A newcomer lets the sessions already waiting go first.
+        _pause(cancel, 2 * POLL_S)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            if not marker.exists():
+                with contextlib.suppress(OSError):
+                    marker.touch()
+            told = _wait_once(path, device, cancel, on_wait, deadline, timeout_s, told)
+    finally:
+        with contextlib.suppress(OSError):
+            marker.unlink()
+
+
+def _wait_once(
+    path: Path,
+    device: str,
+    cancel: threading.Event | None,
+    on_wait: Callable[[str], None] | None,
+    deadline: float | None,
+    timeout_s: float | None,
+    told: str | None,
+) -> str:
+    """One poll interval of waiting: cancel and the timeout honoured, the holder named once."""
+    if cancel is not None and cancel.is_set():
+        raise WaitCancelled(f"cancelled while waiting: {busy_message(device, holder_pid(path))}")
+    if deadline is not None and time.monotonic() >= deadline:
+        raise WaitCancelled(f"gave up after {timeout_s:g} s: {busy_message(device, holder_pid(path))}")
+    message = busy_message(device, holder_pid(path))
+    if message != told and on_wait is not None:
+        on_wait(message)  # once per holder: a phase line, not a stream
+    _pause(cancel, POLL_S)
+    return message
+
+
+def _pause(cancel: threading.Event | None, seconds: float) -> None:
+    if cancel is not None:
+        cancel.wait(seconds)
+    else:
+        time.sleep(seconds)
+
+
+def _others_waiting(path: Path, own: Path) -> bool:
+    """Whether another live session is waiting for this lock (stale markers are removed)."""
+    found = False
+    for marker in path.parent.glob(f"{path.stem}.waiting.*"):
+        if marker == own:
+            continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            pass
-        if cancel is not None and cancel.is_set():
-            raise WaitCancelled(f"cancelled while waiting: {busy_message(device, holder_pid(path))}")
-        if deadline is not None and time.monotonic() >= deadline:
-            raise WaitCancelled(f"gave up after {timeout_s:g} s: {busy_message(device, holder_pid(path))}")
-        message = busy_message(device, holder_pid(path))
-        if message != told and on_wait is not None:
-            on_wait(message)  # once per holder: a phase line, not a stream
-        told = message
-        if cancel is not None:
-            cancel.wait(POLL_S)
-        else:
-            time.sleep(POLL_S)
+            os.kill(int(marker.name.split(".")[-2]), 0)
+            found = True
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                marker.unlink()  # its process died while waiting
+        except (ValueError, IndexError, PermissionError):
+            found = True  # alive but not ours to signal, or a name we did not write: respect it
+    return found
 
 
 def measure_exclusively(
