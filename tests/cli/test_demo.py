@@ -75,3 +75,140 @@ def test_rehearsal_records_every_step_and_its_conditions(tmp_path):
     statuses = sorted(r.status for r in rec.results.values())
     assert statuses == ["ok", "ok", "refused"]  # NumPy, torch cpu, and the missing cuda:9
     assert "refused" in result.output  # the rehearsal says which step could not run, and why
+
+
+SIZED_DECK = """
+title = "sized"
+[defaults]
+budget_s = 0.05
+warmup = 1
+[[steps]]
+title = "NumPy"
+scenario = "sized"
+caption = "baseline on {size}"
+[[steps]]
+title = "torch"
+scenario = "sized"
+backend = "torch"
+caption = "torch on {threads}"
+"""
+SIZED_SCENARIO = """name = "sized"
+title = "sized matmul"
+workload = "matmul"
+[params]
+n = 96
+[presets.quick]
+n = 24
+"""
+
+
+async def test_a_quick_rehearsal_replays_its_own_figures(tmp_path):
+    """`--rehearse --preset quick`, then `--replay` without --preset: the quick figures show."""
+    from gpuplay.core.decks import load_deck
+    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.tui.presenter import PresenterApp
+
+    folder = tmp_path / "sc"
+    folder.mkdir()
+    (folder / "sized.toml").write_text(SIZED_SCENARIO)
+    deck = tmp_path / "talk.toml"
+    deck.write_text(SIZED_DECK)
+    out = tmp_path / "rec.json"
+    args = [
+        "demo",
+        str(deck),
+        "--scenarios",
+        str(folder),
+        "--preset",
+        "quick",
+        "--rehearse",
+        "--out",
+        str(out),
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    rec = load_recording(out)
+    assert rec.preset == "quick" and not rec.missing
+    assert [dict(s.params_items)["n"] for s in rec.step_specs] == [24, 24]
+
+    # The deck as written names n = 96; the recording's steps say what was measured.
+    plain = load_deck(deck, load_scenarios([folder]))
+    assert dict(plain.steps[0].spec.params_items)["n"] == 96
+    app = PresenterApp(plain, replay=rec, remember=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for i in range(2):
+            fig = app.figure(i)
+            assert fig is not None and fig.source == "recorded" and fig.median, fig
+            assert "no recorded figure" not in fig.detail
+        await pilot.press("pagedown")
+        assert app.query_one("#speedup").value not in ("-", "")
+
+
+def test_replay_without_preset_uses_the_recordings_and_old_recordings_say_what_is_missing(
+    tmp_path, monkeypatch
+):
+    """The CLI loads the deck at the rehearsal's preset; an older file still loads, with a warning."""
+    folder = tmp_path / "sc"
+    folder.mkdir()
+    (folder / "sized.toml").write_text(SIZED_SCENARIO)
+    deck = tmp_path / "talk.toml"
+    deck.write_text(SIZED_DECK)
+    seen = {}
+
+    class Recorder:
+        def __init__(self, deck, **kw):
+            seen["deck"] = deck
+            seen.update(kw)
+
+        def run(self):
+            seen["ran"] = True
+
+    import gpuplay.tui.presenter as presenter
+
+    rec_path = tmp_path / "rec.json"
+    doc = {
+        "format": "gpuplay-deck-recording/1",
+        "recorded": {"device": "Old Box", "date": "2025-01-01"},
+        "preset": "quick",
+        "results": [],
+    }
+    rec_path.write_text(json.dumps(doc))
+    monkeypatch.setattr(presenter, "PresenterApp", Recorder)
+    args = ["demo", str(deck), "--scenarios", str(folder), "--replay", str(rec_path)]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert dict(seen["deck"].steps[0].spec.params_items)["n"] == 24  # the rehearsal's preset
+    assert "without its steps' parameters" in " ".join(r.output.split())
+    del doc["preset"]
+    rec_path.write_text(json.dumps(doc))
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert dict(seen["deck"].steps[0].spec.params_items)["n"] == 96  # no preset: the deck's own
+    assert "without its preset" in " ".join(r.output.split())
+
+
+def test_resume_starts_at_the_saved_step(tmp_path, monkeypatch):
+    import gpuplay.tui.presenter as presenter
+    from gpuplay.core.decks import load_deck, save_position
+    from gpuplay.core.scenarios import load_scenarios
+
+    folder = tmp_path / "sc"
+    folder.mkdir()
+    (folder / "sized.toml").write_text(SIZED_SCENARIO)
+    deck = tmp_path / "talk.toml"
+    deck.write_text(SIZED_DECK)
+    save_position(load_deck(deck, load_scenarios([folder])), 1)
+    starts = []
+
+    class Recorder:
+        def __init__(self, deck, **kw):
+            starts.append(kw["start_step"])
+
+        def run(self):
+            pass
+
+    monkeypatch.setattr(presenter, "PresenterApp", Recorder)
+    for flags in ([], ["--resume"]):
+        r = CliRunner().invoke(main, ["demo", str(deck), "--scenarios", str(folder), *flags])
+        assert r.exit_code == 0, r.output
+    assert starts == [0, 1]

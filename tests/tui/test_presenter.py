@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
-from textual.widgets import Digits
 
 from gpuplay.core.decks import load_recording, parse_deck, recording_json
 from gpuplay.core.result import RunResult
 from gpuplay.core.scenarios import load_scenarios
 from gpuplay.tui import presenter
+from gpuplay.tui.bignumber import BigNumber
 from gpuplay.tui.presenter import PresenterApp, Staircase
 from tests.tui_helpers import tiny_scenarios, wait_until
 
@@ -70,13 +70,13 @@ async def test_next_previous_and_live_staircase(scenarios):
         assert "step 1 of 3" in text(app, "#deck-bar") and "live on " in text(app, "#deck-bar")
         assert "the baseline caption" in text(app, "#caption")
         await wait_until(pilot, lambda: app.deck.steps[0].spec in app.measured)
-        assert app.query_one("#speedup", Digits).value == "1x"  # NumPy is its own baseline
+        assert app.query_one("#speedup", BigNumber).value == "1x"  # NumPy is its own baseline
         await pilot.press("left")  # already first: stays
         assert app.index == 0
         await pilot.press("space")
         assert app.index == 1 and "torch caption" in text(app, "#caption")
         await wait_until(pilot, lambda: app.deck.steps[1].spec in app.measured)
-        digits = app.query_one("#speedup", Digits).value
+        digits = app.query_one("#speedup", BigNumber).value
         assert digits.endswith("x") and digits != "-"
         rows = app.query_one(Staircase).rows
         assert [r[0] for r in rows] == ["NumPy matmul", "torch matmul"]
@@ -98,8 +98,9 @@ async def test_unavailable_step_falls_back_to_recorded_figure_and_says_so(scenar
         await wait_until(pilot, lambda: app.deck.steps[2].spec in app.failed)
         detail = text(app, "#detail")
         assert "refused here" in detail and "showing the recorded figure: Big GPU" in detail
-        assert "RECORDED FIGURE, not measured here" in text(app, "#speedup-note")
-        assert app.query_one("#speedup", Digits).value == "42x"
+        note = text(app, "#speedup-note")
+        assert "RECORDED FIGURE, not measured here · median 500 µs · vs NumPy on the CPU" in note
+        assert app.query_one("#speedup", BigNumber).value == "42x"
         assert app.query_one("#speedup").has_class("fallback")
 
 
@@ -110,7 +111,7 @@ async def test_unavailable_step_without_recorded_figure(scenarios):
         app.show_step()
         await wait_until(pilot, lambda: app.deck.steps[2].spec in app.failed)
         assert "no recorded figure for this step" in text(app, "#detail")
-        assert app.query_one("#speedup", Digits).value == "-"
+        assert app.query_one("#speedup", BigNumber).value == "-"
 
 
 async def test_replay_labels_every_figure_and_measures_nothing(scenarios, tmp_path, monkeypatch):
@@ -135,10 +136,10 @@ async def test_replay_labels_every_figure_and_measures_nothing(scenarios, tmp_pa
         bar = text(app, "#deck-bar")
         assert f"recorded on Recorded GPU 9000, {rec.date}" in bar
         await pilot.press("right")
-        assert app.query_one("#speedup", Digits).value == "2x"
-        assert "recorded on Recorded GPU 9000" in text(app, "#speedup-note")
+        assert app.query_one("#speedup", BigNumber).value == "2x"
+        assert "recorded · median of 5 · Recorded GPU 9000" in text(app, "#speedup-note")
         await pilot.press("right")
-        assert app.query_one("#speedup", Digits).value == "20x"
+        assert app.query_one("#speedup", BigNumber).value == "20x"
         medians = [fig.median for _, fig, _ in app.query_one(Staircase).rows]
         assert medians == pytest.approx([0.020, 0.010, 0.001])
 
@@ -166,3 +167,186 @@ def test_fallback_recording_fills_a_step_that_cannot_run_here(scenarios, tmp_pat
     assert fig.source == "fallback" and fig.median == pytest.approx(0.003)
     assert fig.speedup == pytest.approx(10.0)  # the recording's own baseline, not this machine's
     assert "refused here: no CUDA here" in fig.detail and "recorded on Box GPU" in fig.detail
+
+
+# -- a speaker's keys ------------------------------------------------------------------
+async def test_clicker_keys_page_home_end_and_go_to_step(scenarios):
+    app = PresenterApp(deck_of(scenarios), autostart=False, remember=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("pagedown")  # a clicker's "next", with no click first
+        assert app.index == 1 and "torch caption" in text(app, "#caption")
+        await pilot.press("pageup")
+        assert app.index == 0
+        await pilot.press("end")
+        assert app.index == 2
+        await pilot.press("home")
+        assert app.index == 0
+        await pilot.press("g")
+        assert "go to step" in text(app, "#prompt") and app.query_one("#prompt").display
+        await pilot.press("2")  # 20 > 3 steps: no further digit can follow, so it goes at once
+        assert app.index == 1 and not app.query_one("#prompt").display
+        await pilot.press("g", "9")
+        assert app.index == 1  # no step 9: stays, and says so
+        await pilot.press("3")  # a digit outside `g` does nothing
+        assert app.index == 1
+        await pilot.press("g", "escape", "right")
+        assert app.index == 2
+
+
+async def test_go_to_step_with_enter_on_a_long_deck(scenarios):
+    steps = "".join(
+        f'[[steps]]\ntitle = "s{i}"\nscenario = "matmul"\ncaption = "c{i}"\n' for i in range(1, 13)
+    )
+    deck = parse_deck('title = "long"\n' + steps, scenarios, "long.toml")
+    app = PresenterApp(deck, autostart=False, remember=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("g", "1")  # 1 could be 1, 10, 11 or 12: waits for Enter
+        assert app.index == 0 and "go to step: 1" in text(app, "#prompt")
+        await pilot.press("1", "enter")
+        assert app.index == 10 and "c11" in text(app, "#caption")
+        await pilot.press("g", "1", "enter")
+        assert app.index == 0
+
+
+async def test_quit_asks_once(scenarios):
+    app = PresenterApp(deck_of(scenarios), autostart=False, remember=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("q")
+        assert app.is_running and "End the talk?" in text(app, "#prompt")
+        await pilot.press("escape")
+        assert app.is_running and not app.query_one("#prompt").display
+        await pilot.press("y")  # y means nothing unless asked
+        assert app.is_running
+        await pilot.press("q", "right")  # a step key also says "stay"
+        assert app.is_running and app.index == 1 and not app.query_one("#prompt").display
+        await pilot.press("q", "q")
+        assert not app.is_running
+
+
+async def test_quit_confirmed_with_y(scenarios):
+    app = PresenterApp(deck_of(scenarios), autostart=False, remember=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("q", "y")
+        assert not app.is_running
+
+
+async def test_blank_screen_big_number_and_timer(scenarios):
+    app = PresenterApp(deck_of(scenarios), autostart=False, remember=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        caption = app.query_one("#caption")
+        await pilot.press("b")
+        assert app.screen.has_class("blanked") and not caption.display and app.query_one("#blank").display
+        await pilot.press("full_stop")  # a clicker's other "blank" key toggles it back
+        assert not app.screen.has_class("blanked") and caption.display
+        await pilot.press("b", "pagedown")  # the first step key only brings the slide back
+        assert not app.screen.has_class("blanked") and app.index == 0
+
+        number = app.query_one("#speedup", BigNumber)
+        number.update("42x")
+        await pilot.pause()
+        small = number.scale
+        await pilot.press("f")
+        await pilot.pause()
+        assert app.screen.has_class("big-number") and not caption.display
+        assert number.scale > small >= 1 and number.content_size.width > 100  # the screen's width
+        await pilot.press("f")
+        await pilot.pause()
+        assert number.scale == small
+
+        assert "⏱" not in text(app, "#deck-bar")
+        await pilot.press("t")
+        assert "⏱ 0:00" in text(app, "#deck-bar")
+        app.timer_started -= 75
+        app.draw_bar()
+        assert "⏱ 1:15" in text(app, "#deck-bar")
+        await pilot.press("t")  # reset
+        assert "⏱ 0:00" in text(app, "#deck-bar")
+
+
+async def test_the_chart_keeps_its_size_as_the_talk_moves_on(scenarios):
+    app = PresenterApp(deck_of(scenarios), autostart=False, remember=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        heights = []
+        for _ in range(3):
+            await pilot.pause()
+            heights.append((app.query_one("#middle").size.height, app.query_one(Staircase).size.height))
+            await pilot.press("right")
+        assert len(set(heights)) == 1, heights
+
+
+async def test_position_is_saved_per_deck_and_resumed(scenarios):
+    from gpuplay.core.decks import saved_position
+
+    deck = deck_of(scenarios)
+    app = PresenterApp(deck, autostart=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("right", "right")
+    assert saved_position(deck) == 2
+    app = PresenterApp(deck, autostart=False, start_step=saved_position(deck))
+    async with app.run_test(size=(100, 30)):
+        assert app.index == 2 and "step 3 of 3" in text(app, "#deck-bar")
+
+
+# -- live and recorded, labelled ------------------------------------------------------
+async def test_live_and_recorded_bars_say_what_they_are(scenarios):
+    """A live bar and a recorded one in one staircase: each says live/recorded, where, when, which statistic."""
+    recorded = RECORDED.replace('source = "a rehearsal elsewhere"', 'source = "a blog"\nstatistic = "mean"')
+    app = PresenterApp(deck_of(scenarios, recorded), remember=False)
+    async with app.run_test(size=(140, 36)) as pilot:
+        await wait_until(pilot, lambda: app.deck.steps[0].spec in app.measured)
+        app.index = 2
+        app.show_step()
+        await wait_until(pilot, lambda: app.deck.steps[2].spec in app.failed)
+        figs = [fig for _, fig, _ in app.query_one(Staircase).rows]
+        live, gpu = figs[0], figs[2]
+        assert live.tag.startswith("live · median of ") and "here (cpu)" in live.tag
+        assert live.when and ":" in live.when  # the local time it was measured
+        assert gpu.tag == "recorded · mean · Big GPU · a blog"  # a blog's mean is a mean
+        note = text(app, "#speedup-note")
+        assert "mean 500 µs" in note or "mean 0.5 ms" in note or "mean 500" in note, note
+        assert "median" not in note
+        drawn = app.query_one(Staircase).render().plain
+        assert "live · median of" in drawn and "recorded · mean · Big GPU" in drawn
+
+
+# -- snapshots: a replayed talk, so every figure and date is fixed ------------------------
+def replayed_app(scenarios) -> PresenterApp:
+    from gpuplay.core.decks import Recording
+
+    deck = deck_of(scenarios)
+    base, torch_cpu, gpu = (s.spec for s in deck.steps)
+    results = {
+        base: RunResult(base, samples=[0.020] * 9, size="64×64", finished="2026-01-02T03:04:05+00:00"),
+        torch_cpu: RunResult(torch_cpu, samples=[0.0025] * 9, size="64×64"),
+        gpu: RunResult(gpu, status="refused", message="no CUDA device here"),
+    }
+    rec = Recording(device="Rehearsal Box", date="2026-01-02 03:04 UTC", results=results)
+    return PresenterApp(deck, replay=rec, theme="projector", remember=False)
+
+
+@pytest.mark.parametrize(
+    ("keys", "size"), [((), (120, 36)), ((), (80, 24)), (("b",), (80, 24)), (("f",), (120, 36))]
+)
+def test_presenter_snapshots(snap_compare, scenarios, keys, size):
+    """The presenter on step 2 of a replay: as it is, blanked (b), and the big number alone (f)."""
+
+    async def run_before(pilot):
+        await pilot.press("pagedown", *keys)
+        await pilot.pause()
+
+    assert snap_compare(replayed_app(scenarios), terminal_size=size, run_before=run_before)
+
+
+def test_a_recorded_figure_at_another_size_says_its_size():
+    """The post's GPU figure is a mean at 4096×4096: said whenever the live bars run another size."""
+    from gpuplay.core.decks import load_deck, resolve_deck_path
+    from gpuplay.tui.presenter import figure_for
+
+    sset = load_scenarios()
+    for preset, tag in (
+        (None, "recorded · mean · NVIDIA"),
+        ("quick", "recorded · mean at 4096×4096 · NVIDIA"),
+    ):
+        step = load_deck(resolve_deck_path("numpy-to-gpu"), sset, preset).steps[2]
+        fig = figure_for(step, RunResult(step.spec, status="refused", message="no CUDA"), None, source="live")
+        assert fig.source == "fallback" and fig.tag.startswith(tag), fig.tag

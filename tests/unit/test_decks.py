@@ -70,6 +70,11 @@ def test_preset_override_drops_recorded_figures(scenarios):
     )
     assert deck.steps[0].spec.params["n"] == 1024
     assert deck.steps[1].recorded is None  # measured at the deck's size, not this one
+    sized = GOOD.replace('preset = "quick"', 'preset = "published"').replace(
+        'source = "somewhere"', 'source = "somewhere"\nsize = "n = 4096"'
+    )
+    kept = parse_deck(sized, scenarios, "good.toml", "quick").steps[1].recorded
+    assert kept is not None and kept.size == "n = 4096"  # it says its own size: kept, labelled
 
 
 @pytest.mark.parametrize(
@@ -93,6 +98,7 @@ def test_preset_override_drops_recorded_figures(scenarios):
         (('title = "t"', 'title = "t"\nslides = 3'), "slides", "unknown field"),
         (('preset = "quick"', 'preset = "huge"'), "step 1: preset", "no preset 'huge'"),
         (("[[steps]]", "[[steps]"), "", "not valid TOML"),
+        (('source = "somewhere"', 'statistic = "average"'), "step 2: recorded.statistic", "median, mean"),
     ],
 )
 def test_bad_deck_names_file_step_and_field(scenarios, change, where, words):
@@ -164,3 +170,47 @@ def test_bad_recordings(tmp_path):
     )
     with pytest.raises(RecordingError, match="result 1 is malformed"):
         load_recording(bad)
+
+
+def test_recording_carries_preset_and_step_parameters(scenarios, tmp_path):
+    deck = parse_deck(GOOD.replace('preset = "quick"', 'preset = "published"'), scenarios, "g.toml", "quick")
+    path = tmp_path / "rec.json"
+    path.write_text(recording_json(deck, [RunResult(deck.steps[0].spec, samples=[0.01] * 3)]))
+    doc = json.loads(path.read_text())
+    assert doc["preset"] == "quick" and doc["steps"][0]["params"] == {"n": 1024}
+    rec = load_recording(path)
+    assert rec.preset == "quick" and rec.step_specs == tuple(s.spec for s in deck.steps) and not rec.missing
+    # The deck at its own preset names other sizes; the recording still finds what it measured.
+    own = parse_deck(GOOD.replace('preset = "quick"', 'preset = "published"'), scenarios, "g.toml")
+    assert own.steps[0].spec != deck.steps[0].spec
+    assert rec.spec_for(0, own.steps[0].spec) == deck.steps[0].spec
+
+
+def test_caption_names_the_threads_cores_and_size_that_ran(scenarios):
+    from gpuplay.core.decks import caption_text
+
+    deck = parse_deck(
+        GOOD.replace('caption = "baseline"', 'caption = "on {threads} of {cores}, {size} {x}"'),
+        scenarios,
+        "g.toml",
+    )
+    assert caption_text(deck.steps[0], 1, 2) == "on 1 thread of 2 cores, 1024×1024 {x}"
+    assert caption_text(deck.steps[0], None, 8).startswith("on the libraries' default threads of 8 cores")
+
+
+def test_the_7633x_deck_runs_every_cpu_step_within_its_limits_with_the_quick_preset(scenarios):
+    """The deck's point is made live on a CPU-only laptop: no CPU step is refused by the step limit."""
+    from gpuplay.core.decks import caption_text
+    from gpuplay.core.runner import run
+
+    deck = load_deck(resolve_deck_path("the-7633x-question"), scenarios, "quick")
+    for step in deck.steps:
+        assert "every core" not in step.caption  # the threads are filled in from the run
+        assert "{" not in caption_text(step, 1, 2)
+        if step.spec.device != "cpu":
+            continue
+        r = run(step.spec.replace(budget_s=0.05, warmup=0, min_repeat=1, threads=1))
+        assert r.status == "ok", f"{step.title}: {r.message}"
+        assert r.estimate_s is not None and r.estimate_s < step.spec.max_step_s
+    gpu = deck.steps[3]
+    assert gpu.recorded is not None and gpu.recorded.statistic == "mean" and "128²" in gpu.recorded.size

@@ -45,6 +45,11 @@ from gpuplay.cli.output import emit, load_scenarios, log_results, stderr_console
     default=None,
     help="Live, show this rehearsal's figure for any step that cannot run here.",
 )
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Start at the step this deck was last on (saved in the state folder at every step).",
+)
 @scenario_dirs_option
 def demo(
     deck: str,
@@ -54,11 +59,13 @@ def demo(
     out: str | None,
     replay: str | None,
     fallback: str | None,
+    resume: bool,
     scenario_dirs: tuple[str, ...],
 ) -> None:
     """Present DECK (a deck .toml, or a shipped deck's name: numpy-to-gpu, the-7633x-question).
 
-    → or space: next step · ←: previous · r: re-run · n: notes · q: quit.
+    → space PageDown: next · ← PageUp: previous · Home/End · g N Enter: step N ·
+    b or .: blank · f: big number · t: timer · r: re-run · n: notes · q: quit (asks once).
     """
     from gpuplay.core.decks import DeckError, RecordingError, load_deck, load_recording, resolve_deck_path
 
@@ -69,12 +76,23 @@ def demo(
     if out and not rehearse:
         raise click.UsageError("--out is for --rehearse")
     sset = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs))
+    err = stderr_console()
     try:
-        loaded = load_deck(resolve_deck_path(deck), sset, preset)
         recording = load_recording(replay) if replay else None
+        if recording is not None and preset is None:
+            preset = recording.preset  # the sizes the rehearsal measured, not the deck's own
+        loaded = load_deck(resolve_deck_path(deck), sset, preset)
         fallback_rec = load_recording(fallback) if fallback else None
     except (DeckError, RecordingError) as exc:
         raise click.ClickException(str(exc)) from None
+    for rec in (recording, fallback_rec):
+        if rec is not None and rec.missing:
+            err.print(
+                f"{rec.path}: an older recording without {'; without '.join(rec.missing)}",
+                style="yellow",
+                highlight=False,
+                markup=False,
+            )
     if rehearse:
         assert out is not None
         _rehearse(loaded, out)
@@ -82,13 +100,18 @@ def demo(
     from gpuplay.tui.presenter import PresenterApp
 
     try:
-        app = PresenterApp(loaded, replay=recording, fallback=fallback_rec, theme=theme)
+        from gpuplay.core.decks import saved_position
+
+        start = saved_position(loaded) if resume else 0
+        app = PresenterApp(loaded, replay=recording, fallback=fallback_rec, theme=theme, start_step=start)
     except ValueError as exc:  # an unknown theme
         raise click.BadParameter(str(exc), param_hint="--theme") from None
     app.run()
 
 
 def _rehearse(deck: Any, out: str) -> None:
+    from rich.markup import escape
+
     from gpuplay.core.compare import attach_baselines
     from gpuplay.core.decks import needed_specs, recording_json
     from gpuplay.core.engine import measure as run
@@ -99,8 +122,14 @@ def _rehearse(deck: Any, out: str) -> None:
     cancel = threading.Event()
     try:
         for i, spec in enumerate(specs, 1):
-            with err.status(f"[{i}/{len(specs)}] {spec.label()} …"):
-                r = run(spec, cancel=cancel)
+            head = escape(f"[{i}/{len(specs)}] {spec.label()}")
+            with err.status(f"{head} …") as status:
+                # the phase line says when another session holds the device ("cpu busy: …")
+                r = run(
+                    spec,
+                    cancel=cancel,
+                    on_phase=lambda ph, _d, h=head, s=status: s.update(f"{h}: {escape(ph)} …"),
+                )
             results.append(r)
             mark = r.status if r.status != "ok" else f"median {r.median * 1e3:.3g} ms" if r.median else "ok"
             err.print(f"[{i}/{len(specs)}] {spec.label()} {r.size}: {mark}", highlight=False, markup=False)

@@ -49,7 +49,9 @@ SPEC_FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 STEP_FIELDS = {"scenario", "title", "caption", "notes", "preset", "params", "recorded", *SPEC_FIELD_TYPES}
 DECK_FIELDS = {"title", "description", "preset", "defaults", "steps"}
-RECORDED_FIELDS = {"median_ms", "speedup", "device", "source"}
+RECORDED_FIELDS = {"median_ms", "speedup", "device", "source", "statistic", "date", "size"}
+# What a recorded figure may be: a blog's "mean of 10 runs" is a mean, never shown as a median.
+STATISTICS = ("median", "mean", "min", "best")
 
 
 class DeckError(ScenarioError):
@@ -65,10 +67,13 @@ class DeckError(ScenarioError):
 class RecordedFigure:
     """A figure measured elsewhere (a GPU box, a public post), shown when the step cannot run here."""
 
-    median_s: float
+    median_s: float  # the figure, in seconds, whatever `statistic` it is
     device: str
     source: str = ""
     speedup: float | None = None
+    statistic: str = "median"
+    date: str = ""
+    size: str = ""  # when the figure was taken at another size than the step's
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,16 @@ class DeckStep:
     scenario_title: str
     notes: str = ""
     recorded: RecordedFigure | None = None
+
+    @property
+    def size_label(self) -> str:
+        """The step's size as the tables write it ("4096×4096", "64² = 4,096 components")."""
+        from gpuplay.core.workloads import get_workload
+
+        try:
+            return get_workload(self.spec.workload).size_label(dict(self.spec.params_items))
+        except Exception:  # a workload without a size label: the raw parameters
+            return ", ".join(f"{k}={v}" for k, v in self.spec.params_items)
 
     @property
     def section(self) -> tuple[str, tuple[tuple[str, Any], ...]]:
@@ -92,6 +107,7 @@ class Deck:
     description: str
     steps: tuple[DeckStep, ...]
     path: Path | None = None
+    preset: str | None = None  # the preset that overrode every step's (a quick rehearsal), if any
 
 
 def _check_type(value: Any, kinds: tuple[type, ...], path: Path, step: int | None, name: str) -> Any:
@@ -134,11 +150,19 @@ def _recorded(data: Any, path: Path, step: int) -> RecordedFigure:
         _check_type(speedup, (int, float), path, step, "recorded.speedup")
         if not math.isfinite(speedup) or speedup <= 0:
             raise DeckError(path, step, "recorded.speedup", f"must be a positive number; got {speedup!r}")
+    statistic = _check_type(data.get("statistic", "median"), (str,), path, step, "recorded.statistic")
+    if statistic not in STATISTICS:
+        raise DeckError(
+            path, step, "recorded.statistic", f"must be one of {', '.join(STATISTICS)}; got {statistic!r}"
+        )
     return RecordedFigure(
         median_s=float(median) / 1e3,
         device=_check_type(data["device"], (str,), path, step, "recorded.device"),
         source=_check_type(data.get("source", ""), (str,), path, step, "recorded.source"),
         speedup=float(speedup) if speedup is not None else None,
+        statistic=statistic,
+        date=str(_check_type(data.get("date", ""), (str, _dt.date), path, step, "recorded.date")),
+        size=_check_type(data.get("size", ""), (str,), path, step, "recorded.size"),
     )
 
 
@@ -200,8 +224,8 @@ def _parse_step(
             raise DeckError(path, n, key, str(exc)) from None
     spec = RunSpec.make(sc.workload, params, scenario=sc.name, **fields)
     recorded = _recorded(raw["recorded"], path, n) if "recorded" in raw else None
-    if preset_override and preset_override != own_preset:
-        recorded = None  # measured at the deck's own size: not comparable at another
+    if preset_override and preset_override != own_preset and recorded is not None and not recorded.size:
+        recorded = None  # measured at the deck's own size, unnamed: not comparable at another
     return DeckStep(
         title=raw["title"],
         caption=_paragraphs(raw["caption"]),
@@ -250,7 +274,7 @@ def parse_deck(
         _parse_step(raw, i, path, scenarios, defaults, deck_preset, preset)
         for i, raw in enumerate(steps_raw, 1)
     )
-    return Deck(title, description, steps, path)
+    return Deck(title, description, steps, path, preset)
 
 
 def load_deck(path: Path | str, scenarios: ScenarioSet, preset: str | None = None) -> Deck:
@@ -291,6 +315,58 @@ def needed_specs(deck: Deck) -> list[RunSpec]:
     return ordered
 
 
+def caption_text(step: DeckStep, threads: int | None, cores: int) -> str:
+    """The caption with the conditions it names filled in from the run, never asserted in advance.
+
+    {threads}: the threads the step runs with; {cores}: the host's cores; {size}: the step's size.
+    Only these names are replaced (no str.format: a stray brace in a caption stays a brace).
+    """
+    if threads is None:
+        threads_word = "the libraries' default threads"
+    else:
+        threads_word = f"{threads} thread" + ("s" if threads != 1 else "")
+    size = step.size_label
+    return (
+        step.caption.replace("{threads}", threads_word)
+        .replace("{cores}", f"{cores} core" + ("s" if cores != 1 else ""))
+        .replace("{size}", size)
+    )
+
+
+# -- where a talk was: resume after a restart ----------------------------------------
+def _position_file(deck: Deck) -> Path:
+    import hashlib
+
+    from gpuplay.core.config import state_dir
+
+    where = str(deck.path.resolve()) if deck.path is not None else deck.title
+    digest = hashlib.sha256(where.encode()).hexdigest()[:12]
+    stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in (deck.path.stem if deck.path else "deck"))
+    return state_dir() / "talks" / f"{stem[:40]}-{digest}.json"
+
+
+def save_position(deck: Deck, index: int) -> None:
+    """Remember the step a talk is on (best effort: a read-only state folder never stops a talk)."""
+    path = _position_file(deck)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"step": index + 1, "title": deck.steps[index].title}), encoding="utf-8")
+        tmp.replace(path)
+    except OSError:
+        pass
+
+
+def saved_position(deck: Deck) -> int:
+    """The 0-based step saved for `deck`, clamped to its steps; 0 when nothing usable is saved."""
+    try:
+        data = json.loads(_position_file(deck).read_text(encoding="utf-8"))
+        step = int(data["step"]) - 1
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+    return min(max(step, 0), len(deck.steps) - 1)
+
+
 # -- recordings -------------------------------------------------------------------
 @dataclass
 class Recording:
@@ -302,6 +378,9 @@ class Recording:
     environment: dict[str, Any] = field(default_factory=dict)
     deck_title: str = ""
     path: Path | None = None
+    preset: str | None = None  # the rehearsal's --preset (None: the deck's own presets)
+    step_specs: tuple[RunSpec | None, ...] = ()  # the spec each step was rehearsed with, in order
+    missing: tuple[str, ...] = ()  # what an older recording does not carry
 
     @property
     def label(self) -> str:
@@ -309,6 +388,20 @@ class Recording:
 
     def get(self, spec: RunSpec) -> RunResult | None:
         return self.results.get(spec)
+
+    def spec_for(self, index: int, spec: RunSpec) -> RunSpec:
+        """The spec step `index` was rehearsed with: its recorded spec, else the deck's own.
+
+        A rehearsal at another preset (or an edited deck) measured other sizes than the deck
+        names today; the recording's own step list says which, so replay finds its figures.
+        """
+        if spec in self.results or index >= len(self.step_specs):
+            return spec
+        recorded = self.step_specs[index]
+        return recorded if recorded is not None and recorded.workload == spec.workload else spec
+
+    def baseline_for(self, index: int, spec: RunSpec) -> RunSpec:
+        return baseline_spec(self.spec_for(index, spec))
 
 
 class RecordingError(ValueError):
@@ -327,12 +420,21 @@ def recording_device(results: Sequence[RunResult], cpu: str) -> str:
 
 
 def recording_json(deck: Deck, results: Sequence[RunResult], now: _dt.datetime | None = None) -> str:
+    """The rehearsal as JSON: results, where and when, the preset and each step's exact spec."""
     from gpuplay.core import report
 
     env = report.environment()
     stamp = (now or _dt.datetime.now().astimezone()).strftime("%Y-%m-%d %H:%M %Z").strip()
     rows: list[Row] = attach_baselines(list(results))
-    steps = [{"title": s.title, "label": s.spec.label(), "spec": s.spec.to_dict()} for s in deck.steps]
+    steps = [
+        {
+            "title": s.title,
+            "label": s.spec.label(),
+            "params": dict(s.spec.params_items),
+            "spec": s.spec.to_dict(),
+        }
+        for s in deck.steps
+    ]
     return report.to_json(
         rows,
         format=RECORDING_FORMAT,
@@ -340,6 +442,7 @@ def recording_json(deck: Deck, results: Sequence[RunResult], now: _dt.datetime |
         deck=deck.title,
         deck_file=deck.path.name if deck.path else "",
         recorded={"device": recording_device(results, str(env.get("cpu", "?"))), "date": stamp},
+        preset=deck.preset,
         steps=steps,
     )
 
@@ -366,6 +469,8 @@ def load_recording(path: Path | str) -> Recording:
         except (AttributeError, KeyError, TypeError, ValueError) as exc:
             raise RecordingError(path, f"result {i} is malformed ({type(exc).__name__}: {exc})") from None
         results[r.spec] = r
+    step_specs, missing = _recorded_steps(doc)
+    preset = doc.get("preset")
     return Recording(
         device=str(rec.get("device") or "an unknown machine"),
         date=str(rec.get("date") or "an unknown date"),
@@ -373,7 +478,30 @@ def load_recording(path: Path | str) -> Recording:
         environment=dict(doc.get("environment") or {}),
         deck_title=str(doc.get("deck") or ""),
         path=path,
+        preset=preset if isinstance(preset, str) and preset else None,
+        step_specs=step_specs,
+        missing=missing,
     )
+
+
+def _recorded_steps(doc: Mapping[str, Any]) -> tuple[tuple[RunSpec | None, ...], tuple[str, ...]]:
+    """Each step's recorded spec, and what an older recording lacks (said, never guessed at)."""
+    missing = []
+    if "preset" not in doc:
+        missing.append("its preset (recorded before recordings carried one)")
+    steps = doc.get("steps")
+    specs: list[RunSpec | None] = []
+    if not isinstance(steps, list):
+        missing.append("its steps' parameters (figures are looked up at the deck's sizes)")
+        return (), tuple(missing)
+    for item in steps:
+        try:
+            specs.append(RunSpec.from_dict(item["spec"]))
+        except (KeyError, TypeError, ValueError, SpecError):
+            specs.append(None)
+    if None in specs:
+        missing.append("some steps' parameters")
+    return tuple(specs), tuple(missing)
 
 
 def speedup_of(result: RunResult | None, baseline: RunResult | None) -> float | None:

@@ -1,10 +1,13 @@
 """The presenter view of a demo deck: one step at a time, measured live or replayed from a recording.
 
-→ or space: next step; ←: previous. Live, each step's configuration runs in a thread worker
-(through `measure`, the one function that measures) and posts messages back; the speedup over
-NumPy on the CPU shows in big digits, the deck's steps so far as a staircase of medians.
-A step that cannot run here falls back to a recorded figure when the deck or a recording has
-one, and says so. Every widget is mounted once; steps only update their content (no flicker).
+Keys are a clicker's: → space PageDown next, ← PageUp previous, Home/End, `g` N Enter a step,
+`b`/`.` a black screen, `f` the big number alone, `t` a timer, `q` asks once. Live, each step's
+configuration runs in a thread worker (through `measure`, the one function that measures) and
+posts messages back; the speedup over NumPy on the CPU shows in block digits scaled to the
+space (`BigNumber`), the section's steps so far as a staircase whose every bar says live or
+recorded, which statistic, where and when. A step that cannot run here falls back to a recorded
+figure when the deck or a recording has one, and says so. Every widget is mounted once and the
+chart's height is fixed for the deck; steps only update content (no flicker, no jumping).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Digits, Footer, Static
+from textual.widgets import Footer, Static
 
 from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.decks import Deck, DeckStep, Recording, speedup_of
@@ -32,6 +35,7 @@ from gpuplay.core.result import RunResult
 from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import summarize
+from gpuplay.tui.bignumber import BigNumber
 from gpuplay.tui.themes import apply_theme
 
 PROGRESS_INTERVAL_S = 0.2  # a live median at most five times a second: calm on a projector
@@ -90,13 +94,45 @@ class SpecMeasured(Message):
 # -- what a step shows -------------------------------------------------------------------
 @dataclass
 class Figure:
-    """A step's figure and where it came from: measured here, recorded, or a fallback."""
+    """A step's figure and where it came from: measured here, recorded, or a fallback.
 
-    median: float | None
+    Every figure carries its provenance (live or recorded, where, when, which statistic) so a
+    bar measured here never stands unlabelled beside one measured elsewhere.
+    """
+
+    median: float | None  # the figure in seconds, whatever `statistic` it is
     speedup: float | None
     source: str  # live | recorded | fallback | unavailable | measuring
     detail: str = ""  # conditions, or why the step did not run
     result: RunResult | None = None
+    where: str = ""  # "here (cpu)", a recording's machine, a post's GPU
+    when: str = ""  # a local time for live figures, a date for recorded ones
+    statistic: str = "median"
+
+    @property
+    def origin(self) -> str:
+        return "live" if self.source in ("live", "measuring") else "recorded"
+
+    @property
+    def tag(self) -> str:
+        """One line: live/recorded · statistic · where · when."""
+        parts = [self.origin, self.statistic, self.where, self.when]
+        return " · ".join(p for p in parts if p)
+
+
+def local_time(stamp: str) -> str:
+    """A result's ISO timestamp as local HH:MM (the talk's clock), or '' when there is none."""
+    import datetime as _dt
+
+    try:
+        return _dt.datetime.fromisoformat(stamp).astimezone().strftime("%H:%M")
+    except (TypeError, ValueError):
+        return ""
+
+
+def _statistic(result: RunResult) -> str:
+    n = result.summary.n if result.summary is not None else len(result.samples)
+    return f"median of {n}"
 
 
 def figure_for(
@@ -107,6 +143,7 @@ def figure_for(
     source: str,
     fallback: Recording | None = None,
     where: str = "here",
+    recording: Recording | None = None,
 ) -> Figure:
     """What to show for `step` given its result (live or recorded), with the fallbacks in order."""
     if result is not None and result.usable and result.status == "ok":
@@ -116,71 +153,108 @@ def figure_for(
             detail += f" · error {fmt_error(result)} vs float64"
         if result.conditions.get("threads"):
             detail += f" · threads: {threads_text(result.conditions)}"
-        return Figure(result.median, speedup_of(result, baseline), source, detail, result)
+        if recording is not None:
+            place, when = recording.device, recording.date
+        else:
+            place, when = f"here ({result.spec.device})", local_time(result.finished)
+        return Figure(
+            result.median,
+            speedup_of(result, baseline),
+            source,
+            detail,
+            result,
+            place,
+            when,
+            _statistic(result),
+        )
     why = f"{result.status} {where}: {result.message}" if result is not None else f"not measured {where}"
     recorded = fallback.get(step.spec) if fallback is not None else None
-    if recorded is not None and recorded.usable and recorded.status == "ok":
-        base = fallback.get(baseline_spec(step.spec)) if fallback is not None else None
+    if fallback is not None and recorded is not None and recorded.usable and recorded.status == "ok":
+        base = fallback.get(baseline_spec(step.spec))
         return Figure(
             recorded.median,
             speedup_of(recorded, base),
             "fallback",
-            f"{why} · showing the figure {fallback.label if fallback else ''}",
+            f"{why} · showing the figure {fallback.label}",
             recorded,
+            fallback.device,
+            fallback.date,
+            _statistic(recorded),
         )
     if step.recorded is not None:
         rec = step.recorded
+        at = f" at {rec.size}" if rec.size and rec.size != step.size_label else ""
         return Figure(
             rec.median_s,
             rec.speedup,
             "fallback",
-            f"{why} · showing the recorded figure: {rec.device}, {rec.source}",
+            f"{why} · showing the recorded figure{at}: {rec.device}, {rec.source}",
+            where=rec.device,
+            when=rec.date or rec.source,
+            statistic=rec.statistic + at,  # another size than the live bars: said first
         )
     return Figure(None, None, "unavailable", f"{why} · no recorded figure for this step")
 
 
 class Staircase(Widget):
-    """The current section's steps so far, each median as a bar; redrawn to its width on resize."""
+    """The current section's steps so far, each figure as a bar over its provenance line.
+
+    Its height is fixed by the deck's longest section (`fit`), so the chart never jumps as a
+    talk moves on; it redraws to its width on resize.
+    """
 
     DEFAULT_CSS = "Staircase { height: auto; }"
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
         self.rows: list[tuple[str, Figure | None, bool]] = []
+        self.max_rows = 1
+
+    def fit(self, max_rows: int) -> None:
+        self.max_rows = max(1, max_rows)
+        self.styles.height = 1 + 2 * self.max_rows
 
     def show(self, rows: list[tuple[str, Figure | None, bool]]) -> None:
         self.rows = rows
-        self.refresh(layout=True)
-
-    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
-        return max(1, len(self.rows) + 1)
+        self.refresh()
 
     def render(self) -> Any:
+        width = max(24, self.content_size.width)
         medians = [f.median for _, f, _ in self.rows if f is not None and f.median]
         top = max(medians, default=0.0)
         titles = _short_titles([title for title, _, _ in self.rows])
-        label_width = min(26, max([15, *(len(x) for x in titles)]))
-        bar_width = max(4, self.content_size.width - label_width - 9 - 8 - 3)
-        t = Table.grid(padding=(0, 1))
-        t.add_column(no_wrap=True, width=label_width)
-        t.add_column(no_wrap=True, width=bar_width)
-        t.add_column(no_wrap=True, justify="right", width=9)
-        t.add_column(no_wrap=True, justify="right", width=8)
-        t.add_row(Text("median per step", style="bold"), "", "", "")
+        label_width = min(26, max([12, *(len(x) for x in titles)]), width // 3)
+        bar_width = max(4, width - label_width - 9 - 8 - 3)
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append(_fit("time per step (bar), speedup vs NumPy", width).rstrip(), style="bold")
         for title, (_, fig, current) in zip(titles, self.rows):
-            style = "bold reverse" if current else ""
-            label = Text(title, style=style, overflow="ellipsis")
+            out.append("\n")
+            out.append(_fit(title, label_width), style="bold reverse" if current else "")
+            out.append(" ")
             if fig is None or fig.median is None:
                 what = "measuring…" if fig is not None and fig.source == "measuring" else "—"
-                t.add_row(label, Text(what, style="italic"), "", "")
+                out.append(_fit(what, bar_width + 18), style="italic")
+                out.append("\n")
                 continue
             cells = max(1, round(bar_width * fig.median / top)) if top else 1
+            recorded = fig.origin == "recorded"
             glyph = "░" if fig.source == "fallback" else "█"
             colour = "$warning" if fig.source == "fallback" else ("$accent" if current else "$primary")
-            bar = Text(glyph * cells, style=_theme_colour(self, colour))
-            mark = "*" if fig.source == "fallback" else ""
-            t.add_row(label, bar, fmt_time(fig.median) + mark, fmt_speedup(fig.speedup))
-        return t
+            out.append(glyph * cells, style=_theme_colour(self, colour))
+            out.append(" " * (bar_width - cells + 1))
+            out.append(f"{fmt_time(fig.median):>9}{fmt_speedup(fig.speedup):>8}")
+            out.append("\n")
+            out.append(" " * (label_width + 1))
+            style = _theme_colour(self, "$warning") if recorded else "dim"
+            out.append(_fit(fig.tag, width - label_width - 1), style=f"italic {style}")
+        return out
+
+
+def _fit(text: str, width: int) -> str:
+    """`text` padded or cut (with an ellipsis) to exactly `width` cells."""
+    if len(text) <= width:
+        return text.ljust(width)
+    return text[: max(0, width - 1)] + "…"
 
 
 def _short_titles(titles: list[str]) -> list[str]:
@@ -203,13 +277,24 @@ class PresenterApp(App[None]):
     CSS_PATH = Path(__file__).parent / "presenter.tcss"
     TITLE = "gpuplay demo"
 
+    # A presenter clicker sends PageDown/PageUp, some also b or . (blank) and Home/End.
     BINDINGS = [
         Binding("right,space,pagedown", "step(1)", "next", key_display="→"),
         Binding("left,pageup", "step(-1)", "previous", key_display="←"),
-        Binding("home", "first", "first", show=False),
+        Binding("home", "jump('first')", "first", show=False),
+        Binding("end", "jump('last')", "last", show=False),
+        Binding("b,full_stop", "blank", "blank", key_display="b"),
+        Binding("f", "big_number", "big number"),
+        Binding("t", "timer", "timer"),
+        Binding("g", "goto", "go to"),
+        *(Binding(str(d), f"digit({d})", show=False) for d in range(10)),
+        Binding("backspace", "digit(-1)", show=False),
+        Binding("enter", "enter", show=False),
+        Binding("escape", "escape", show=False),
         Binding("r", "rerun", "re-run"),
         Binding("n", "toggle_notes", "notes"),
-        Binding("q", "quit", "quit"),
+        Binding("q", "quit_asked", "quit"),
+        Binding("y", "quit_confirmed", show=False),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
 
@@ -221,14 +306,17 @@ class PresenterApp(App[None]):
         fallback: Recording | None = None,
         theme: str | None = None,
         autostart: bool = True,
+        start_step: int = 0,
+        remember: bool = True,
     ) -> None:
         super().__init__()
         self.deck = deck
         self.replay = replay
         self.fallback = fallback or replay
         self.autostart = autostart
+        self.remember = remember  # save the step per deck for `--resume`
         apply_theme(self, theme)
-        self.index = 0
+        self.index = min(max(start_step, 0), len(deck.steps) - 1)
         self.measured: dict[RunSpec, RunResult] = {}  # this session's live results
         self.failed: dict[RunSpec, RunResult] = {}
         self.run_id = 0
@@ -238,6 +326,9 @@ class PresenterApp(App[None]):
         self.phase = ""
         self.samples: list[float] = []
         self.session_log = SessionLog()  # like every command: no finished measurement is lost
+        self.goto: str | None = None  # digits typed after `g`, None when not going anywhere
+        self.quit_pending = False
+        self.timer_started: float | None = None  # shown when set
 
     # -- layout -----------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -245,16 +336,40 @@ class PresenterApp(App[None]):
         yield Static(id="step-title")
         with Horizontal(id="middle"):
             with Vertical(id="figure"):
-                yield Digits("", id="speedup")
+                yield BigNumber("", id="speedup")
                 yield Static(id="speedup-note")
                 yield Static(id="detail")
             yield Staircase(id="staircase")
         yield Static(id="caption")
         yield Static(id="notes")
+        yield Static(id="blank")
+        yield Static(id="prompt", classes="hidden")
         yield Footer()
 
     def on_mount(self) -> None:
+        sections: dict[Any, int] = {}
+        for s in self.deck.steps:
+            sections[s.section] = sections.get(s.section, 0) + 1
+        longest = max(sections.values())
+        self.query_one(Staircase).fit(longest)
+        # The chart's height is set once for the whole talk, and the panels around it have fixed
+        # heights: the big number takes what is left of the screen and nothing jumps.
+        self.query_one("#middle").styles.min_height = 1 + 2 * longest
+        self.set_interval(1.0, lambda: self.timer_started is not None and self.draw_bar())  # the clock
         self.show_step()
+        for rec in {id(r): r for r in (self.replay, self.fallback) if r is not None}.values():
+            if rec.missing:
+                self.notify(
+                    f"{rec.path.name if rec.path else 'recording'}: an older recording without "
+                    + "; without ".join(rec.missing),
+                    severity="warning",
+                    timeout=8,
+                    markup=False,
+                )
+
+    def on_resize(self, event: Any) -> None:
+        # On a short screen (80×24) the speaker notes give way to the figure; `n` still shows them.
+        self.query_one("#notes").set_class(event.size.height < 30, "cramped")
 
     def on_unmount(self) -> None:
         self.cancel.set()
@@ -263,15 +378,89 @@ class PresenterApp(App[None]):
         shutdown_shared()  # a step mid-compile must not hold the projector hostage
 
     # -- navigation ---------------------------------------------------------------------
-    def action_step(self, delta: int) -> None:
-        new = min(max(self.index + delta, 0), len(self.deck.steps) - 1)
-        if new != self.index:
-            self.index = new
+    def go(self, index: int) -> None:
+        self.quit_pending = False
+        if self.screen.has_class("blanked"):
+            self.screen.remove_class("blanked")  # the first key after a blank brings the slide back
+            self.draw_prompt()
+            return
+        index = min(max(index, 0), len(self.deck.steps) - 1)
+        if index != self.index:
+            self.index = index
             self.show_step()
+        self.draw_prompt()
 
-    def action_first(self) -> None:
-        self.index = 0
-        self.show_step()
+    def action_step(self, delta: int) -> None:
+        self.go(self.index + delta)
+
+    def action_jump(self, where: str) -> None:
+        self.go(0 if where == "first" else len(self.deck.steps) - 1)
+
+    def action_blank(self) -> None:
+        self.screen.toggle_class("blanked")
+
+    def action_big_number(self) -> None:
+        big = not self.screen.has_class("big-number")
+        self.screen.set_class(big, "big-number")
+
+    def action_timer(self) -> None:
+        """First `t` shows the talk's timer; each later one resets it to 0:00."""
+        self.timer_started = time.monotonic()
+        self.draw_bar()
+
+    def action_goto(self) -> None:
+        self.goto = ""
+        self.quit_pending = False
+        self.screen.remove_class("blanked")
+        self.draw_prompt()
+
+    def action_digit(self, digit: int) -> None:
+        if self.goto is None:
+            return
+        self.goto = self.goto[:-1] if digit < 0 else (self.goto + str(digit))[:4]
+        n = len(self.deck.steps)
+        if self.goto and int(self.goto) * 10 > n:  # no further digit can name a step: go now
+            self.action_enter()
+            return
+        self.draw_prompt()
+
+    def action_enter(self) -> None:
+        if self.goto is None:
+            return
+        typed, self.goto = self.goto, None
+        if typed and 1 <= int(typed) <= len(self.deck.steps):
+            self.go(int(typed) - 1)
+        else:
+            self.draw_prompt()
+            if typed:
+                self.notify(f"no step {typed}: this deck has 1 to {len(self.deck.steps)}", severity="warning")
+
+    def action_escape(self) -> None:
+        self.goto = None
+        self.quit_pending = False
+        self.draw_prompt()
+
+    def action_quit_asked(self) -> None:
+        if self.quit_pending:
+            self.exit()
+            return
+        self.goto = None
+        self.quit_pending = True
+        self.screen.remove_class("blanked")  # the question must be seen
+        self.draw_prompt()
+
+    def action_quit_confirmed(self) -> None:
+        if self.quit_pending:
+            self.exit()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("digit", "enter"):
+            return self.goto is not None  # digits mean nothing outside `g`
+        if action == "escape":
+            return self.goto is not None or self.quit_pending
+        if action == "quit_confirmed":
+            return self.quit_pending
+        return True
 
     def action_rerun(self) -> None:
         if self.replay is not None:
@@ -283,13 +472,21 @@ class PresenterApp(App[None]):
         self.show_step()
 
     def action_toggle_notes(self) -> None:
-        self.query_one("#notes").toggle_class("hidden")
+        notes = self.query_one("#notes")
+        shown = not (notes.has_class("hidden") or notes.has_class("cramped"))
+        notes.remove_class("cramped")
+        notes.set_class(shown, "hidden")
 
     @property
     def step(self) -> DeckStep:
         return self.deck.steps[self.index]
 
     # -- figures --------------------------------------------------------------------------
+    def spec_of(self, i: int) -> RunSpec:
+        """Step i's spec: the deck's, or in replay the one the rehearsal measured for it."""
+        step = self.deck.steps[i]
+        return self.replay.spec_for(i, step.spec) if self.replay is not None else step.spec
+
     def result_for(self, spec: RunSpec) -> RunResult | None:
         if self.replay is not None:
             return self.replay.get(spec)
@@ -303,11 +500,21 @@ class PresenterApp(App[None]):
             speedup = base.median / median if base is not None and base.median and median else None
             if is_baseline(step.spec) and median:
                 speedup = 1.0
-            return Figure(median, speedup, "measuring", f"{self.phase}…")
-        result = self.result_for(step.spec)
+            busy = "busy" in self.phase  # another session holds the device: say so, no ellipsis
+            return Figure(
+                median,
+                speedup,
+                "measuring",
+                self.phase if busy else f"{self.phase}…",
+                where=f"here ({step.spec.device})",
+                when="now",
+                statistic=f"running median of {len(self.samples)}" if self.samples else "",
+            )
+        spec = self.spec_of(i)
+        result = self.result_for(spec)
         if result is None and self.replay is None:
             return None
-        baseline = self.result_for(baseline_spec(step.spec))
+        baseline = self.result_for(baseline_spec(spec))
         where = f"on {self.replay.device}" if self.replay is not None else "here"
         fallback = None if self.replay is not None else self.fallback
         fig = figure_for(
@@ -317,14 +524,21 @@ class PresenterApp(App[None]):
             source="recorded" if self.replay else "live",
             fallback=fallback,
             where=where,
+            recording=self.replay,
         )
-        if fig.source in ("live", "recorded") and baseline is None and not is_baseline(step.spec):
+        if fig.source in ("live", "recorded") and baseline is None and not is_baseline(spec):
             fig.detail += " · NumPy baseline " + ("measuring…" if self.running else "not recorded")
         return fig
 
+    def threads_of(self, i: int) -> int | None:
+        """The threads step i runs (or ran) with, for its caption."""
+        if self.replay is not None:
+            r = self.replay.get(self.spec_of(i))
+            return r.spec.threads if r is not None else None
+        return live_spec(self.deck.steps[i].spec).threads
+
     # -- drawing ----------------------------------------------------------------------------
-    def show_step(self) -> None:
-        step = self.step
+    def draw_bar(self) -> None:
         n = len(self.deck.steps)
         if self.replay is not None:
             mode = Text(f" {self.replay.label} ", style="bold reverse")
@@ -332,14 +546,39 @@ class PresenterApp(App[None]):
             from gpuplay.core.system import cpu_count, cpu_name
 
             mode = Text(f" live on {cpu_name()} ({cpu_count()} cores) ", style="bold reverse")
+        clock = ""
+        if self.timer_started is not None:
+            elapsed = int(time.monotonic() - self.timer_started)
+            clock = f"⏱ {elapsed // 60}:{elapsed % 60:02d}   "
         bar = Table.grid(expand=True)
         bar.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         bar.add_column(no_wrap=True)
         bar.add_column(no_wrap=True, justify="right")
-        bar.add_row(Text(self.deck.title, style="bold"), f"step {self.index + 1} of {n}   ", mode)
+        bar.add_row(Text(self.deck.title, style="bold"), f"{clock}step {self.index + 1} of {n}   ", mode)
         self.query_one("#deck-bar", Static).update(bar)
+
+    def draw_prompt(self) -> None:
+        prompt = self.query_one("#prompt", Static)
+        if self.quit_pending:
+            text = "End the talk?  q or y: quit · Escape or any step key: stay"
+        elif self.goto is not None:
+            text = f"go to step: {self.goto}▏ (1–{len(self.deck.steps)}, Enter: go · Escape: cancel)"
+        else:
+            text = ""
+        prompt.update(Text(text, style="bold"))
+        prompt.set_class(not text, "hidden")
+
+    def show_step(self) -> None:
+        from gpuplay.core.decks import caption_text, save_position
+        from gpuplay.core.system import cpu_count
+
+        step = self.step
+        if self.remember:
+            save_position(self.deck, self.index)
+        self.draw_bar()
         self.query_one("#step-title", Static).update(Text(step.title, style="bold"))
-        self.query_one("#caption", Static).update(step.caption)
+        caption = caption_text(step, self.threads_of(self.index), cpu_count())
+        self.query_one("#caption", Static).update(Text(caption))
         self.query_one("#notes", Static).update(Text(step.notes or "", style="italic"))
         if self.replay is None and self.autostart:
             if self.result_for(step.spec) is None:
@@ -350,7 +589,7 @@ class PresenterApp(App[None]):
 
     def refresh_figures(self) -> None:
         fig = self.figure(self.index)
-        digits = self.query_one("#speedup", Digits)
+        digits = self.query_one("#speedup", BigNumber)
         note = self.query_one("#speedup-note", Static)
         if fig is not None and fig.speedup is not None:
             digits.update(f"{fig.speedup:,.0f}x" if fig.speedup >= 100 else f"{fig.speedup:.3g}x")
@@ -359,14 +598,19 @@ class PresenterApp(App[None]):
         digits.set_class(fig is not None and fig.speedup is not None and fig.speedup < 1, "slower")
         digits.set_class(fig is None or fig.source in ("measuring", "unavailable"), "pending")
         digits.set_class(fig is not None and fig.source == "fallback", "fallback")
-        label = "vs NumPy on the CPU"
+        label = Text("vs NumPy on the CPU", style="bold")
         if fig is not None and fig.median is not None:
-            label += f" · median {fmt_time(fig.median)}"
+            statistic = fig.statistic.split(" of ")[0].split(" at ")[0] or "median"
+            label = Text(f"{statistic} {fmt_time(fig.median)} · ", style="bold") + label
         if fig is not None and fig.source == "fallback":
-            label = "RECORDED FIGURE, not measured here · " + label
-        elif fig is not None and fig.source == "recorded" and self.replay is not None:
-            label = f"{self.replay.label} · " + label
-        note.update(Text(label, style="bold"))
+            label = Text("RECORDED FIGURE, not measured here · ", style="bold") + label
+        if fig is not None and fig.source != "unavailable":
+            label.append("\n")
+            label.append(fig.tag, style="italic")
+        note.update(label)
+        note.set_class(
+            fig is not None and fig.origin == "recorded" and fig.source != "unavailable", "recorded"
+        )
         detail = self.query_one("#detail", Static)
         detail.update(Text(fig.detail if fig is not None else "queued…", style="italic"))
         detail.set_class(fig is not None and fig.source in ("fallback", "unavailable"), "warn")

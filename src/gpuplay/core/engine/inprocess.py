@@ -72,10 +72,14 @@ class InProcessEngine:
         telemetry: Any = None,
         probe_timeout: float | None = 30.0,
     ) -> RunResult:
+        from gpuplay.core.devicelock import measure_exclusively
         from gpuplay.core.runner import run
 
-        return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry,
-                   probe_timeout=probe_timeout)  # fmt: skip
+        def measure() -> RunResult:
+            return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry,
+                       probe_timeout=probe_timeout)  # fmt: skip
+
+        return measure_exclusively(spec, measure, cancel, on_phase)  # one per device, as the engine
 
     def profile(self, spec: RunSpec, steps: int = 5, cancel: threading.Event | None = None) -> dict[str, Any]:
         from gpuplay.core.profile import profile_spec

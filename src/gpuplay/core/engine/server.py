@@ -107,12 +107,19 @@ class Engine:
         self.send(("probe", json.dumps(probe_data(("numpy", "torch", "cupy")), default=str), True))
 
     def _profile(self, run_id: int, spec_dict: dict[str, Any], steps: int) -> None:
+        from gpuplay.core.devicelock import WaitCancelled, device_lock
         from gpuplay.core.profile import profile_spec
         from gpuplay.core.spec import RunSpec
 
         self.current = run_id
+        self.cancel.clear()
         try:
-            data = profile_spec(RunSpec.from_dict(spec_dict), steps=steps)
+            spec = RunSpec.from_dict(spec_dict)
+            # A profile runs the workload too: it waits for the device like a measurement.
+            with device_lock(spec.device, self.cancel, lambda m: self.send(("phase", run_id, m))):
+                data = profile_spec(spec, steps=steps)
+        except WaitCancelled as exc:
+            data = {"status": "cancelled", "message": str(exc)}
         except BaseException as exc:  # profile_spec reports what a user can cause; anything else is ours
             data = {"status": "failed", "message": f"engine: {exc!r}"}
         self.current = None
@@ -129,6 +136,7 @@ class Engine:
             os._exit(STICKY_EXIT_CODE)
 
     def _run(self, run_id: int, spec_dict: dict[str, Any], live: bool) -> None:
+        from gpuplay.core.devicelock import measure_exclusively
         from gpuplay.core.result import RunResult
         from gpuplay.core.runner import run
         from gpuplay.core.spec import RunSpec
@@ -143,14 +151,21 @@ class Engine:
         except Exception as exc:  # a client bug, reported rather than killing the engine
             self.send(("error", run_id, f"bad spec: {exc}"))
             return
+        on_phase = lambda name, _detail: self.send(("phase", run_id, name))  # noqa: E731
         try:
-            result = run(
+            # One measurement per device across every gpuplay process: a second one waits here.
+            result = measure_exclusively(
                 spec,
-                on_sample=batcher.add if live else None,
-                cancel=self.cancel,
-                pause=self.pause,
-                on_phase=lambda name, _detail: self.send(("phase", run_id, name)),
-                telemetry=RunTelemetry(),
+                lambda: run(
+                    spec,
+                    on_sample=batcher.add if live else None,
+                    cancel=self.cancel,
+                    pause=self.pause,
+                    on_phase=on_phase,
+                    telemetry=RunTelemetry(),
+                ),
+                self.cancel,
+                on_phase,
             )
         except BaseException as exc:  # run() reports what a user can cause; anything else is ours
             result = RunResult(spec=spec, status="failed", failure="error", message=f"engine: {exc!r}")

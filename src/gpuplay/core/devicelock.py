@@ -1,0 +1,209 @@
+"""One measurement per device at a time, across threads, tabs and processes.
+
+Two gpuplay processes timing the same device at once slow each other down and neither says so
+(two browser tabs on one talk: a 1.48 s FFT became 2.6 s). The engine holds an advisory lock on
+`<state>/locks/<device>.lock` (fcntl.flock) around each measurement; a second one waits, polling
+so that cancel still works, and reports "cuda:0 busy: measuring in another session (pid N)"
+through the phase callback the front ends already show. flock is released by the kernel when a
+process dies, so a crashed engine never leaves a device locked.
+
+Where locking is impossible (no fcntl, a read-only state folder) a measurement goes ahead
+unlocked and says so in its notes: a lock must never stop a talk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpuplay.core.config import state_dir
+
+if TYPE_CHECKING:
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.spec import RunSpec
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks here; measurements go unlocked
+    fcntl = None  # type: ignore[assignment]
+
+POLL_S = 0.05  # how often a waiting measurement retries the lock and looks at cancel
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+class WaitCancelled(Exception):
+    """Cancel (or the timeout) came while waiting for the device; nothing was measured."""
+
+
+def device_key(device: str) -> str:
+    """The lock's name for a device: 'cuda' is the current device, index 0 ('cuda:0')."""
+    device = device.strip().lower() or "cpu"
+    if device in ("cuda", "gpu"):
+        return "cuda:0"
+    if device == "mps":
+        return "mps:0"
+    return device
+
+
+def lock_path(device: str, root: Path | None = None) -> Path:
+    key = _SAFE.sub("-", device_key(device).replace(":", "-"))
+    return (root or state_dir()) / "locks" / f"{key}.lock"
+
+
+def holder_pid(path: Path) -> int | None:
+    """The pid written in the lock file by whoever holds it (None when unknown)."""
+    try:
+        text = path.read_text(encoding="ascii", errors="replace").split()
+        return int(text[0]) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+def busy_message(device: str, pid: int | None) -> str:
+    who = f" (pid {pid})" if pid else ""
+    return f"{device_key(device)} busy: measuring in another session{who}"
+
+
+@contextlib.contextmanager
+def device_lock(
+    device: str,
+    cancel: threading.Event | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    *,
+    timeout_s: float | None = None,
+    root: Path | None = None,
+    notes: list[str] | None = None,
+) -> Iterator[None]:
+    """Hold `device`'s lock for the body; wait (reporting through `on_wait`) while another holds it.
+
+    Raises WaitCancelled when `cancel` is set, or `timeout_s` passes, before the lock is free.
+    """
+    path = lock_path(device, root)
+    try:
+        if fcntl is None:
+            raise OSError("advisory locks are not available on this platform")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if notes is not None:
+            notes.append(f"measured without the device lock ({exc}): another session may have overlapped")
+        yield
+        return
+    try:
+        _acquire(fd, path, device, cancel, on_wait, timeout_s)
+        try:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)  # no stale pid for the next waiter to blame
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _acquire(
+    fd: int,
+    path: Path,
+    device: str,
+    cancel: threading.Event | None,
+    on_wait: Callable[[str], None] | None,
+    timeout_s: float | None,
+) -> None:
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    told: str | None = None
+    marker = path.with_name(f"{path.stem}.waiting.{os.getpid()}.{threading.get_ident()}")
+    if _others_waiting(path, marker):
+        # flock is not a queue: a session measuring back to back would re-take the lock within
+        # microseconds of releasing it, and a waiter polling every 50 ms could wait for ever.
+        # A newcomer lets the sessions already waiting go first.
+        _pause(cancel, 2 * POLL_S)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            if not marker.exists():
+                with contextlib.suppress(OSError):
+                    marker.touch()
+            told = _wait_once(path, device, cancel, on_wait, deadline, timeout_s, told)
+    finally:
+        with contextlib.suppress(OSError):
+            marker.unlink()
+
+
+def _wait_once(
+    path: Path,
+    device: str,
+    cancel: threading.Event | None,
+    on_wait: Callable[[str], None] | None,
+    deadline: float | None,
+    timeout_s: float | None,
+    told: str | None,
+) -> str:
+    """One poll interval of waiting: cancel and the timeout honoured, the holder named once."""
+    if cancel is not None and cancel.is_set():
+        raise WaitCancelled(f"cancelled while waiting: {busy_message(device, holder_pid(path))}")
+    if deadline is not None and time.monotonic() >= deadline:
+        raise WaitCancelled(f"gave up after {timeout_s:g} s: {busy_message(device, holder_pid(path))}")
+    message = busy_message(device, holder_pid(path))
+    if message != told and on_wait is not None:
+        on_wait(message)  # once per holder: a phase line, not a stream
+    _pause(cancel, POLL_S)
+    return message
+
+
+def _pause(cancel: threading.Event | None, seconds: float) -> None:
+    if cancel is not None:
+        cancel.wait(seconds)
+    else:
+        time.sleep(seconds)
+
+
+def _others_waiting(path: Path, own: Path) -> bool:
+    """Whether another live session is waiting for this lock (stale markers are removed)."""
+    found = False
+    for marker in path.parent.glob(f"{path.stem}.waiting.*"):
+        if marker == own:
+            continue
+        try:
+            os.kill(int(marker.name.split(".")[-2]), 0)
+            found = True
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                marker.unlink()  # its process died while waiting
+        except (ValueError, IndexError, PermissionError):
+            found = True  # alive but not ours to signal, or a name we did not write: respect it
+    return found
+
+
+def measure_exclusively(
+    spec: RunSpec,
+    measure: Callable[[], RunResult],
+    cancel: threading.Event | None = None,
+    on_phase: Callable[[str, str], None] | None = None,
+) -> RunResult:
+    """`measure()` while holding the lock of `spec.device`; a cancelled wait is a cancelled result."""
+    from gpuplay.core.result import RunResult
+
+    notes: list[str] = []
+    started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    on_wait = (lambda message: on_phase(message, "")) if on_phase is not None else None
+    try:
+        with device_lock(spec.device, cancel, on_wait, notes=notes):
+            result = measure()
+    except WaitCancelled as exc:
+        finished = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        return RunResult(spec=spec, status="cancelled", message=str(exc), started=started, finished=finished)
+    result.notes.extend(notes)
+    return result
