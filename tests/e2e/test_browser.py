@@ -235,11 +235,15 @@ def test_speaker_clicker_works_before_any_click(tmp_path):
             assert shot.stat().st_size > 10_000
 
             # The server restarts (a new token); the page, signed in by its cookie, comes back alone.
+            opened = page.evaluate("window.gpuplay.connections")
             server.terminate()
             server.wait(timeout=30)
+            _wait(lambda: page.locator("#banner").is_visible(), 30, "the reconnecting banner")
+            _save_png(page, tmp_path, "browser-speaker-reconnecting.png")
             server = start_server(port, *args)
-            _wait(lambda: _step_shown(page) is not None and page.locator("#banner").is_hidden(), 90,
-                  "the page reconnected after the restart")  # fmt: skip
+            _wait(lambda: page.evaluate("window.gpuplay.connections") > opened, 90, "the page reconnected")
+            _wait(lambda: _step_shown(page) is not None and page.locator("#banner").is_hidden(), 60,
+                  "the presenter back on screen")  # fmt: skip
             assert page.evaluate("window.gpuplay.term.terminal.options.fontSize") == size + 4
             before = _step_shown(page)
             assert before is not None

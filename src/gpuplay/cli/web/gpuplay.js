@@ -188,6 +188,7 @@
     const socket = term.socket;
     socket.addEventListener("open", () => {
       attempt = 0;
+      if (window.gpuplay) window.gpuplay.connections += 1;
       hideBanner();
       term.terminal.reset(); // the app draws its whole screen anew
       term.fit();
@@ -268,9 +269,10 @@
     document.addEventListener("visibilitychange", () => {
       if (document.visibilityState === "visible") focusTerminal();
     });
+    // for tests and the curious: the terminal, and how many times the websocket (re)opened
+    window.gpuplay = { term: term, setFontSize: setFontSize, connections: 0 };
     connect();
     focusTerminal();
-    window.gpuplay = { term: term, setFontSize: setFontSize, focusTerminal: focusTerminal };
   }
 
   if (document.readyState === "loading") {
