@@ -272,8 +272,13 @@ class GpuplayServer(Server):
 
     def busy_text(self) -> str:
         n = self.config.max_sessions
+        which = (
+            "The only session of this gpuplay server is"
+            if n == 1
+            else f"All {n} sessions of this gpuplay server are"
+        )
         return (
-            f"All {n} session{'s' if n != 1 else ''} of this gpuplay server are in use (each browser tab "
+            f"{which} in use (each browser tab "
             "is one gpuplay process). Close another tab and this one will start; or restart "
             "`gpuplay serve` with a larger --max-sessions."
         )
@@ -401,7 +406,7 @@ class GpuplayServer(Server):
             return
         code = service._process.returncode if service._process is not None else None
         if service.started and code == 0:
-            await ws.close(code=WSCloseCode.OK, message=b"the session ended")
+            await ws.close(code=WSCloseCode.OK, message=b"gpuplay quit in this tab")
             return
         tail = printable(service.stderr_tail.decode("utf-8", "replace")).strip()
         if len(tail) > SHOWN_ERROR_CHARS:
