@@ -283,7 +283,7 @@ class GpuplayServer(Server):
             "`gpuplay serve` with a larger --max-sessions."
         )
 
-    async def handle_index(self, request: web.Request) -> web.StreamResponse:  # type: ignore[override]
+    async def handle_index(self, request: web.Request) -> web.StreamResponse:
         if self.busy():
             return message_page(503, "All sessions are in use", self.busy_text(), refresh_s=5)
         page = self.template.substitute(
@@ -317,7 +317,7 @@ class GpuplayServer(Server):
         body, content_type = found
         return web.Response(body=body, content_type=content_type, headers={"Cache-Control": "no-cache"})
 
-    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:  # type: ignore[override]
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         loop = asyncio.get_running_loop()
         websocket = web.WebSocketResponse(heartbeat=15, max_msg_size=1 << 20)
         if self.busy():
