@@ -321,8 +321,8 @@ def serve(
     err(f"gpuplay serve: http://{shown}:{port}{query}")
     err(f"  one gpuplay per browser tab, at most {max_sessions}; Ctrl+C stops it and them")
     if not is_loopback(host):
-        reach = socket.gethostname() if host in ("0.0.0.0", "::", "") else shown
-        err(f"  on the network: http://{reach}:{port}{query}")
+        if host in ("0.0.0.0", "::", ""):
+            err(f"  on the network: http://{socket.gethostname()}:{port}{query}")
         err(
             f"warning: listening on {host}:{port}: anyone who reaches this address and has the token "
             "can run gpuplay on this machine.",
