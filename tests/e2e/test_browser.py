@@ -230,6 +230,10 @@ def test_speaker_clicker_works_before_any_click(tmp_path):
             page.keyboard.press("Control+Equal")
             assert page.evaluate("window.gpuplay.term.terminal.options.fontSize") == size + 4
             assert page.evaluate("localStorage.getItem('gpuplay.fontSize.talk')") == str(size + 4)
+            page.keyboard.press("-")  # in a talk, + and - alone scale the font too
+            assert page.evaluate("window.gpuplay.term.terminal.options.fontSize") == size + 2
+            page.keyboard.press("+")
+            assert page.evaluate("window.gpuplay.term.terminal.options.fontSize") == size + 4
             time.sleep(1.0)
             shot = _save_png(page, tmp_path, "browser-speaker-1080p.png")
             assert shot.stat().st_size > 10_000
