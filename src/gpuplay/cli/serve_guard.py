@@ -138,7 +138,7 @@ def is_loopback(host: str) -> bool:
 def allowed_host_names(bind_host: str, public: bool, extra: Iterable[str] = ()) -> frozenset[str]:
     """The names a browser may use to reach this server (the Host check, against DNS rebinding).
 
-    Loopback: only the loopback names. Public: also the bound address, or with 0.0.0.0/:: every
+    Loopback: only the loopback names. With --public: also the bound address, or with 0.0.0.0/:: every
     address of this machine's interfaces, and the machine's own names. The port is not checked:
     an `ssh -L` tunnel may use another local port, and rebinding is about the name.
     """
