@@ -275,7 +275,9 @@ def test_idle_session_is_closed(tmp_path):
 def test_an_error_in_a_session_shows_in_the_page(tmp_path):
     """The deck was valid when the server started and is gone when a tab opens: the tab says why."""
     deck = tmp_path / "tiny.toml"
-    deck.write_text('title = "t"\n[[steps]]\ntitle = "a"\nscenario = "matmul"\nparams = { n = 64 }\ncaption = "c"\n')
+    deck.write_text(
+        'title = "t"\n[[steps]]\ntitle = "a"\nscenario = "matmul"\nparams = { n = 64 }\ncaption = "c"\n'
+    )
     port = free_port()
     server = start_server(port, "--demo", str(deck))
     try:
