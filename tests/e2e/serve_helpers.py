@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import psutil
 
@@ -22,6 +25,8 @@ def free_port() -> int:
 
 
 def start_server(port: int, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`gpuplay serve --port PORT ARGS` up and answering; `.url` is the URL it printed (with its
+    token) and `.token` the token, read from its first line."""
     full_env = {**os.environ, **(env or {})}
     full_env["PYTHONPATH"] = SRC + os.pathsep + full_env.get("PYTHONPATH", "")
     proc = subprocess.Popen(
@@ -31,14 +36,23 @@ def start_server(port: int, *args: str, env: dict[str, str] | None = None) -> su
         env=full_env,
         text=True,
     )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # "gpuplay serve: http://127.0.0.1:PORT/?token=…"
+    match = re.search(r"(http://\S+)", first)
+    if match is None:
+        proc.kill()
+        raise AssertionError(f"gpuplay serve did not print its URL: {first}{proc.stdout.read()}")
+    proc.url = match.group(1)  # type: ignore[attr-defined]
+    proc.token = parse_qs(urlsplit(proc.url).query).get("token", [""])[0]  # type: ignore[attr-defined]
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"gpuplay serve exited: {proc.stdout.read() if proc.stdout else ''}")
+            raise AssertionError(f"gpuplay serve exited: {first}{proc.stdout.read()}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
-                if r.status == 200:
-                    return proc
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2):
+                return proc
+        except urllib.error.HTTPError:
+            return proc  # it answers (403 without the token): it is up
         except OSError:
             time.sleep(0.2)
     proc.kill()

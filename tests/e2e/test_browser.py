@@ -49,6 +49,63 @@ def _wait(predicate, timeout: float, what: str) -> None:
         time.sleep(0.25)
 
 
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _open_browser(pw, tmp_path: Path, width: int, height: int):
+    """Debian's Chromium with a fresh profile: no cookies or storage from another run."""
+    return pw.chromium.launch_persistent_context(
+        str(tmp_path / "chromium-profile"),
+        executable_path=CHROMIUM,
+        args=CHROMIUM_ARGS,
+        viewport={"width": width, "height": height},
+    )
+
+
+def _screen_text(page) -> str:
+    """What the terminal shows, read from xterm's buffer (the page exposes its terminal)."""
+    return page.evaluate(
+        """() => {
+            const t = window.gpuplay && window.gpuplay.term && window.gpuplay.term.terminal;
+            if (!t) return "";
+            const b = t.buffer.active, out = [];
+            for (let i = 0; i < t.rows; i++) { const l = b.getLine(i); out.push(l ? l.translateToString(true) : ""); }
+            return out.join("\\n");
+        }"""
+    )
+
+
+def _step_shown(page) -> int | None:
+    import re
+
+    m = re.search(r"step (\d+) of (\d+)", _screen_text(page))
+    return int(m.group(1)) if m else None
+
+
+def _wait_step(page, want, timeout: float = 90) -> int:
+    """Wait until the presenter's top bar says `step N of M` with N in `want`; return N."""
+    want = set(want)
+    _wait(lambda: _step_shown(page) in want, timeout, f"step {sorted(want)} on screen")
+    step = _step_shown(page)
+    assert step is not None
+    return step
+
+
+def _save_png(page, tmp_path: Path, name: str) -> Path:
+    png = page.screenshot()
+    out = tmp_path / name
+    out.write_bytes(png)
+    if os.environ.get("GPUPLAY_SCREENSHOTS_DIR"):
+        (Path(os.environ["GPUPLAY_SCREENSHOTS_DIR"]) / name).write_bytes(png)
+    return out
+
+
 def test_browser_start_and_change_backend(tmp_path):
     if CHROMIUM is None:
         _missing("no system Chromium (Debian: apt-get install chromium; .ci/run does it)")
@@ -61,19 +118,15 @@ def test_browser_start_and_change_backend(tmp_path):
     server = start_server(port)
     try:
         with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1400, "height": 800})
-            page.goto(f"http://127.0.0.1:{port}/?delay=1")
-            page.locator("#start").click()  # the page's own Start button opens the app
-            page.wait_for_selector(
-                "#terminal canvas, #terminal .textual-terminal, #terminal *", timeout=30_000
-            )
+            browser = _open_browser(pw, tmp_path, 1400, 800)
+            page = browser.new_page()
+            page.goto(server.url)  # the URL it printed, with its token
+            page.wait_for_selector("body.-first-byte", timeout=60_000)
             _wait(lambda: "numpy" in _backends_measured(state), 90, "the app's first NumPy measurement")
             # the sidebar's controls, where the backend row highlights the current value
             controls = {"x": 0, "y": 270, "width": 390, "height": 250}
             before = page.screenshot(clip=controls)
-            page.locator("#terminal").click(position={"x": 700, "y": 400})  # focus the terminal
-            page.keyboard.press("b")
+            page.keyboard.press("b")  # no click first: the page gave the terminal the focus
             _wait(lambda: "torch" in _backends_measured(state), 90, "a PyTorch measurement after pressing b")
             assert page.screenshot(clip=controls) != before, "the controls on screen did not change"
             after = page.screenshot()
@@ -107,9 +160,9 @@ def test_browser_presenter_next_step(tmp_path):
     server = start_server(port, "--demo", str(deck), "--theme", "projector")
     try:
         with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-            page = browser.new_page(viewport={"width": 1200, "height": 700})
-            page.goto(f"http://127.0.0.1:{port}/")
+            browser = _open_browser(pw, tmp_path, 1200, 700)
+            page = browser.new_page()
+            page.goto(server.url)
             _wait(lambda: "numpy" in _backends_measured(state), 90, "the presenter's first step measured")
             top = {"x": 0, "y": 0, "width": 1200, "height": 300}
             before = page.screenshot(clip=top)
@@ -126,3 +179,82 @@ def test_browser_presenter_next_step(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+SPEAKER_DECK = (
+    'title = "speaker deck"\n[defaults]\nbudget_s = 0.2\n'
+    '[[steps]]\ntitle = "NumPy"\nscenario = "matmul"\nparams = { n = 64 }\ncaption = "one"\n'
+    '[[steps]]\ntitle = "PyTorch"\nscenario = "matmul"\nbackend = "torch"\nparams = { n = 64 }\ncaption = "two"\n'
+    '[[steps]]\ntitle = "NumPy again"\nscenario = "matmul"\nparams = { n = 96 }\ncaption = "three"\n'
+)
+
+
+def test_speaker_clicker_works_before_any_click(tmp_path):
+    """As a speaker on a 1080p projector: open the printed URL, press the clicker's PageDown
+    without clicking the page, reload and press again, open a second tab, grow the font, and
+    survive a server restart (the page reconnects by itself)."""
+    if CHROMIUM is None:
+        _missing("no system Chromium (Debian: apt-get install chromium; .ci/run does it)")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        _missing("playwright is not installed (pip install -e '.[test]')")
+    deck = tmp_path / "speaker.toml"
+    deck.write_text(SPEAKER_DECK)
+    port = free_port()
+    args = ("--demo", str(deck), "--theme", "projector")
+    server = start_server(port, *args)
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = _open_browser(pw, tmp_path, 1920, 1080)
+            page = browser.pages[0] if browser.pages else browser.new_page()
+            page.goto(server.url)
+            _wait_step(page, {1})
+            assert "token" not in page.url, "the token stays in the address bar"
+            assert page.evaluate("document.activeElement.className").startswith("xterm-helper-textarea")
+            page.keyboard.press("PageDown")  # a clicker's "next", with no click on the page first
+            _wait_step(page, {2})
+
+            page.reload()  # signed in by the cookie now; a new session (resumed at its step if it can)
+            at = _wait_step(page, {1, 2})
+            page.keyboard.press("PageDown")
+            _wait_step(page, {at + 1})
+
+            second = browser.new_page()  # a second tab, from the bare address: the cookie suffices
+            second.goto(f"http://127.0.0.1:{port}/")
+            _wait_step(second, {1, 2, 3})
+            second.close()
+
+            size = page.evaluate("window.gpuplay.term.terminal.options.fontSize")
+            page.keyboard.press("Control+Equal")
+            page.keyboard.press("Control+Equal")
+            assert page.evaluate("window.gpuplay.term.terminal.options.fontSize") == size + 4
+            assert page.evaluate("localStorage.getItem('gpuplay.fontSize.talk')") == str(size + 4)
+            page.keyboard.press("-")  # in a talk, + and - alone scale the font too
+            assert page.evaluate("window.gpuplay.term.terminal.options.fontSize") == size + 2
+            page.keyboard.press("+")
+            assert page.evaluate("window.gpuplay.term.terminal.options.fontSize") == size + 4
+            time.sleep(1.0)
+            shot = _save_png(page, tmp_path, "browser-speaker-1080p.png")
+            assert shot.stat().st_size > 10_000
+
+            # The server restarts (a new token); the page, signed in by its cookie, comes back alone.
+            opened = page.evaluate("window.gpuplay.connections")
+            server.terminate()
+            server.wait(timeout=30)
+            _wait(lambda: page.locator("#banner").is_visible(), 30, "the reconnecting banner")
+            _save_png(page, tmp_path, "browser-speaker-reconnecting.png")
+            server = start_server(port, *args)
+            _wait(lambda: page.evaluate("window.gpuplay.connections") > opened, 90, "the page reconnected")
+            _wait(lambda: _step_shown(page) is not None and page.locator("#banner").is_hidden(), 60,
+                  "the presenter back on screen")  # fmt: skip
+            assert page.evaluate("window.gpuplay.term.terminal.options.fontSize") == size + 4
+            before = _step_shown(page)
+            assert before is not None
+            page.keyboard.press("PageDown")  # the focus came back with the connection
+            _wait_step(page, {min(before + 1, 3)})
+            _save_png(page, tmp_path, "browser-speaker-reconnected.png")
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -113,6 +113,8 @@ NETWORK = re.compile(
 SOCKETS_ALLOWED = {
     "core/engine/client.py": "a socket pair to its own engine process",
     "cli/serve.py": "gpuplay serve: loopback unless --public",
+    "cli/serve_web.py": "gpuplay serve's web server (aiohttp), bound where serve.py says",
+    "cli/serve_guard.py": "gpuplay serve's Host/Origin checks parse URLs and list this machine's addresses",
     "collectives/launch.py": "local ranks rendezvous on 127.0.0.1",
     "collectives/bench.py": "a rank reports where its rendezvous port is taken",
 }

@@ -23,6 +23,7 @@ def test_wheel_ships_scenarios_and_finds_them(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "gpuplay/scenarios/fft2d.toml" in names and "gpuplay/tui/app.tcss" in names
     assert "gpuplay/scenarios/decks/numpy-to-gpu.toml" in names and "gpuplay/tui/presenter.tcss" in names
+    assert {f"gpuplay/cli/web/{f}" for f in ("index.html", "gpuplay.js", "gpuplay.css")} <= set(names)
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     probe = (

@@ -1,174 +1,144 @@
 """`gpuplay serve`: the playground (or a demo deck) in a browser, through textual-serve.
 
-Each browser tab gets its own gpuplay process. textual-serve starts those through a shell
-and, when the server stops, leaves them running; here each one leads its own process group,
-dies with the server (PR_SET_PDEATHSIG where Linux has it), and is terminated, then killed,
-with everything it started when the server shuts down.
+Locked down as Jupyter's server is: a token per start (in the printed URL, then an HttpOnly
+SameSite=Strict cookie), Host and Origin checks, a cap on sessions and on their idle time, and a
+page that loads nothing from another host (serve_guard, serve_web). Each browser tab gets its own
+gpuplay process, which leads its own process group and ends with its session or the server
+(serve_procs).
 """
 
 from __future__ import annotations
 
-import ipaddress
+import math
 import os
 import shlex
 import sys
-from typing import Any
+from pathlib import Path
 
 import click
 
-GRACE_S = 2.0  # SIGTERM first; whatever still runs after this gets SIGKILL
+from gpuplay.cli.serve_guard import TOKEN_ENV, TokenError, check_token, is_loopback, new_token
+from gpuplay.cli.serve_procs import GRACE_S, die_with_parent, stop_process_groups
+
+__all__ = ["GRACE_S", "app_command", "is_loopback", "serve", "ssh_hint", "stop_process_groups"]
+_die_with_parent = die_with_parent  # the name earlier code used
+
+IDLE_MAX_S = 7 * 24 * 3600.0
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def app_command(scenario_dirs: tuple[str, ...], deck: str | None, theme: str | None) -> str:
+def app_command(
+    scenario_dirs: tuple[str, ...],
+    deck: str | None,
+    theme: str | None,
+    *,
+    preset: str | None = None,
+    replay: str | None = None,
+    fallback: str | None = None,
+    resume: bool = False,
+) -> str:
     """The shell command each browser session runs (exec: no shell left between us and the app)."""
     argv = [sys.executable, "-m", "gpuplay"]
     for d in scenario_dirs:
         argv += ["--scenarios", d]
     if deck:
         argv += ["demo", deck]
-        if theme:
-            argv += ["--theme", theme]
+        for flag, value in (
+            ("--theme", theme),
+            ("--preset", preset),
+            ("--replay", replay),
+            ("--fallback", fallback),
+        ):
+            if value:
+                argv += [flag, value]
+        if resume:
+            argv.append("--resume")
     return "exec " + shlex.join(argv)
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: get SIGTERM when the server process dies, even by SIGKILL."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
+def ssh_hint(host: str, port: int, user: str, machine: str) -> str:
+    """The `ssh -L` line that forwards a laptop's port to this server, wherever it listens.
 
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-def stop_process_groups(pids: list[int], grace_s: float = GRACE_S) -> None:
-    """Terminate each process group led by `pids` and every descendant; kill what outlives `grace_s`."""
-    import signal
-
-    import psutil
-
-    procs: list[psutil.Process] = []
-    for pid in pids:
-        try:
-            leader = psutil.Process(pid)
-            procs += [leader, *leader.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            pass
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.killpg(pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        for p in procs:  # descendants that left the group (their own session) too
-            try:
-                p.send_signal(sig)
-            except psutil.NoSuchProcess:
-                pass
-        _gone, procs = psutil.wait_procs(procs, timeout=grace_s if sig == signal.SIGTERM else 5.0)
-        if not procs:
-            return
+    The forward's far end must be an address the server listens on: loopback for a loopback or
+    wildcard bind, the bound address itself otherwise (127.0.0.1 would reach nothing there).
+    """
+    if host in ("0.0.0.0", "", "localhost") or (is_loopback(host) and ":" not in host):
+        target = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else host
+    elif host in ("::", "::1") or is_loopback(host):
+        target = "[::1]"
+    else:
+        target = f"[{host}]" if ":" in host else host
+    return f"ssh -L {port}:{target}:{port} {user}@{machine}"
 
 
-def make_server(command: str, host: str, port: int, title: str) -> Any:
-    import asyncio
+def _finite_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not math.isfinite(value) or not 1.0 <= value <= IDLE_MAX_S:
+        raise click.BadParameter(f"must be a number of seconds from 1 to {IDLE_MAX_S:.0f} (got {value})")
+    return value
 
-    from aiohttp import WSCloseCode, web
-    from textual_serve.app_service import AppService
-    from textual_serve.server import Server, to_int
 
-    class TrackedAppService(AppService):
-        """AppService whose app process leads its own process group, known to the server."""
-
-        def __init__(self, *args: Any, server: GpuplayServer, **kw: Any) -> None:
-            super().__init__(*args, **kw)
-            self.server = server
-
-        async def _open_app_process(self, width: int = 80, height: int = 24) -> Any:
-            env = self._build_environment(width=width, height=height)
-            self._process = process = await asyncio.create_subprocess_shell(
-                self.command,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=env,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
+def _resolve_token(token: str | None, no_token: bool, host: str) -> str | None:
+    if no_token:
+        if token:
+            raise click.UsageError("--token and --no-token contradict each other")
+        if not is_loopback(host):
+            raise click.UsageError(
+                f"--no-token is only allowed on a loopback --host; {host} is reachable from other machines"
             )
-            assert process.stdin is not None
-            self._stdin = process.stdin
-            self.server.children.add(process.pid)
-            return process
+        return None
+    source = "--token"
+    if token is None and os.environ.get(TOKEN_ENV):
+        token, source = os.environ[TOKEN_ENV], TOKEN_ENV
+    if token is None:
+        return new_token()
+    try:
+        return check_token(token, source)
+    except TokenError as exc:
+        raise click.BadParameter(str(exc), param_hint=source) from None
 
-    class GpuplayServer(Server):
-        def __init__(self) -> None:
-            super().__init__(command, host=host, port=port, title=title)
-            self.children: set[int] = set()
-            self.sockets: set[web.WebSocketResponse] = set()
 
-        def initialize_logging(self) -> None:
-            import logging
+def _check_deck(
+    ctx: click.Context,
+    deck: str,
+    preset: str | None,
+    replay: str | None,
+    fallback: str | None,
+    theme: str | None,
+) -> str:
+    """Load the deck, recordings and theme as `gpuplay demo` will: a mistake is an error now, not
+    a browser stuck on a splash. Returns the deck's path."""
+    from gpuplay.cli import options
+    from gpuplay.cli.output import load_scenarios
+    from gpuplay.core.decks import DeckError, RecordingError, load_deck, load_recording, resolve_deck_path
 
-            super().initialize_logging()
-            logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
-
-        async def handle_index(self, request: web.Request) -> Any:
-            # Links and the websocket follow the address the browser used (an ssh -L tunnel,
-            # another port), not the address the server bound.
-            self.public_url = f"{request.scheme}://{request.host}"
-            return await super().handle_index(request)
-
-        async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
-            websocket = web.WebSocketResponse(heartbeat=15)
-            width = to_int(request.query.get("width", "80"), 80)
-            height = to_int(request.query.get("height", "24"), 24)
-            service: TrackedAppService | None = None
-            self.sockets.add(websocket)
+    path = resolve_deck_path(deck)
+    sset = load_scenarios(options.scenario_dirs(ctx, ()))
+    try:
+        load_deck(path, sset, preset)
+    except (DeckError, RecursionError) as exc:
+        raise click.BadParameter(
+            str(exc) if isinstance(exc, DeckError) else "nested too deeply", param_hint="--demo"
+        ) from None
+    for flag, rec in (("--replay", replay), ("--fallback", fallback)):
+        if rec:
             try:
-                await websocket.prepare(request)
-                service = TrackedAppService(
-                    self.command,
-                    write_bytes=websocket.send_bytes,
-                    write_str=websocket.send_str,
-                    close=websocket.close,
-                    download_manager=self.download_manager,
-                    debug=self.debug,
-                    server=self,
-                )
-                await service.start(width, height)
-                await self._process_messages(websocket, service)
-            except asyncio.CancelledError:
-                await websocket.close()
-            finally:
-                self.sockets.discard(websocket)
-                if service is not None:
-                    await service.stop()
-                    proc = service._process
-                    if proc is not None:
-                        if proc.returncode is None:
-                            await asyncio.to_thread(stop_process_groups, [proc.pid])
-                        self.children.discard(proc.pid)
-            return websocket
+                load_recording(rec)
+            except (RecordingError, RecursionError) as exc:
+                raise click.BadParameter(str(exc), param_hint=flag) from None
+    if theme:
+        from gpuplay.tui.themes import theme_names
 
-        async def on_startup(self, app: web.Application) -> None:
-            pass  # our own banner is printed before serving
+        if theme not in theme_names():
+            raise click.BadParameter(
+                f"unknown theme {theme!r}; choose one of: {', '.join(theme_names())}", param_hint="--theme"
+            )
+    return str(path.resolve()) if path.exists() else deck
 
-        async def on_shutdown(self, app: web.Application) -> None:
-            stop_process_groups(sorted(self.children))
-            self.children.clear()
-            for ws in list(self.sockets):
-                await ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutting down")
 
-    return GpuplayServer()
+def _demo_resumes() -> bool:
+    """Whether `gpuplay demo` can resume a talk at its saved step (so a reconnect goes on there)."""
+    from gpuplay.cli.demo import demo
+
+    return any(p.name == "resume" for p in demo.params)
 
 
 @click.command()
@@ -177,25 +147,99 @@ def make_server(command: str, host: str, port: int, title: str) -> Any:
 @click.option(
     "--public",
     is_flag=True,
-    help="Allow a non-loopback --host (default 0.0.0.0 with this flag): anyone who reaches it runs gpuplay here.",
+    help="Allow a non-loopback --host (default 0.0.0.0 with this flag): anyone with the token runs gpuplay here.",
+)
+@click.option(
+    "--token",
+    default=None,
+    metavar="TOKEN",
+    help=f"The token browsers must present (default: ${TOKEN_ENV}, else a random one per start).",
+)
+@click.option(
+    "--no-token", is_flag=True, help="No token (loopback only; any local web page could then drive gpuplay)."
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Also accept websockets from pages on ORIGIN (e.g. https://proxy.example:8443); repeatable.",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also accept this host name in the Host header (a DNS name of this machine); repeatable.",
+)
+@click.option(
+    "--max-sessions",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Browser tabs served at once (each is a gpuplay process).",
+)
+@click.option(
+    "--idle-timeout",
+    type=float,
+    default=3600.0,
+    show_default=True,
+    callback=_finite_seconds,
+    metavar="SECONDS",
+    help="End a session after this long without a key, click or resize.",
 )
 @click.option(
     "--demo", "deck", default=None, metavar="DECK", help="Serve the presenter of a demo deck instead."
 )
 @click.option("--theme", default=None, metavar="NAME", help="Theme for --demo (e.g. projector).")
+@click.option("--preset", "-p", default=None, help="--demo: override every step's preset (e.g. quick).")
+@click.option(
+    "--replay",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="--demo: present a rehearsal's recorded results instead of measuring.",
+)
+@click.option(
+    "--fallback",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="--demo: live, with this rehearsal's figure for any step that cannot run here.",
+)
 @click.pass_context
 def serve(
-    ctx: click.Context, host: str, port: int, public: bool, deck: str | None, theme: str | None
+    ctx: click.Context,
+    host: str,
+    port: int,
+    public: bool,
+    token: str | None,
+    no_token: bool,
+    allow_origins: tuple[str, ...],
+    allow_hosts: tuple[str, ...],
+    max_sessions: int,
+    idle_timeout: float,
+    deck: str | None,
+    theme: str | None,
+    preset: str | None,
+    replay: str | None,
+    fallback: str | None,
 ) -> None:
     """The gpuplay playground in a web browser (one gpuplay process per browser tab).
 
-    Reach a remote GPU box from a laptop through SSH: the server stays on loopback and the
-    printed `ssh -L` line forwards it.
+    Open the printed URL (it carries a token; the browser then keeps a cookie). Reach a remote GPU
+    box from a laptop through SSH: the server stays on loopback and the printed `ssh -L` line
+    forwards it.
     """
     import getpass
     import socket
 
     from gpuplay.cli import options
+    from gpuplay.cli.serve_guard import (
+        CookieSigner,
+        Guard,
+        allowed_host_names,
+        cookie_secret,
+        normalize_origin,
+    )
 
     if public and host == "127.0.0.1":
         host = "0.0.0.0"
@@ -204,26 +248,97 @@ def serve(
             f"--host {host} is not a loopback address: anyone who reaches it could run gpuplay on this "
             "machine. Pass --public to confirm, or keep the default and use the ssh -L line it prints."
         )
-    if theme and not deck:
-        raise click.UsageError("--theme applies to --demo DECK")
+    for flag, given in (
+        ("--theme", theme),
+        ("--preset", preset),
+        ("--replay", replay),
+        ("--fallback", fallback),
+    ):
+        if given and not deck:
+            raise click.UsageError(f"{flag} applies to --demo DECK")
+    if replay and fallback:
+        raise click.UsageError(
+            "--replay shows a recording and --fallback fills gaps in a live talk: choose one"
+        )
+    origins = []
+    for o in allow_origins:
+        norm = normalize_origin(o)
+        if not norm:
+            raise click.BadParameter(
+                f"{o!r} is not an http(s) origin (scheme://host[:port])", param_hint="--allow-origin"
+            )
+        origins.append(norm)
+    secret_token = _resolve_token(token, no_token, host)
     try:
         import textual_serve  # noqa: F401
     except ImportError:
         raise click.ClickException("gpuplay serve needs textual-serve: pip install textual-serve") from None
+    resume = False
+    if deck:
+        deck = _check_deck(ctx, deck, preset, replay, fallback, theme)
+        replay = str(Path(replay).resolve()) if replay else None
+        fallback = str(Path(fallback).resolve()) if fallback else None
+        resume = _demo_resumes()
+
+    from gpuplay.cli.serve_web import ServeConfig, make_server
+    from gpuplay.core.config import state_dir
+
+    secret, secret_problem = cookie_secret(state_dir())
+    guard = Guard(
+        token=secret_token,
+        signer=CookieSigner(secret, port),
+        host_names=allowed_host_names(host, public, allow_hosts),
+        origins=frozenset(origins),
+    )
+    command = app_command(
+        options.scenario_dirs(ctx, ()),
+        deck,
+        theme,
+        preset=preset,
+        replay=replay,
+        fallback=fallback,
+        resume=resume,
+    )
+    title = "gpuplay" + (f" · {Path(deck).stem}" if deck else "")
+    try:
+        server = make_server(
+            ServeConfig(
+                command=command,
+                host=host,
+                port=port,
+                title=title,
+                guard=guard,
+                max_sessions=max_sessions,
+                idle_timeout_s=idle_timeout,
+                talk=bool(deck),
+            )
+        )
+    except RuntimeError as exc:
+        raise click.ClickException(str(exc)) from None
     err = click.echo
-    command = app_command(options.scenario_dirs(ctx, ()), deck, theme)
-    server = make_server(command, host, port, "gpuplay" + (f" · {deck}" if deck else ""))
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    err(f"gpuplay serve: http://{shown}:{port}  (one gpuplay per browser tab; Ctrl+C stops it and them)")
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else (f"[{host}]" if ":" in host else host)
+    query = f"/?token={secret_token}" if secret_token else "/"
+    err(f"gpuplay serve: http://{shown}:{port}{query}")
+    err(f"  one gpuplay per browser tab, at most {max_sessions}; Ctrl+C stops it and them")
     if not is_loopback(host):
+        if host in ("0.0.0.0", "::", ""):
+            err(f"  on the network: http://{socket.gethostname()}:{port}{query}")
         err(
-            f"warning: listening on {host}:{port} without authentication: anyone who reaches this "
-            "address can run gpuplay on this machine.",
+            f"warning: listening on {host}:{port}: anyone who reaches this address and has the token "
+            "can run gpuplay on this machine.",
             err=True,
         )
+    if secret_token is None:
+        err(
+            "warning: --no-token: any web page open in a browser on this machine can reach this server "
+            "(the Origin check still refuses other pages' websockets).",
+            err=True,
+        )
+    if secret_problem:
+        err(f"note: {secret_problem}: browsers must use the token again after a restart", err=True)
     err(
-        f"from a laptop: ssh -L {port}:127.0.0.1:{port} {getpass.getuser()}@{socket.gethostname()}  "
-        f"then open http://localhost:{port}"
+        f"from a laptop: {ssh_hint(host, port, getpass.getuser(), socket.gethostname())}  "
+        f"then open http://localhost:{port}{query}"
     )
     sys.stdout.flush()
     try:

@@ -34,6 +34,7 @@ INJECT_ENV = "GPUPLAY_COLLECTIVES_INJECT"
 # Set by `gpuplay collectives` so ranks report progress as machine-readable lines on stderr.
 EVENTS_ENV = "GPUPLAY_COLLECTIVES_EVENTS"
 EVENT_PREFIX = "@gpuplay-collectives "
+STORE_FD_ENV = "GPUPLAY_COLLECTIVES_STORE_FD"  # rank 0: the listening socket the launcher bound for the store
 INJECTED_EXIT_CODE = 17
 SAMPLES = 5  # timed loops per (op, size); the iterations are split evenly among them
 
@@ -224,9 +225,19 @@ def run_rank(
         # (TORCHELASTIC_USE_AGENT_STORE) instead of opening one of its own.
         os.environ.update(MASTER_ADDR=renv.master_addr, MASTER_PORT=str(renv.master_port))
         kw: dict[str, Any] = {"device_id": device} if device.type == "cuda" else {}
+        store_fd = os.environ.pop(STORE_FD_ENV, "") if renv.rank == 0 else ""
+        if store_fd.isdigit():
+            # The launcher bound the store's socket to loopback (TCPStore alone binds every interface).
+            master = dist.TCPStore(
+                renv.master_addr, renv.master_port, renv.world_size, True, timeout,
+                master_listen_fd=int(store_fd),
+            )  # fmt: skip
+            # the prefix init_process_group gives an env:// store, which the other ranks use
+            kw["store"] = dist.PrefixStore("default_pg", master)
+        else:
+            kw["init_method"] = "env://"
         dist.init_process_group(
             opts.backend,
-            init_method="env://",
             rank=renv.rank,
             world_size=renv.world_size,
             timeout=timeout,

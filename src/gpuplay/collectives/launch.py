@@ -1,7 +1,10 @@
 """Launch local ranks of `python -m gpuplay.collectives` and watch them until they end.
 
-The transport is torch.distributed's own (a TCPStore rendezvous on 127.0.0.1 and the gloo or
-NCCL process group); this module only starts processes, reads their progress lines, enforces the
+The transport is torch.distributed's own (a TCPStore rendezvous and the gloo or NCCL process
+group). All ranks are on this machine, so nothing listens beyond loopback: torch's TCPStore binds
+every interface whatever MASTER_ADDR says, so the launcher binds the store's socket to 127.0.0.1
+itself and hands it to rank 0 (STORE_FD_ENV), and gloo and NCCL are told to use the loopback
+interface. This module only starts processes, reads their progress lines, enforces the
 timeout and, whatever happens, leaves no process behind. A failure is reported with the rank that
 caused it: a rank that died (exit code or signal), one that never joined, or a port already taken.
 """
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuplay.collectives.bench import EVENT_PREFIX, EVENTS_ENV, free_port
+from gpuplay.collectives.bench import EVENT_PREFIX, EVENTS_ENV, STORE_FD_ENV
 
 HOST = "127.0.0.1"
 GRACE_S = 10.0  # beyond --timeout, for a rank's own timeout error to arrive before the launcher's
@@ -82,6 +85,32 @@ def port_user(port: int, host: str = HOST) -> str:
     return why
 
 
+def loopback_interface() -> str:
+    """The name of the interface that carries 127.0.0.1 ('lo' on Linux, 'lo0' on macOS)."""
+    try:
+        import psutil
+
+        for name, addrs in psutil.net_if_addrs().items():
+            if any(a.family == socket.AF_INET and a.address == HOST for a in addrs):
+                return name
+    except Exception:
+        pass
+    return "lo" if sys.platform.startswith("linux") else "lo0"
+
+
+def listen_loopback(port: int | None) -> socket.socket:
+    """The store's listening socket, on 127.0.0.1 only (port None: one the OS picks)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((HOST, port or 0))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def _exit_text(code: int) -> str:
     if code < 0:
         try:
@@ -114,40 +143,52 @@ def launch(
     """Run `nproc` local ranks to the end; return rank 0's results document or raise LaunchError."""
     if nproc < 1:
         raise LaunchError(f"--nproc must be ≥ 1; got {nproc}")
-    if port is not None:
-        held = port_user(port)
-        if held:
-            raise LaunchError(
-                f"port {port} on {HOST} is in use ({held}); leave out --port to pick a free one"
-            )
-    else:
-        port = free_port(HOST)
-    with tempfile.TemporaryDirectory(prefix="gpuplay-collectives-") as tmp:
+    try:
+        store_sock = listen_loopback(port)
+    except OSError:
+        held = port_user(port or 0) or "cannot listen"
+        raise LaunchError(
+            f"port {port} on {HOST} is in use ({held}); leave out --port to pick a free one"
+        ) from None
+    port = int(store_sock.getsockname()[1])
+    with store_sock, tempfile.TemporaryDirectory(prefix="gpuplay-collectives-") as tmp:
         results = Path(tmp) / "results.json"
         cmd = [sys.executable, "-m", "gpuplay.collectives", *rank_args, "--results-json", str(results)]
         base = {**os.environ, **(env or {})}
+        lo = loopback_interface()
         base.update(
             {
                 "WORLD_SIZE": str(nproc),
                 "LOCAL_WORLD_SIZE": str(nproc),
                 "MASTER_ADDR": HOST,
                 "MASTER_PORT": str(port),
+                # every rank is here: the process group's own sockets stay on loopback too
+                "GLOO_SOCKET_IFNAME": lo,
+                "NCCL_SOCKET_IFNAME": lo,
                 EVENTS_ENV: "1",
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        base.pop(STORE_FD_ENV, None)
         ranks: list[_Rank] = []
         try:
             for r in range(nproc):
+                rank_env = {**base, "RANK": str(r), "LOCAL_RANK": str(r)}
+                if r == 0:  # rank 0 hosts the store, on the socket bound here
+                    rank_env[STORE_FD_ENV] = str(store_sock.fileno())
                 proc = subprocess.Popen(
                     cmd,
-                    env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
+                    env=rank_env,
+                    pass_fds=(store_sock.fileno(),) if r == 0 else (),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
                     preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
                 )
                 ranks.append(_Rank(r, proc))
+            # Rank 0 holds the store's socket now; with ours closed, a store that dies refuses
+            # connections instead of leaving them queued on a socket nobody accepts from.
+            store_sock.close()
             # Readers start once every rank is forked, so none of our threads runs across a fork
             # (preexec_fn runs between fork and exec).
             for rk in ranks:
