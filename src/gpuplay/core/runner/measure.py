@@ -157,6 +157,11 @@ class _Measurement:
 
     def measure(self, timer: StepTimer) -> Callable[[], Any]:
         """Set up, compile, warm up and time; the step that was timed."""
+        step = self.prepare(timer)
+        return self.timed(step, timer)
+
+    def prepare(self, timer: StepTimer) -> Callable[[], Any]:
+        """Set up, compile and warm up; the step ready to be timed (paired runs time it apart)."""
         plan, result, spec, backend = self.plan, self.result, self.plan.spec, self.plan.backend
         self.phase("setup")
         t0 = time.perf_counter()
@@ -180,7 +185,11 @@ class _Measurement:
             raise Cancelled
         if spec.cuda_graphs:
             step = backend.capture_graph(step, spec.device)
+        return step
 
+    def timed(self, step: Callable[[], Any], timer: StepTimer) -> Callable[[], Any]:
+        """The timed phase: samples, telemetry and page faults into the result; the step."""
+        plan, result, spec, backend = self.plan, self.result, self.plan.spec, self.plan.backend
         self.phase("timed")
         telemetry = self.telemetry
         token = telemetry.begin(spec.device) if telemetry is not None else None
@@ -245,15 +254,30 @@ class _Measurement:
         plan, result = self.plan, self.result
         w, p = plan.workload, plan.params
         w.validate_output(out)
-        got = w.checked(plan.backend.to_host(out), p)
+        got = w.checked(host_widened(plan.backend, out), p)
         del out
         result.error = relative_error(got, reference(w, p, plan.spec.seed))
-        result.tolerance = float(w.tolerance(plan.compute_dtype, p))
+        result.tolerance = float(w.tolerance(tolerance_dtype(plan), p))
         if not np.isfinite(result.error):
             result.failure = "not-finite"
             result.notes.append(
                 f"the result holds NaN or inf ({plan.compute_dtype} overflowed or lost range)"
             )
+
+
+def host_widened(backend: Any, out: Any) -> Any:
+    """The output on the host, widened to float64 there: widening on the device first would
+    double a large result's footprint on the device and can run out of memory after the
+    timed run is done."""
+    return backend.to_host(backend.download(out))
+
+
+def tolerance_dtype(plan: RunPlan) -> str:
+    """The precision the check's tolerance assumes: TF32 matmuls keep a 10-bit mantissa."""
+    spec = plan.spec
+    if plan.compute_dtype == "float32" and spec.tf32 and spec.device.startswith("cuda"):
+        return "tf32"
+    return plan.compute_dtype
 
 
 def _first_line(exc: BaseException) -> str:
