@@ -39,6 +39,16 @@ def fmt_speedup(x: float | None) -> str:
     return f"{x:,.0f}×" if x >= 100 else f"{x:.3g}×"
 
 
+def fmt_row_speedup(row: Row, interval: bool = False) -> str:
+    """The speedup cell: '~' before a figure not to be read as printed (the reason is in the
+    row's notes); with `interval`, its 95% interval after it."""
+    text = row.speedup_marker + fmt_speedup(row.speedup)
+    iv = row.speedup_interval
+    if interval and iv is not None:
+        text += f" [{iv[0]:.3g}–{iv[1]:.3g}]"
+    return text
+
+
 def fmt_error(r: Any) -> str:
     if r.error is None:
         return "—"
@@ -109,6 +119,8 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     notes.extend(n for n in r.notes if n.startswith(shown))
     if roof.get("status") == "ok" and roof.get("note"):
         notes.append(f"roof: {roof['note']}")
+    if row.speedup_reason:
+        notes.append(f"~ speedup: {row.speedup_reason}")
     if noise:
         notes.extend(r.noise_warnings)
     return [
@@ -121,7 +133,7 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
         str(s.n) if s else "0",
         fmt_rate(r.gflops, "FLOP/s").replace(" GFLOP/s", "").replace(" TFLOP/s", "k"),
         fmt_rate(r.gbps, "B/s").replace(" GB/s", "").replace(" TB/s", "k"),
-        fmt_speedup(row.speedup),
+        fmt_row_speedup(row, interval=noise),
         fmt_error(r),
         roof_markdown(roof) if noise else roof_cell(roof),
         threads_text(r.conditions),
@@ -178,6 +190,10 @@ def to_csv(rows: Sequence[Row]) -> str:
             "gflops",
             "gbps",
             "speedup_vs_numpy_cpu",
+            "speedup_low",
+            "speedup_high",
+            "speedup_pairs",
+            "speedup_unstable",
             "rel_error",
             "tolerance",
             "check_ok",
@@ -226,6 +242,9 @@ def to_csv(rows: Sequence[Row]) -> str:
                 r.gflops if r.gflops is not None else "",
                 r.gbps if r.gbps is not None else "",
                 row.speedup if row.speedup is not None else "",
+                *(row.speedup_interval or ("", "")),
+                row.speedup_pairs if row.speedup_pairs is not None else "",
+                bool(row.speedup_marker),
                 r.error if r.error is not None else "",
                 r.tolerance if r.tolerance is not None else "",
                 r.check_ok if r.check_ok is not None else "",
@@ -260,6 +279,10 @@ def to_json(rows: Sequence[Row], **meta: Any) -> str:
             {
                 **row.result.to_dict(),
                 "speedup_vs_numpy_cpu": row.speedup,
+                "speedup_interval": row.speedup_interval,
+                "speedup_pairs": row.speedup_pairs,
+                "speedup_method": row.paired.method if row.paired else ("unpaired" if row.speedup else None),
+                "speedup_unstable": row.speedup_reason or None,
                 "baseline": row.baseline.spec.label() if row.baseline else None,
                 "warnings": row.warnings,
             }
