@@ -51,6 +51,7 @@ class RunSpec:
     threads: int | None = None  # None: leave the libraries' own defaults
     max_step_s: float = 30.0  # refuse a configuration whose step is estimated longer
     check: bool = True  # compare with the float64 reference
+    energy: bool = True  # energy per step after the timed phase, where a counter is readable
 
     @classmethod
     def make(cls, workload: str, params: Mapping[str, Any] | None = None, **kw: Any) -> RunSpec:

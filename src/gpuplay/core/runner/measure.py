@@ -221,8 +221,21 @@ class _Measurement:
                 )
         if timed.cancelled:
             raise Cancelled
+        self.energy(step)
         result.notes.extend(plan.workload.after_run(step, backend.name, spec.device, plan.params))
         return step
+
+    def energy(self, step: Callable[[], Any]) -> None:
+        """Energy per step over its own window after the timed one (gpuplay.core.energy)."""
+        spec, backend = self.plan.spec, self.plan.backend
+        if not spec.energy:
+            return
+        from gpuplay.core.energy import energy_for
+
+        self.phase("energy")
+        e = energy_for(spec.device, step, self.plan.flops, lambda: backend.synchronize(spec.device),
+                       self.cancel.is_set)  # fmt: skip
+        self.result.telemetry["energy"] = e.to_dict()
 
     def compile(
         self, step: Callable[[], Any], timer: StepTimer, args: tuple[Any, ...], host_args: Any

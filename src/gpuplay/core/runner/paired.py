@@ -251,6 +251,7 @@ class _Paired:
         cand.result.conditions["paired_with"] = base.plan.spec.label()
         if outcome.cancelled:
             raise Cancelled
+        cand.energy(step)
 
     def check(self, m: _Measurement, step: Callable[[], Any]) -> None:
         """One more call of the very step that was timed, against the float64 reference."""

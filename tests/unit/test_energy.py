@@ -1,0 +1,113 @@
+"""Energy per step from fake counters: NVML's ~100 ms total-energy counter and a RAPL folder."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+
+from gpuplay.core import energy
+from gpuplay.core.energy import Energy, NvmlCounter, measure_energy, rapl_counter
+
+
+class Board:
+    """A GPU drawing `idle_w` plus `step_j` per step, its counter updated every 100 ms."""
+
+    def __init__(self, idle_w: float = 60.0, step_j: float = 0.5, step_s: float = 0.01) -> None:
+        self.t, self.joules = 0.0, 1000.0
+        self.idle_w, self.step_j, self.step_s = idle_w, step_j, step_s
+        self.steps = 0
+
+    def advance(self, dt: float) -> None:
+        self.t += dt
+        self.joules += self.idle_w * dt
+
+    def step(self) -> None:
+        self.advance(self.step_s)
+        self.joules += self.step_j
+        self.steps += 1
+
+    # NVML's API, as nvidia-ml-py names it: mJ, updated at 100 ms boundaries only.
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):  # noqa: N802
+        return int(self.joules_at_last_update() * 1000)
+
+    def joules_at_last_update(self) -> float:
+        last = math.floor(self.t / 0.1) * 0.1
+        return self.joules - self.idle_w * (self.t - last)  # approximately: idle share since the tick
+
+
+@pytest.mark.gpu_fake
+def test_nvml_energy_per_step_is_above_idle_over_several_updates():
+    board = Board()
+    counter = NvmlCounter(board, handle=object(), index=1)
+    e = measure_energy(counter, board.step, flops=2e9, clock=lambda: board.t, sleep=board.advance)
+    assert e.status == "ok" and "whole board of GPU 1" in e.scope
+    assert e.window_s >= 0.5 and board.steps >= 50, "the window spans at least 5 of the counter's updates"
+    assert e.idle_w == pytest.approx(60.0, rel=0.05)
+    assert e.joules_per_step == pytest.approx(0.5, rel=0.15)
+    assert e.gflop_per_j == pytest.approx(2e9 / e.joules_per_step / 1e9)
+    assert "mJ/step above idle" in e.text() and "whole board" in e.text()
+
+
+@pytest.mark.gpu_fake
+def test_a_step_below_the_counters_resolution_never_reads_zero():
+    board = Board(idle_w=0.0, step_j=0.0)
+    e = measure_energy(NvmlCounter(board, object(), 0), board.step, clock=lambda: board.t, sleep=board.advance)
+    assert e.status == "below resolution" and e.joules_per_step is None
+    assert "below resolution" in e.text()
+
+
+@pytest.mark.gpu_fake
+def test_a_board_without_the_counter_says_so():
+    class NoCounter:
+        def nvmlDeviceGetTotalEnergyConsumption(self, handle):  # noqa: N802
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    assert NvmlCounter(NoCounter(), object(), 0).read_j() is None
+
+
+def _rapl(root, uj: int, mode: int = 0o644) -> str:
+    pkg = root / "intel-rapl:0"
+    (pkg / "intel-rapl:0:0").mkdir(parents=True)  # a subzone: counted inside its package, not again
+    (pkg / "energy_uj").write_text(f"{uj}\n")
+    (pkg / "max_energy_range_uj").write_text("1000000\n")
+    (pkg / "intel-rapl:0:0" / "energy_uj").write_text("5\n")
+    os.chmod(pkg / "energy_uj", mode)
+    return str(pkg)
+
+
+def test_rapl_reads_packages_and_survives_a_wraparound(tmp_path):
+    pkg = _rapl(tmp_path, 999_000)
+    counter, reason = rapl_counter(str(tmp_path))
+    assert counter is not None and reason == "" and counter.domains == [pkg]
+    assert counter.read_j() == 0.0
+    with open(os.path.join(pkg, "energy_uj"), "w") as f:
+        f.write("3000\n")  # wrapped past max_energy_range_uj
+    assert counter.read_j() == pytest.approx(4000 / 1e6)
+
+
+def test_rapl_without_the_folder_or_the_right_says_why(tmp_path, monkeypatch):
+    assert rapl_counter(str(tmp_path / "none")) == (None, "n/a (no RAPL)")
+    _rapl(tmp_path, 1)
+
+    def denied(path, *a, **k):
+        if str(path).endswith("energy_uj"):
+            raise PermissionError(13, "Permission denied")
+        return open_(path, *a, **k)
+
+    open_ = open
+    monkeypatch.setattr("builtins.open", denied)
+    assert rapl_counter(str(tmp_path)) == (None, "n/a (needs root)")
+
+
+def test_a_cpu_run_carries_its_energy_line(monkeypatch):
+    from gpuplay.core.runner import run
+    from gpuplay.core.spec import RunSpec
+
+    monkeypatch.setattr(energy, "RAPL_ROOT", "/nonexistent")
+    r = run(RunSpec.make("matmul", {"n": 16}, repeat=2, warmup=0))
+    assert r.telemetry["energy"]["status"] == "n/a (no RAPL)"
+    assert Energy(**r.telemetry["energy"]).text() == "energy: n/a (no RAPL)"
+    off = run(RunSpec.make("matmul", {"n": 16}, repeat=2, warmup=0, energy=False))
+    assert "energy" not in off.telemetry
