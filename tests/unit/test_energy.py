@@ -52,10 +52,10 @@ def test_nvml_energy_per_step_is_above_idle_over_several_updates():
 
 @pytest.mark.gpu_fake
 def test_a_step_below_the_counters_resolution_never_reads_zero():
-    board = Board(idle_w=0.0, step_j=0.0)
-    e = measure_energy(NvmlCounter(board, object(), 0), board.step, clock=lambda: board.t, sleep=board.advance)
-    assert e.status == "below resolution" and e.joules_per_step is None
-    assert "below resolution" in e.text()
+    for board in (Board(idle_w=0.0, step_j=0.0), Board(idle_w=60.0, step_j=1e-6)):
+        e = measure_energy(NvmlCounter(board, object(), 0), board.step, clock=lambda: board.t, sleep=board.advance)
+        assert e.status == "below resolution" and e.joules_per_step is None
+        assert "below resolution" in e.text()
 
 
 @pytest.mark.gpu_fake
@@ -69,10 +69,12 @@ def test_a_board_without_the_counter_says_so():
 
 def _rapl(root, uj: int, mode: int = 0o644) -> str:
     pkg = root / "intel-rapl:0"
-    (pkg / "intel-rapl:0:0").mkdir(parents=True)  # a subzone: counted inside its package, not again
+    sub = root / "intel-rapl:0:0"  # a subzone (the cores): inside its package's figure, not added again
+    pkg.mkdir(parents=True)
+    sub.mkdir()
     (pkg / "energy_uj").write_text(f"{uj}\n")
     (pkg / "max_energy_range_uj").write_text("1000000\n")
-    (pkg / "intel-rapl:0:0" / "energy_uj").write_text("5\n")
+    (sub / "energy_uj").write_text("5\n")
     os.chmod(pkg / "energy_uj", mode)
     return str(pkg)
 

@@ -216,7 +216,10 @@ def measure_energy(
     t1, e1 = end
     elapsed = t1 - t0
     above = (e1 - e0) - idle_w * elapsed
-    if e1 == e0 or above <= 0:
+    # Below a millijoule (the NVML counter's unit) or 1% of the idle energy in the window (the
+    # idle baseline's own uncertainty), the difference is the counter's noise, not the steps.
+    floor = max(1e-3, 0.01 * idle_w * elapsed)
+    if e1 == e0 or above <= floor:
         return Energy("below resolution", counter.scope, counter.source, idle_w=idle_w,
                       window_s=elapsed, steps=steps)  # fmt: skip
     per_step = above / steps
