@@ -12,29 +12,34 @@ from gpuplay.core.energy import Energy, NvmlCounter, measure_energy, rapl_counte
 
 
 class Board:
-    """A GPU drawing `idle_w` plus `step_j` per step, its counter updated every 100 ms."""
+    """A GPU drawing `idle_w` plus `step_j` per step, its counter updated every 100 ms.
+
+    Time is kept in whole microseconds: float seconds would drift off the 100 ms grid."""
 
     def __init__(self, idle_w: float = 60.0, step_j: float = 0.5, step_s: float = 0.01) -> None:
-        self.t, self.joules = 0.0, 1000.0
-        self.idle_w, self.step_j, self.step_s = idle_w, step_j, step_s
+        self.us, self.idle_w, self.step_j, self.step_us = 0, idle_w, step_j, round(step_s * 1e6)
+        self.step_joules = 0.0  # energy of the steps, booked when they run
+        self.booked: list[tuple[int, float]] = []
         self.steps = 0
 
+    @property
+    def t(self) -> float:
+        return self.us / 1e6
+
     def advance(self, dt: float) -> None:
-        self.t += dt
-        self.joules += self.idle_w * dt
+        self.us += max(1, round(dt * 1e6))
 
     def step(self) -> None:
-        self.advance(self.step_s)
-        self.joules += self.step_j
+        self.us += self.step_us
+        self.step_joules += self.step_j
+        self.booked.append((self.us, self.step_joules))
         self.steps += 1
 
-    # NVML's API, as nvidia-ml-py names it: mJ, updated at 100 ms boundaries only.
+    # NVML's API, as nvidia-ml-py names it: mJ, as of the last 100 ms update.
     def nvmlDeviceGetTotalEnergyConsumption(self, handle):  # noqa: N802
-        return int(self.joules_at_last_update() * 1000)
-
-    def joules_at_last_update(self) -> float:
-        last = math.floor(self.t / 0.1) * 0.1
-        return self.joules - self.idle_w * (self.t - last)  # approximately: idle share since the tick
+        tick = self.us // 100_000 * 100_000
+        steps = next((j for us, j in reversed(self.booked) if us <= tick), 0.0)
+        return int((1000.0 + self.idle_w * tick / 1e6 + steps) * 1000)
 
 
 @pytest.mark.gpu_fake
