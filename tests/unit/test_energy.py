@@ -118,3 +118,26 @@ def test_a_cpu_run_carries_its_energy_line(monkeypatch):
     assert Energy(**r.telemetry["energy"]).text() == "energy: n/a (no RAPL)"
     off = run(RunSpec.make("matmul", {"n": 16}, repeat=2, warmup=0, energy=False))
     assert "energy" not in off.telemetry
+
+
+def test_exports_and_the_stats_panel_carry_energy_bounded():
+    import json
+
+    from gpuplay.core.compare import Row
+    from gpuplay.core.energy import energy_of
+    from gpuplay.core.report import row_cells, to_csv, to_json
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.spec import RunSpec
+
+    spec = RunSpec.make("matmul", {"n": 16}, backend="torch", device="cuda:0")
+    ok = Energy("ok", "whole board of GPU 0, every process on it", "NVML", 0.25, 8.0, 60.0, 90.0, 0.6, 40)
+    r = RunResult(spec=spec, samples=[0.001] * 3, telemetry={"energy": ok.to_dict()})
+    doc = json.loads(to_json([Row(r)]))["results"][0]
+    assert doc["energy_per_step_j"] == 0.25 and doc["gflop_per_j"] == 8.0 and "whole board" in doc["energy_scope"]
+    header, values = (line.split(",") for line in to_csv([Row(r)]).splitlines()[:2])
+    assert values[header.index("energy_j_per_step")] == "0.25"
+    assert "250 mJ/step above idle" in row_cells(Row(r))[-1]
+    hostile = {"energy": {"status": "ok", "joules_per_step": float("inf"), "scope": "x" * 10_000, "bogus": 1}}
+    e = energy_of(hostile)
+    assert e is not None and e.joules_per_step is None and len(e.scope) == 200
+    assert energy_of({"energy": "garbage"}) is None

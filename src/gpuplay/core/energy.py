@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import math
 import os
 import time
 from collections.abc import Callable
@@ -245,3 +246,22 @@ def energy_for(device: str, step: Callable[[], Any], flops: float, sync: Callabl
     with contextlib.suppress(Exception):
         return measure_energy(counter, step, flops=flops, sync=sync, cancelled=cancelled)
     return Energy("n/a (the counter failed mid-window)", counter.scope, counter.source)
+
+
+def energy_of(telemetry: dict[str, Any] | None) -> Energy | None:
+    """The energy a result's telemetry holds (from a log too: bounded, unknown keys dropped)."""
+    d = (telemetry or {}).get("energy")
+    if not isinstance(d, dict) or not isinstance(d.get("status"), str):
+        return None
+    fields = Energy.__dataclass_fields__
+    clean: dict[str, Any] = {}
+    for k, v in d.items():
+        if k not in fields:
+            continue
+        if k in ("status", "scope", "source"):
+            clean[k] = str(v)[:200]
+        elif k == "steps":
+            clean[k] = int(v) if isinstance(v, int | float) and math.isfinite(v) else 0
+        else:
+            clean[k] = float(v) if isinstance(v, int | float) and math.isfinite(v) else None
+    return Energy(**clean)

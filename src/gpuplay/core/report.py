@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuplay import __version__
 from gpuplay.core.compare import Row
+from gpuplay.core.energy import energy_of
 from gpuplay.core.roofline import roof_cell, roof_text
 from gpuplay.core.system import host_description, package_version
 
@@ -121,6 +122,9 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
         notes.append(f"roof: {roof['note']}")
     if row.speedup_reason:
         notes.append(f"~ speedup: {row.speedup_reason}")
+    energy = energy_of(r.telemetry)
+    if energy is not None and energy.status == "ok":
+        notes.append(energy.text())
     if noise:
         notes.extend(r.noise_warnings)
     return [
@@ -206,6 +210,10 @@ def to_csv(rows: Sequence[Row]) -> str:
             "roof_gflops",
             "roof_peak_gflops",
             "roof_bandwidth_gbs",
+            "energy_j_per_step",
+            "gflop_per_j",
+            "energy_status",
+            "energy_scope",
             "unstable",
             "other_cpu_cores",
             "noise_warnings",
@@ -262,6 +270,7 @@ def to_csv(rows: Sequence[Row]) -> str:
                         "bandwidth_gbs",
                     )
                 ),
+                *_energy_cells(r.telemetry),
                 r.unstable,
                 host_noise.get("other_cores", ""),
                 "; ".join(r.noise_warnings),
@@ -269,6 +278,26 @@ def to_csv(rows: Sequence[Row]) -> str:
             ]
         )
     return buf.getvalue()
+
+
+def _energy_cells(telemetry: dict[str, Any]) -> list[Any]:
+    e = energy_of(telemetry)
+    if e is None:
+        return ["", "", "", ""]
+    return [
+        e.joules_per_step if e.joules_per_step is not None else "",
+        e.gflop_per_j if e.gflop_per_j is not None else "",
+        e.status,
+        e.scope,
+    ]
+
+
+def _energy_fields(telemetry: dict[str, Any]) -> dict[str, Any]:
+    e = energy_of(telemetry)
+    if e is None:
+        return {}
+    return {"energy_per_step_j": e.joules_per_step, "gflop_per_j": e.gflop_per_j, "energy_status": e.status,
+            "energy_scope": e.scope}  # fmt: skip
 
 
 def to_json(rows: Sequence[Row], **meta: Any) -> str:
@@ -285,6 +314,7 @@ def to_json(rows: Sequence[Row], **meta: Any) -> str:
                 "speedup_unstable": row.speedup_reason or None,
                 "baseline": row.baseline.spec.label() if row.baseline else None,
                 "warnings": row.warnings,
+                **_energy_fields(row.result.telemetry),
             }
             for row in rows
         ],

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplay.core.compare import is_baseline
+from gpuplay.core.energy import energy_of
 from gpuplay.core.report import fmt_time
 from gpuplay.core.session import LiveSession
 from gpuplay.core.spec import RunSpec
@@ -83,6 +84,9 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
             roof=r.roof_fields(),
             noise=r.noise_warnings,
         )
+        e = energy_of(r.telemetry)
+        if e is not None:
+            info["energy"] = e.text().removeprefix("energy: ")
         info["flops"], info["bytes"] = r.flops or info.get("flops"), r.bytes or info.get("bytes")
     compile_s = session.compile_seconds()
     if compile_s is not None:

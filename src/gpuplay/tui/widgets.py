@@ -161,6 +161,8 @@ class StatsPanel(Static):
         if info.get("message"):
             t.add_row("status", Text(info["message"], style="bold red"))
         self._roof_and_noise(t, info)
+        if info.get("energy"):
+            t.add_row("energy", Text(info["energy"], style="dim"))
         for note in info.get("notes", [])[:3]:
             t.add_row("note", Text(note, style="dim"))
         self.update(t)
