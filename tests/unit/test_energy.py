@@ -58,7 +58,9 @@ def test_nvml_energy_per_step_is_above_idle_over_several_updates():
 @pytest.mark.gpu_fake
 def test_a_step_below_the_counters_resolution_never_reads_zero():
     for board in (Board(idle_w=0.0, step_j=0.0), Board(idle_w=60.0, step_j=1e-6)):
-        e = measure_energy(NvmlCounter(board, object(), 0), board.step, clock=lambda: board.t, sleep=board.advance)
+        e = measure_energy(
+            NvmlCounter(board, object(), 0), board.step, clock=lambda: board.t, sleep=board.advance
+        )
         assert e.status == "below resolution" and e.joules_per_step is None
         assert "below resolution" in e.text()
 
@@ -133,7 +135,11 @@ def test_exports_and_the_stats_panel_carry_energy_bounded():
     ok = Energy("ok", "whole board of GPU 0, every process on it", "NVML", 0.25, 8.0, 60.0, 90.0, 0.6, 40)
     r = RunResult(spec=spec, samples=[0.001] * 3, telemetry={"energy": ok.to_dict()})
     doc = json.loads(to_json([Row(r)]))["results"][0]
-    assert doc["energy_per_step_j"] == 0.25 and doc["gflop_per_j"] == 8.0 and "whole board" in doc["energy_scope"]
+    assert (
+        doc["energy_per_step_j"] == 0.25
+        and doc["gflop_per_j"] == 8.0
+        and "whole board" in doc["energy_scope"]
+    )
     header, values = (line.split(",") for line in to_csv([Row(r)]).splitlines()[:2])
     assert values[header.index("energy_j_per_step")] == "0.25"
     assert "250 mJ/step above idle" in row_cells(Row(r))[-1]

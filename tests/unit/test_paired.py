@@ -57,7 +57,7 @@ def test_pairs_run_in_abba_blocks_until_the_count():
 
     out = interleave(lambda: order.append("A"), timer, 1, lambda: order.append("B"), timer, 2,
                      pairs=4, budget_s=None, min_pairs=1, max_pairs=100, cancel=threading.Event())  # fmt: skip
-    assert "".join(order) == "ABB" "BBA" "ABB" "BBA"  # B repeats twice per element (µs steps)
+    assert "".join(order) == "ABBBBAABBBBA"  # B repeats twice per element (µs steps)
     assert len(out.baseline) == len(out.candidate) == 4 and not out.cancelled
     stop = threading.Event()
     stop.set()

@@ -183,6 +183,18 @@ class Staircase(Widget):
         return t
 
 
+def speedup_mark(result: RunResult) -> str:
+    """' · ~ <why>' when the live speedup should not be read as printed; '' when it can."""
+    from gpuplay.core.stats import PairedSpeedup
+
+    paired = PairedSpeedup.from_dict(result.speedup)
+    if paired is None:
+        return " · ~ unpaired: NumPy was measured apart, at another moment"
+    if paired.wide:
+        return f" · ~ {paired.reason()}"
+    return f" · 95% {paired.low:.3g}–{paired.high:.3g}×"
+
+
 def _short_titles(titles: list[str]) -> list[str]:
     """Titles without the section's shared prefix ("2D FFT · NumPy" → "NumPy")."""
     if len(titles) < 2:
@@ -339,7 +351,7 @@ class PresenterApp(App[None]):
         bar.add_row(Text(self.deck.title, style="bold"), f"step {self.index + 1} of {n}   ", mode)
         self.query_one("#deck-bar", Static).update(bar)
         self.query_one("#step-title", Static).update(Text(step.title, style="bold"))
-        self.query_one("#caption", Static).update(step.caption)
+        self.query_one("#caption", Static).update(Text(step.caption))
         self.query_one("#notes", Static).update(Text(step.notes or "", style="italic"))
         if self.replay is None and self.autostart:
             if self.result_for(step.spec) is None:
@@ -362,11 +374,19 @@ class PresenterApp(App[None]):
         label = "vs NumPy on the CPU"
         if fig is not None and fig.median is not None:
             label += f" · median {fmt_time(fig.median)}"
+        if fig is not None and fig.source == "live" and fig.speedup is not None and fig.result is not None:
+            label += speedup_mark(fig.result)
         if fig is not None and fig.source == "fallback":
             label = "RECORDED FIGURE, not measured here · " + label
         elif fig is not None and fig.source == "recorded" and self.replay is not None:
             label = f"{self.replay.label} · " + label
         note.update(Text(label, style="bold"))
+        if fig is not None and fig.result is not None and fig.result.conditions.get("threads"):
+            # The deck's caption may say "every core": the run's own thread counts beside it.
+            used = threads_text(fig.result.conditions)
+            self.query_one("#caption", Static).update(
+                Text(f"{self.step.caption}  (threads this run: {used})")
+            )
         detail = self.query_one("#detail", Static)
         detail.update(Text(fig.detail if fig is not None else "queued…", style="italic"))
         detail.set_class(fig is not None and fig.source in ("fallback", "unavailable"), "warn")

@@ -225,7 +225,9 @@ class _Paired:
                 with contextlib.suppress(Exception):
                     m.plan.backend.free_memory(m.plan.spec.device)
 
-    def pairs(self, step: Callable[[], Any], timer: StepTimer, base_step: Callable[[], Any], base_timer: StepTimer) -> None:
+    def pairs(
+        self, step: Callable[[], Any], timer: StepTimer, base_step: Callable[[], Any], base_timer: StepTimer
+    ) -> None:
         cand, base, spec = self.cand, self.base, self.cand.plan.spec
         if self.on_phase is not None:
             self.on_phase("paired", "")

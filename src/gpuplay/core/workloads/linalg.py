@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from gpuplay.core.workloads import tolerance
 from gpuplay.core.workloads.base import Array, ArrayModule, Param, Workload, linalg_dtype_reason
+from gpuplay.core.workloads.tolerance import dot
 
 
 def matmul(xp: ArrayModule, a: Array, b: Array) -> Array:
@@ -81,7 +81,7 @@ class Matmul(Workload):
     def tolerance(self, compute_dtype: str, p: Mapping[str, Any]) -> float:
         # Inputs rounded once to the compute dtype, products accumulated (in float32 for half
         # precision and TF32) over k = n: 0.031 for a bfloat16 matmul at n = 2048.
-        return tolerance.dot(compute_dtype, p["n"])
+        return dot(compute_dtype, p["n"])
 
 
 class BatchedMatmul(Matmul):
