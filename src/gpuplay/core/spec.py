@@ -12,6 +12,7 @@ DTYPES = ("float64", "float32", "float16", "bfloat16")
 AMP_MODES = ("off", "fp16", "bf16")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 LINALG_LIBRARIES = ("default", "cusolver", "magma")
+ALLOC_MODES = ("warm", "cold")  # host pages reused between steps, or returned (runner/alloc.py)
 
 
 class SpecError(ValueError):
@@ -52,6 +53,7 @@ class RunSpec:
     max_step_s: float = 30.0  # refuse a configuration whose step is estimated longer
     check: bool = True  # compare with the float64 reference
     energy: bool = True  # energy per step after the timed phase, where a counter is readable
+    alloc: str = "warm"  # cold: freed host pages go back to the OS between steps
 
     @classmethod
     def make(cls, workload: str, params: Mapping[str, Any] | None = None, **kw: Any) -> RunSpec:
@@ -78,6 +80,7 @@ class RunSpec:
             "amp": AMP_MODES,
             "compile": COMPILE_MODES,
             "linalg_library": LINALG_LIBRARIES,
+            "alloc": ALLOC_MODES,
         }
         for name, allowed in choices.items():
             value = getattr(self, name)
@@ -117,6 +120,8 @@ class RunSpec:
             parts.append(f"+{self.linalg_library}")
         if self.transfers:
             parts.append("+transfers")
+        if self.alloc != "warm":
+            parts.append(f"+alloc:{self.alloc}")
         method = self.params.get("method")
         if method and method != "auto":
             parts.append(f"({method})")

@@ -50,11 +50,13 @@ def timed_loop(
     cancel: threading.Event,
     pause: threading.Event | None = None,
     on_sample: SampleCallback | None = None,
+    between: Callable[[], Any] | None = None,
 ) -> LoopOutcome:
     """Time `fn` step by step until `count` steps, or `budget_s` and `min_count`, or cancel.
 
     Inside the measured interval: `fn()` and the release of its output. The
-    cancel, pause and budget checks and the callback run between steps.
+    cancel, pause and budget checks, the callback and `between` (the cold allocation
+    mode's page return) run between steps.
     """
     samples: list[float] = []
     append = samples.append
@@ -84,4 +86,6 @@ def timed_loop(
         n += 1
         if on_sample is not None:
             on_sample(phase, dt)
+        if between is not None:
+            between()
     return LoopOutcome(samples, cancelled)

@@ -18,6 +18,8 @@ import numpy as np
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
+from gpuplay.core.runner.alloc import allocation_note, between_steps, cold_probe
+from gpuplay.core.runner.alloc import minor_faults as _minor_faults
 from gpuplay.core.runner.inputs import clear_caches, device_inputs, reference, transfer_inputs
 from gpuplay.core.runner.loop import Cancelled, LoopOutcome, PhaseCallback, SampleCallback, timed_loop
 from gpuplay.core.runner.plan import RunPlan, conditions, resolve
@@ -27,19 +29,10 @@ from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.usercode import UserCodeError
 from gpuplay.core.workloads import relative_error
 
-try:  # page faults per step, a diagnostic of allocator behaviour (Unix only)
-    import resource
-
-    def _minor_faults() -> int | None:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-except ImportError:  # pragma: no cover - Windows
-
-    def _minor_faults() -> int | None:
-        return None
-
-
-# ~4 MiB of 4 KiB pages faulted in per step: worth a word beside the figure.
-FAULTS_NOTE_THRESHOLD = 1000
+# A step moving this much host memory may be served by mmap and fault its output in: the
+# cold allocation mode is probed beside the warm one (runner/alloc.py).
+ALLOC_PROBE_MIN_BYTES = 4 << 20
+ALLOC_PROBE_MAX_STEP_S = 0.25
 
 
 class TelemetryWindow(Protocol):
@@ -210,17 +203,12 @@ class _Measurement:
             if gpu and gpu.get("energy_j") is not None and timed.samples:
                 gpu["energy_per_step_j"] = gpu["energy_j"] / len(timed.samples)
         result.samples = timed.samples
+        if timed.cancelled:
+            raise Cancelled
         if faults0 is not None and faults1 is not None and timed.samples:
             per_step = round((faults1 - faults0) / len(timed.samples), 1)
             result.conditions["page_faults_per_step"] = per_step
-            if per_step >= FAULTS_NOTE_THRESHOLD:
-                result.notes.append(
-                    f"{per_step:,.0f} page faults per step: the allocator gave memory back to the OS "
-                    "and the step faulted it in again; how often depends on what the process "
-                    "allocated before, so a long-running process may time this step faster"
-                )
-        if timed.cancelled:
-            raise Cancelled
+            self.allocation(step, timer, per_step)
         self.energy(step)
         result.notes.extend(plan.workload.after_run(step, backend.name, spec.device, plan.params))
         return step
@@ -257,10 +245,31 @@ class _Measurement:
             result.conditions["compile"] = f"failed: ran eager ({plan.spec.compile} requested)"
             return build_step(plan, args, host_args, compiled=False)
 
+    def allocation(self, step: Callable[[], Any], timer: StepTimer, faults_per_step: float) -> None:
+        """Say which allocation mode was timed, and (warm, on the host) how far the cold one is."""
+        plan, result = self.plan, self.result
+        result.conditions["alloc"] = plan.spec.alloc
+        probe = None
+        median = result.median or 0.0
+        if (
+            plan.spec.alloc == "warm"
+            and plan.spec.device == "cpu"
+            and plan.bytes >= ALLOC_PROBE_MIN_BYTES
+            and 0 < median <= ALLOC_PROBE_MAX_STEP_S
+        ):
+            self.phase("allocation")
+            probe = cold_probe(step, timer, median)
+            if probe is not None:
+                result.conditions["alloc_cold_probe"] = probe
+        note = allocation_note(plan.spec.alloc, faults_per_step, probe)
+        if note:
+            result.notes.append(note)
+
     def loop(self, step: Callable[[], Any], timer: StepTimer, phase: str, **kw: Any) -> LoopOutcome:
         return timed_loop(
-            step, timer, phase=phase, cancel=self.cancel, pause=self.pause, on_sample=self.on_sample, **kw
-        )
+            step, timer, phase=phase, cancel=self.cancel, pause=self.pause, on_sample=self.on_sample,
+            between=between_steps(self.plan.spec.alloc), **kw,
+        )  # fmt: skip
 
     def check(self, out: Any) -> None:
         """Compare the last output with the float64 reference."""
