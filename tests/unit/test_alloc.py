@@ -46,13 +46,26 @@ def test_an_unknown_mode_is_refused_and_cold_is_labelled():
 
 
 @needs_glibc
-def test_cold_mode_faults_every_step_and_warm_mode_probes_the_cold_one():
+def test_cold_mode_faults_every_step_and_warm_mode_probes_the_cold_one(monkeypatch):
+    from gpuplay.core.runner import alloc
+
+    real = alloc.page_returner()
+    trims: list[int] = []
+
+    def counting() -> None:
+        trims.append(1)
+        real()
+
+    monkeypatch.setattr(alloc, "page_returner", lambda: counting)
     params = {"n": 1_000_000}  # 8 MB float64 output: served by mmap or a reused heap
     cold = run(RunSpec.make("elementwise", params, dtype="float64", repeat=4, warmup=1, alloc="cold"))
+    assert len(trims) == 5, "pages go back after every warm-up and timed step"
     assert cold.status == "ok", cold.message
     assert cold.conditions["alloc"] == "cold"
     assert cold.conditions["page_faults_per_step"] >= 1000, "each step faults its 8 MB output in again"
     assert any(n.startswith("cold allocation") for n in cold.notes)
+    trims.clear()
     warm = run(RunSpec.make("elementwise", params, dtype="float64", repeat=4, warmup=1))
+    assert 2 <= len(trims) <= 5, "warm steps keep their pages; only the probe's steps return them"
     probe = warm.conditions["alloc_cold_probe"]
     assert probe["cold_faults_per_step"] >= 1000 and probe["ratio"] > 0 and probe["steps"] >= 2
