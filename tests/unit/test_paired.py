@@ -128,3 +128,18 @@ def test_exports_carry_the_interval_and_mark_what_should_not_be_read_as_printed(
     csv_lines = to_csv([steady]).splitlines()
     header, values = csv_lines[0].split(","), csv_lines[1].split(",")
     assert values[header.index("speedup_low")] == "3.4" and values[header.index("speedup_pairs")] == "30"
+
+
+def test_a_cold_pair_returns_pages_before_every_step_of_both_sides():
+    events: list[str] = []
+
+    def timer(fn):
+        fn()
+        return 0.001, None
+
+    interleave(lambda: events.append("A"), timer, 1, lambda: events.append("B"), timer, 1, pairs=2,
+               budget_s=None, min_pairs=1, max_pairs=9, cancel=threading.Event(),
+               between=lambda: events.append("trim"))  # fmt: skip
+    assert events == ["trim", "A", "trim", "B", "trim", "B", "trim", "A"]
+    spec = RunSpec.make("elementwise", {"n": 32}, backend="torch", alloc="cold")
+    assert baseline_spec(spec).alloc == "cold", "both sides in the same allocation mode"

@@ -52,6 +52,7 @@ def baseline_spec(spec: RunSpec) -> RunSpec:
         threads=spec.threads,
         max_step_s=spec.max_step_s,
         check=spec.check,
+        alloc=spec.alloc,  # both sides in the same allocation mode
     )
 
 

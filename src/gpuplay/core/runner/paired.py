@@ -21,6 +21,7 @@ from typing import Any
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
+from gpuplay.core.runner.alloc import between_steps
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
 from gpuplay.core.runner.measure import TelemetryWindow, _Measurement, _now, run
 from gpuplay.core.runner.plan import RunPlan, conditions, resolve
@@ -66,6 +67,7 @@ def interleave(
     cancel: threading.Event,
     pause: threading.Event | None = None,
     on_sample: SampleCallback | None = None,
+    between: Callable[[], Any] | None = None,
 ) -> PairedOutcome:
     """Time A and B in ABBA blocks until `pairs`, or `budget_s` and `min_pairs`, or a cancel.
 
@@ -78,6 +80,8 @@ def interleave(
     def element(fn: Callable[[], Any], timer: StepTimer, inner: int) -> float:
         total = 0.0
         for _ in range(inner):
+            if between is not None:  # the cold allocation mode's page return, outside the interval
+                between()
             total += timer(fn)[0]
         return total / inner
 
@@ -246,11 +250,13 @@ class _Paired:
             cancel=self.cancel,
             pause=self.pause,
             on_sample=self.on_sample,
+            between=between_steps(spec.alloc),
         )
         if self.telemetry is not None:
             cand.result.telemetry = self.telemetry.end(token)
         cand.result.samples, base.result.samples = outcome.candidate, outcome.baseline
         cand.result.conditions["paired_with"] = base.plan.spec.label()
+        cand.result.conditions["alloc"] = spec.alloc
         if outcome.cancelled:
             raise Cancelled
         cand.energy(step)
