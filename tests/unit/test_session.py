@@ -70,7 +70,8 @@ def test_a_wide_interval_or_another_thread_count_is_never_shown_plain(live):
     live.finish(run_id, wide, "baseline")
     live.add_samples(run_id, [("timed", 0.001)] * 3)
     view = viewmodels.speedup_view(live)
-    assert view.marker == "~" and "wide" in view.reason
+    assert view.marker == "~" and "wide" in view.reason and view.short == "wide interval"
+    assert viewmodels.stats_info(live)["speedup_reason"] == view.reason, "the full reason, one look away"
     # Another thread count is another configuration: its speedup is measured anew, not divided.
     live.threads = 2
     live.spec = live.make_spec(live.spec)

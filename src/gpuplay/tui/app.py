@@ -482,7 +482,7 @@ class GpuPlayApp(App[None]):
         self.refresh_stats()
         summary = self.timed_summary()
         big = viewmodels.speedup_view(self.session)
-        self.main.query_one(SpeedupDigits).show(big.speedup, big.note, big.marker, big.reason)
+        self.main.query_one(SpeedupDigits).show(big.speedup, big.note, big.marker, big.reason, big.short)
         title = viewmodels.chart_title(self.session)
         self.main.query_one(StepChart).show(self.samples, summary.median if summary else None, title)
         self.main.query_one(ClaimLine).show(self.scenario)

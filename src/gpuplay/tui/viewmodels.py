@@ -25,7 +25,8 @@ class SpeedupView:
     speedup: float | None
     note: str
     marker: str = ""  # "~" when the figure should not be read as printed
-    reason: str = ""  # why, in words (shown under the digits and as the tooltip)
+    reason: str = ""  # why, in words (the stats panel's "⚠ speedup" line and the tooltip)
+    short: str = ""  # why, in a few words under the digits
 
 
 def speedup_view(session: LiveSession) -> SpeedupView:
@@ -41,11 +42,13 @@ def speedup_view(session: LiveSession) -> SpeedupView:
         base = f"NumPy {record.get('baseline_dtype', '?')} {fmt_time(base_s if isinstance(base_s, float) else None)}"
         note = f"({interval}{paired.pairs} pairs with {base})"
         reasons = [paired.reason()] if paired.wide else []
+        shorts = [("too few pairs" if paired.interval is None else "wide interval")] if paired.wide else []
         live = session.live_result
         if live is not None and live.spec == spec and (live.unstable or live.noise_warnings):
-            reasons.append("the noise check fired")
+            reasons.append("the noise check fired during this run")
+            shorts.append("noisy run")
         reason = "; ".join(r for r in reasons if r)
-        return SpeedupView(paired.point, note, "~" if reason else "", reason)
+        return SpeedupView(paired.point, note, "~" if reason else "", reason, ", ".join(shorts))
     if session.baseline_running:
         return SpeedupView(None, "measuring the speedup: paired with NumPy on the CPU…")
     return SpeedupView(None, "")
@@ -84,6 +87,7 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
             roof=r.roof_fields(),
             noise=r.noise_warnings,
         )
+        info["speedup_reason"] = speedup_view(session).reason
         e = energy_of(r.telemetry)
         if e is not None:
             info["energy"] = e.text().removeprefix("energy: ")

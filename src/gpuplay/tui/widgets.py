@@ -107,7 +107,9 @@ class ControlsPanel(Static):
 class SpeedupDigits(Static):
     """The speedup over NumPy on the CPU, in big digits."""
 
-    def show(self, speedup: float | None, note: str, marker: str = "", reason: str = "") -> None:
+    def show(
+        self, speedup: float | None, note: str, marker: str = "", reason: str = "", short: str = ""
+    ) -> None:
         from textual.renderables.digits import Digits
 
         self.speedup, self.note, self.marker = speedup, note, marker
@@ -119,7 +121,7 @@ class SpeedupDigits(Static):
         style = "bold yellow" if marker else "bold green" if speedup >= 1 else "bold red"
         lines = [Digits(value, style=style), Text(f"vs NumPy on the CPU  {note}", style="dim")]
         if marker:  # an unstable figure says so where it is read, and why
-            lines.append(Text(f"{marker} unstable: {reason}", style="yellow"))
+            lines.append(Text(f"{marker} unstable: {short or reason} (⚠ speedup, right)", style="yellow"))
         self.update(Group(*lines))
 
 
@@ -163,6 +165,8 @@ class StatsPanel(Static):
         self._roof_and_noise(t, info)
         if info.get("energy"):
             t.add_row("energy", Text(info["energy"], style="dim"))
+        if info.get("speedup_reason"):
+            t.add_row("⚠ speedup", Text(info["speedup_reason"], style="yellow"))
         for note in info.get("notes", [])[:3]:
             t.add_row("note", Text(note, style="dim"))
         self.update(t)
