@@ -149,6 +149,8 @@ class StatsPanel(Static):
             t.add_row("compile", f"{fmt_time(info['compile_s'])} (excluded)")
         if info.get("result") is not None:
             t.add_row("error", fmt_error(info["result"]) + " vs float64")
+        if info.get("speedup_reason"):  # beside the big digits' "~": why
+            t.add_row("⚠ speedup", Text(info["speedup_reason"], style="yellow"))
         c = info.get("conditions") or {}
         if c:
             th = c.get("threads") or {}
@@ -165,8 +167,6 @@ class StatsPanel(Static):
         self._roof_and_noise(t, info)
         if info.get("energy"):
             t.add_row("energy", Text(info["energy"], style="dim"))
-        if info.get("speedup_reason"):
-            t.add_row("⚠ speedup", Text(info["speedup_reason"], style="yellow"))
         for note in info.get("notes", [])[:3]:
             t.add_row("note", Text(note, style="dim"))
         self.update(t)
