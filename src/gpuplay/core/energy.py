@@ -238,11 +238,14 @@ def measure_energy(
 
 
 def energy_for(device: str, step: Callable[[], Any], flops: float, sync: Callable[[], None],
-               cancelled: Callable[[], bool] = lambda: False) -> Energy:  # fmt: skip
-    """Energy per step of `step` on `device`, or a reason there is no figure."""
+               cancelled: Callable[[], bool] = lambda: False,
+               on_start: Callable[[], object] = lambda: None) -> Energy:  # fmt: skip
+    """Energy per step of `step` on `device`, or a reason there is no figure. `on_start` is
+    called only when there is a counter to measure with (a phase worth showing)."""
     counter, reason = counter_for(device)
     if counter is None:
         return Energy(reason)
+    on_start()
     with contextlib.suppress(Exception):
         return measure_energy(counter, step, flops=flops, sync=sync, cancelled=cancelled)
     return Energy("n/a (the counter failed mid-window)", counter.scope, counter.source)

@@ -220,9 +220,8 @@ class _Measurement:
             return
         from gpuplay.core.energy import energy_for
 
-        self.phase("energy")
         e = energy_for(spec.device, step, self.plan.flops, lambda: backend.synchronize(spec.device),
-                       self.cancel.is_set)  # fmt: skip
+                       self.cancel.is_set, on_start=lambda: self.phase("energy"))  # fmt: skip
         self.result.telemetry["energy"] = e.to_dict()
 
     def compile(
