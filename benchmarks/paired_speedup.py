@@ -67,7 +67,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--backend", default="torch")
     args = ap.parse_args()
-    print(f"# {cpu_name()} ({cpu_count()} cores), threads {args.threads}, {args.pairs} pairs per configuration")
+    print(
+        f"# {cpu_name()} ({cpu_count()} cores), threads {args.threads}, {args.pairs} pairs per configuration"
+    )
     print(f"# started {time.strftime('%Y-%m-%d %H:%M:%S')}")
     for workload, params in CONFIGS:
         spec = RunSpec.make(workload, params, backend=args.backend, threads=args.threads)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 
 import pytest
@@ -59,7 +58,7 @@ def test_nvml_energy_per_step_is_above_idle_over_several_updates():
 def test_a_step_below_the_counters_resolution_never_reads_zero():
     for board in (Board(idle_w=0.0, step_j=0.0), Board(idle_w=60.0, step_j=1e-6)):
         e = measure_energy(
-            NvmlCounter(board, object(), 0), board.step, clock=lambda: board.t, sleep=board.advance
+            NvmlCounter(board, object(), 0), board.step, clock=lambda b=board: b.t, sleep=board.advance
         )
         assert e.status == "below resolution" and e.joules_per_step is None
         assert "below resolution" in e.text()
