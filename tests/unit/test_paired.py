@@ -143,3 +143,14 @@ def test_a_cold_pair_returns_pages_before_every_step_of_both_sides():
     assert events == ["trim", "A", "trim", "B", "trim", "B", "trim", "A"]
     spec = RunSpec.make("elementwise", {"n": 32}, backend="torch", alloc="cold")
     assert baseline_spec(spec).alloc == "cold", "both sides in the same allocation mode"
+
+
+def test_pairs_that_fault_heavily_say_the_speedup_is_for_the_cold_mode(monkeypatch):
+    from gpuplay.core.runner import paired as paired_module
+
+    counts = iter([0, 6 * 5000])  # getrusage before and after the pairs
+    monkeypatch.setattr(paired_module, "minor_faults", lambda: next(counts))
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch", repeat=6, threads=1)
+    r = run_paired(spec, baseline_spec(spec))
+    assert r.conditions["page_faults_per_pair"] == 5000
+    assert any(n.startswith("allocation-bound pairs: 5,000 page faults per pair") for n in r.notes)

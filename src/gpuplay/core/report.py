@@ -118,6 +118,7 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
         notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
     shown = ("torch.compile failed", "AMP:", "the result holds", "kernels per step", "accuracy:", "INT8:",
              "allocation-bound", "allocation mode could flip", "cold allocation")  # fmt: skip
+    # ("allocation-bound pairs: …" starts with "allocation-bound" too.)
     notes.extend(n for n in r.notes if n.startswith(shown))
     if roof.get("status") == "ok" and roof.get("note"):
         notes.append(f"roof: {roof['note']}")

@@ -21,7 +21,7 @@ from typing import Any
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
-from gpuplay.core.runner.alloc import between_steps
+from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, between_steps, minor_faults
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
 from gpuplay.core.runner.measure import TelemetryWindow, _Measurement, _now, run
 from gpuplay.core.runner.plan import RunPlan, conditions, resolve
@@ -236,6 +236,7 @@ class _Paired:
         if self.on_phase is not None:
             self.on_phase("paired", "")
         token = self.telemetry.begin(spec.device) if self.telemetry is not None else None
+        faults0 = minor_faults()
         outcome = interleave(
             base_step,
             base_timer,
@@ -252,14 +253,31 @@ class _Paired:
             on_sample=self.on_sample,
             between=between_steps(spec.alloc),
         )
+        faults1 = minor_faults()
         if self.telemetry is not None:
             cand.result.telemetry = self.telemetry.end(token)
+        self.allocation_note(faults0, faults1, len(outcome.candidate))
         cand.result.samples, base.result.samples = outcome.candidate, outcome.baseline
         cand.result.conditions["paired_with"] = base.plan.spec.label()
         cand.result.conditions["alloc"] = spec.alloc
         if outcome.cancelled:
             raise Cancelled
         cand.energy(step)
+
+    def allocation_note(self, faults0: int | None, faults1: int | None, pairs: int) -> None:
+        """Alternating two libraries' large temporaries can make glibc return pages between
+        them: both sides then run in the cold allocation mode, which a script timing one side
+        alone may not. Said beside the speedup when the pairs faulted heavily."""
+        if faults0 is None or faults1 is None or not pairs:
+            return
+        per_pair = round((faults1 - faults0) / pairs, 1)
+        result = self.cand.result
+        result.conditions["page_faults_per_pair"] = per_pair
+        if per_pair >= FAULTS_NOTE_THRESHOLD and self.cand.plan.spec.alloc == "warm":
+            result.notes.append(
+                f"allocation-bound pairs: {per_pair:,.0f} page faults per pair; alternating with NumPy "
+                "returned pages to the OS, so the speedup is for the cold allocation mode"
+            )
 
     def check(self, m: _Measurement, step: Callable[[], Any]) -> None:
         """One more call of the very step that was timed, against the float64 reference."""
