@@ -57,10 +57,15 @@ def feed(app, backend: str = "torch", amp: str = "off") -> None:
         2.6e-7 if amp == "off" else 2.9e-3,
         "bfloat16" if amp == "bf16" else None,
     )
+    # The speedup as the app measures it: paired with the baseline, with its interval.
+    point = base_r.median / live_r.median
+    live_r.speedup = {"point": point, "interval": [point * 0.97, point * 1.03], "pairs": 24,
+                      "baseline_dtype": "float32", "baseline_median_s": base_r.median}  # fmt: skip
     s = app.session
     s.spec = spec
     s.results = [base_r, live_r]
     s.baselines = {base: base_r}
+    s.speedups = {spec: live_r.speedup}
     s.samples = fixed_samples(live_r.median)
     s.live_result = live_r
     s.phase = "done"

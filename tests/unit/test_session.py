@@ -44,15 +44,40 @@ def test_a_finished_gpu_side_run_asks_for_its_numpy_baseline_once(live):
     assert todo.current and todo.log
     assert todo.start_baseline is not None and todo.start_baseline.backend == "numpy"
     assert live.baseline_running
-    base = live.finish(run_id, _ok(todo.start_baseline, 0.004), "baseline")
-    assert base.log and not live.baseline_running
-    assert live.baseline_for(live.spec) is not None
+    # The paired job measures the configuration on screen with its baseline: its speedup.
+    paired = _ok(live.spec, 0.001)
+    paired.speedup = {"point": 4.0, "interval": [3.9, 4.1], "pairs": 12, "baseline_dtype": "float32",
+                      "baseline_median_s": 0.004}  # fmt: skip
+    base = live.finish(run_id, paired, "baseline")
+    assert base.current and not live.baseline_running
+    assert live.live_result.speedup == paired.speedup, "the result on screen carries its speedup"
     view = viewmodels.speedup_view(live)
     assert view.speedup is None  # no timed samples on screen yet
     live.add_samples(run_id, [("timed", 0.001)] * 3)
-    assert viewmodels.speedup_view(live).speedup == pytest.approx(4.0)
+    view = viewmodels.speedup_view(live)
+    assert view.speedup == pytest.approx(4.0) and view.marker == ""
+    assert "12 pairs" in view.note and "3.9–4.1×" in view.note
     again = live.finish(live.begin_run(), _ok(live.spec, 0.001), "live")
-    assert again.start_baseline is None, "the baseline is measured once per configuration"
+    assert again.start_baseline is None, "the speedup is measured once per configuration"
+
+
+def test_a_wide_interval_or_another_thread_count_is_never_shown_plain(live):
+    live.spec = live.spec.replace(backend="torch")
+    run_id = live.begin_run()
+    todo = live.finish(run_id, _ok(live.spec, 0.001), "live")
+    wide = _ok(live.spec, 0.001)
+    wide.speedup = {"point": 2.0, "interval": [1.0, 3.0], "pairs": 8}
+    live.finish(run_id, wide, "baseline")
+    live.add_samples(run_id, [("timed", 0.001)] * 3)
+    view = viewmodels.speedup_view(live)
+    assert view.marker == "~" and "wide" in view.reason and view.short == "wide interval"
+    assert viewmodels.stats_info(live)["speedup_reason"] == view.reason, "the full reason, one look away"
+    # Another thread count is another configuration: its speedup is measured anew, not divided.
+    live.threads = 2
+    live.spec = live.make_spec(live.spec)
+    assert viewmodels.speedup_view(live).speedup is None
+    todo = live.finish(live.begin_run(), _ok(live.spec, 0.001), "live")
+    assert todo.start_baseline is not None and todo.start_baseline.threads == 2
 
 
 def test_failures_are_reported_not_logged(live):
@@ -67,7 +92,7 @@ def test_old_results_are_dropped_with_their_baselines(live, monkeypatch):
     monkeypatch.setattr(session_module, "MAX_SESSION_RESULTS", 2)
     specs = [live.spec.replace(seed=i) for i in range(3)]
     for spec in specs:
-        live.finish(live.begin_run(), _ok(spec, 0.01), "baseline")
+        live.finish(live.begin_run(), _ok(spec, 0.01), "live")
     assert len(live.results) == 2
     assert specs[0] not in live.baselines and specs[2] in live.baselines
 

@@ -7,7 +7,15 @@ from typing import Any
 
 import click
 
-from gpuplay.core.spec import AMP_MODES, BACKENDS, CACHE_MODES, COMPILE_MODES, DTYPES, LINALG_LIBRARIES
+from gpuplay.core.spec import (
+    ALLOC_MODES,
+    AMP_MODES,
+    BACKENDS,
+    CACHE_MODES,
+    COMPILE_MODES,
+    DTYPES,
+    LINALG_LIBRARIES,
+)
 
 scenario_dirs_option = click.option(
     "--scenarios",
@@ -93,11 +101,19 @@ SPEC_OPTIONS: list[Callable[[Any], Any]] = [
         help="Refuse a configuration whose single step is estimated longer (seconds).",
     ),
     click.option("--seed", type=int, default=0, show_default=True),
+    click.option(
+        "--alloc",
+        type=click.Choice(ALLOC_MODES),
+        default="warm",
+        show_default=True,
+        help="Host allocation mode: warm reuses freed pages between steps; cold returns them to the "
+        "OS each step (a fresh process's first-touch page faults).",
+    ),
 ]
 
 SPEC_FIELDS = (
     "backend", "device", "dtype", "amp", "compile", "tf32", "cuda_graphs", "linalg_library",
-    "transfers", "cache", "warmup", "repeat", "budget_s", "threads", "max_step_s", "seed",
+    "transfers", "cache", "warmup", "repeat", "budget_s", "threads", "max_step_s", "seed", "alloc",
 )  # fmt: skip
 
 

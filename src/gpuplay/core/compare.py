@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from gpuplay.core.backends import get_backend
 from gpuplay.core.planner import check, compute_dtype
 from gpuplay.core.result import RunResult
-from gpuplay.core.runner import TelemetryWindow, run
+from gpuplay.core.runner import TelemetryWindow
 from gpuplay.core.scenarios import Scenario
 from gpuplay.core.spec import Refusal, RunSpec
+from gpuplay.core.stats import PairedSpeedup
 from gpuplay.core.workloads import get_workload
 
 # Levers a compare can add on top of each torch configuration.
@@ -51,6 +52,7 @@ def baseline_spec(spec: RunSpec) -> RunSpec:
         threads=spec.threads,
         max_step_s=spec.max_step_s,
         check=spec.check,
+        alloc=spec.alloc,  # both sides in the same allocation mode
     )
 
 
@@ -79,10 +81,50 @@ class Row:
     warnings: list[str] = field(default_factory=list)
 
     @property
+    def paired(self) -> PairedSpeedup | None:
+        """The speedup measured in interleaved pairs with the baseline, if it was."""
+        return PairedSpeedup.from_dict(self.result.speedup)
+
+    @property
     def speedup(self) -> float | None:
+        """Paired when measured so; else (an older log, a run without pairs) the ratio of two
+        medians measured apart, which `speedup_marker` marks."""
+        paired = self.paired
+        if paired is not None:
+            return paired.point
         if self.baseline is None or not self.baseline.median or not self.result.median:
             return None
         return self.baseline.median / self.result.median
+
+    @property
+    def speedup_interval(self) -> list[float] | None:
+        paired = self.paired
+        return paired.interval if paired is not None else None
+
+    @property
+    def speedup_pairs(self) -> int | None:
+        paired = self.paired
+        return paired.pairs if paired is not None else None
+
+    @property
+    def speedup_reason(self) -> str:
+        """Why the speedup should not be read as printed; '' when it can."""
+        if self.speedup is None or self.baseline is self.result:
+            return ""
+        paired = self.paired
+        reasons = []
+        if paired is None:
+            reasons.append("unpaired: the NumPy baseline was measured apart, at another time")
+        elif paired.wide:
+            reasons.append(paired.reason())
+        if self.result.unstable or self.result.noise_warnings:
+            reasons.append("the noise check fired during this run")
+        return "; ".join(reasons)
+
+    @property
+    def speedup_marker(self) -> str:
+        """'~' before a speedup whose reason is one look away (details, notes, tooltip)."""
+        return "~" if self.speedup_reason else ""
 
 
 def attach_baselines(results: Sequence[RunResult], baselines: Iterable[RunResult] = ()) -> list[Row]:
@@ -169,13 +211,20 @@ def run_compare(
     on_start: Callable[[int, RunSpec], None] | None = None,
     on_result: Callable[[int, RunResult], None] | None = None,
     telemetry: TelemetryWindow | None = None,
-    measure: Callable[..., RunResult] = run,
+    measure: Callable[..., RunResult] | None = None,
+    paired: bool = True,
 ) -> list[RunResult]:
     """Run each spec in turn (never two at once: they would perturb each other).
 
     `on_result` is called the moment each measurement finishes, so a caller can log it
-    before the next one starts; `measure` has `runner.run`'s signature (an engine client).
+    before the next one starts; `measure` has `engine.measure`'s signature. Each row that
+    is not a baseline is timed in interleaved pairs with its baseline (its own speedup with an
+    interval), unless `paired` is False.
     """
+    if measure is None:
+        from gpuplay.core.engine import measure as engine_measure
+
+        measure = engine_measure
     cancel = cancel or threading.Event()
     results = []
     for i, spec in enumerate(specs):
@@ -183,7 +232,8 @@ def run_compare(
             break
         if on_start:
             on_start(i, spec)
-        r = measure(spec, cancel=cancel, telemetry=telemetry)
+        base = baseline_spec(spec) if paired and not is_baseline(spec) else None
+        r = measure(spec, cancel=cancel, telemetry=telemetry, paired_with=base)
         results.append(r)
         if on_result:
             on_result(i, r)

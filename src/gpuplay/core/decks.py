@@ -505,6 +505,10 @@ def _recorded_steps(doc: Mapping[str, Any]) -> tuple[tuple[RunSpec | None, ...],
 
 
 def speedup_of(result: RunResult | None, baseline: RunResult | None) -> float | None:
+    if result is not None and isinstance(result.speedup, dict):  # measured in pairs: its own figure
+        point = result.speedup.get("point")
+        if isinstance(point, int | float) and 0 < point < float("inf"):
+            return float(point)
     if result is None or baseline is None or not result.median or not baseline.median:
         return None
     if is_baseline(result.spec):

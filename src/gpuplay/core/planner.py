@@ -146,5 +146,7 @@ def assess(spec: RunSpec, probe_timeout: float | None = None) -> Assessment | Re
         notes.append("transfers: none, the data already lives in host memory")
     notes.extend(workload.notes(b, dev, dt, params))
     if dt in ("float16", "bfloat16") and dev == "cpu":
-        notes.append(f"{dt} on a CPU without native half-precision units is emulated and slow")
+        from gpuplay.core.halfprec import half_precision_note
+
+        notes.append(half_precision_note(dt))  # from this CPU's calibrated rates, not its brand
     return Assessment(workload, params, cdtype, notes)

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuplay import __version__
 from gpuplay.core.compare import Row
+from gpuplay.core.energy import energy_of
 from gpuplay.core.roofline import roof_cell, roof_text
 from gpuplay.core.system import host_description, package_version
 
@@ -37,6 +38,16 @@ def fmt_speedup(x: float | None) -> str:
     if x is None:
         return "—"
     return f"{x:,.0f}×" if x >= 100 else f"{x:.3g}×"
+
+
+def fmt_row_speedup(row: Row, interval: bool = False) -> str:
+    """The speedup cell: '~' before a figure not to be read as printed (the reason is in the
+    row's notes); with `interval`, its 95% interval after it."""
+    text = row.speedup_marker + fmt_speedup(row.speedup)
+    iv = row.speedup_interval
+    if interval and iv is not None:
+        text += f" [{iv[0]:.3g}–{iv[1]:.3g}]"
+    return text
 
 
 def fmt_error(r: Any) -> str:
@@ -105,10 +116,17 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
         notes.insert(0, f"{r.status}: {r.message}")
     if r.compile_s is not None:
         notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
-    shown = ("torch.compile failed", "AMP:", "the result holds", "kernels per step", "accuracy:", "INT8:")
+    shown = ("torch.compile failed", "AMP:", "the result holds", "kernels per step", "accuracy:", "INT8:",
+             "allocation-bound", "allocation mode could flip", "cold allocation")  # fmt: skip
+    # ("allocation-bound pairs: …" starts with "allocation-bound" too.)
     notes.extend(n for n in r.notes if n.startswith(shown))
     if roof.get("status") == "ok" and roof.get("note"):
         notes.append(f"roof: {roof['note']}")
+    if row.speedup_reason:
+        notes.append(f"~ speedup: {row.speedup_reason}")
+    energy = energy_of(r.telemetry)
+    if energy is not None and energy.status == "ok":
+        notes.append(energy.text())
     if noise:
         notes.extend(r.noise_warnings)
     return [
@@ -121,7 +139,7 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
         str(s.n) if s else "0",
         fmt_rate(r.gflops, "FLOP/s").replace(" GFLOP/s", "").replace(" TFLOP/s", "k"),
         fmt_rate(r.gbps, "B/s").replace(" GB/s", "").replace(" TB/s", "k"),
-        fmt_speedup(row.speedup),
+        fmt_row_speedup(row, interval=noise),
         fmt_error(r),
         roof_markdown(roof) if noise else roof_cell(roof),
         threads_text(r.conditions),
@@ -178,6 +196,10 @@ def to_csv(rows: Sequence[Row]) -> str:
             "gflops",
             "gbps",
             "speedup_vs_numpy_cpu",
+            "speedup_low",
+            "speedup_high",
+            "speedup_pairs",
+            "speedup_unstable",
             "rel_error",
             "tolerance",
             "check_ok",
@@ -190,6 +212,10 @@ def to_csv(rows: Sequence[Row]) -> str:
             "roof_gflops",
             "roof_peak_gflops",
             "roof_bandwidth_gbs",
+            "energy_j_per_step",
+            "gflop_per_j",
+            "energy_status",
+            "energy_scope",
             "unstable",
             "other_cpu_cores",
             "noise_warnings",
@@ -226,6 +252,9 @@ def to_csv(rows: Sequence[Row]) -> str:
                 r.gflops if r.gflops is not None else "",
                 r.gbps if r.gbps is not None else "",
                 row.speedup if row.speedup is not None else "",
+                *(row.speedup_interval or ("", "")),
+                row.speedup_pairs if row.speedup_pairs is not None else "",
+                bool(row.speedup_marker),
                 r.error if r.error is not None else "",
                 r.tolerance if r.tolerance is not None else "",
                 r.check_ok if r.check_ok is not None else "",
@@ -243,6 +272,7 @@ def to_csv(rows: Sequence[Row]) -> str:
                         "bandwidth_gbs",
                     )
                 ),
+                *_energy_cells(r.telemetry),
                 r.unstable,
                 host_noise.get("other_cores", ""),
                 "; ".join(r.noise_warnings),
@@ -250,6 +280,26 @@ def to_csv(rows: Sequence[Row]) -> str:
             ]
         )
     return buf.getvalue()
+
+
+def _energy_cells(telemetry: dict[str, Any]) -> list[Any]:
+    e = energy_of(telemetry)
+    if e is None:
+        return ["", "", "", ""]
+    return [
+        e.joules_per_step if e.joules_per_step is not None else "",
+        e.gflop_per_j if e.gflop_per_j is not None else "",
+        e.status,
+        e.scope,
+    ]
+
+
+def _energy_fields(telemetry: dict[str, Any]) -> dict[str, Any]:
+    e = energy_of(telemetry)
+    if e is None:
+        return {}
+    return {"energy_per_step_j": e.joules_per_step, "gflop_per_j": e.gflop_per_j, "energy_status": e.status,
+            "energy_scope": e.scope}  # fmt: skip
 
 
 def to_json(rows: Sequence[Row], **meta: Any) -> str:
@@ -260,8 +310,13 @@ def to_json(rows: Sequence[Row], **meta: Any) -> str:
             {
                 **row.result.to_dict(),
                 "speedup_vs_numpy_cpu": row.speedup,
+                "speedup_interval": row.speedup_interval,
+                "speedup_pairs": row.speedup_pairs,
+                "speedup_method": row.paired.method if row.paired else ("unpaired" if row.speedup else None),
+                "speedup_unstable": row.speedup_reason or None,
                 "baseline": row.baseline.spec.label() if row.baseline else None,
                 "warnings": row.warnings,
+                **_energy_fields(row.result.telemetry),
             }
             for row in rows
         ],

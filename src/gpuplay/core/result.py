@@ -32,6 +32,7 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     telemetry: dict[str, Any] = field(default_factory=dict)
     roof: dict[str, Any] | None = None  # frozen once read back from a log; else from the cached peaks
+    speedup: dict[str, Any] | None = None  # paired with a NumPy baseline (gpuplay.core.runner.paired)
     started: str = ""
     finished: str = ""
 
@@ -136,6 +137,7 @@ class RunResult:
             "roof": self.roof_fields(),
             "unstable": self.unstable,
             "noise_warnings": self.noise_warnings,
+            "speedup": self.speedup,
             "started": self.started,
             "finished": self.finished,
         }
@@ -164,6 +166,7 @@ class RunResult:
             notes=list(d.get("notes") or []),
             telemetry=d.get("telemetry") or {},
             roof=d.get("roof"),
+            speedup=d.get("speedup") if isinstance(d.get("speedup"), dict) else None,
             started=d.get("started", ""),
             finished=d.get("finished", ""),
         )

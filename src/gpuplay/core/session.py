@@ -29,7 +29,9 @@ class Finished:
 
     log: bool = False  # append to the session log
     current: bool = False  # it is the run on screen (not a stale or cancelled one)
-    start_baseline: RunSpec | None = None  # measure this NumPy baseline next
+    # Measure the run on screen again, paired with this NumPy baseline (its speedup, with an
+    # interval: runner.paired). The role of that job is "baseline".
+    start_baseline: RunSpec | None = None
     notify: list[tuple[str, str, str]] = field(default_factory=list)  # (message, title, severity)
 
 
@@ -49,6 +51,9 @@ class LiveSession:
     live_result: RunResult | None = None
     results: list[RunResult] = field(default_factory=list)
     baselines: dict[RunSpec, RunResult] = field(default_factory=dict)
+    # Paired speedups by configuration: measured with their baseline in one job, never divided
+    # by a baseline from another time, thread count, dtype or size.
+    speedups: dict[RunSpec, dict[str, Any]] = field(default_factory=dict)
     baseline_running: bool = False
     # What was on screen before the current run: a user's file that fails after a save keeps
     # its last good result visible.
@@ -116,6 +121,8 @@ class LiveSession:
 
     def finish(self, run_id: int, result: RunResult, role: str) -> Finished:
         out = Finished()
+        if role == "baseline":
+            return self._finish_pairing(run_id, result, out)
         if result.usable and result.status == "ok":
             out.log = True
             self.results.append(result)
@@ -128,11 +135,6 @@ class LiveSession:
         if run_id != self.run_id:
             return out
         out.current = True
-        if role == "baseline":
-            self.baseline_running = False
-            if result.status in ("failed", "refused"):
-                out.notify.append((f"NumPy baseline {result.status}: {result.message}", "", "warning"))
-            return out
         self.live_result = result
         self.phase = "done" if result.status == "ok" else result.status
         kept_samples, kept = self.previous
@@ -157,11 +159,34 @@ class LiveSession:
                 self.baseline_running = True
         return out
 
+    def _finish_pairing(self, run_id: int, result: RunResult, out: Finished) -> Finished:
+        """A paired job ended: keep its speedup for its configuration (and the result on screen)."""
+        if result.status == "ok" and result.speedup is not None:
+            self.speedups[result.spec] = result.speedup
+            for r in (self.live_result, *self.results[-3:]):
+                if r is not None and r.spec == result.spec and r.speedup is None:
+                    r.speedup = result.speedup  # the compare table and exports read it there
+        if run_id != self.run_id:
+            return out
+        out.current = True
+        self.baseline_running = False
+        if result.status in ("failed", "refused"):
+            out.notify.append((f"speedup not measured: {result.status}: {result.message}", "", "warning"))
+        return out
+
     def baseline_to_measure(self) -> RunSpec | None:
+        """The NumPy baseline to pair the spec on screen with, unless its speedup is known."""
         if self.spec is None or not self.autostart or is_baseline(self.spec):
             return None
-        base = baseline_spec(self.spec)
-        return None if base in self.baselines else base
+        if self.spec in self.speedups:
+            return None
+        try:
+            return baseline_spec(self.spec)
+        except (KeyError, ValueError):
+            return None
+
+    def speedup_for(self, spec: RunSpec | None) -> dict[str, Any] | None:
+        return self.speedups.get(spec) if spec is not None else None
 
     def baseline_for(self, spec: RunSpec | None) -> RunResult | None:
         if spec is None:
@@ -174,10 +199,12 @@ class LiveSession:
     def forget_workload(self, workload: str) -> None:
         """A user's file changed: its baselines measured the old code."""
         self.baselines = {s: r for s, r in self.baselines.items() if s.workload != workload}
+        self.speedups = {s: r for s, r in self.speedups.items() if s.workload != workload}
 
     def reset(self) -> None:
         self.results.clear()
         self.baselines.clear()
+        self.speedups.clear()
 
     def timed_summary(self) -> Summary | None:
         return summarize([dt for ph, dt in self.samples if ph == "timed"])

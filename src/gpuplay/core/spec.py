@@ -13,6 +13,7 @@ AMP_MODES = ("off", "fp16", "bf16")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 LINALG_LIBRARIES = ("default", "cusolver", "magma")
 CACHE_MODES = ("warm", "cold")  # cold: the last-level cache is flushed between steps
+ALLOC_MODES = ("warm", "cold")  # host pages reused between steps, or returned (runner/alloc.py)
 
 
 class SpecError(ValueError):
@@ -53,6 +54,8 @@ class RunSpec:
     threads: int | None = None  # None: leave the libraries' own defaults
     max_step_s: float = 30.0  # refuse a configuration whose step is estimated longer
     check: bool = True  # compare with the float64 reference
+    energy: bool = True  # energy per step after the timed phase, where a counter is readable
+    alloc: str = "warm"  # cold: freed host pages go back to the OS between steps
 
     @classmethod
     def make(cls, workload: str, params: Mapping[str, Any] | None = None, **kw: Any) -> RunSpec:
@@ -80,6 +83,7 @@ class RunSpec:
             "compile": COMPILE_MODES,
             "linalg_library": LINALG_LIBRARIES,
             "cache": CACHE_MODES,
+            "alloc": ALLOC_MODES,
         }
         for name, allowed in choices.items():
             value = getattr(self, name)
@@ -121,6 +125,8 @@ class RunSpec:
             parts.append("+transfers")
         if self.cache == "cold":
             parts.append("+cold")
+        if self.alloc != "warm":
+            parts.append(f"+alloc:{self.alloc}")
         method = self.params.get("method")
         if method and method != "auto":
             parts.append(f"({method})")

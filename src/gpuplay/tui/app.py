@@ -242,7 +242,13 @@ class GpuPlayApp(App[None]):
 
     @work(thread=True, group="measure", exit_on_error=False)
     def _measure(
-        self, spec: RunSpec, run_id: int, role: str, cancel: threading.Event, pause: threading.Event
+        self,
+        spec: RunSpec,
+        run_id: int,
+        role: str,
+        cancel: threading.Event,
+        pause: threading.Event,
+        paired_with: RunSpec | None = None,
     ) -> None:
         with self.measure_lock:
             if cancel.is_set():
@@ -256,6 +262,7 @@ class GpuPlayApp(App[None]):
                 pause=pause,
                 on_phase=lambda ph, _d: self.post_message(RunPhase(run_id, ph)),
                 telemetry=telemetry,
+                paired_with=paired_with,
             )
             sink.flush()
         self.post_message(RunFinished(run_id, result, role))
@@ -327,7 +334,8 @@ class GpuPlayApp(App[None]):
         for message, title, severity in todo.notify:
             self.notify(message, title=title, severity=severity, timeout=8)  # type: ignore[arg-type]
         if todo.start_baseline is not None:
-            self._measure(todo.start_baseline, msg.run_id, "baseline", self.cancel, self.paused)
+            # The run on screen again, paired with its baseline: a speedup with an interval.
+            self._measure(r.spec, msg.run_id, "baseline", self.cancel, self.paused, todo.start_baseline)
         if todo.current:
             self.refresh_all()
 
@@ -474,7 +482,7 @@ class GpuPlayApp(App[None]):
         self.refresh_stats()
         summary = self.timed_summary()
         big = viewmodels.speedup_view(self.session)
-        self.main.query_one(SpeedupDigits).show(big.speedup, big.note)
+        self.main.query_one(SpeedupDigits).show(big.speedup, big.note, big.marker, big.reason, big.short)
         title = viewmodels.chart_title(self.session)
         self.main.query_one(StepChart).show(self.samples, summary.median if summary else None, title)
         self.main.query_one(ClaimLine).show(self.scenario)

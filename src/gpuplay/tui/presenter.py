@@ -257,6 +257,18 @@ def _fit(text: str, width: int) -> str:
     return text[: max(0, width - 1)] + "…"
 
 
+def speedup_mark(result: RunResult) -> str:
+    """' · ~ <why>' when the live speedup should not be read as printed; '' when it can."""
+    from gpuplay.core.stats import PairedSpeedup
+
+    paired = PairedSpeedup.from_dict(result.speedup)
+    if paired is None:
+        return " · ~ unpaired: NumPy was measured apart, at another moment"
+    if paired.wide:
+        return f" · ~ {paired.reason()}"
+    return f" · 95% {paired.low:.3g}–{paired.high:.3g}×"
+
+
 def _short_titles(titles: list[str]) -> list[str]:
     """Titles without the section's shared prefix ("2D FFT · NumPy" → "NumPy")."""
     if len(titles) < 2:
@@ -602,6 +614,8 @@ class PresenterApp(App[None]):
         if fig is not None and fig.median is not None:
             statistic = fig.statistic.split(" of ")[0].split(" at ")[0] or "median"
             label = Text(f"{statistic} {fmt_time(fig.median)} · ", style="bold") + label
+        if fig is not None and fig.source == "live" and fig.speedup is not None and fig.result is not None:
+            label.append(speedup_mark(fig.result), style="bold")
         if fig is not None and fig.source == "fallback":
             label = Text("RECORDED FIGURE, not measured here · ", style="bold") + label
         if fig is not None and fig.source != "unavailable":

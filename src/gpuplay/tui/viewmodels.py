@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplay.core.compare import is_baseline
+from gpuplay.core.energy import energy_of
 from gpuplay.core.report import fmt_time
 from gpuplay.core.session import LiveSession
 from gpuplay.core.spec import RunSpec
+from gpuplay.core.stats import PairedSpeedup
 from gpuplay.core.usercode import is_code_ref
 from gpuplay.core.workloads import get_workload
 from gpuplay.core.workloads.base import ITEMSIZE
@@ -22,6 +24,9 @@ from gpuplay.core.workloads.base import ITEMSIZE
 class SpeedupView:
     speedup: float | None
     note: str
+    marker: str = ""  # "~" when the figure should not be read as printed
+    reason: str = ""  # why, in words (the stats panel's "⚠ speedup" line and the tooltip)
+    short: str = ""  # why, in a few words under the digits
 
 
 def speedup_view(session: LiveSession) -> SpeedupView:
@@ -29,13 +34,23 @@ def speedup_view(session: LiveSession) -> SpeedupView:
     spec, summary = session.spec, session.timed_summary()
     if spec is not None and is_baseline(spec):
         return SpeedupView(1.0 if summary else None, "this is the baseline")
-    base = session.baseline_for(spec)
-    if base is not None and summary is not None and base.median:
-        return SpeedupView(
-            base.median / summary.median, f"(NumPy {base.spec.dtype}: {fmt_time(base.median)})"
-        )
+    paired = PairedSpeedup.from_dict(session.speedup_for(spec))
+    record = session.speedup_for(spec) or {}
+    if paired is not None and summary is not None:
+        interval = f"95% {paired.low:.3g}–{paired.high:.3g}×, " if paired.interval else ""
+        base_s = record.get("baseline_median_s")
+        base = f"NumPy {record.get('baseline_dtype', '?')} {fmt_time(base_s if isinstance(base_s, float) else None)}"
+        note = f"({interval}{paired.pairs} pairs with {base})"
+        reasons = [paired.reason()] if paired.wide else []
+        shorts = [("too few pairs" if paired.interval is None else "wide interval")] if paired.wide else []
+        live = session.live_result
+        if live is not None and live.spec == spec and (live.unstable or live.noise_warnings):
+            reasons.append("the noise check fired during this run")
+            shorts.append("noisy run")
+        reason = "; ".join(r for r in reasons if r)
+        return SpeedupView(paired.point, note, "~" if reason else "", reason, ", ".join(shorts))
     if session.baseline_running:
-        return SpeedupView(None, "measuring the NumPy baseline…")
+        return SpeedupView(None, "measuring the speedup: paired with NumPy on the CPU…")
     return SpeedupView(None, "")
 
 
@@ -72,6 +87,10 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
             roof=r.roof_fields(),
             noise=r.noise_warnings,
         )
+        info["speedup_reason"] = speedup_view(session).reason
+        e = energy_of(r.telemetry)
+        if e is not None:
+            info["energy"] = e.text().removeprefix("energy: ")
         info["flops"], info["bytes"] = r.flops or info.get("flops"), r.bytes or info.get("bytes")
     compile_s = session.compile_seconds()
     if compile_s is not None:

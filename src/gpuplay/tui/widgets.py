@@ -107,16 +107,22 @@ class ControlsPanel(Static):
 class SpeedupDigits(Static):
     """The speedup over NumPy on the CPU, in big digits."""
 
-    def show(self, speedup: float | None, note: str) -> None:
+    def show(
+        self, speedup: float | None, note: str, marker: str = "", reason: str = "", short: str = ""
+    ) -> None:
         from textual.renderables.digits import Digits
 
-        self.speedup, self.note = speedup, note
+        self.speedup, self.note, self.marker = speedup, note, marker
+        self.tooltip = reason or None
         if speedup is None:
             self.update(Group(Text(note or "speedup vs NumPy CPU: —", style="dim")))
             return
         value = f"{speedup:.0f}x" if speedup >= 100 else f"{speedup:.3g}x"
-        style = "bold green" if speedup >= 1 else "bold red"
-        self.update(Group(Digits(value, style=style), Text(f"vs NumPy on the CPU  {note}", style="dim")))
+        style = "bold yellow" if marker else "bold green" if speedup >= 1 else "bold red"
+        lines = [Digits(value, style=style), Text(f"vs NumPy on the CPU  {note}", style="dim")]
+        if marker:  # an unstable figure says so where it is read, and why
+            lines.append(Text(f"{marker} unstable: {short or reason} (⚠ speedup, right)", style="yellow"))
+        self.update(Group(*lines))
 
 
 class StatsPanel(Static):
@@ -143,6 +149,8 @@ class StatsPanel(Static):
             t.add_row("compile", f"{fmt_time(info['compile_s'])} (excluded)")
         if info.get("result") is not None:
             t.add_row("error", fmt_error(info["result"]) + " vs float64")
+        if info.get("speedup_reason"):  # beside the big digits' "~": why
+            t.add_row("⚠ speedup", Text(info["speedup_reason"], style="yellow"))
         c = info.get("conditions") or {}
         if c:
             th = c.get("threads") or {}
@@ -157,6 +165,8 @@ class StatsPanel(Static):
         if info.get("message"):
             t.add_row("status", Text(info["message"], style="bold red"))
         self._roof_and_noise(t, info)
+        if info.get("energy"):
+            t.add_row("energy", Text(info["energy"], style="dim"))
         for note in info.get("notes", [])[:3]:
             t.add_row("note", Text(note, style="dim"))
         self.update(t)
@@ -278,7 +288,7 @@ class CompareView(Vertical):
         table.add_columns("scenario", "size", "configuration", "compute", "median", "±", "speedup", "error")
 
     def show(self, rows: Sequence[Row], focus: tuple[str, str] | None) -> None:
-        key = (tuple((r.result.spec, r.result.median, r.speedup) for r in rows), focus)
+        key = (tuple((r.result.spec, r.result.median, r.speedup, r.speedup_marker) for r in rows), focus)
         if key == getattr(self, "_key", None):
             return
         self._key = key
@@ -293,7 +303,7 @@ class CompareView(Vertical):
                 r.compute_dtype,
                 fmt_time(s.median if s else None),
                 f"±{100 * s.rel_iqr / 2:.1f}%" if s and math.isfinite(s.rel_iqr) else "—",
-                fmt_speedup(row.speedup),
+                row.speedup_marker + fmt_speedup(row.speedup),  # "~": see the row's notes
                 fmt_error(r),
             )
         chosen = [row for row in rows if focus and (row.result.spec.workload, row.result.size) == focus]

@@ -214,9 +214,11 @@ class EngineClient:
         on_phase: Callable[[str, str], None] | None = None,
         telemetry: Any = None,
         probe_timeout: float | None = 30.0,
+        paired_with: RunSpec | None = None,
     ) -> RunResult:
         """Measure `spec` in the engine. Never raises for what a user can cause, nor for an engine
-        that dies: the result says what happened."""
+        that dies: the result says what happened. With `paired_with` (a NumPy baseline), both
+        are timed in interleaved pairs and the result carries the speedup."""
         cancel = cancel or threading.Event()
         with self._run_lock:
             started = _now()
@@ -225,7 +227,8 @@ class EngineClient:
             self.start()
             run_id = next(self._ids)
             events = self._events
-            if not self._send(("run", run_id, spec.to_dict(), on_sample is not None)):
+            base = paired_with.to_dict() if paired_with is not None else None
+            if not self._send(("run", run_id, spec.to_dict(), on_sample is not None, base)):
                 return self._died(spec, started)
             paused = False
             cancel_sent: float | None = None
@@ -407,13 +410,22 @@ def measure(
     pause: threading.Event | None = None,
     on_phase: Callable[[str, str], None] | None = None,
     telemetry: Any = None,
+    paired_with: RunSpec | None = None,
 ) -> RunResult:
-    """`runner.run`'s contract, measured in the shared engine process (or in-process if asked)."""
+    """`runner.run`'s contract, measured in the shared engine process (or in-process if asked).
+
+    With `paired_with`, `spec` and that baseline are timed in interleaved pairs (runner.paired)."""
     if in_process():
         from gpuplay.core.runner import run
+        from gpuplay.core.runner.paired import run_paired
 
+        if paired_with is not None:
+            return run_paired(spec, paired_with, on_sample, cancel, pause=pause, on_phase=on_phase,
+                              telemetry=telemetry)  # fmt: skip
         return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
-    return shared_client().run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
+    return shared_client().run(
+        spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry, paired_with=paired_with
+    )
 
 
 def make_engine(name: str = "engine", on_probe: ProbeCallback | None = None) -> Any:

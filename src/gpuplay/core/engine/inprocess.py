@@ -71,11 +71,16 @@ class InProcessEngine:
         on_phase: Callable[[str, str], None] | None = None,
         telemetry: Any = None,
         probe_timeout: float | None = 30.0,
+        paired_with: RunSpec | None = None,
     ) -> RunResult:
         from gpuplay.core.devicelock import measure_exclusively
         from gpuplay.core.runner import run
+        from gpuplay.core.runner.paired import run_paired
 
         def measure() -> RunResult:
+            if paired_with is not None:
+                return run_paired(spec, paired_with, on_sample, cancel, pause=pause, on_phase=on_phase,
+                                  telemetry=telemetry, probe_timeout=probe_timeout)  # fmt: skip
             return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry,
                        probe_timeout=probe_timeout)  # fmt: skip
 

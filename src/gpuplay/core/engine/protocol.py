@@ -1,9 +1,12 @@
 """What travels between the client and the engine process: plain tuples of plain data.
 
-Client → engine: ("run", run_id, spec_dict, live), ("cancel", run_id), ("pause", run_id, bool),
+Client → engine: ("run", run_id, spec_dict, live, baseline_dict | None), ("cancel", run_id), ("pause", run_id, bool),
 ("probe",), ("shutdown",).
 Engine → client: ("ready", pid), ("probe", data, final), ("phase", run_id, name),
 ("samples", run_id, [(phase, seconds), ...]), ("result", run_id, result_dict).
+
+A run with a baseline spec times both in interleaved pairs in the engine (runner.paired) and
+answers the run's result with its `speedup` filled in: both sides in one process, alternating.
 """
 
 from __future__ import annotations

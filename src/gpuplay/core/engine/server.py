@@ -8,6 +8,7 @@ stderr (and faulthandler's dump on a crash) go to a log file the client names in
 from __future__ import annotations
 
 import faulthandler
+import functools
 import json
 import os
 import queue
@@ -67,8 +68,8 @@ class Engine:
             if job[0] == "stop":
                 break
             if job[0] == "run":
-                _, run_id, spec_dict, live = job
-                self._run(run_id, spec_dict, live)
+                _, run_id, spec_dict, live, *rest = job  # a client of before pairs sends four
+                self._run(run_id, spec_dict, live, rest[0] if rest else None)
             elif job[0] == "profile":
                 _, run_id, spec_dict, steps = job
                 self._profile(run_id, spec_dict, steps)
@@ -135,10 +136,13 @@ class Engine:
         if sticky:
             os._exit(STICKY_EXIT_CODE)
 
-    def _run(self, run_id: int, spec_dict: dict[str, Any], live: bool) -> None:
+    def _run(
+        self, run_id: int, spec_dict: dict[str, Any], live: bool, baseline_dict: dict[str, Any] | None = None
+    ) -> None:
         from gpuplay.core.devicelock import measure_exclusively
         from gpuplay.core.result import RunResult
         from gpuplay.core.runner import run
+        from gpuplay.core.runner.paired import run_paired
         from gpuplay.core.spec import RunSpec
         from gpuplay.core.telemetry import RunTelemetry
 
@@ -148,15 +152,17 @@ class Engine:
         batcher = SampleBatcher(lambda batch: self.send(("samples", run_id, batch)))
         try:
             spec = RunSpec.from_dict(spec_dict)
+            baseline = RunSpec.from_dict(baseline_dict) if baseline_dict is not None else None
         except Exception as exc:  # a client bug, reported rather than killing the engine
             self.send(("error", run_id, f"bad spec: {exc}"))
             return
         on_phase = lambda name, _detail: self.send(("phase", run_id, name))  # noqa: E731
         try:
+            measure: Any = run if baseline is None else functools.partial(run_paired, baseline=baseline)
             # One measurement per device across every gpuplay process: a second one waits here.
             result = measure_exclusively(
                 spec,
-                lambda: run(
+                lambda: measure(
                     spec,
                     on_sample=batcher.add if live else None,
                     cancel=self.cancel,

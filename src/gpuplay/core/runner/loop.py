@@ -55,8 +55,8 @@ def timed_loop(
     """Time `fn` step by step until `count` steps, or `budget_s` and `min_count`, or cancel.
 
     Inside the measured interval: `fn()` and the release of its output. The
-    cancel, pause and budget checks, the callback and `between` (a cache flush)
-    run between steps.
+    cancel, pause and budget checks, the callback and `between` (a cache flush, the cold
+    allocation mode's page return) run between steps.
     """
     samples: list[float] = []
     append = samples.append

@@ -19,6 +19,8 @@ from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.backends.compile_watch import CompileFindings, after_first_call, during_timing
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
+from gpuplay.core.runner.alloc import allocation_note, between_steps, cold_probe
+from gpuplay.core.runner.alloc import minor_faults as _minor_faults
 from gpuplay.core.runner.inputs import clear_caches, device_inputs, reference, transfer_inputs
 from gpuplay.core.runner.loop import Cancelled, LoopOutcome, PhaseCallback, SampleCallback, timed_loop
 from gpuplay.core.runner.plan import RunPlan, conditions, resolve
@@ -28,19 +30,10 @@ from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.usercode import UserCodeError
 from gpuplay.core.workloads import relative_error
 
-try:  # page faults per step, a diagnostic of allocator behaviour (Unix only)
-    import resource
-
-    def _minor_faults() -> int | None:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-except ImportError:  # pragma: no cover - Windows
-
-    def _minor_faults() -> int | None:
-        return None
-
-
-# ~4 MiB of 4 KiB pages faulted in per step: worth a word beside the figure.
-FAULTS_NOTE_THRESHOLD = 1000
+# A step moving this much host memory may be served by mmap and fault its output in: the
+# cold allocation mode is probed beside the warm one (runner/alloc.py).
+ALLOC_PROBE_MIN_BYTES = 4 << 20
+ALLOC_PROBE_MAX_STEP_S = 0.25
 
 
 class TelemetryWindow(Protocol):
@@ -99,6 +92,8 @@ class _Measurement:
     ) -> None:
         self.plan, self.result, self.cancel, self.pause = plan, result, cancel, pause
         self.on_sample, self.on_phase, self.telemetry = on_sample, on_phase, telemetry
+        self.flush: Any = None  # the cold-cache flusher (prepare sets it)
+        self.compiled_mark: Any = None  # dynamo's counters after the compile (prepare sets it)
 
     def phase(self, name: str, detail: str = "") -> None:
         if self.on_phase is not None:
@@ -161,6 +156,11 @@ class _Measurement:
 
     def measure(self, timer: StepTimer) -> Callable[[], Any]:
         """Set up, compile, warm up and time; the step that was timed."""
+        step = self.prepare(timer)
+        return self.timed(step, timer)
+
+    def prepare(self, timer: StepTimer) -> Callable[[], Any]:
+        """Set up, compile and warm up; the step ready to be timed (paired runs time it apart)."""
         plan, result, spec, backend = self.plan, self.result, self.plan.spec, self.plan.backend
         self.phase("setup")
         t0 = time.perf_counter()
@@ -174,10 +174,10 @@ class _Measurement:
             self.phase("compile")
             step = self.compile(step, timer, args, host_args)
         compiled = spec.compile != "off" and result.conditions.get("compile") == spec.compile
-        compiled_mark = backend.compile_counts() if compiled else None
+        self.compiled_mark = backend.compile_counts() if compiled else None
         # Cold cache: a buffer larger than the last-level cache is written between steps,
         # outside the timed interval (triton's do_bench does the same with 256 MB on a GPU).
-        flush = backend.cache_flusher(spec.device) if spec.cache == "cold" else None
+        self.flush = flush = backend.cache_flusher(spec.device) if spec.cache == "cold" else None
         if flush is not None:
             result.conditions["cache"] = f"cold: {flush.describe()} between steps, outside the timing"
         elif spec.cache == "cold":
@@ -188,15 +188,19 @@ class _Measurement:
         # No output outlives its step (the loop keeps none): a user's timing holds one
         # output at a time, and a second one, alive through the timed loop, changed the
         # allocator's state (fft2d's two modes).
-        warm = self.loop(step, timer, "warmup", count=spec.warmup, between=flush)
+        warm = self.loop(step, timer, "warmup", count=spec.warmup)
         result.warmup = warm.samples
         if warm.cancelled:
             raise Cancelled
         if spec.cuda_graphs:
             step = backend.capture_graph(step, spec.device)
+        return step
 
+    def timed(self, step: Callable[[], Any], timer: StepTimer) -> Callable[[], Any]:
+        """The timed phase: samples, telemetry and page faults into the result; the step."""
+        plan, result, spec, backend = self.plan, self.result, self.plan.spec, self.plan.backend
         self.phase("timed")
-        timed_mark = backend.compile_counts() if compiled_mark is not None else None
+        timed_mark = backend.compile_counts() if self.compiled_mark is not None else None
         telemetry = self.telemetry
         token = telemetry.begin(spec.device) if telemetry is not None else None
         faults0 = _minor_faults()
@@ -208,7 +212,6 @@ class _Measurement:
             budget_s=spec.budget_s,
             min_count=spec.min_repeat,
             max_count=spec.max_repeat,
-            between=flush,
         )
         faults1 = _minor_faults()
         if telemetry is not None:
@@ -217,21 +220,28 @@ class _Measurement:
             if gpu and gpu.get("energy_j") is not None and timed.samples:
                 gpu["energy_per_step_j"] = gpu["energy_j"] / len(timed.samples)
         result.samples = timed.samples
+        if timed.cancelled:
+            raise Cancelled
         if faults0 is not None and faults1 is not None and timed.samples:
             per_step = round((faults1 - faults0) / len(timed.samples), 1)
             result.conditions["page_faults_per_step"] = per_step
-            if per_step >= FAULTS_NOTE_THRESHOLD:
-                result.notes.append(
-                    f"{per_step:,.0f} page faults per step: the allocator gave memory back to the OS "
-                    "and the step faulted it in again; how often depends on what the process "
-                    "allocated before, so a long-running process may time this step faster"
-                )
-        if timed.cancelled:
-            raise Cancelled
-        if compiled_mark is not None:
-            self.compile_findings(during_timing(compiled_mark, timed_mark, backend.compile_counts()))
+            self.allocation(step, timer, per_step)
+        if self.compiled_mark is not None:
+            self.compile_findings(during_timing(self.compiled_mark, timed_mark, backend.compile_counts()))
+        self.energy(step)
         result.notes.extend(plan.workload.after_run(step, backend.name, spec.device, plan.params))
         return step
+
+    def energy(self, step: Callable[[], Any]) -> None:
+        """Energy per step over its own window after the timed one (gpuplay.core.energy)."""
+        spec, backend = self.plan.spec, self.plan.backend
+        if not spec.energy:
+            return
+        from gpuplay.core.energy import energy_for
+
+        e = energy_for(spec.device, step, self.plan.flops, lambda: backend.synchronize(spec.device),
+                       self.cancel.is_set, on_start=lambda: self.phase("energy"))  # fmt: skip
+        self.result.telemetry["energy"] = e.to_dict()
 
     def compile(
         self, step: Callable[[], Any], timer: StepTimer, args: tuple[Any, ...], host_args: Any
@@ -274,25 +284,77 @@ class _Measurement:
         result.notes.append(f"torch.compile fell back: {found.fallback}; this is an EAGER run")
         return True
 
+    def allocation(self, step: Callable[[], Any], timer: StepTimer, faults_per_step: float) -> None:
+        """Say which allocation mode was timed, and (warm, on the host) how far the cold one is."""
+        plan, result = self.plan, self.result
+        result.conditions["alloc"] = plan.spec.alloc
+        probe = None
+        median = result.median or 0.0
+        if (
+            plan.spec.alloc == "warm"
+            and plan.spec.device == "cpu"
+            and plan.bytes >= ALLOC_PROBE_MIN_BYTES
+            and 0 < median <= ALLOC_PROBE_MAX_STEP_S
+        ):
+            self.phase("allocation")
+            probe = cold_probe(step, timer, median)
+            if probe is not None:
+                result.conditions["alloc_cold_probe"] = probe
+        note = allocation_note(plan.spec.alloc, faults_per_step, probe)
+        if note:
+            result.notes.append(note)
+
     def loop(self, step: Callable[[], Any], timer: StepTimer, phase: str, **kw: Any) -> LoopOutcome:
         return timed_loop(
-            step, timer, phase=phase, cancel=self.cancel, pause=self.pause, on_sample=self.on_sample, **kw
-        )
+            step, timer, phase=phase, cancel=self.cancel, pause=self.pause, on_sample=self.on_sample,
+            between=self.between(), **kw,
+        )  # fmt: skip
+
+    def between(self) -> Callable[[], Any] | None:
+        """What runs between steps, outside the interval: the cache flush, the page return."""
+        return both(self.flush, between_steps(self.plan.spec.alloc))
 
     def check(self, out: Any) -> None:
         """Compare the last output with the float64 reference."""
         plan, result = self.plan, self.result
         w, p = plan.workload, plan.params
         w.validate_output(out)
-        got = w.checked(plan.backend.to_host(out), p)
+        got = w.checked(host_widened(plan.backend, out), p)
         del out
         result.error = relative_error(got, reference(w, p, plan.spec.seed))
-        result.tolerance = float(w.tolerance(plan.compute_dtype, p))
+        result.tolerance = float(w.tolerance(tolerance_dtype(plan), p))
         if not np.isfinite(result.error):
             result.failure = "not-finite"
             result.notes.append(
                 f"the result holds NaN or inf ({plan.compute_dtype} overflowed or lost range)"
             )
+
+
+def host_widened(backend: Any, out: Any) -> Any:
+    """The output on the host, widened to float64 there: widening on the device first would
+    double a large result's footprint on the device and can run out of memory after the
+    timed run is done."""
+    return backend.to_host(backend.download(out))
+
+
+def tolerance_dtype(plan: RunPlan) -> str:
+    """The precision the check's tolerance assumes: TF32 matmuls keep a 10-bit mantissa."""
+    spec = plan.spec
+    if plan.compute_dtype == "float32" and spec.tf32 and spec.device.startswith("cuda"):
+        return "tf32"
+    return plan.compute_dtype
+
+
+def both(first: Callable[[], Any] | None, second: Callable[[], Any] | None) -> Callable[[], Any] | None:
+    """One between-steps callable that runs `first` then `second`, either of which may be None."""
+    if first is None or second is None:
+        return first or second
+
+    def run_both() -> None:
+        first()
+        second()
+
+    return run_both
 
 
 def _first_line(exc: BaseException) -> str:

@@ -16,6 +16,7 @@ EPS = {
     "float32": float(np.finfo(np.float32).eps),
     "float16": float(np.finfo(np.float16).eps),
     "bfloat16": 2.0**-7,
+    "tf32": 2.0**-10,  # a TF32 matmul keeps float32's range and a 10-bit mantissa
 }
 # What a kernel's parameters are: the same code runs on numpy, torch and cupy, so the
 # module and its arrays are typed by role, not by library.
@@ -194,6 +195,8 @@ class Workload:
         return self.bytes_moved(p, 1)
 
     def tolerance(self, compute_dtype: str, p: Mapping[str, Any]) -> float:
+        """By default a sum-like growth over the step's cube-root work; workloads say better.
+        `compute_dtype` may be "tf32" (gpuplay.core.workloads.tolerance)."""
         return self.tol_scale * EPS[compute_dtype] * max(1.0, math.log2(max(2.0, self.flops(p) ** (1 / 3))))
 
     def unsupported(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from gpuplay.core.workloads.base import EPS, Array, ArrayModule, Param, Workload
+from gpuplay.core.workloads.base import Array, ArrayModule, Param, Workload
+from gpuplay.core.workloads.tolerance import iterated
 
 
 def heat(xp: ArrayModule, u: Array, steps: int, alpha: float) -> Array:
@@ -54,7 +55,7 @@ class Heat(Workload):
         return 7.0 * p["n"] ** 2  # u, four rolled copies, the Laplacian, the new u
 
     def tolerance(self, compute_dtype: str, p: Mapping[str, Any]) -> float:
-        return 10.0 * EPS[compute_dtype] * np.sqrt(p["steps"])
+        return iterated(compute_dtype, p["steps"])
 
 
 WORKLOADS = [Heat]

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from gpuplay.core.workloads.base import EPS, Array, ArrayModule, Param, Workload
+from gpuplay.core.workloads.base import Array, ArrayModule, Param, Workload
+from gpuplay.core.workloads.tolerance import fft
 
 
 def fft1d(xp: ArrayModule, x: Array) -> Array:
@@ -62,7 +63,7 @@ class FFT1D(Workload):
         return 3.0 * p["n"] * itemsize  # real input read, complex output written
 
     def tolerance(self, compute_dtype: str, p: Mapping[str, Any]) -> float:
-        return self.tol_scale * EPS[compute_dtype] * math.log2(p["n"])
+        return fft(compute_dtype, p["n"])
 
     def unsupported(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:
         return _half_reason(backend, device, dtype, p["n"])
@@ -93,7 +94,7 @@ class FFT2D(FFT1D):
         return 3.0 * p["n"] ** 2 * itemsize
 
     def tolerance(self, compute_dtype: str, p: Mapping[str, Any]) -> float:
-        return self.tol_scale * EPS[compute_dtype] * 2 * math.log2(p["n"])
+        return fft(compute_dtype, p["n"] ** 2)  # rows then columns: log2 n² stages
 
 
 WORKLOADS = [FFT1D, FFT2D]

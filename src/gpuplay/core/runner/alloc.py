@@ -1,0 +1,109 @@
+"""The host allocator's two modes, detected and said, and a lever to time the cold one.
+
+glibc serves a large allocation either from its heap (the pages stay mapped after a free and
+the next step reuses them: warm) or by mmap and munmap (every step faults its output in page
+by page: cold). Which one a process is in depends on what it allocated and freed before: glibc
+raises its mmap threshold after the first large free, and trims the heap's top when enough of
+it is free. A long-lived process after warm-up (gpuplay's engine) usually reads warm; a fresh
+script may read cold, several times slower for an element-wise step. Neither is wrong; the
+result says which one was timed and how far the other one is.
+
+Cold mode returns the freed pages to the OS between steps (malloc_trim(0), outside the timed
+interval): each step then pays its first-touch faults as a fresh process can.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gpuplay.core.backends.base import StepTimer
+
+ALLOC_MODES = ("warm", "cold")
+# ~4 MiB of 4 KiB pages faulted in per step: worth a word beside the figure.
+FAULTS_NOTE_THRESHOLD = 1000
+FLIP_RATIO = 1.2  # a cold mode this much slower is worth saying
+PROBE_STEPS = 5
+PROBE_BUDGET_S = 1.0
+
+try:  # page faults, a diagnostic of allocator behaviour (Unix only)
+    import resource
+
+    def minor_faults() -> int | None:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+except ImportError:  # pragma: no cover - Windows
+
+    def minor_faults() -> int | None:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def page_returner() -> Callable[[], Any] | None:
+    """glibc's malloc_trim(0): free heap pages go back to the OS. None off glibc."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return lambda: trim(0)
+
+
+def between_steps(mode: str) -> Callable[[], Any] | None:
+    """What the timed loop calls between steps (outside the interval) for `mode`."""
+    return page_returner() if mode == "cold" else None
+
+
+def cold_probe(step: Callable[[], Any], timer: StepTimer, warm_median: float) -> dict[str, Any] | None:
+    """A few steps in the cold mode after a warm run: their median and faults per step.
+
+    Bounded by PROBE_STEPS and PROBE_BUDGET_S; None where pages cannot be returned.
+    """
+    trim = page_returner()
+    if trim is None or warm_median <= 0:
+        return None
+    count = max(2, min(PROBE_STEPS, int(PROBE_BUDGET_S / warm_median)))
+    times = []
+    faults = 0
+    deadline = time.perf_counter() + 2 * PROBE_BUDGET_S
+    for _ in range(count):
+        trim()
+        f0 = minor_faults()
+        times.append(timer(step)[0])
+        f1 = minor_faults()
+        faults += (f1 - f0) if f0 is not None and f1 is not None else 0
+        if time.perf_counter() > deadline:
+            break
+    times.sort()
+    cold = times[len(times) // 2]
+    return {"cold_median_s": cold, "ratio": cold / warm_median, "cold_faults_per_step": faults / len(times),
+            "steps": len(times)}  # fmt: skip
+
+
+def allocation_note(mode: str, faults_per_step: float, probe: dict[str, Any] | None) -> str | None:
+    """The words beside the figure: which mode was timed and how far the other one is."""
+    if mode == "cold":
+        return (
+            f"cold allocation: pages returned to the OS between steps, {faults_per_step:,.0f} page faults "
+            "per step (a fresh process's worst case; --alloc warm times reused pages)"
+        )
+    ratio = probe.get("ratio") if probe else None
+    if faults_per_step >= FAULTS_NOTE_THRESHOLD:
+        far = f"; a fresh process may read up to {ratio:.1f}× slower" if ratio and ratio >= FLIP_RATIO else ""
+        return (
+            f"allocation-bound: {faults_per_step:,.0f} page faults per step (the allocator gave memory back "
+            f"and the step faulted it in again){far}"
+        )
+    if ratio is not None and ratio >= FLIP_RATIO:
+        return (
+            f"allocation mode could flip: this run reused freed pages ({faults_per_step:,.0f} faults per step); "
+            f"with pages returned each step, as a fresh process can run, it read {ratio:.1f}× slower "
+            "(--alloc cold times that mode)"
+        )
+    return None

@@ -1,0 +1,306 @@
+"""A configuration and its baseline timed as interleaved pairs, for a speedup with an interval.
+
+Both sides are planned, set up and warmed up in this process, then timed in ABBA blocks
+(A B, then B A: a side that always ran second would inherit what the first left behind, a warm
+cache or a busy allocator). Each pair's ratio is one estimate of the speedup; the result holds
+the median of the ratios and a bootstrap interval (gpuplay.core.stats.paired_speedup). The
+samples of each side are its elements of the pairs, so the medians shown and the speedup come
+from the same minutes of the machine's life.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpuplay.core.backends.base import StepTimer
+from gpuplay.core.interrupt import Interrupted, interruptible
+from gpuplay.core.result import RunResult
+from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, between_steps, minor_faults
+from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
+from gpuplay.core.runner.measure import TelemetryWindow, _Measurement, _now, run
+from gpuplay.core.runner.plan import RunPlan, conditions, resolve
+from gpuplay.core.spec import Refusal, RunSpec
+from gpuplay.core.stats import PairedSpeedup, paired_speedup
+from gpuplay.core.usercode import UserCodeError
+
+MIN_PAIRS = 8  # below this the bootstrap interval says little
+ELEMENT_S = 1e-3  # a pair's element repeats a µs step until it lasts about this long
+MAX_INNER = 64
+
+
+@dataclass
+class PairedOutcome:
+    baseline: list[float]  # per-step seconds of each element, in pair order
+    candidate: list[float]
+    cancelled: bool
+
+
+def inner_count(warmup: list[float]) -> int:
+    """Steps per element: one for ms steps, more for µs steps (whose single timings are mostly
+    timer and scheduler noise), from the warm-up's median."""
+    if not warmup:
+        return 1
+    med = sorted(warmup)[len(warmup) // 2]
+    if med <= 0:
+        return MAX_INNER
+    return max(1, min(MAX_INNER, math.ceil(ELEMENT_S / med)))
+
+
+def interleave(
+    a: Callable[[], Any],
+    timer_a: StepTimer,
+    inner_a: int,
+    b: Callable[[], Any],
+    timer_b: StepTimer,
+    inner_b: int,
+    *,
+    pairs: int | None,
+    budget_s: float | None,
+    min_pairs: int,
+    max_pairs: int,
+    cancel: threading.Event,
+    pause: threading.Event | None = None,
+    on_sample: SampleCallback | None = None,
+    between: Callable[[], Any] | None = None,
+) -> PairedOutcome:
+    """Time A and B in ABBA blocks until `pairs`, or `budget_s` and `min_pairs`, or a cancel.
+
+    As in the timed loop, each step's interval is the call and the release of its output; the
+    bookkeeping runs between elements.
+    """
+    times_a: list[float] = []
+    times_b: list[float] = []
+
+    def element(fn: Callable[[], Any], timer: StepTimer, inner: int) -> float:
+        total = 0.0
+        for _ in range(inner):
+            if between is not None:  # the cold allocation mode's page return, outside the interval
+                between()
+            total += timer(fn)[0]
+        return total / inner
+
+    deadline = None if budget_s is None else time.perf_counter() + budget_s
+    while True:
+        n = len(times_a)
+        if pairs is not None and n >= pairs:
+            break
+        if pairs is None and n >= min_pairs and (deadline is None or time.perf_counter() >= deadline):
+            break
+        if n >= max_pairs:
+            break
+        if cancel.is_set():
+            return PairedOutcome(times_a, times_b, True)
+        while pause is not None and pause.is_set() and not cancel.is_set():
+            cancel.wait(0.05)
+        if n % 2 == 0:  # A then B ...
+            ta = element(a, timer_a, inner_a)
+            tb = element(b, timer_b, inner_b)
+        else:  # ... then B then A: the block ABBA
+            tb = element(b, timer_b, inner_b)
+            ta = element(a, timer_a, inner_a)
+        times_a.append(ta)
+        times_b.append(tb)
+        if on_sample is not None:
+            on_sample("paired", tb)
+    return PairedOutcome(times_a, times_b, False)
+
+
+def run_paired(
+    spec: RunSpec,
+    baseline: RunSpec,
+    on_sample: SampleCallback | None = None,
+    cancel: threading.Event | None = None,
+    *,
+    pause: threading.Event | None = None,
+    on_phase: PhaseCallback | None = None,
+    telemetry: TelemetryWindow | None = None,
+    probe_timeout: float | None = 30.0,
+) -> RunResult:
+    """Measure `spec` paired with `baseline`; the result of `spec`, its `speedup` filled in.
+
+    A baseline that cannot run leaves a plain measurement of `spec`, with a note saying why
+    there is no speedup.
+    """
+    cancel = cancel or threading.Event()
+    base_plan = resolve(baseline, probe_timeout)
+    if isinstance(base_plan, Refusal):
+        result = run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry,
+                     probe_timeout=probe_timeout)  # fmt: skip
+        result.notes.append(f"no speedup: the NumPy baseline cannot run ({base_plan})")
+        return result
+    result = RunResult(spec=spec, started=_now())
+    try:
+        plan = resolve(spec, probe_timeout)
+    except UserCodeError as exc:
+        result.status, result.failure, result.finished = "failed", "user-code", _now()
+        result.message, result.detail = exc.summary, exc.detail
+        return result
+    if isinstance(plan, Refusal):
+        result.status, result.message, result.finished = "refused", str(plan), _now()
+        return result
+    base_result = RunResult(spec=baseline, started=result.started)
+    for p, r in ((plan, result), (base_plan, base_result)):
+        r.notes.extend(p.notes)
+        r.compute_dtype, r.size, r.flops, r.bytes = p.compute_dtype, p.size, p.flops, p.bytes
+    _Paired(plan, result, base_plan, base_result, cancel, pause, on_sample, on_phase, telemetry).run()
+    result.finished = _now()
+    return result
+
+
+class _Paired:
+    def __init__(
+        self,
+        plan: RunPlan,
+        result: RunResult,
+        base_plan: RunPlan,
+        base_result: RunResult,
+        cancel: threading.Event,
+        pause: threading.Event | None,
+        on_sample: SampleCallback | None,
+        on_phase: PhaseCallback | None,
+        telemetry: TelemetryWindow | None,
+    ) -> None:
+        # Both sides' phases reach the caller; the baseline's names say whose they are.
+        def base_phase(name: str, detail: str) -> None:
+            if on_phase is not None:
+                on_phase(f"baseline {name}", detail)
+
+        self.cand = _Measurement(plan, result, cancel, pause, None, on_phase, None)
+        self.base = _Measurement(base_plan, base_result, cancel, pause, None, base_phase, None)
+        self.cancel, self.pause, self.on_sample, self.on_phase = cancel, pause, on_sample, on_phase
+        self.telemetry = telemetry
+        self.active = self.cand  # the side an exception belongs to
+
+    def run(self) -> None:
+        cand, base = self.cand, self.base
+        result = cand.result
+        user_code = cand.plan.workload.user_code or base.plan.workload.user_code
+        guard = interruptible(self.cancel) if user_code else contextlib.nullcontext()
+        try:
+            with contextlib.ExitStack() as stack:
+                notes = stack.enter_context(cand.plan.backend.configured(cand.plan.spec))
+                stack.enter_context(base.plan.backend.configured(base.plan.spec))
+                stack.enter_context(guard)
+                result.conditions = conditions(cand.plan) | cand.plan.workload.provenance()
+                base.result.conditions = conditions(base.plan) | base.plan.workload.provenance()
+                timer = cand.plan.backend.step_timer(cand.plan.spec.device)
+                base_timer = base.plan.backend.step_timer(base.plan.spec.device)
+                if not cand.preflight(timer):
+                    return
+                if not base.preflight(base_timer):
+                    result.notes.append(f"no speedup: the NumPy baseline was refused ({base.result.message})")
+                    step = cand.timed(cand.prepare(timer), timer)
+                    self.check(cand, step)
+                    return
+                step = cand.prepare(timer)
+                self.active = base
+                base_step = base.prepare(base_timer)
+                self.active = cand
+                self.pairs(step, timer, base_step, base_timer)
+                result.notes.extend(notes)
+                self.check(cand, step)
+                self.active = base
+                self.check(base, base_step)
+                self.active = cand
+                self.attach_speedup()
+        except (Cancelled, Interrupted):
+            result.status, result.message = "cancelled", "cancelled by the user"
+        except UserCodeError as exc:
+            result.status, result.failure = "failed", "user-code"
+            result.message, result.detail = exc.summary, exc.detail
+        except Exception as exc:
+            result.status = "failed"
+            failing = self.active
+            if failing.plan.backend.is_out_of_memory(exc):
+                result.failure = "out-of-memory"
+                result.message = f"out of memory on {failing.plan.spec.device} at {result.size}"
+            else:
+                result.failure = result.failure or "error"
+                who = "" if failing is cand else "the NumPy baseline: "
+                result.message = f"{who}{type(exc).__name__}: {str(exc).strip()[:300]}"
+        finally:
+            for m in (cand, base):
+                with contextlib.suppress(Exception):
+                    m.plan.backend.free_memory(m.plan.spec.device)
+
+    def pairs(
+        self, step: Callable[[], Any], timer: StepTimer, base_step: Callable[[], Any], base_timer: StepTimer
+    ) -> None:
+        cand, base, spec = self.cand, self.base, self.cand.plan.spec
+        if self.on_phase is not None:
+            self.on_phase("paired", "")
+        token = self.telemetry.begin(spec.device) if self.telemetry is not None else None
+        faults0 = minor_faults()
+        outcome = interleave(
+            base_step,
+            base_timer,
+            inner_count(base.result.warmup),
+            step,
+            timer,
+            inner_count(cand.result.warmup),
+            pairs=spec.repeat,
+            budget_s=spec.budget_s,
+            min_pairs=max(MIN_PAIRS, spec.min_repeat),
+            max_pairs=spec.max_repeat,
+            cancel=self.cancel,
+            pause=self.pause,
+            on_sample=self.on_sample,
+            between=between_steps(spec.alloc),
+        )
+        faults1 = minor_faults()
+        if self.telemetry is not None:
+            cand.result.telemetry = self.telemetry.end(token)
+        self.allocation_note(faults0, faults1, len(outcome.candidate))
+        cand.result.samples, base.result.samples = outcome.candidate, outcome.baseline
+        cand.result.conditions["paired_with"] = base.plan.spec.label()
+        cand.result.conditions["alloc"] = spec.alloc
+        if outcome.cancelled:
+            raise Cancelled
+        cand.energy(step)
+
+    def allocation_note(self, faults0: int | None, faults1: int | None, pairs: int) -> None:
+        """Alternating two libraries' large temporaries can make glibc return pages between
+        them: both sides then run in the cold allocation mode, which a script timing one side
+        alone may not. Said beside the speedup when the pairs faulted heavily."""
+        if faults0 is None or faults1 is None or not pairs:
+            return
+        per_pair = round((faults1 - faults0) / pairs, 1)
+        result = self.cand.result
+        result.conditions["page_faults_per_pair"] = per_pair
+        if per_pair >= FAULTS_NOTE_THRESHOLD and self.cand.plan.spec.alloc == "warm":
+            result.notes.append(
+                f"allocation-bound pairs: {per_pair:,.0f} page faults per pair; alternating with NumPy "
+                "returned pages to the OS, so the speedup is for the cold allocation mode"
+            )
+
+    def check(self, m: _Measurement, step: Callable[[], Any]) -> None:
+        """One more call of the very step that was timed, against the float64 reference."""
+        if m.plan.spec.check:
+            self.cand.phase("check")
+            m.check(step())
+
+    def attach_speedup(self) -> None:
+        cand, base = self.cand.result, self.base.result
+        paired = paired_speedup(base.samples, cand.samples, seed=self.cand.plan.spec.seed)
+        if paired is None:
+            return
+        cand.speedup = speedup_record(paired, base)
+
+
+def speedup_record(paired: PairedSpeedup, base: RunResult) -> dict[str, Any]:
+    """What a result keeps of its pairing: the speedup, and the baseline it was measured with."""
+    threads = (base.conditions.get("threads") or {}).get("numpy_blas")
+    return {
+        **paired.to_dict(),
+        "baseline": base.spec.label(),
+        "baseline_dtype": base.spec.dtype,
+        "baseline_median_s": base.median,
+        "baseline_threads": threads,
+        "baseline_check_ok": base.check_ok,
+    }
