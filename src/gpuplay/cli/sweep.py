@@ -217,3 +217,29 @@ def print_table(doc: dict[str, Any]) -> None:
 
 
 command = sweep
+
+
+def print_merged(files: Any, fmt: str, out: str | None) -> None:
+    """`gpuplay compare --from` with sweep files: every file's series on one axis."""
+    from pathlib import Path
+
+    from gpuplay.core import sweepreport as sr
+
+    try:
+        docs = [sr.load_sweep(f) for f in files]
+        names = [Path(f).stem for f in files]
+        if len(set(names)) < len(names):
+            names = [str(f) for f in files]
+        merged = sr.merge_sweeps(docs, names)
+    except sr.SweepFileError as exc:
+        raise click.ClickException(str(exc)) from None
+    doc = {"kind": sr.KIND, "environments": {n: d.get("environment") for n, d in zip(names, docs, strict=True)},
+           "sweep": merged}  # fmt: skip
+    if fmt == "json":
+        emit(sr.to_json(doc), out)
+    elif fmt == "csv":
+        emit(sr.to_csv(merged), out)
+    elif fmt == "markdown" or out:
+        emit(sr.to_markdown(merged), out)
+    else:
+        print_table(doc)

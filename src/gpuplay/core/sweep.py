@@ -40,7 +40,7 @@ class SweepError(ValueError):
 
 
 # -- the sizes ------------------------------------------------------------------------------
-_RANGE = re.compile(r"^\s*([^.:]+?)\s*\.\.\s*([^.:]+?)\s*(?::\s*(\S+))?\s*$")
+_RANGE = re.compile(r"^\s*(.+?)\s*\.\.\s*([^:]+?)\s*(?::\s*(.*?))?\s*$")
 
 
 def parse_over(text: str) -> tuple[str, str]:
@@ -220,10 +220,12 @@ class Sweep:
         return len(self.values) * len(self.series)
 
     def reference(self, s: Series) -> Series:
-        """Whom a series is compared with: NumPy on the CPU in its dtype, else the first series."""
+        """Whom a series is compared with: NumPy on the CPU in its dtype, else the first series
+        (so NumPy float64 is compared with the first, NumPy float32, and torch float64 with it)."""
         numpy = [x for x in self.series if x.template.backend == "numpy" and x.template.device == "cpu"]
         same = [x for x in numpy if x.template.dtype == s.template.dtype]
-        return (same or numpy or self.series)[0]
+        ref = (same or numpy or self.series)[0]
+        return self.series[0] if ref is s else ref
 
     def crossovers(self) -> list[dict[str, Any]]:
         out = []
