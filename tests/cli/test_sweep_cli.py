@@ -46,7 +46,17 @@ def test_real_cpu_sweep_json_has_every_point_fit_and_crossover(cli, tmp_path):
 
 
 def test_table_markdown_and_csv(cli, tmp_path):
-    args = ["sweep", "matmul", "--over", "n=16,32", "--backends", "numpy", "--dtypes", "float32,float64", *FAST]
+    args = [
+        "sweep",
+        "matmul",
+        "--over",
+        "n=16,32",
+        "--backends",
+        "numpy",
+        "--dtypes",
+        "float32,float64",
+        *FAST,
+    ]
     res = cli.invoke(main, args)
     assert res.exit_code == 0, res.output
     assert "numpy cpu float64" in res.stdout and "floor" in res.stdout and "crossover" in res.stdout

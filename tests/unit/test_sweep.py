@@ -11,6 +11,7 @@ import pytest
 from gpuplay.core import sweepreport
 from gpuplay.core.result import RunResult
 from gpuplay.core.scenarios import load_scenarios
+from gpuplay.core.spec import RunSpec
 from gpuplay.core.sweep import (
     Point,
     Series,
@@ -24,7 +25,6 @@ from gpuplay.core.sweep import (
     sweep_values,
 )
 from gpuplay.core.sweepfit import crossing, fit_floor_rate, predicted_crossing
-from gpuplay.core.spec import RunSpec
 
 
 # -- sizes ------------------------------------------------------------------------------------
