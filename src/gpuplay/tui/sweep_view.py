@@ -113,8 +113,19 @@ def live_crossovers(param: str, series: Mapping[str, Sequence[Mapping[str, Any]]
     return out
 
 
-def _decades(lo: float, hi: float) -> list[float]:
-    return [float(k) for k in range(math.floor(lo), math.ceil(hi) + 1)]
+PALETTE = ("cyan", "orange", "green", "magenta", "blue", "red", "yellow", "gray")
+
+
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """log₁₀ positions of 1-2-5 values within [lo, hi] (log₁₀ too): decades when the span is wide."""
+    mantissas = (1.0,) if hi - lo > 2.5 else (1.0, 2.0, 5.0)
+    ticks = [
+        k + math.log10(m)
+        for k in range(math.floor(lo), math.ceil(hi) + 1)
+        for m in mantissas
+        if lo - 1e-9 <= k + math.log10(m) <= hi + 1e-9
+    ]
+    return ticks or [lo, hi]
 
 
 class SweepChart(CachedPlot):
@@ -141,20 +152,23 @@ class SweepChart(CachedPlot):
         for label in labels:
             med = _medians(series[label])
             if speedup:
-                ref = reference_of(labels, label) if not label.startswith("numpy cpu") else label
+                ref = reference_of(labels, label)
+                if label.startswith("numpy cpu") and ref not in labels[:1]:
+                    continue  # a reference itself: it is the 1× line
                 base = _medians(series.get(ref or "", []))
                 med = {x: base[x] / t for x, t in med.items() if x in base}
             if not med:
                 continue
             xs = sorted(med)
             ys = [math.log10(med[x]) for x in xs]
-            plt.plot([math.log2(x) for x in xs], ys, label=label, marker="braille")
+            color = PALETTE[labels.index(label) % len(PALETTE)]  # a configuration keeps its colour
+            plt.plot([math.log2(x) for x in xs], ys, label=label, marker="braille", color=color)
             ys_all += ys
             xs_all |= set(xs)
             if not speedup:
                 fit = live_fit(series[label])
                 if fit is not None and fit.floor_s > 0:
-                    plt.hline(math.log10(fit.floor_s))  # the launch/dispatch floor of this line
+                    plt.hline(math.log10(fit.floor_s), color=color)  # this line's launch/dispatch floor
         if not speedup:
             self._roofs(series, ys_all)
         else:
@@ -169,9 +183,12 @@ class SweepChart(CachedPlot):
             ticks = sorted(xs_all)
             ticks = ticks[:: max(1, len(ticks) // 8)]
             plt.xticks([math.log2(x) for x in ticks], [fmt_value(x) for x in ticks])
-            dec = _decades(min(ys_all), max(ys_all))
-            fmt = (lambda k: f"{10**k:g}×") if speedup else (lambda k: fmt_time(10**k))
-            plt.yticks(dec, [fmt(k) for k in dec])
+            lo, hi = min(ys_all), max(ys_all)
+            pad = max(0.05, 0.05 * (hi - lo))  # keeps the 1× line and the extremes inside the frame
+            plt.ylim(lo - pad, hi + pad)
+            ticks_y = log_ticks(lo - pad, hi + pad)
+            fmt = (lambda k: f"{10**k:.3g}×") if speedup else (lambda k: fmt_time(10**k))
+            plt.yticks(ticks_y, [fmt(k) for k in ticks_y])
             plt.xlabel(f"{param} (log scale; | crossover)")
             plt.ylabel("speedup over NumPy CPU" if speedup else "time per step (— floor)")
         self.changed()
@@ -388,7 +405,7 @@ class SweepView(Vertical, can_focus=True):
             with contextlib.suppress(ValueError):
                 event = json.loads(line)
         if not isinstance(event, dict):
-            if line.strip():
+            if line.strip() and not line.startswith("wrote "):  # the file is the tab's own
                 self.notes.append(line.strip())
         elif isinstance(event.get("plan"), dict):
             plan = event["plan"]
@@ -437,7 +454,8 @@ class SweepView(Vertical, can_focus=True):
             return f"[red]sweep failed:[/] {escape(self.error)}"
         if self.doc is not None:
             stopped = " (stopped: finished points kept)" if self.doc.get("interrupted") else ""
-            return f"{done} points over {what}{stopped} · [b]enter[/] sweeps again · {HINT}"
+            return (f"{done} points over {what}{stopped} · [b]enter[/] sweeps again · [b]n[/] parameter · "
+                    "[b], .[/] start · [b]\\[ ][/] end · [b]v[/] time ↔ speedup")  # fmt: skip
         return f"{what} · {HINT}"
 
     def notes_text(self) -> str:
@@ -450,6 +468,12 @@ class SweepView(Vertical, can_focus=True):
                 fit = live_fit(points)
                 if fit is not None:
                     lines.append(f"[b]{escape(label)}[/]: {escape(fit_text(fit.to_dict()))}")
+        if (
+            not self.speedup
+            and self.series
+            and not any(p.get("roof_s") for points in self.series.values() for p in points)
+        ):
+            lines.append("[dim]roof: not drawn, no calibration cached for this device (gpuplay calibrate)[/]")
         lines += [f"[dim]{escape(n)}[/]" for n in self.notes[-3:]]
         return "\n".join(lines)
 
