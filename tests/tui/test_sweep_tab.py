@@ -26,8 +26,8 @@ async def test_enter_sweeps_and_draws_each_configuration_against_size(tmp_path, 
         seen_growing = []
         real_line = view._line
 
-        def line(text):
-            real_line(text)
+        def line(text, gen):
+            real_line(text, gen)
             seen_growing.append(sum(len(v) for v in view.series.values()))
 
         monkeypatch.setattr(view, "_line", line)

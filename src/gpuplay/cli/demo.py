@@ -56,7 +56,8 @@ def demo(
     fallback: str | None,
     scenario_dirs: tuple[str, ...],
 ) -> None:
-    """Present DECK (a deck .toml, or a shipped deck's name: numpy-to-gpu, the-7633x-question).
+    """Present DECK (a deck .toml, or a shipped deck's name: numpy-to-gpu, the-7633x-question,
+    gpu-pays-off).
 
     → or space: next step · ←: previous · r: re-run · n: notes · q: quit.
     """

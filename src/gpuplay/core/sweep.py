@@ -404,3 +404,86 @@ def sweep_values(sc: Scenario, param: str, text: str) -> list[Any]:
     if kind not in (int, float):
         raise SweepError(f"{param} is not a size ({kind.__name__}); sweep a numeric parameter")
     return parse_values(text, integer=kind is int)
+
+
+# -- a deck's sweep step ----------------------------------------------------------------------
+SWEEP_STEP_FIELDS = {
+    "over",
+    "backends",
+    "devices",
+    "dtypes",
+    "variants",
+    "transfers",
+    "budget_s",
+    "max_step_s",
+}
+
+
+@dataclass(frozen=True)
+class SweepStep:
+    """What a deck's `[steps.sweep]` table asks for: the `gpuplay sweep` options, checked."""
+
+    over: str  # PARAM=… as given (validated against the scenario)
+    param: str
+    values: tuple[Any, ...]
+    backends: tuple[str, ...] = ("numpy", "torch")
+    devices: tuple[str, ...] = ("cpu",)
+    dtypes: tuple[str, ...] = ("float32",)
+    variants: tuple[str, ...] = ("base",)
+    transfers: str = "off"
+    budget_s: float = 0.2
+    max_step_s: float = 5.0
+
+
+def parse_sweep_step(raw: Any, sc: Scenario) -> SweepStep:
+    """Check a deck step's sweep table; SweepError names the field (`over`, `backends`, …)."""
+    from gpuplay.core.spec import BACKENDS, DTYPES
+
+    if not isinstance(raw, dict):
+        raise SweepError("must be a table (over, backends, devices, dtypes, variants, transfers, budget_s)")
+    unknown = set(raw) - SWEEP_STEP_FIELDS
+    if unknown:
+        raise SweepError(
+            f"{sorted(unknown)[0]}: unknown field (known: {', '.join(sorted(SWEEP_STEP_FIELDS))})"
+        )
+    if not isinstance(raw.get("over"), str):
+        raise SweepError('over: missing or not a string (e.g. over = "n=32..1024")')
+    try:
+        param, text = parse_over(raw["over"])
+        values = sweep_values(sc, param, text)
+        kind = get_workload(sc.workload).param(param)
+        for v in values:
+            kind.coerce(v)
+    except (SweepError, ValueError) as exc:
+        raise SweepError(f"over: {exc}") from None
+
+    def names(key: str, default: tuple[str, ...], allowed: Sequence[str] | None) -> tuple[str, ...]:
+        value = raw.get(key, list(default))
+        if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
+            raise SweepError(f"{key}: must be a non-empty list of strings")
+        bad = [x for x in value if allowed is not None and x not in allowed]
+        if bad:
+            raise SweepError(f"{key}: unknown {', '.join(bad)} (choose from {', '.join(allowed or ())})")
+        return tuple(value)
+
+    def seconds(key: str, default: float) -> float:
+        value = raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value < 3600):
+            raise SweepError(f"{key}: must be a number of seconds above 0; got {value!r}")
+        return float(value)
+
+    transfers = raw.get("transfers", "off")
+    if transfers not in TRANSFER_MODES:
+        raise SweepError(f"transfers: must be one of {', '.join(TRANSFER_MODES)}; got {transfers!r}")
+    return SweepStep(
+        over=f"{param}={text}",
+        param=param,
+        values=tuple(values),
+        backends=names("backends", ("numpy", "torch"), BACKENDS),
+        devices=names("devices", ("cpu",), None),
+        dtypes=names("dtypes", ("float32",), DTYPES),
+        variants=names("variants", ("base",), tuple(VARIANTS)),
+        transfers=transfers,
+        budget_s=seconds("budget_s", 0.2),
+        max_step_s=seconds("max_step_s", 5.0),
+    )

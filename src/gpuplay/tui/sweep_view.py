@@ -62,8 +62,13 @@ def reference_of(labels: Sequence[str], label: str) -> str | None:
     numpy = [x for x in labels if x.startswith("numpy cpu")]
     dtype = label.split(" ")[2] if label.count(" ") >= 2 else ""
     same = [x for x in numpy if x.split(" ")[2:3] == [dtype]]
-    ref = (same or numpy or list(labels[:1]) or [None])[0]
-    return labels[0] if ref == label and labels and labels[0] != label else (None if ref == label else ref)
+    candidates = same or numpy or list(labels[:1])
+    if not candidates:
+        return None
+    ref = candidates[0]
+    if ref != label:
+        return ref
+    return labels[0] if labels[0] != label else None  # a reference itself: against the first line
 
 
 def _medians(points: Sequence[Mapping[str, Any]]) -> dict[float, float]:
@@ -219,7 +224,7 @@ class SweepView(Vertical, can_focus=True):
     #sweep-notes { height: auto; max-height: 8; padding: 0 1; }
     """
     BINDINGS = [
-        Binding("enter", "toggle", "start/stop sweep"),
+        Binding("enter", "start_stop", "start/stop sweep"),
         Binding("n", "next_param", "parameter"),
         Binding("comma", "low(0.5)", "smaller start", show=False),
         Binding("full_stop", "low(2)", "larger start", show=False),
@@ -231,11 +236,21 @@ class SweepView(Vertical, can_focus=True):
     running: reactive[bool] = reactive(False)
     speedup: reactive[bool] = reactive(False)
 
-    def __init__(self, **kw: Any) -> None:
+    def __init__(self, *, interactive: bool = True, **kw: Any) -> None:
         super().__init__(**kw)
         self.budget_s = 0.2  # per point: a sweep of 2 lines × 6 sizes is seconds, not minutes
         self.max_step_s = 5.0
         self.backends = "numpy,torch,cupy"
+        # Set by a deck's sweep step; None: the tab's own choice (every device the engine found).
+        self.devices: str | None = None
+        self.dtypes = "float32"
+        self.variants = "base"
+        self.transfers: str | None = None
+        self.preset: str | None = None
+        self.fixed_over: str | None = None  # a deck's sizes, as written ("n=32..1024")
+        self.interactive = interactive  # takes the focus and its keys (the playground's tab; not a deck)
+        self.step_key: Any = None  # the deck step shown (presenter)
+        self.kept: dict[Any, tuple[dict[str, list[dict[str, Any]]], dict[str, Any] | None]] = {}
         self.scenario: Any = None
         self.param = ""
         self.low: float = 0.0
@@ -247,6 +262,7 @@ class SweepView(Vertical, can_focus=True):
         self.notes: list[str] = []  # the command's other stderr lines: refusals, stops
         self._proc: subprocess.Popen[str] | None = None
         self._stop = threading.Event()
+        self._gen = 0  # which sweep the worker's messages belong to (a deck step may move on)
 
     def compose(self) -> ComposeResult:
         yield Static(HINT, id="sweep-status")
@@ -257,7 +273,8 @@ class SweepView(Vertical, can_focus=True):
         self.kill()  # the app is going: the child and its engine go with it
 
     def on_show(self) -> None:
-        self.focus()  # its keys (enter, n, [ ], v) work as soon as the tab is shown
+        if self.interactive:
+            self.focus()  # its keys (enter, n, [ ], v) work as soon as the tab is shown
         self.refresh_view()
 
     # -- what to sweep ---------------------------------------------------------------------
@@ -276,12 +293,30 @@ class SweepView(Vertical, can_focus=True):
             value = value if isinstance(value, int | float) and value > 0 else 64
             self.low, self.high = default_range(scenario.workload, self.param, float(value))
 
+    def configure(self, scenario: Any, step: Any) -> None:
+        """Take a deck's sweep step (core.sweep.SweepStep) as it is written; forget what was drawn."""
+        self.kill()
+        self._gen += 1  # whatever the previous step's child still says is ignored
+        self.running = False
+        self.scenario, self.param, self.fixed_over = scenario, step.param, step.over
+        self.backends, self.devices = ",".join(step.backends), ",".join(step.devices)
+        self.dtypes, self.variants, self.transfers = (
+            ",".join(step.dtypes),
+            ",".join(step.variants),
+            step.transfers,
+        )
+        self.budget_s, self.max_step_s = step.budget_s, step.max_step_s
+        self.series, self.doc, self.error, self.notes, self.total = {}, None, "", [], 0
+        self.refresh_view()
+
     @property
     def over(self) -> str:
+        if self.fixed_over:
+            return self.fixed_over
         return f"{self.param}={fmt_value(self.low)}..{fmt_value(self.high)}"
 
     def action_next_param(self) -> None:
-        if self.running or self.scenario is None:
+        if self.running or self.scenario is None or self.fixed_over:
             return
         params = size_params(self.scenario.workload)
         if not params:
@@ -300,14 +335,14 @@ class SweepView(Vertical, can_focus=True):
         return float(p.minimum or 1), float(p.maximum or math.inf)
 
     def action_low(self, factor: float) -> None:
-        if self.running or not self.param:
+        if self.running or not self.param or self.fixed_over:
             return
         lo, _ = self._limits()
         self.low = min(max(lo, self.low * factor), self.high / 2)
         self.refresh_view()
 
     def action_high(self, factor: float) -> None:
-        if self.running or not self.param:
+        if self.running or not self.param or self.fixed_over:
             return
         _, hi = self._limits()
         self.high = max(min(hi, self.high * factor), self.low * 2)
@@ -330,18 +365,20 @@ class SweepView(Vertical, can_focus=True):
         if sc.path is not None and not sc.workload.startswith("code:"):
             args += ["--scenarios", str(Path(sc.path).parent)]  # a user's folder wins by name
         app: Any = self.app
-        devices = ["cpu", *(["cuda"] if _cuda_listed() else [])]
-        args += ["sweep", name, "--over", self.over, "--backends", self.backends, "-d", ",".join(devices),
+        devices = self.devices or ",".join(["cpu", *(["cuda"] if _cuda_listed() else [])])
+        transfers = self.transfers or ("both" if "cuda" in devices else "off")
+        preset = self.preset or getattr(app, "preset", None) or "quick"
+        args += ["sweep", name, "--over", self.over, "--backends", self.backends, "-d", devices,
+                 "--dtypes", self.dtypes, "--variants", self.variants,
                  "--budget", str(self.budget_s), "--max-step", str(self.max_step_s),
-                 "--transfers", "both" if len(devices) > 1 else "off",
-                 "--preset", str(getattr(app, "preset", "quick") or "quick"),
+                 "--transfers", transfers, "--preset", str(preset),
                  "--format", "json", "--out", str(out), "--progress-json"]  # fmt: skip
         threads = getattr(getattr(app, "session", None), "threads", None)
         if threads:
             args += ["--threads", str(threads)]
         return args
 
-    def action_toggle(self) -> None:
+    def action_start_stop(self) -> None:
         if self.running:
             self.stop()
         else:
@@ -351,9 +388,10 @@ class SweepView(Vertical, can_focus=True):
         if self.running or self.scenario is None or not self.param:
             return
         self.series, self.doc, self.error, self.notes, self.total = {}, None, "", [], 0
-        self._stop.clear()
+        self._stop = threading.Event()
+        self._gen += 1
         self.running = True
-        self._run()
+        self._run(self._gen, self._stop)
 
     def stop(self) -> None:
         """Stop after the point being measured (the command keeps what finished)."""
@@ -372,7 +410,7 @@ class SweepView(Vertical, can_focus=True):
                 proc.terminate()
 
     @work(thread=True, group="sweep", exit_on_error=False)
-    def _run(self) -> None:
+    def _run(self, gen: int, stop: threading.Event) -> None:
         app: Any = self.app
         lock = getattr(app, "measure_lock", None) or contextlib.nullcontext()
         with tempfile.TemporaryDirectory(prefix="gpuplay-sweep-") as tmp:
@@ -380,26 +418,28 @@ class SweepView(Vertical, can_focus=True):
             error, doc = "", None
             try:
                 with lock:  # the live tab waits: two measurements at once would perturb both
-                    if self._stop.is_set():
-                        self.app.call_from_thread(self._finished, None, "")
+                    if stop.is_set():
+                        self.app.call_from_thread(self._finished, gen, None, "")
                         return
                     proc = subprocess.Popen(self.command(out), stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
                     self._proc = proc
                     assert proc.stderr is not None
                     for line in proc.stderr:
-                        self.app.call_from_thread(self._line, line.rstrip("\n"))
+                        self.app.call_from_thread(self._line, line.rstrip("\n"), gen)
                     proc.wait()
                 if out.exists():
                     doc = json.loads(out.read_text(encoding="utf-8"))
-                if proc.returncode not in (0, 130, 143) and not self._stop.is_set():
+                if proc.returncode not in (0, 130, 143) and not stop.is_set():
                     error = self.notes[-1] if self.notes else f"exit code {proc.returncode}"
             except (OSError, ValueError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
-            self.app.call_from_thread(self._finished, doc, error)
+            self.app.call_from_thread(self._finished, gen, doc, error)
 
-    def _line(self, line: str) -> None:
+    def _line(self, line: str, gen: int) -> None:
         """One stderr line of the command: a progress event, or a message to show as it is."""
+        if gen != self._gen:
+            return
         event = None
         if line.startswith("{"):
             with contextlib.suppress(ValueError):
@@ -416,7 +456,9 @@ class SweepView(Vertical, can_focus=True):
             self.series.setdefault(str(point.get("series")), []).append(point)
         self.refresh_view()
 
-    def _finished(self, doc: Any, error: str) -> None:
+    def _finished(self, gen: int, doc: Any, error: str) -> None:
+        if gen != self._gen:
+            return
         self._proc = None
         sweep = doc.get("sweep") if isinstance(doc, dict) else None
         if isinstance(sweep, dict):
@@ -426,6 +468,8 @@ class SweepView(Vertical, can_focus=True):
             }
         self.error = error
         self.running = False
+        if self.step_key is not None and self.doc is not None:
+            self.kept[self.step_key] = (self.series, self.doc)
         if error:
             self.app.notify(error, title="sweep failed", severity="error", timeout=8, markup=False)
         self.refresh_view()
@@ -448,6 +492,9 @@ class SweepView(Vertical, can_focus=True):
 
     def status_line(self, done: int) -> str:
         what = f"[b]{escape(self.over)}[/]" if self.param else "no numeric parameter to sweep"
+        if not self.interactive:  # a deck's step: no keys to advertise
+            state = "sweeping" if self.running else ("swept" if self.doc is not None else "sweep")
+            return f"{state} {what} · {done}/{self.total or done or '?'} points"
         if self.running:
             return f"[b]sweeping[/] {what} · {done}/{self.total or '?'} points · [b]enter[/] stops"
         if self.error:
@@ -487,3 +534,31 @@ def _cuda_listed() -> bool:
         return bool(avail.ok and any(d.id.startswith("cuda") for d in devices))
     except Exception:  # a pending or failed probe: sweep the CPU
         return False
+
+
+def show_sweep_step(app: Any, step: Any, live: bool) -> bool:
+    """The presenter's hook: for a deck step with a sweep, show the growing sweep instead of the
+    step's single figure (and start it once, when `live`); True when the step is a sweep step."""
+    from types import SimpleNamespace
+
+    view = app.query_one(SweepView)
+    is_sweep = step.sweep is not None
+    view.display = is_sweep
+    app.query_one("#middle").display = not is_sweep
+    if not is_sweep:
+        return False
+    key = (step.spec.scenario, step.sweep)
+    if view.step_key != key:
+        kept = view.kept.get(key)
+        scenario = SimpleNamespace(name=step.spec.scenario, workload=step.spec.workload,
+                                   title=step.scenario_title, path=None)  # fmt: skip
+        view.configure(scenario, step.sweep)
+        view.step_key = key
+        if kept is not None:  # swept earlier in this talk: shown again, not measured again
+            view.series, view.doc = kept
+        elif live:
+            view.start()
+        else:
+            view.notes = ["a sweep step runs live only: recordings hold single figures"]
+        view.refresh_view()
+    return True
