@@ -7,6 +7,7 @@ size is refused (max step, memory), fits each series and finds where series cros
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -18,6 +19,7 @@ from gpuplay.core.planner import check
 from gpuplay.core.result import RunResult
 from gpuplay.core.scenarios import Scenario
 from gpuplay.core.spec import Refusal, RunSpec
+from gpuplay.core.stats import Summary
 from gpuplay.core.sweepfit import Fit, crossing, fit_floor_rate, predicted_crossing
 from gpuplay.core.workloads import get_workload
 from gpuplay.core.workloads.base import ITEMSIZE
@@ -104,13 +106,18 @@ class Point:
     result: RunResult | None = None
     message: str = ""
 
+    @functools.cached_property
+    def summary(self) -> Summary | None:
+        """Summarised once: a point's samples can number thousands, and fits ask many times."""
+        return self.result.summary if self.result is not None and self.result.usable else None
+
     @property
     def median(self) -> float | None:
-        return self.result.median if self.result is not None and self.result.usable else None
+        return self.summary.median if self.summary is not None else None
 
     def to_dict(self) -> dict[str, Any]:
         r = self.result
-        s = r.summary if r is not None and r.usable else None
+        s = self.summary
         roof = r.roof_fields() if s is not None and r is not None else {}
         ok_roof = roof.get("status") == "ok"
         return {
@@ -177,12 +184,12 @@ class Series:
             [w for w, _ in pairs], [t for _, t in pairs], "GFLOP/s" if kind == "flops" else "GB/s"
         )
 
-    def work_at(self, param: str, value: float) -> float | None:
-        """This configuration's work at any size (for the model's prediction between sizes)."""
+    def work_at(self, param: str, value: float, kind: str) -> float | None:
+        """This configuration's work (`kind`: flops or bytes) at any size, for the model's prediction."""
         try:
             workload = get_workload(self.template.workload)
             p = {**self.template.params, param: value}
-            if self.work_kind() == "flops":
+            if kind == "flops":
                 return float(workload.flops(p))
             return float(workload.bytes_moved(p, ITEMSIZE.get(self.template.dtype, 4)))
         except Exception:  # a user's flops() may raise anything: no prediction then
@@ -281,8 +288,10 @@ def crossover(param: str, a: Series, b: Series) -> dict[str, Any]:
 
 def _predicted(param: str, a: Series, b: Series, fa: Fit, fb: Fit, lo: float, hi: float) -> float | None:
     def model(s: Series, f: Fit) -> Callable[[float], float]:
+        kind = s.work_kind()
+
         def t(x: float) -> float:
-            w = s.work_at(param, x)
+            w = s.work_at(param, x, kind)
             return f.predict(w) if w is not None else math.nan
 
         return t
