@@ -4,7 +4,9 @@ Runs the real `gpuplay sweep … --progress-json` as a child process, as a user 
 does, and times from the outside: the command's start-up (imports, the engine's start and
 probe) up to its plan line, then the sweep itself from the plan line to the last point, against
 the sum of the points' budgets (points × --budget). What is left per point is the sweep's overhead:
-the step-time estimate, input set-up, warm-up, the float64 check, the engine round trip.
+the step-time estimate, input set-up, warm-up, the float64 check, the engine round trip. Tiny
+steps stop at the runner's max_repeat (100,000) before their budget, so "untimed/point" also
+gives the loop less what the session log says each point spent in timed steps, warm-up and set-up.
 
     python benchmarks/sweep_overhead.py [--over n=32..512] [--budgets 0.1,0.5] [--backends numpy,torch]
 """
@@ -48,8 +50,13 @@ def one_sweep(over: str, backends: str, budget: float, threads: int | None) -> d
         end = time.perf_counter()
         if proc.returncode != 0 or plan_at is None or last_at is None:
             raise SystemExit(f"sweep failed (exit {proc.returncode})")
-        doc = json.loads(Path(f"{tmp}/s.json").read_text())
-    timed = sum(p["median"] * p["n"] for s in doc["sweep"]["series"] for p in s["points"] if p["median"])
+        # The session log holds every point's samples: the timed steps and warm-up as they ran.
+        logged = [
+            json.loads(x) for f in Path(f"{tmp}/state").rglob("*.jsonl") for x in f.read_text().splitlines()
+        ]
+    timed = sum(sum(r.get("samples_s") or []) for r in logged)
+    warm = sum(sum(r.get("warmup_s") or []) for r in logged)
+    setup = sum(r.get("setup_s") or 0.0 for r in logged)
     loop = last_at - plan_at
     return {
         "points": points,
@@ -59,7 +66,9 @@ def one_sweep(over: str, backends: str, budget: float, threads: int | None) -> d
         "loop": loop,
         "budgets": points * budget,
         "timed": timed,
+        "warm": warm + setup,
         "overhead_per_point": (loop - points * budget) / points,
+        "untimed_per_point": (loop - timed - warm - setup) / points,
     }
 
 
@@ -73,15 +82,16 @@ def main() -> None:
     args = ap.parse_args()
     print(f"gpuplay sweep matmul --over {args.over} --backends {args.backends} --threads {args.threads}")
     print(f"{os.cpu_count()} CPUs; the loop is timed from the plan line to the last point line\n")
-    head = ("budget", "points", "wall s", "start-up s", "loop s", "Σ budgets s", "Σ timed s", "loop/Σbudgets",
-            "overhead/point")  # fmt: skip
+    head = ("budget", "points", "wall s", "start-up s", "loop s", "Σ budgets s", "Σ timed s", "Σ warm+setup s",
+            "loop/Σbudgets",
+            "overhead/point", "other/point")  # fmt: skip
     print("  ".join(f"{h:>14}" for h in head))
     for budget in (float(b) for b in args.budgets.split(",")):
         for _ in range(args.rounds):
             r = one_sweep(args.over, args.backends, budget, args.threads)
             row = (f"{budget:g}", f"{r['points']}", f"{r['wall']:.2f}", f"{r['startup']:.2f}", f"{r['loop']:.2f}",
-                   f"{r['budgets']:.2f}", f"{r['timed']:.2f}", f"{r['loop'] / r['budgets']:.2f}×",
-                   f"{1e3 * r['overhead_per_point']:.0f} ms")  # fmt: skip
+                   f"{r['budgets']:.2f}", f"{r['timed']:.2f}", f"{r['warm']:.2f}", f"{r['loop'] / r['budgets']:.2f}×",
+                   f"{1e3 * r['overhead_per_point']:.0f} ms", f"{1e3 * r['untimed_per_point']:.0f} ms")  # fmt: skip
             print("  ".join(f"{c:>14}" for c in row), flush=True)
 
 
