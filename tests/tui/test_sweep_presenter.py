@@ -36,6 +36,14 @@ title = "after"
 scenario = "matmul"
 params = { n = 32 }
 caption = "after the sweep"
+[[steps]]
+title = "another sweep"
+scenario = "matmul"
+caption = "a second sweep"
+[steps.sweep]
+over = "n=8,16"
+backends = ["numpy"]
+budget_s = 0.01
 """
 
 
@@ -56,5 +64,11 @@ async def test_a_sweep_step_draws_its_curve_and_is_kept_when_revisited():
         assert "swept [b]n=16..64[/] · 6/6 points" in str(app.query_one("#sweep-status").content)
         await pilot.press("right")
         assert not view.display and app.query_one("#middle").display
-        await pilot.press("left")  # back: shown again from what was measured, not re-run
-        assert view.display and not view.running and len(view.series["numpy cpu float32"]) == 3
+        await pilot.press("right")  # another sweep step: the view sweeps that one
+        assert view.display and view.running and view.over == "n=8,16"
+        await wait_until(pilot, lambda: not view.running, timeout=180)
+        assert list(view.series) == ["numpy cpu float32"] and len(view.series["numpy cpu float32"]) == 2
+        await pilot.press("left", "left")  # back: shown again from what was measured, not re-run
+        assert view.display and not view.running and view.over == "n=16..64"
+        assert set(view.series) == {"numpy cpu float32", "torch cpu float32"}
+        assert all(len(p) == 3 for p in view.series.values())

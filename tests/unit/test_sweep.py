@@ -163,6 +163,14 @@ def test_fit_keeps_the_floor_non_negative_and_says_when_time_did_not_grow():
     assert fit.floor_s >= 0 and fit.rate == pytest.approx(1e9, rel=1e-6)
     flat = fit_floor_rate(works, [3e-6, 3e-6, 3e-6], "GFLOP/s")
     assert flat.rate is None and flat.floor_s == pytest.approx(3e-6)
+    # a line through these would cross zero time above zero work: the floor is clamped, not negative
+    clamped = fit_floor_rate(works, [0.5e-6, 1e-5, 1e-4], "GFLOP/s")
+    assert clamped.floor_s == 0.0 and clamped.rate > 0
+    # times that fall as the work grows: no rate, the floor is their (1/t²-weighted) mean
+    falling = [5e-6, 4e-6, 3e-6]
+    fit = fit_floor_rate(works, falling, "GFLOP/s")
+    assert fit.rate is None
+    assert fit.floor_s == pytest.approx(sum(1 / t for t in falling) / sum(1 / t**2 for t in falling))
     assert fit_floor_rate([1.0], [1.0], "GB/s") is None
     assert fit_floor_rate([1.0, 2.0], [math.nan, 1.0], "GB/s") is None
 
