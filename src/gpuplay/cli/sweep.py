@@ -206,6 +206,13 @@ def print_table(doc: dict[str, Any]) -> None:
     con.print(f"{env.get('cpu', '?')} ({env.get('cores', '?')} cores) · medians after warm-up, "
               "± half the IQR · each size a full measurement, checked against float64",
               style="dim", highlight=False, markup=False)  # fmt: skip
+    unstable = [p for s in series for p in s.get("points") or [] if p.get("unstable")]
+    if unstable:
+        from gpuplay.core.noise import UNSTABLE_REL_IQR, unstable_advice
+
+        shortest = min((p["median"] for p in unstable if p.get("median")), default=None)
+        con.print(f"⚠ {len(unstable)} unstable point(s): the IQR is over {100 * UNSTABLE_REL_IQR:.0f}% of "
+                  f"the median; {unstable_advice(shortest)}", style="yellow", highlight=False, markup=False)  # fmt: skip
     for s in series:
         line = Text(f"{s.get('label')}: ", style="bold")
         line.append(sr.fit_text(s.get("fit")))

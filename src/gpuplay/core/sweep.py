@@ -131,6 +131,8 @@ class Point:
             "roof_fraction": roof.get("fraction") if ok_roof else None,
             "roof_s": roof_seconds(r, roof) if ok_roof and r is not None else None,
             "error": r.error if r is not None and r.error is not None and math.isfinite(r.error) else None,
+            "unstable": bool(r is not None and s is not None and r.unstable),
+            "noise": r.noise_lines(advice=False) if r is not None and s is not None else [],
             "status": self.status,
             "message": self.message,
         }

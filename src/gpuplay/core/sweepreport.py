@@ -45,7 +45,7 @@ def fmt_value(x: Any) -> str:
     v = _num(x)
     if v is None:
         return "—"
-    return f"{v:.0f}" if v == round(v) and abs(v) < 1e15 else f"{v:.4g}"
+    return f"{v:.0f}" if abs(v) >= 10 or v == round(v) else f"{v:.3g}"
 
 
 def fmt_rate(gigas: Any, unit: str) -> str:
@@ -64,7 +64,8 @@ def cell(point: Mapping[str, Any] | None) -> str:
         return str(point.get("status") or "—")
     lo, hi = _num(point.get("low")), _num(point.get("high"))
     spread = f" ±{50 * (hi - lo) / med:.0f}%" if lo is not None and hi is not None and med > 0 else ""
-    return fmt_time(med) + spread
+    # an unstable spread (or another job on the machine) is marked, as the run table's notes do
+    return fmt_time(med) + spread + (" ⚠" if point.get("unstable") else "")
 
 
 def fit_text(fit: Mapping[str, Any] | None) -> str:
@@ -88,7 +89,7 @@ def crossover_text(c: Mapping[str, Any]) -> str:
     )
     if c.get("at") is None:
         return f"{c.get('reason', '')}{model if _num(pred) is not None else ''}"
-    return f"{c.get('reason', '')} (measured){model}"
+    return f"measured: {c.get('reason', '')}{model}"
 
 
 def rows(sweep: Mapping[str, Any]) -> list[tuple[Any, list[Mapping[str, Any] | None]]]:
