@@ -135,3 +135,35 @@ def test_progress_json_lines_through_the_real_engine(tmp_path):
     assert events[0]["plan"]["values"] == [16, 32]
     assert [e["point"]["value"] for e in events[1:]] == [16, 32]
     assert json.loads(proc.stdout)["sweep"]["series"][0]["points"][1]["value"] == 32
+
+
+@pytest.mark.slow
+@pytest.mark.real_engine
+def test_ctrl_c_prints_the_finished_points_and_exits_130(tmp_path):
+    import os
+    import signal
+    import time
+
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}
+    env |= {"GPUPLAY_STATE_DIR": str(state), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "gpuplay", "sweep", "matmul", "--over", "n=16..1024", "--backends", "numpy",
+           "--budget", "1", "--format", "json"]  # fmt: skip
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while sum(len(list(read_log(p))) for p in state.glob("sessions/*.jsonl")) < 2:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "never logged two points"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    sweep = json.loads(out)["sweep"]
+    points = sweep["series"][0]["points"]
+    assert sweep["interrupted"] is True and 2 <= len(points) < len(sweep["values"])
+    assert all(p["status"] == "ok" for p in points)
+    assert "interrupted by SIGINT" in err
