@@ -29,6 +29,7 @@ from textual.reactive import reactive
 from textual.widgets import Static
 
 from gpuplay.core.report import fmt_time
+from gpuplay.core.scenarios import builtin_dir
 from gpuplay.core.sweepfit import crossing, fit_floor_rate
 from gpuplay.core.sweepreport import crossover_text, fit_text, fmt_value
 from gpuplay.core.workloads import get_workload
@@ -362,8 +363,9 @@ class SweepView(Vertical, can_focus=True):
         sc = self.scenario
         name = str(sc.path) if sc.workload.startswith("code:") and sc.path else sc.name
         args = [sys.executable, "-m", "gpuplay"]
-        if sc.path is not None and not sc.workload.startswith("code:"):
-            args += ["--scenarios", str(Path(sc.path).parent)]  # a user's folder wins by name
+        folder = Path(sc.path).parent if sc.path is not None else None
+        if folder is not None and not sc.workload.startswith("code:") and folder != builtin_dir():
+            args += ["--scenarios", str(folder)]  # a user's folder wins by name
         app: Any = self.app
         devices = self.devices or ",".join(["cpu", *(["cuda"] if _cuda_listed() else [])])
         transfers = self.transfers or ("both" if "cuda" in devices else "off")
