@@ -84,6 +84,17 @@ async def test_a_failing_sweep_is_a_message_and_the_app_goes_on(tmp_path, monkey
         assert app.is_running
 
 
+async def test_the_commands_other_lines_are_shown_escaped(tmp_path):
+    app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], budget_s=0.05, telemetry=False, autostart=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.press("7")
+        view = app.main.query_one(SweepView)
+        view._line("[red]warning[/] \x1b[31mred\x1b[0m", view._gen)
+        await pilot.pause()
+        notes = app.main.query_one("#sweep-notes").render()
+        assert "[red]warning[/] [31mred[0m" in str(notes) and "\x1b" not in str(notes)
+
+
 def test_live_crossovers_and_references():
     labels = ["numpy cpu float32", "numpy cpu float64", "torch cpu float32"]
     assert reference_of(labels, "torch cpu float32") == "numpy cpu float32"

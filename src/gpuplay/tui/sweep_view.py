@@ -442,6 +442,7 @@ class SweepView(Vertical, can_focus=True):
         """One stderr line of the command: a progress event, or a message to show as it is."""
         if gen != self._gen:
             return
+        line = "".join(ch for ch in line if ch.isprintable())  # a stray escape code is not drawn
         event = None
         if line.startswith("{"):
             with contextlib.suppress(ValueError):
