@@ -56,6 +56,9 @@ async def test_a_sweep_step_draws_its_curve_and_is_kept_when_revisited():
         await pilot.press("right")
         assert view.display and not app.query_one("#middle").display
         assert view.running and view.over == "n=16..64"
+        assert app.focused is not view  # the presenter's keys stay the presenter's
+        await pilot.press("n")
+        assert app.query_one("#notes").has_class("hidden")
         await wait_until(pilot, lambda: not view.running, timeout=180)
         assert not view.error, (view.error, view.notes)
         assert set(view.series) == {"numpy cpu float32", "torch cpu float32"}

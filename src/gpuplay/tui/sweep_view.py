@@ -250,6 +250,7 @@ class SweepView(Vertical, can_focus=True):
         self.preset: str | None = None
         self.fixed_over: str | None = None  # a deck's sizes, as written ("n=32..1024")
         self.interactive = interactive  # takes the focus and its keys (the playground's tab; not a deck)
+        self.can_focus = interactive  # in the presenter, its keys (n, enter) are the presenter's
         self.step_key: Any = None  # the deck step shown (presenter)
         self.kept: dict[Any, tuple[dict[str, list[dict[str, Any]]], dict[str, Any] | None]] = {}
         self.scenario: Any = None
@@ -376,6 +377,11 @@ class SweepView(Vertical, can_focus=True):
                  "--transfers", transfers, "--preset", str(preset),
                  "--format", "json", "--out", str(out), "--progress-json"]  # fmt: skip
         threads = getattr(getattr(app, "session", None), "threads", None)
+        if threads is None:  # the presenter: the live thread policy, as its single figures use
+            from gpuplay.core.system import cpu_count
+            from gpuplay.tui.controls import live_threads
+
+            threads = live_threads(cpu_count())
         if threads:
             args += ["--threads", str(threads)]
         return args
