@@ -74,6 +74,9 @@ def _register() -> None:
 
     for module in (info, listing, run, compare, monitor, history, calibrate, collectives, demo, serve):
         main.add_command(module.command)
+    from gpuplay.cli import sweep
+
+    main.add_command(sweep.command)
 
 
 _register()

@@ -19,6 +19,12 @@ def compare_from(files: Sequence[str], fmt: str, out: str | None) -> None:
 
     if len(files) < 1:
         raise click.UsageError("--from needs result files: gpuplay compare --from A.json B.json")
+    from gpuplay.core.sweepreport import is_sweep_file
+
+    if all(is_sweep_file(f) for f in files):  # `gpuplay sweep --format json` files: one sweep table
+        from gpuplay.cli.sweep import print_merged
+
+        return print_merged(files, fmt, out)
     try:
         sources = [load_source(f) for f in files]
     except MergeError as exc:

@@ -62,7 +62,8 @@ def demo(
     resume: bool,
     scenario_dirs: tuple[str, ...],
 ) -> None:
-    """Present DECK (a deck .toml, or a shipped deck's name: numpy-to-gpu, the-7633x-question).
+    """Present DECK (a deck .toml, or a shipped deck's name: numpy-to-gpu, the-7633x-question,
+    gpu-pays-off).
 
     → space PageDown: next · ← PageUp: previous · Home/End · g N Enter: step N ·
     b or .: blank · f: big number · t: timer · r: re-run · n: notes · q: quit (asks once).

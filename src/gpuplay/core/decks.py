@@ -48,6 +48,7 @@ SPEC_FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "check": (bool,),
 }
 STEP_FIELDS = {"scenario", "title", "caption", "notes", "preset", "params", "recorded", *SPEC_FIELD_TYPES}
+STEP_FIELDS |= {"sweep"}  # a step may draw a crossover sweep (core.sweep.parse_sweep_step)
 DECK_FIELDS = {"title", "description", "preset", "defaults", "steps"}
 RECORDED_FIELDS = {"median_ms", "speedup", "device", "source", "statistic", "date", "size"}
 # What a recorded figure may be: a blog's "mean of 10 runs" is a mean, never shown as a median.
@@ -84,6 +85,7 @@ class DeckStep:
     scenario_title: str
     notes: str = ""
     recorded: RecordedFigure | None = None
+    sweep: Any = None  # a core.sweep.SweepStep: the step draws a crossover sweep instead of one figure
 
     @property
     def size_label(self) -> str:
@@ -224,6 +226,14 @@ def _parse_step(
             raise DeckError(path, n, key, str(exc)) from None
     spec = RunSpec.make(sc.workload, params, scenario=sc.name, **fields)
     recorded = _recorded(raw["recorded"], path, n) if "recorded" in raw else None
+    sweep = None
+    if "sweep" in raw:
+        from gpuplay.core.sweep import SweepError, parse_sweep_step
+
+        try:
+            sweep = parse_sweep_step(raw["sweep"], sc)
+        except SweepError as exc:
+            raise DeckError(path, n, "sweep", str(exc)) from None
     if preset_override and preset_override != own_preset and recorded is not None and not recorded.size:
         recorded = None  # measured at the deck's own size, unnamed: not comparable at another
     return DeckStep(
@@ -233,6 +243,7 @@ def _parse_step(
         scenario_title=sc.title,
         notes=_paragraphs(raw.get("notes", "")),
         recorded=recorded,
+        sweep=sweep,
     )
 
 
@@ -309,6 +320,8 @@ def needed_specs(deck: Deck) -> list[RunSpec]:
     """Every step's spec, each preceded by its NumPy-CPU baseline once (the speedups need them)."""
     ordered: list[RunSpec] = []
     for step in deck.steps:
+        if step.sweep is not None:
+            continue  # a sweep step measures live only (gpuplay sweep --format json records one)
         for spec in (baseline_spec(step.spec), step.spec):
             if spec not in ordered:
                 ordered.append(spec)

@@ -38,6 +38,7 @@ from gpuplay.tui.layout import compose_main
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
 from gpuplay.tui.profile_view import ProfileView
 from gpuplay.tui.roofline import RooflineChart
+from gpuplay.tui.sweep_view import SweepView
 from gpuplay.tui.usercode_view import recheck, show_user_code, watch_code_files
 from gpuplay.tui.widgets import (
     ClaimLine,
@@ -80,6 +81,7 @@ class GpuPlayApp(App[None]):
         Binding("5", "tab('profile')", "profile", show=False),
         Binding("6", "tab('collectives')", "collectives", show=False),
         Binding("k", "collectives", "collectives sweep", show=False),
+        Binding("7", "tab('sweep')", "sweep", show=False),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit", "quit"),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
@@ -459,6 +461,8 @@ class GpuPlayApp(App[None]):
             self.refresh_profile()
         elif active == "collectives":
             self.refresh_collectives()
+        elif active == "sweep":
+            self.refresh_sweep()
         self.refresh_telemetry()
 
     def refresh_controls(self) -> None:
@@ -503,6 +507,11 @@ class GpuPlayApp(App[None]):
         self.main.query_one(CollectivesView).show(
             status_line(doc, running, self.collectives_error), series(doc) if doc else {}, title
         )
+
+    def refresh_sweep(self) -> None:
+        view = self.main.query_one(SweepView)
+        view.follow(self.scenario, self.preset)  # the scenario chosen in the list, until a sweep starts
+        view.refresh_view()
 
     def action_collectives(self) -> None:
         if self.collectives_running:

@@ -11,6 +11,7 @@ from gpuplay.core.scenarios import ScenarioSet
 from gpuplay.tui.collectives_view import CollectivesView
 from gpuplay.tui.profile_view import ProfileView
 from gpuplay.tui.roofline import RooflineChart
+from gpuplay.tui.sweep_view import SweepView
 from gpuplay.tui.widgets import (
     ClaimLine,
     CodeView,
@@ -50,6 +51,8 @@ def compose_main(scenarios: ScenarioSet) -> ComposeResult:
                 yield ProfileView(id="profile-view")
             with TabPane("Collectives", id="collectives"):
                 yield CollectivesView(id="collectives-view")
+            with TabPane("Sweep", id="sweep"):
+                yield SweepView(id="sweep-view")
         with Vertical(id="side-telemetry"):
             yield TelemetryPanel(id="telemetry-side")
             yield TelemetryChart(id="tchart-side")

@@ -36,6 +36,7 @@ from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import summarize
 from gpuplay.tui.bignumber import BigNumber
+from gpuplay.tui.sweep_view import SweepView, show_sweep_step
 from gpuplay.tui.themes import apply_theme
 
 PROGRESS_INTERVAL_S = 0.2  # a live median at most five times a second: calm on a projector
@@ -352,6 +353,8 @@ class PresenterApp(App[None]):
                 yield Static(id="speedup-note")
                 yield Static(id="detail")
             yield Staircase(id="staircase")
+        # Shown instead of the figure on a deck's sweep step.
+        yield SweepView(id="deck-sweep", interactive=False)
         yield Static(id="caption")
         yield Static(id="notes")
         yield Static(id="blank")
@@ -592,7 +595,8 @@ class PresenterApp(App[None]):
         caption = caption_text(step, self.threads_of(self.index), cpu_count())
         self.query_one("#caption", Static).update(Text(caption))
         self.query_one("#notes", Static).update(Text(step.notes or "", style="italic"))
-        if self.replay is None and self.autostart:
+        sweeping = show_sweep_step(self, step, live=self.replay is None and self.autostart)
+        if self.replay is None and self.autostart and not sweeping:
             if self.result_for(step.spec) is None:
                 self.start_measurement([step.spec, baseline_spec(step.spec)])
             elif baseline_spec(step.spec) not in self.measured and not is_baseline(step.spec):
