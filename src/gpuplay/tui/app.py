@@ -129,6 +129,7 @@ class GpuPlayApp(App[None]):
         self.measure_lock = threading.Lock()  # at most one measurement at any time
         self.probed = False
         self.session_log = SessionLog()
+        self.sample_interval = cfg.sample_interval  # while measuring; slower when idle
         self.sampler = Sampler(cfg.sample_interval, on_snapshot=self._post_snapshot) if telemetry else None
         self.nvml_line = ""
         self.latest: Snapshot | None = None
@@ -333,7 +334,10 @@ class GpuPlayApp(App[None]):
 
     def on_telemetry_tick(self, msg: TelemetryTick) -> None:
         self.latest = msg.snapshot
-        self.refresh_telemetry()
+        pace = viewmodels.telemetry_pace(self.session, self.sample_interval)
+        if self.sampler is not None:
+            self.sampler.interval = pace.sample_s  # 1 Hz idle: sampling costs CPU too
+        self.refresh_telemetry(pace)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # The one place unexpected worker errors land: show them, keep the app running.
@@ -580,7 +584,9 @@ class GpuPlayApp(App[None]):
             return
         self.main.query_one(CodeView).show(*viewmodels.code_panes(self.spec, titles))
 
-    def refresh_telemetry(self) -> None:
+    def refresh_telemetry(self, pace: Any = None) -> None:
+        """Redraw the visible telemetry; a tick (`pace` given) redraws only as often as it says."""
+        panel_s, chart_s = (pace.panel_s, pace.chart_s) if pace is not None else (0.0, 0.0)
         device = self.spec.device if self.spec is not None else "cpu"
         history = list(self.sampler.history) if self.sampler is not None else []
         active = self.main.query_one(TabbedContent).active
@@ -590,8 +596,9 @@ class GpuPlayApp(App[None]):
             ("#telemetry-full", "#tchart-full", active == "telemetry"),
         ):
             if visible:
-                self.main.query_one(panel_id, TelemetryPanel).show(self.latest, self.nvml_line, device)
-                self.main.query_one(chart_id, TelemetryChart).show(history, device)
+                panel = self.main.query_one(panel_id, TelemetryPanel)
+                panel.show(self.latest, self.nvml_line, device, panel_s)
+                self.main.query_one(chart_id, TelemetryChart).show(history, device, chart_s)
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self) -> None:

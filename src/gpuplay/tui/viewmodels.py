@@ -129,3 +129,24 @@ def _source(w: Any, backend: str, p: dict[str, Any]) -> str:
         device = "cpu" if backend == "numpy" else "cuda:0"
         why = w.unsupported(backend, device, "float32", p) or "no version of this configuration"
         return f"# {backend}: {why}"
+
+
+@dataclass(frozen=True)
+class TelemetryPace:
+    """How often telemetry is sampled and redrawn (seconds)."""
+
+    sample_s: float
+    panel_s: float
+    chart_s: float
+
+
+MEASURING_PHASES = ("queued", "compile", "warmup", "timed")
+
+
+def telemetry_pace(session: LiveSession, sample_interval: float) -> TelemetryPace:
+    """While a measurement runs, every sample is shown (what the run does to the machine);
+    idle, 1 Hz sampling, the figures every 2 s and the chart every 10 s: the UI's own cost
+    (CPU, and bytes to the terminal over SSH) must stay small when nothing happens."""
+    if session.phase in MEASURING_PHASES or session.baseline_running:
+        return TelemetryPace(sample_interval, 0.0, 1.0)
+    return TelemetryPace(max(sample_interval, 1.0), 2.0, 10.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -194,6 +195,27 @@ def roof_line(roof: dict[str, Any]) -> Text:
     return text
 
 
+class Pacer:
+    """At most one redraw per period for views fed by a periodic source (telemetry).
+
+    Every redraw of a widget rewrites its whole region on the terminal: a chart of 160×30
+    cells is ~20 KB of escape sequences. Idle, nothing a user watches changes faster than
+    every few seconds, so a periodic tick must not redraw faster than that.
+    """
+
+    def __init__(self) -> None:
+        self._drawn_at = -math.inf
+        self._what: Any = None
+
+    def due(self, what: Any, period: float) -> bool:
+        """True when `what` (what is shown: device, view) changed or `period` s have passed."""
+        now = time.monotonic()
+        if what != self._what or now - self._drawn_at >= period:
+            self._what, self._drawn_at = what, now
+            return True
+        return False
+
+
 class CachedPlot(PlotextPlot):
     """A plot that rebuilds only when its data or size changed.
 
@@ -349,7 +371,16 @@ def _code(title: str, source: str) -> Group:
 class TelemetryPanel(Static):
     """Host always; every GPU NVML sees, the run's GPU first; or the one line saying why not."""
 
-    def show(self, snap: Snapshot | None, nvml_line: str, device: str) -> None:
+    @property
+    def pacer(self) -> Pacer:
+        if "_pacer" not in self.__dict__:
+            self._pacer = Pacer()
+        return self._pacer
+
+    def show(self, snap: Snapshot | None, nvml_line: str, device: str, period: float = 0.0) -> None:
+        """`period`: redraw new samples at most this often (seconds); a new device at once."""
+        if not self.pacer.due((device, nvml_line, snap is None), period):
+            return
         if snap is None:
             self.update(Text("telemetry: waiting for the first sample…", style="dim"))
             return
@@ -398,9 +429,18 @@ class TelemetryPanel(Static):
 
 
 class TelemetryChart(CachedPlot):
-    def show(self, history: Sequence[Snapshot], device: str) -> None:
-        if self.unchanged((len(history), history[-1].t if history else None, device)):
+    @property
+    def pacer(self) -> Pacer:
+        if "_pacer" not in self.__dict__:
+            self._pacer = Pacer()
+        return self._pacer
+
+    def show(self, history: Sequence[Snapshot], device: str, period: float = 0.0) -> None:
+        """`period`: redraw new samples at most this often (seconds); a new device at once."""
+        key = (len(history), history[-1].t if history else None, device)
+        if key == getattr(self, "_data_key", object()) or not self.pacer.due((device, bool(history)), period):
             return
+        self.unchanged(key)
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
