@@ -15,7 +15,7 @@ from typing import Any
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.widgets import OptionList, TabbedContent
+from textual.widgets import Footer, OptionList, TabbedContent
 from textual.worker import Worker, WorkerState
 
 from gpuplay.core.backends import all_backends
@@ -196,11 +196,18 @@ class GpuPlayApp(App[None]):
 
     def on_resize(self, event: Any) -> None:
         self._adapt_layout(event.size.width, event.size.height)
-        self.refresh_controls()
+        self.refresh_controls(event.size.width)  # self.size is still the old size here
 
     def _adapt_layout(self, width: int, height: int) -> None:
         self.main.set_class(width < 150, "narrow")
         self.main.set_class(height < 32, "short")
+        # Compact footer keys below 120 columns, and no palette hint below 100 (ctrl+p and the
+        # help still open it): at 80 the full footer cuts off help and quit.
+        for footer in self.main.query(Footer):
+            footer.compact = width < 120
+            if footer.show_command_palette != (width >= 100):
+                footer.show_command_palette = width >= 100
+                footer.refresh(recompose=True)  # not a recomposing reactive in Textual
 
     def on_unmount(self) -> None:
         self.cancel.set()
@@ -457,9 +464,9 @@ class GpuPlayApp(App[None]):
             self.refresh_collectives()
         self.refresh_telemetry()
 
-    def refresh_controls(self) -> None:
+    def refresh_controls(self, width: int | None = None) -> None:
         if self.spec is not None:
-            compact = self.main.has_class("narrow") and self.size.width < 110
+            compact = self.main.has_class("narrow") and (width or self.size.width) < 110
             probes = tuple(b.availability(0).pending for b in all_backends())
             self.main.query_one(ControlsPanel).show(
                 self.spec, self.preset, self.step_limit, self.paused.is_set(), compact, probes

@@ -150,3 +150,61 @@ def telemetry_pace(session: LiveSession, sample_interval: float) -> TelemetryPac
     if session.phase in MEASURING_PHASES or session.baseline_running:
         return TelemetryPace(sample_interval, 0.0, 1.0)
     return TelemetryPace(max(sample_interval, 1.0), 2.0, 10.0)
+
+
+# The Compare table's columns, most important first: it exists for the speedup and the error,
+# so those stay beside the configuration at any width; the rest go, from the end, when the
+# table is narrower than their natural width.
+COMPARE_COLUMNS = ("configuration", "speedup", "error", "median", "±", "compute", "size", "scenario")
+COMPARE_KEPT = 3  # configuration, speedup, error: never dropped
+COMPARE_ESSENTIAL = 5  # ... then median and ±, before the configuration gets its full width
+MIN_CONFIGURATION = 12  # below this the configuration is shortened (with …), not other columns dropped
+MAX_CONFIGURATION = 44
+CELL_PADDING = 2  # DataTable pads each cell by one column on both sides
+
+
+def compare_cells(row: Any) -> dict[str, str]:
+    """One Compare row's cells, by column name."""
+    import math
+
+    from gpuplay.core.report import fmt_error, fmt_speedup
+
+    r, s = row.result, row.result.summary
+    return {
+        "configuration": r.spec.label(with_dtype=False),
+        "speedup": fmt_speedup(row.speedup),
+        "error": fmt_error(r),
+        "median": fmt_time(s.median if s else None),
+        "±": f"±{100 * s.rel_iqr / 2:.1f}%" if s and math.isfinite(s.rel_iqr) else "—",
+        "compute": str(r.compute_dtype or "—"),
+        "size": str(r.size or "—"),
+        "scenario": str(r.spec.scenario or r.spec.workload),
+    }
+
+
+def fit_columns(cells: list[dict[str, str]], width: int) -> list[tuple[str, int]]:
+    """The columns that fit in `width` terminal columns, with their widths.
+
+    The first COMPARE_KEPT always; then median and ± while the configuration keeps
+    MIN_CONFIGURATION; the configuration then grows to its natural width (up to
+    MAX_CONFIGURATION) before compute, size and scenario are added. A configuration
+    narrower than its text is shortened with an ellipsis (ellipsize)."""
+    natural = {name: max([len(name), *(len(c[name]) for c in cells)]) for name in COMPARE_COLUMNS}
+    config_natural = min(natural["configuration"], MAX_CONFIGURATION)
+
+    def fixed(names: list[str]) -> int:
+        return sum(natural[n] + CELL_PADDING for n in names if n != "configuration") + CELL_PADDING
+
+    chosen = list(COMPARE_COLUMNS[:COMPARE_KEPT])
+    for i, name in enumerate(COMPARE_COLUMNS[COMPARE_KEPT:], COMPARE_KEPT):
+        wanted = MIN_CONFIGURATION if i < COMPARE_ESSENTIAL else config_natural
+        if fixed([*chosen, name]) + min(wanted, config_natural) > width:
+            break
+        chosen.append(name)
+    config_w = max(min(config_natural, width - fixed(chosen)), min(MIN_CONFIGURATION, config_natural))
+    return [(n, config_w if n == "configuration" else natural[n]) for n in chosen]
+
+
+def ellipsize(text: str, width: int) -> str:
+    """`text` in at most `width` columns, its end replaced by … when cut."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"

@@ -20,12 +20,13 @@ from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
 from gpuplay.core.compare import Row
-from gpuplay.core.report import fmt_error, fmt_rate, fmt_speedup, fmt_time
+from gpuplay.core.report import fmt_error, fmt_rate, fmt_time
 from gpuplay.core.roofline import NOT_CALIBRATED, roof_text
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary
 from gpuplay.core.telemetry import Snapshot
 from gpuplay.tui.controls import CONTROLS, label, values_for, verdict_for
+from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
 
 PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
 
@@ -295,31 +296,29 @@ class CompareView(Vertical):
         yield DataTable(id="compare-table", zebra_stripes=True, cursor_type="row")
         yield CompareChart(id="compare-chart")
 
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("scenario", "size", "configuration", "compute", "median", "±", "speedup", "error")
-
     def show(self, rows: Sequence[Row], focus: tuple[str, str] | None) -> None:
-        key = (tuple((r.result.spec, r.result.median, r.speedup) for r in rows), focus)
+        # The table's width is part of what is drawn: columns are chosen to fit it.
+        width = max(0, self.size.width - 2)  # room for the vertical scrollbar
+        key = (tuple((r.result.spec, r.result.median, r.speedup) for r in rows), focus, width)
+        self._shown = (rows, focus)
         if key == getattr(self, "_key", None):
             return
         self._key = key
         table = self.query_one(DataTable)
-        table.clear()
-        for row in rows:
-            r, s = row.result, row.result.summary
-            table.add_row(
-                r.spec.scenario or r.spec.workload,
-                r.size,
-                r.spec.label(with_dtype=False),
-                r.compute_dtype,
-                fmt_time(s.median if s else None),
-                f"±{100 * s.rel_iqr / 2:.1f}%" if s and math.isfinite(s.rel_iqr) else "—",
-                fmt_speedup(row.speedup),
-                fmt_error(r),
-            )
+        cells = [compare_cells(row) for row in rows]
+        columns = fit_columns(cells, width)
+        self.columns = [name for name, _ in columns]  # what is shown, for tests and screen readers
+        table.clear(columns=True)
+        for name, w in columns:
+            table.add_column(name, width=w, key=name)
+        for c in cells:
+            table.add_row(*(ellipsize(c[name], w) for name, w in columns))
         chosen = [row for row in rows if focus and (row.result.spec.workload, row.result.size) == focus]
         self.query_one(CompareChart).show(chosen)
+
+    def on_resize(self) -> None:
+        if getattr(self, "_shown", None) is not None:
+            self.show(*self._shown)
 
 
 class CompareChart(CachedPlot):
@@ -334,7 +333,7 @@ class CompareChart(CachedPlot):
             plt.title("no finished measurement of this scenario yet")
             self.changed()
             return
-        labels = [r.result.spec.label(with_dtype=False)[:28] for r in rows]
+        labels = [ellipsize(r.result.spec.label(with_dtype=False), 28) for r in rows]
         if all(r.speedup is not None for r in rows):
             plt.title(f"speedup over NumPy on the CPU · {rows[0].result.spec.workload} {rows[0].result.size}")
             values = [r.speedup or 0.0 for r in rows]
