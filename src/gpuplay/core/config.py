@@ -20,6 +20,12 @@ def state_dir() -> Path:
     return Path(os.environ.get("GPUPLAY_STATE_DIR") or platformdirs.user_state_dir(APP))
 
 
+def export_dir() -> Path:
+    """Where the playground's exports and screenshots go: GPUPLAY_EXPORT_DIR, else a gpuplay
+    folder in the user's documents (not the current directory, often a repository)."""
+    return Path(os.environ.get("GPUPLAY_EXPORT_DIR") or Path(platformdirs.user_documents_dir()) / APP)
+
+
 @dataclass
 class Config:
     scenario_dirs: list[Path] = field(default_factory=list)

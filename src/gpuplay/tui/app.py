@@ -20,6 +20,7 @@ from textual.worker import Worker, WorkerState
 
 from gpuplay.core.backends import all_backends
 from gpuplay.core.compare import attach_baselines
+from gpuplay.core.config import export_dir as config_export_dir
 from gpuplay.core.config import load_config
 from gpuplay.core.engine import make_engine
 from gpuplay.core.engine.protocol import SampleBatcher, adopt_probe, await_engine_probe, forget_engine_probe
@@ -123,7 +124,7 @@ class GpuPlayApp(App[None]):
         self.session = LiveSession(self.scenario_set, threads=live_threads(cpu_count()), preset=preset,
                                    budget_s=budget_s, autostart=autostart)  # fmt: skip
         self.autostart = autostart
-        self.export_dir = export_dir or Path.cwd()
+        self.export_dir = export_dir or config_export_dir()
         self.cancel = threading.Event()
         self.paused = threading.Event()
         self.measure_lock = threading.Lock()  # at most one measurement at any time
@@ -441,6 +442,7 @@ class GpuPlayApp(App[None]):
     def action_save_svg(self) -> None:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         try:
+            self.export_dir.mkdir(parents=True, exist_ok=True)
             path = self.save_screenshot(f"gpuplay-{stamp}.svg", str(self.export_dir))
         except OSError as exc:
             self.notify(f"screenshot failed: {exc}", severity="error")
