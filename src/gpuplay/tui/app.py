@@ -19,7 +19,7 @@ from textual.widgets import Footer, OptionList, TabbedContent
 from textual.worker import Worker, WorkerState
 
 from gpuplay.core.backends import all_backends
-from gpuplay.core.compare import attach_baselines
+from gpuplay.core.compare import attach_baselines, baseline_spec
 from gpuplay.core.config import export_dir as config_export_dir
 from gpuplay.core.config import load_config
 from gpuplay.core.engine import make_engine
@@ -34,7 +34,7 @@ from gpuplay.core.telemetry import RunTelemetry, Sampler, Snapshot, nvml_status
 from gpuplay.core.usercode import UserCodeError, code_ref, is_code_ref, ref_path, scenario_for
 from gpuplay.tui import viewmodels
 from gpuplay.tui.collectives_view import CollectivesView, status_line
-from gpuplay.tui.controls import cycle, live_threads
+from gpuplay.tui.controls import CONTROLS, cycle, live_threads
 from gpuplay.tui.layout import compose_main
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
 from gpuplay.tui.profile_view import ProfileView
@@ -106,6 +106,7 @@ class GpuPlayApp(App[None]):
         )
         self.config_problems = [*self.config_problems, *code_problems]
         self.code_errors: dict[str, tuple[str, str]] = {}  # workload name -> (message, detail)
+        self.baseline_problems: dict[RunSpec, str] = {}  # baseline spec -> why it could not run
         self.profiles: dict[RunSpec, dict[str, Any] | None] = {}  # None: asked for, not back yet
         # The collectives sweep: a `gpuplay collectives` child process and the JSON it printed.
         self.collectives_args = [
@@ -333,8 +334,12 @@ class GpuPlayApp(App[None]):
         todo = self.session.finish(msg.run_id, r, msg.role)
         if todo.log and not self.session_log.append(msg.result):
             self.notify(self.session_log.error or "session log not written", severity="warning")
-        for message, title, severity in todo.notify:
-            self.notify(message, title=title, severity=severity, timeout=8)  # type: ignore[arg-type]
+        if msg.role == "baseline" and r.status in ("failed", "refused"):
+            # Shown where the speedup would be, for as long as it applies (not a passing toast).
+            self.baseline_problems[r.spec] = r.message
+        else:
+            for message, title, severity in todo.notify:
+                self.notify(message, title=title, severity=severity, timeout=8)  # type: ignore[arg-type]
         if todo.start_baseline is not None:
             self._measure(todo.start_baseline, msg.run_id, "baseline", self.cancel, self.paused)
         if todo.current:
@@ -375,7 +380,8 @@ class GpuPlayApp(App[None]):
             return
         new, why = cycle(self.spec, field)
         if why:
-            self.notify(why, title=f"no other {field} available", severity="warning", timeout=8)
+            title = next((c.title for c in CONTROLS if c.field == field), "option")  # words, not field names
+            self.notify(why, title=f"no other {title} available", severity="warning", timeout=8)
         if new != self.spec:
             self.spec = new
             self.start_measurement()
@@ -486,11 +492,17 @@ class GpuPlayApp(App[None]):
     def refresh_live(self) -> None:
         self.refresh_stats()
         summary = self.timed_summary()
-        big = viewmodels.speedup_view(self.session)
+        big = viewmodels.speedup_view(self.session, self._baseline_problem())
         self.main.query_one(SpeedupDigits).show(big.speedup, big.note)
         title = viewmodels.chart_title(self.session)
         self.main.query_one(StepChart).show(self.samples, summary.median if summary else None, title)
         self.main.query_one(ClaimLine).show(self.scenario)
+
+    def _baseline_problem(self) -> str:
+        try:
+            return self.baseline_problems.get(baseline_spec(self.spec), "") if self.spec else ""
+        except (KeyError, ValueError):
+            return ""
 
     def refresh_compare(self) -> None:
         rows = attach_baselines(self.results)

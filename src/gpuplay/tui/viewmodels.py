@@ -9,7 +9,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplay.core.compare import is_baseline
+from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.report import fmt_time
 from gpuplay.core.session import LiveSession
 from gpuplay.core.spec import RunSpec
@@ -24,8 +24,12 @@ class SpeedupView:
     note: str
 
 
-def speedup_view(session: LiveSession) -> SpeedupView:
-    """The big number: this configuration's median against NumPy on the CPU."""
+def speedup_view(session: LiveSession, baseline_problem: str = "") -> SpeedupView:
+    """The big number: this configuration's median against NumPy on the CPU; where there is
+    none, why, in words, in its place (it stays on screen, unlike a notification).
+
+    `baseline_problem`: why the NumPy baseline of this configuration could not run, if it did not.
+    """
     spec, summary = session.spec, session.timed_summary()
     if spec is not None and is_baseline(spec):
         return SpeedupView(1.0 if summary else None, "this is the baseline")
@@ -36,7 +40,25 @@ def speedup_view(session: LiveSession) -> SpeedupView:
         )
     if session.baseline_running:
         return SpeedupView(None, "measuring the NumPy baseline…")
-    return SpeedupView(None, "")
+    return SpeedupView(None, missing_speedup_reason(session, baseline_problem))
+
+
+def missing_speedup_reason(session: LiveSession, baseline_problem: str) -> str:
+    """Why there is no speedup to show, for the place where it would be."""
+    spec, r = session.spec, session.live_result
+    if spec is None or session.phase in MEASURING_PHASES:
+        return ""
+    if r is not None and r.status != "ok":
+        return "no speedup: this configuration did not run (see the status)"
+    if baseline_problem:
+        return f"no speedup: NumPy on the CPU could not run the baseline: {baseline_problem}"
+    try:
+        baseline_spec(spec)
+    except (KeyError, ValueError):
+        return "no speedup: NumPy has no version of this workload to compare with"
+    if not session.autostart:
+        return "no speedup yet: press r to measure this and NumPy on the CPU"
+    return ""
 
 
 def size_label(spec: RunSpec) -> str:
