@@ -274,15 +274,26 @@ class StepChart(CachedPlot):
         plt.title(title)
         plt.xlabel("step")
         shown = list(samples)[-600:]
+        # The first compile can take 10⁴× a step: it is drawn clipped at the top of the steps'
+        # scale, with a ▲ marker and its time in the legend, so the steps stay readable.
+        steps = [dt for ph, dt in shown if ph != "compile"]
+        self.clipped: float | None = None  # the compile time drawn off scale, if any
+        top = max(steps, default=max((dt for _, dt in shown), default=1.0))
         # plotext truncates long tick labels ("6.7e-03" shows as "6.7"): pick a unit that keeps them short.
-        top = max((dt for _, dt in shown), default=1.0)
         unit, scale = ("s", 1.0) if top >= 10 else ("ms", 1e3) if top >= 1e-3 else ("µs", 1e6)
         plt.ylabel(unit)
         offset = max(0, len(samples) - len(shown))
         for phase, color in PHASE_COLORS.items():
             xs = [offset + i for i, (ph, _) in enumerate(shown) if ph == phase]
             ys = [dt * scale for ph, dt in shown if ph == phase]
-            if xs:
+            if not xs:
+                continue
+            if phase == "compile" and steps and max(ys) > top * scale:
+                slowest = self.clipped = max(dt for ph, dt in shown if ph == phase)
+                clipped = [min(y, top * scale) for y in ys]
+                label = f"compile {fmt_time(slowest)} (off scale)"
+                plt.scatter(xs, clipped, marker="▲", color=color, label=label)
+            else:
                 plt.scatter(xs, ys, marker="dot", color=color, label=phase)
         if median is not None and shown:
             plt.hline(median * scale, "blue")
