@@ -12,12 +12,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, OptionList, TabbedContent
 from textual.worker import Worker, WorkerState
 
+from gpuplay.collectives.cores import oversubscription
 from gpuplay.core.backends import all_backends
 from gpuplay.core.compare import attach_baselines, baseline_spec
 from gpuplay.core.config import export_dir as config_export_dir
@@ -517,9 +519,17 @@ class GpuPlayApp(App[None]):
         title = "bus bandwidth against message size"
         if doc:
             title += f" · {doc.get('backend')}, {doc.get('world_size')} ranks"
-        self.main.query_one(CollectivesView).show(
-            status_line(doc, running, self.collectives_error), series(doc) if doc else {}, title
-        )
+        status = status_line(doc, running, self.collectives_error)
+        if self.collectives_warning():  # stays above the chart, not only in a passing toast
+            status = f"[yellow]⚠ {escape(self.collectives_warning())}[/]\n{status}"
+        self.main.query_one(CollectivesView).show(status, series(doc) if doc else {}, title)
+
+    def collectives_warning(self) -> str:
+        """Whether the sweep's ranks (gloo on this machine's cores) oversubscribe them."""
+        args = self.collectives_args
+        nproc = int(args[args.index("--nproc") + 1]) if "--nproc" in args else 2
+        threads = int(args[args.index("--threads") + 1]) if "--threads" in args else None
+        return oversubscription(nproc, threads, "gloo")
 
     def action_collectives(self) -> None:
         if self.collectives_running:
@@ -527,6 +537,8 @@ class GpuPlayApp(App[None]):
             return
         self.collectives_error = ""
         self.collectives_running = True
+        if self.collectives_warning():
+            self.notify(self.collectives_warning(), title="more ranks than cores", severity="warning")
         self.main.query_one(TabbedContent).active = "collectives"
         self._sweep(list(self.collectives_args))
         self.refresh_collectives()
