@@ -36,11 +36,13 @@ from gpuplay.core.telemetry import RunTelemetry, Sampler, Snapshot, nvml_status
 from gpuplay.core.usercode import UserCodeError, code_ref, is_code_ref, ref_path, scenario_for
 from gpuplay.tui import viewmodels
 from gpuplay.tui.collectives_view import CollectivesView, status_line
+from gpuplay.tui.commands import GpuplayCommands, keymap_problems, set_lever, with_ids
 from gpuplay.tui.controls import CONTROLS, cycle, live_threads
 from gpuplay.tui.layout import compose_main
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
 from gpuplay.tui.profile_view import ProfileView
 from gpuplay.tui.roofline import RooflineChart
+from gpuplay.tui.themes import register_themes
 from gpuplay.tui.usercode_view import recheck, show_user_code, watch_code_files
 from gpuplay.tui.widgets import (
     ClaimLine,
@@ -61,7 +63,10 @@ class GpuPlayApp(App[None]):
     TITLE = "gpuplay"
     SUB_TITLE = "the same array code, NumPy → PyTorch → CuPy, CPU → GPU"
 
-    BINDINGS = [
+    COMMANDS = App.COMMANDS | {GpuplayCommands}  # ctrl+p: scenarios, levers, tabs, exports; themes
+
+    # Every binding has an id (commands.binding_id), so config.toml's [keymap] can remap it.
+    BINDINGS = with_ids([
         Binding("b", "cycle('backend')", "backend"),
         Binding("d", "cycle('device')", "device"),
         Binding("t", "cycle('dtype')", "dtype"),
@@ -86,7 +91,7 @@ class GpuPlayApp(App[None]):
         Binding("question_mark", "help", "help"),
         Binding("q", "quit", "quit"),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
-    ]
+    ])  # fmt: skip
 
     def __init__(
         self,
@@ -101,7 +106,9 @@ class GpuPlayApp(App[None]):
     ) -> None:
         super().__init__()
         cfg = load_config()
-        self.config_problems = cfg.problems
+        self.keymap, keymap_problems_ = keymap_problems(cfg.keymap, self.BINDINGS)
+        self.config_problems = [*cfg.problems, *keymap_problems_]
+        register_themes(self)  # the palette's theme switcher lists the projector themes too
         self.scenario_set: ScenarioSet = load_scenarios([*cfg.scenario_dirs, *(scenario_dirs or [])])
         self.code_paths, code_problems = _code_scenarios(
             self.scenario_set, [*(code_files or []), *cfg.code_files]
@@ -171,6 +178,8 @@ class GpuPlayApp(App[None]):
         return self.screen_stack[0] if self.screen_stack else self.screen
 
     def on_mount(self) -> None:
+        if self.keymap:
+            self.set_keymap(self.keymap)
         self.main.query_one("#scenarios", OptionList).border_title = "scenarios"
         self._adapt_layout(self.size.width, self.size.height)
         for problem in self.config_problems:
@@ -372,6 +381,14 @@ class GpuPlayApp(App[None]):
         # Debounced: arrowing through the list restarts once, where the cursor stops.
         self._scenario_timer = self.set_timer(0.25, lambda: self.choose_scenario(name))
 
+    def choose_scenario_from_palette(self, name: str) -> None:
+        """Move the list's highlight to `name`; the list's handler chooses it, as arrows do."""
+        scenarios = self.main.query_one("#scenarios", OptionList)
+        scenarios.highlighted = scenarios.get_option_index(name)
+
+    def set_lever(self, field: str, value: Any) -> None:
+        set_lever(self, field, value)
+
     def choose_scenario(self, name: str | None) -> None:
         if self.session.choose_scenario(name):
             self.start_measurement()
@@ -417,7 +434,7 @@ class GpuPlayApp(App[None]):
 
     def action_help(self) -> None:
         rows = [
-            (b.key.replace("question_mark", "?"), b.description)
+            (self.keymap.get(b.id or "", b.key).replace("question_mark", "?"), b.description)
             for b in self.BINDINGS
             if isinstance(b, Binding)
         ]
