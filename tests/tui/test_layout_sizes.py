@@ -13,6 +13,7 @@ from rich.console import Console
 
 from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.base import Availability
+from gpuplay.core.telemetry import HostSnapshot, Snapshot
 from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.viewmodels import fit_columns
 from gpuplay.tui.widgets import CompareView, ControlsPanel
@@ -71,6 +72,11 @@ def before(tab: str):
         app = pilot.app
         await wait_until(pilot, lambda: app.probed)
         feed_long_names(app)
+        # Fixed telemetry and profile: nothing in a snapshot may depend on this machine.
+        app.nvml_line = "NVML unavailable: the NVIDIA driver library (libnvidia-ml.so) was not found"
+        app.latest = Snapshot(0.0, 0.0, HostSnapshot([37.0, 12.0], 6 * 2**30, 24 * 2**30, 512 * 2**20), [])
+        app.profiles[app.spec] = {"label": app.spec.label(), "status": "refused",
+                                  "message": "a fixed profile state for the layout snapshot"}  # fmt: skip
         await pilot.press(TABS[tab])
         await pilot.pause()
 
