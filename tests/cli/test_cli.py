@@ -199,17 +199,70 @@ def test_module_entry_point():
     assert "gpuplay" in out.stdout
 
 
-def test_list_piped_keeps_every_claim_whole():
-    """Piped, there is no terminal width to honour: nothing is cut at 80 columns."""
+def test_list_piped_folds_claims_within_a_natural_width():
+    """Piped, there is no terminal width to honour: the table is as wide as it needs up to
+    PIPED_TABLE_WIDTH (not 80, not the 800 columns of its longest claims), claims fold whole."""
+    from gpuplay.cli.output import PIPED_TABLE_WIDTH
     from gpuplay.core.scenarios import load_scenarios
 
     res = CliRunner(env={"COLUMNS": None}).invoke(main, ["list"])
     assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert 80 < max(len(x.rstrip()) for x in lines) <= PIPED_TABLE_WIDTH
+    words = res.stdout.split()
     claims = [s.claim.text for s in load_scenarios([]).scenarios.values() if s.claim]
     assert len(claims) >= 10
-    for claim in claims:
-        assert claim in res.stdout, claim
+    for claim in claims:  # folded, never cut: every word of every claim is there
+        assert all(w in words for w in claim.split()), claim
     assert "…" not in res.stdout
+
+
+def test_run_piped_keeps_its_conditions_line_whole():
+    res = CliRunner(env={"COLUMNS": None}).invoke(main, ["run", "fft1d", "-s", "n=1024", "--repeat", "3"])
+    assert res.exit_code == 0, res.output
+    conditions = [x for x in res.stdout.splitlines() if "medians after warm-up" in x]
+    assert len(conditions) == 1 and conditions[0].rstrip().endswith("error vs float64 NumPy")
+    assert "numpy cpu" in res.stdout
+
+
+def test_piped_warnings_on_stderr_are_not_wrapped():
+    from gpuplay.cli.output import stderr_console
+
+    long = "warning: " + " ".join(f"word{i}" for i in range(40))
+    res = CliRunner(env={"COLUMNS": None}).invoke(_printer(lambda: stderr_console().print(long)), [])
+    assert long in res.stderr.splitlines()
+
+
+def _printer(fn):
+    import click
+
+    @click.command()
+    def cmd():
+        fn()
+
+    return cmd
+
+
+def test_run_markdown(cli):
+    res = cli.invoke(
+        main,
+        [
+            "run",
+            "fft1d",
+            "-s",
+            "n=1024",
+            "--repeat",
+            "3",
+            "-b",
+            "torch",
+            "--baseline",
+            "--format",
+            "markdown",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    table = [x for x in res.stdout.splitlines() if x.startswith("|")]
+    assert "speedup" in table[0] and len(table) >= 4, res.stdout
 
 
 def test_scenarios_folder_given_before_the_command_reaches_it(tmp_path):

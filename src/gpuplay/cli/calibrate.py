@@ -102,10 +102,11 @@ def _print(peaks: list[Any], fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps([p.to_dict() for p in peaks], indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    from gpuplay.cli.output import stdout_console
+
+    con = stdout_console()
     for p in peaks:
         t = Table(
             title=f"{p.device}: {p.name}  (measured {p.measured_at}, {p.calibration_s:.1f} s)",

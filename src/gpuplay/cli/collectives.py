@@ -56,6 +56,11 @@ def collectives(
             "--iters", str(iters), "--warmup", str(warmup), "--timeout", str(timeout_s)]  # fmt: skip
     if threads:
         args += ["--threads", str(threads)]
+    from gpuplay.collectives.cores import oversubscription
+
+    crowded = oversubscription(nproc, threads, backend)
+    if crowded:
+        click.echo(f"warning: {crowded}", err=True)
     total = len(op_list) * len(size_list)
     done = 0
 

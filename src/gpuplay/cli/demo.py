@@ -126,11 +126,11 @@ def _rehearse(deck: Any, out: str) -> None:
             head = escape(f"[{i}/{len(specs)}] {spec.label()}")
             with err.status(f"{head} …") as status:
                 # the phase line says when another session holds the device ("cpu busy: …")
-                r = run(
-                    spec,
-                    cancel=cancel,
-                    on_phase=lambda ph, _d, h=head, s=status: s.update(f"{h}: {escape(ph)} …"),
-                )
+
+                def on_phase(ph: str, _detail: str, h: str = head, s: Any = status) -> None:
+                    s.update(f"{h}: {escape(ph)} …")
+
+                r = run(spec, cancel=cancel, on_phase=on_phase)
             results.append(r)
             mark = r.status if r.status != "ok" else f"median {r.median * 1e3:.3g} ms" if r.median else "ok"
             err.print(f"[{i}/{len(specs)}] {spec.label()} {r.size}: {mark}", highlight=False, markup=False)

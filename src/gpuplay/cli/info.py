@@ -24,11 +24,12 @@ def info(fmt: str, probe_timeout: float) -> None:
     if fmt == "json":
         click.echo(json.dumps(data, indent=2, default=str))
         return
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    con = Console()
+    from gpuplay.cli.output import stdout_console
+
+    con = stdout_console()
     env = data["environment"]
     con.print(
         f"[bold]gpuplay {env['gpuplay']}[/]  Python {env['python']}  {env['platform']}", highlight=False

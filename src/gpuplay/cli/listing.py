@@ -37,9 +37,15 @@ def list_(scenario_dirs: tuple[str, ...], fmt: str) -> None:
             )
         )
         return
+    from rich import box
     from rich.table import Table
 
-    t = Table("scenario", "workload", "presets", "claim", header_style="bold")
+    t = Table(header_style="bold", box=box.SIMPLE_HEAD)
+    # Bounded name and preset columns leave the claim, the long prose, room to fold into.
+    t.add_column("scenario", max_width=30)
+    t.add_column("workload", overflow="fold", max_width=14)
+    t.add_column("presets", max_width=30)
+    t.add_column("claim", min_width=16)
     for s in sset.scenarios.values():
         presets = "\n".join(
             f"{k}: " + ", ".join(f"{a}={b}" for a, b in s.presets[k].items()) for k in s.presets

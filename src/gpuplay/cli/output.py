@@ -11,26 +11,33 @@ import click
 from gpuplay.core.compare import Row
 from gpuplay.core.report import NOTES, row_cells
 
-
-def stderr_console() -> Any:
-    from rich.console import Console
-
-    return Console(stderr=True)
+# Piped or redirected, with no COLUMNS to honour, tables take their natural width up to this
+# many columns (longer cells fold inside their column) and prose is never hard-wrapped.
+PIPED_TABLE_WIDTH = 120
 
 
-def stdout_console(renderable: Any) -> Any:
-    """A console for `renderable` on stdout. On a terminal, the terminal's width; piped
-    (no width to honour, COLUMNS unset), its natural width, so that nothing is cut at 80."""
+def _console(stderr: bool = False) -> Any:
+    """A console on stdout/stderr. On a terminal (or with COLUMNS set) it honours that width;
+    otherwise lines stay whole (a log file or `| cat` must not split a sentence at 80 columns)
+    and tables are as wide as they need, up to PIPED_TABLE_WIDTH."""
     import os
 
     from rich.console import Console
-    from rich.measure import Measurement
 
-    con = Console()
+    con = Console(stderr=stderr)
     if con.is_terminal or os.environ.get("COLUMNS"):
         return con
-    natural = Measurement.get(con, con.options.update_width(100_000), renderable).maximum
-    return Console(width=max(80, natural))
+    return Console(stderr=stderr, width=PIPED_TABLE_WIDTH, soft_wrap=True)
+
+
+def stderr_console() -> Any:
+    return _console(stderr=True)
+
+
+def stdout_console(renderable: Any = None) -> Any:
+    """A console for stdout (`renderable` is accepted for callers that print one table)."""
+    del renderable  # tables never expand: a narrow one keeps its natural width
+    return _console()
 
 
 def load_scenarios(extra: Sequence[str]) -> Any:
@@ -81,9 +88,7 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
         if out:
             emit(report.to_markdown(rows, title), out)
             return
-        from rich.console import Console
-
-        con = Console()
+        con = stdout_console()
         shown = [r for r in rows if r.result.summary is not None]
         if shown:
             con.print(rich_table(shown, title))

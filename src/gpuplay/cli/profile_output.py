@@ -14,12 +14,12 @@ def _ms(x: Any) -> str:
 
 def profile_and_print(spec: Any, trace: str | None, fmt: str) -> bool:
     """Profile `spec` (a few steps), print the summary on stdout; False when it could not run."""
-    from rich.console import Console
     from rich.table import Table
 
+    from gpuplay.cli.output import stderr_console, stdout_console
     from gpuplay.core.profile import profile_spec
 
-    err = Console(stderr=True)
+    err = stderr_console()
     with err.status(f"profiling {spec.label()} …"):
         data = profile_spec(spec, trace=trace)
     if data["status"] != "ok":
@@ -28,7 +28,7 @@ def profile_and_print(spec: Any, trace: str | None, fmt: str) -> bool:
     if fmt != "table":
         click.echo(json.dumps({"profile": data}, default=str))
         return True
-    out = Console()
+    out = stdout_console()
     share = data["overhead_share"]
     out.print(
         f"[b]Profile[/] {data['label']} at {data['size']} · {data['tool']} · {data['steps']} steps\n"

@@ -21,7 +21,7 @@ from gpuplay.cli.output import (
 )
 from gpuplay.core.spec import Refusal, SpecError
 
-FORMATS = ("table", "json", "csv")
+FORMATS = ("table", "markdown", "json", "csv")
 
 
 @click.command()

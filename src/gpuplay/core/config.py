@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,12 +36,19 @@ def state_dir() -> Path:
     return Path(platformdirs.user_state_dir(APP))
 
 
+def export_dir() -> Path:
+    """Where the playground's exports and screenshots go: GPUPLAY_EXPORT_DIR, else a gpuplay
+    folder in the user's documents (not the current directory, often a repository)."""
+    return Path(os.environ.get("GPUPLAY_EXPORT_DIR") or Path(platformdirs.user_documents_dir()) / APP)
+
+
 @dataclass
 class Config:
     scenario_dirs: list[Path] = field(default_factory=list)
     code_files: list[Path] = field(default_factory=list)  # the user's own code files: trusted to run
     sample_interval: float = 0.5
     problems: list[str] = field(default_factory=list)  # what was wrong with the file, if anything
+    keymap: dict[str, str] = field(default_factory=dict)  # binding id -> keys ("ctrl+b" or "b,B")
 
 
 def load_config(path: Path | None = None) -> Config:
@@ -74,4 +82,27 @@ def load_config(path: Path | None = None) -> Config:
         cfg.sample_interval = float(interval)
     else:
         cfg.problems.append(f"{path}: sample_interval must be a positive number; ignored")
+    cfg.keymap = _keymap(data.get("keymap", {}), path, cfg.problems)
     return cfg
+
+
+# A key as Textual names it: one printable character, or a name with modifiers (ctrl+shift+f1).
+_KEY = re.compile(r"(?:(?:ctrl|shift|alt|super|meta|hyper)\+)*(?:[a-z0-9_]+|[^\s,+])", re.IGNORECASE)
+
+
+def _keymap(table: object, path: Path, problems: list[str]) -> dict[str, str]:
+    """[keymap]: binding id = "keys" (comma-separated). A bad entry is named and skipped;
+    whether an id exists is for the app to say (it knows its bindings)."""
+    if not isinstance(table, dict):
+        problems.append(f'{path}: [keymap] must be a table of binding id = "key"; ignored')
+        return {}
+    good: dict[str, str] = {}
+    for name, keys in table.items():
+        parts = [k.strip() for k in keys.split(",")] if isinstance(keys, str) else []
+        if not parts or not all(_KEY.fullmatch(k) for k in parts):
+            problems.append(
+                f'{path}: [keymap] {name} = {keys!r} is not a key such as "b" or "ctrl+b"; ignored'
+            )
+            continue
+        good[str(name)] = ",".join(parts)
+    return good

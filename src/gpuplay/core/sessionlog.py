@@ -94,12 +94,28 @@ def list_sessions(directory: Path | None = None) -> list[Path]:
     return sorted(directory.glob("session-*.jsonl"))
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it (os.umask sets it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write via a temporary file in the same folder and rename: never a half-written export."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        # mkstemp creates 0600; an export is an ordinary file: the mode open() would give it.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()

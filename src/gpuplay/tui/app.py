@@ -12,14 +12,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.widgets import OptionList, TabbedContent
+from textual.widgets import Footer, OptionList, TabbedContent
 from textual.worker import Worker, WorkerState
 
+from gpuplay.collectives.cores import oversubscription
 from gpuplay.core.backends import all_backends
-from gpuplay.core.compare import attach_baselines
+from gpuplay.core.compare import attach_baselines, baseline_spec
+from gpuplay.core.config import export_dir as config_export_dir
 from gpuplay.core.config import load_config
 from gpuplay.core.engine import make_engine
 from gpuplay.core.engine.protocol import SampleBatcher, adopt_probe, await_engine_probe, forget_engine_probe
@@ -33,12 +36,14 @@ from gpuplay.core.telemetry import RunTelemetry, Sampler, Snapshot, nvml_status
 from gpuplay.core.usercode import UserCodeError, code_ref, is_code_ref, ref_path, scenario_for
 from gpuplay.tui import viewmodels
 from gpuplay.tui.collectives_view import CollectivesView, status_line
-from gpuplay.tui.controls import cycle, live_threads
+from gpuplay.tui.commands import GpuplayCommands, keymap_problems, set_lever, with_ids
+from gpuplay.tui.controls import CONTROLS, cycle, live_threads
 from gpuplay.tui.layout import compose_main
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
 from gpuplay.tui.profile_view import ProfileView
 from gpuplay.tui.roofline import RooflineChart
 from gpuplay.tui.sweep_view import SweepView
+from gpuplay.tui.themes import register_themes
 from gpuplay.tui.usercode_view import recheck, show_user_code, watch_code_files
 from gpuplay.tui.widgets import (
     ClaimLine,
@@ -59,7 +64,10 @@ class GpuPlayApp(App[None]):
     TITLE = "gpuplay"
     SUB_TITLE = "the same array code, NumPy → PyTorch → CuPy, CPU → GPU"
 
-    BINDINGS = [
+    COMMANDS = App.COMMANDS | {GpuplayCommands}  # ctrl+p: scenarios, levers, tabs, exports; themes
+
+    # Every binding has an id (commands.binding_id), so config.toml's [keymap] can remap it.
+    BINDINGS = with_ids([
         Binding("b", "cycle('backend')", "backend"),
         Binding("d", "cycle('device')", "device"),
         Binding("t", "cycle('dtype')", "dtype"),
@@ -85,7 +93,7 @@ class GpuPlayApp(App[None]):
         Binding("question_mark", "help", "help"),
         Binding("q", "quit", "quit"),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
-    ]
+    ])  # fmt: skip
 
     def __init__(
         self,
@@ -100,13 +108,16 @@ class GpuPlayApp(App[None]):
     ) -> None:
         super().__init__()
         cfg = load_config()
-        self.config_problems = cfg.problems
+        self.keymap, keymap_problems_ = keymap_problems(cfg.keymap, self.BINDINGS)
+        self.config_problems = [*cfg.problems, *keymap_problems_]
+        register_themes(self)  # the palette's theme switcher lists the projector themes too
         self.scenario_set: ScenarioSet = load_scenarios([*cfg.scenario_dirs, *(scenario_dirs or [])])
         self.code_paths, code_problems = _code_scenarios(
             self.scenario_set, [*(code_files or []), *cfg.code_files]
         )
         self.config_problems = [*self.config_problems, *code_problems]
         self.code_errors: dict[str, tuple[str, str]] = {}  # workload name -> (message, detail)
+        self.baseline_problems: dict[RunSpec, str] = {}  # baseline spec -> why it could not run
         self.profiles: dict[RunSpec, dict[str, Any] | None] = {}  # None: asked for, not back yet
         # The collectives sweep: a `gpuplay collectives` child process and the JSON it printed.
         self.collectives_args = [
@@ -125,12 +136,13 @@ class GpuPlayApp(App[None]):
         self.session = LiveSession(self.scenario_set, threads=live_threads(cpu_count()), preset=preset,
                                    budget_s=budget_s, autostart=autostart)  # fmt: skip
         self.autostart = autostart
-        self.export_dir = export_dir or Path.cwd()
+        self.export_dir = export_dir or config_export_dir()
         self.cancel = threading.Event()
         self.paused = threading.Event()
         self.measure_lock = threading.Lock()  # at most one measurement at any time
         self.probed = False
         self.session_log = SessionLog()
+        self.sample_interval = cfg.sample_interval  # while measuring; slower when idle
         self.sampler = Sampler(cfg.sample_interval, on_snapshot=self._post_snapshot) if telemetry else None
         self.nvml_line = ""
         self.latest: Snapshot | None = None
@@ -168,6 +180,8 @@ class GpuPlayApp(App[None]):
         return self.screen_stack[0] if self.screen_stack else self.screen
 
     def on_mount(self) -> None:
+        if self.keymap:
+            self.set_keymap(self.keymap)
         self.main.query_one("#scenarios", OptionList).border_title = "scenarios"
         self._adapt_layout(self.size.width, self.size.height)
         for problem in self.config_problems:
@@ -197,11 +211,18 @@ class GpuPlayApp(App[None]):
 
     def on_resize(self, event: Any) -> None:
         self._adapt_layout(event.size.width, event.size.height)
-        self.refresh_controls()
+        self.refresh_controls(event.size.width)  # self.size is still the old size here
 
     def _adapt_layout(self, width: int, height: int) -> None:
         self.main.set_class(width < 150, "narrow")
         self.main.set_class(height < 32, "short")
+        # Compact footer keys below 120 columns, and no palette hint below 100 (ctrl+p and the
+        # help still open it): at 80 the full footer cuts off help and quit.
+        for footer in self.main.query(Footer):
+            footer.compact = width < 120
+            if footer.show_command_palette != (width >= 100):
+                footer.show_command_palette = width >= 100
+                footer.refresh(recompose=True)  # not a recomposing reactive in Textual
 
     def on_unmount(self) -> None:
         self.cancel.set()
@@ -333,8 +354,12 @@ class GpuPlayApp(App[None]):
         todo = self.session.finish(msg.run_id, r, msg.role)
         if todo.log and not self.session_log.append(msg.result):
             self.notify(self.session_log.error or "session log not written", severity="warning")
-        for message, title, severity in todo.notify:
-            self.notify(message, title=title, severity=severity, timeout=8)  # type: ignore[arg-type]
+        if msg.role == "baseline" and r.status in ("failed", "refused"):
+            # Shown where the speedup would be, for as long as it applies (not a passing toast).
+            self.baseline_problems[r.spec] = r.message
+        else:
+            for message, title, severity in todo.notify:
+                self.notify(message, title=title, severity=severity, timeout=8)  # type: ignore[arg-type]
         if todo.start_baseline is not None:
             # The run on screen again, paired with its baseline: a speedup with an interval.
             self._measure(r.spec, msg.run_id, "baseline", self.cancel, self.paused, todo.start_baseline)
@@ -343,7 +368,10 @@ class GpuPlayApp(App[None]):
 
     def on_telemetry_tick(self, msg: TelemetryTick) -> None:
         self.latest = msg.snapshot
-        self.refresh_telemetry()
+        pace = viewmodels.telemetry_pace(self.session, self.sample_interval)
+        if self.sampler is not None:
+            self.sampler.interval = pace.sample_s  # 1 Hz idle: sampling costs CPU too
+        self.refresh_telemetry(pace)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # The one place unexpected worker errors land: show them, keep the app running.
@@ -363,6 +391,14 @@ class GpuPlayApp(App[None]):
         # Debounced: arrowing through the list restarts once, where the cursor stops.
         self._scenario_timer = self.set_timer(0.25, lambda: self.choose_scenario(name))
 
+    def choose_scenario_from_palette(self, name: str) -> None:
+        """Move the list's highlight to `name`; the list's handler chooses it, as arrows do."""
+        scenarios = self.main.query_one("#scenarios", OptionList)
+        scenarios.highlighted = scenarios.get_option_index(name)
+
+    def set_lever(self, field: str, value: Any) -> None:
+        set_lever(self, field, value)
+
     def choose_scenario(self, name: str | None) -> None:
         if self.session.choose_scenario(name):
             self.start_measurement()
@@ -373,7 +409,8 @@ class GpuPlayApp(App[None]):
             return
         new, why = cycle(self.spec, field)
         if why:
-            self.notify(why, title=f"no other {field} available", severity="warning", timeout=8)
+            title = next((c.title for c in CONTROLS if c.field == field), "option")  # words, not field names
+            self.notify(why, title=f"no other {title} available", severity="warning", timeout=8)
         if new != self.spec:
             self.spec = new
             self.start_measurement()
@@ -407,7 +444,7 @@ class GpuPlayApp(App[None]):
 
     def action_help(self) -> None:
         rows = [
-            (b.key.replace("question_mark", "?"), b.description)
+            (self.keymap.get(b.id or "", b.key).replace("question_mark", "?"), b.description)
             for b in self.BINDINGS
             if isinstance(b, Binding)
         ]
@@ -440,6 +477,7 @@ class GpuPlayApp(App[None]):
     def action_save_svg(self) -> None:
         stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         try:
+            self.export_dir.mkdir(parents=True, exist_ok=True)
             path = self.save_screenshot(f"gpuplay-{stamp}.svg", str(self.export_dir))
         except OSError as exc:
             self.notify(f"screenshot failed: {exc}", severity="error")
@@ -465,9 +503,9 @@ class GpuPlayApp(App[None]):
             self.refresh_sweep()
         self.refresh_telemetry()
 
-    def refresh_controls(self) -> None:
+    def refresh_controls(self, width: int | None = None) -> None:
         if self.spec is not None:
-            compact = self.main.has_class("narrow") and self.size.width < 110
+            compact = self.main.has_class("narrow") and (width or self.size.width) < 110
             probes = tuple(b.availability(0).pending for b in all_backends())
             self.main.query_one(ControlsPanel).show(
                 self.spec, self.preset, self.step_limit, self.paused.is_set(), compact, probes
@@ -485,11 +523,24 @@ class GpuPlayApp(App[None]):
     def refresh_live(self) -> None:
         self.refresh_stats()
         summary = self.timed_summary()
-        big = viewmodels.speedup_view(self.session)
+        big = viewmodels.speedup_view(self.session, self._baseline_problem())
         self.main.query_one(SpeedupDigits).show(big.speedup, big.note, big.marker, big.reason, big.short)
         title = viewmodels.chart_title(self.session)
         self.main.query_one(StepChart).show(self.samples, summary.median if summary else None, title)
         self.main.query_one(ClaimLine).show(self.scenario)
+
+    def _baseline_problem(self) -> str:
+        """Why the speedup of the configuration on screen could not be measured, if it could not.
+
+        A paired job's result carries the configuration's spec; a baseline run alone, its own."""
+        if self.spec is None:
+            return ""
+        if self.spec in self.baseline_problems:
+            return self.baseline_problems[self.spec]
+        try:
+            return self.baseline_problems.get(baseline_spec(self.spec), "")
+        except (KeyError, ValueError):
+            return ""
 
     def refresh_compare(self) -> None:
         rows = attach_baselines(self.results)
@@ -504,9 +555,17 @@ class GpuPlayApp(App[None]):
         title = "bus bandwidth against message size"
         if doc:
             title += f" · {doc.get('backend')}, {doc.get('world_size')} ranks"
-        self.main.query_one(CollectivesView).show(
-            status_line(doc, running, self.collectives_error), series(doc) if doc else {}, title
-        )
+        status = status_line(doc, running, self.collectives_error)
+        if self.collectives_warning():  # stays above the chart, not only in a passing toast
+            status = f"[yellow]⚠ {escape(self.collectives_warning())}[/]\n{status}"
+        self.main.query_one(CollectivesView).show(status, series(doc) if doc else {}, title)
+
+    def collectives_warning(self) -> str:
+        """Whether the sweep's ranks (gloo on this machine's cores) oversubscribe them."""
+        args = self.collectives_args
+        nproc = int(args[args.index("--nproc") + 1]) if "--nproc" in args else 2
+        threads = int(args[args.index("--threads") + 1]) if "--threads" in args else None
+        return oversubscription(nproc, threads, "gloo")
 
     def refresh_sweep(self) -> None:
         view = self.main.query_one(SweepView)
@@ -519,6 +578,8 @@ class GpuPlayApp(App[None]):
             return
         self.collectives_error = ""
         self.collectives_running = True
+        if self.collectives_warning():
+            self.notify(self.collectives_warning(), title="more ranks than cores", severity="warning")
         self.main.query_one(TabbedContent).active = "collectives"
         self._sweep(list(self.collectives_args))
         self.refresh_collectives()
@@ -597,7 +658,9 @@ class GpuPlayApp(App[None]):
             return
         self.main.query_one(CodeView).show(*viewmodels.code_panes(self.spec, titles))
 
-    def refresh_telemetry(self) -> None:
+    def refresh_telemetry(self, pace: Any = None) -> None:
+        """Redraw the visible telemetry; a tick (`pace` given) redraws only as often as it says."""
+        panel_s, chart_s = (pace.panel_s, pace.chart_s) if pace is not None else (0.0, 0.0)
         device = self.spec.device if self.spec is not None else "cpu"
         history = list(self.sampler.history) if self.sampler is not None else []
         active = self.main.query_one(TabbedContent).active
@@ -607,8 +670,9 @@ class GpuPlayApp(App[None]):
             ("#telemetry-full", "#tchart-full", active == "telemetry"),
         ):
             if visible:
-                self.main.query_one(panel_id, TelemetryPanel).show(self.latest, self.nvml_line, device)
-                self.main.query_one(chart_id, TelemetryChart).show(history, device)
+                panel = self.main.query_one(panel_id, TelemetryPanel)
+                panel.show(self.latest, self.nvml_line, device, panel_s)
+                self.main.query_one(chart_id, TelemetryChart).show(history, device, chart_s)
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self) -> None:

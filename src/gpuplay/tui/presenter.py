@@ -370,7 +370,7 @@ class PresenterApp(App[None]):
         # The chart's height is set once for the whole talk, and the panels around it have fixed
         # heights: the big number takes what is left of the screen and nothing jumps.
         self.query_one("#middle").styles.min_height = 1 + 2 * longest
-        self.set_interval(1.0, lambda: self.timer_started is not None and self.draw_bar())  # the clock
+        self.set_interval(1.0, self.tick_clock)
         self.show_step()
         for rec in {id(r): r for r in (self.replay, self.fallback) if r is not None}.values():
             if rec.missing:
@@ -571,6 +571,10 @@ class PresenterApp(App[None]):
         bar.add_column(no_wrap=True, justify="right")
         bar.add_row(Text(self.deck.title, style="bold"), f"{clock}step {self.index + 1} of {n}   ", mode)
         self.query_one("#deck-bar", Static).update(bar)
+
+    def tick_clock(self) -> None:
+        if self.timer_started is not None:  # the talk's clock (t) in the top bar
+            self.draw_bar()
 
     def draw_prompt(self) -> None:
         prompt = self.query_one("#prompt", Static)

@@ -9,7 +9,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplay.core.compare import is_baseline
+from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.energy import energy_of
 from gpuplay.core.report import fmt_time
 from gpuplay.core.session import LiveSession
@@ -29,8 +29,12 @@ class SpeedupView:
     short: str = ""  # why, in a few words under the digits
 
 
-def speedup_view(session: LiveSession) -> SpeedupView:
-    """The big number: this configuration's median against NumPy on the CPU."""
+def speedup_view(session: LiveSession, baseline_problem: str = "") -> SpeedupView:
+    """The big number: this configuration's median against NumPy on the CPU; where there is
+    none, why, in words, in its place (it stays on screen, unlike a notification).
+
+    `baseline_problem`: why the NumPy baseline of this configuration could not run, if it did not.
+    """
     spec, summary = session.spec, session.timed_summary()
     if spec is not None and is_baseline(spec):
         return SpeedupView(1.0 if summary else None, "this is the baseline")
@@ -51,7 +55,25 @@ def speedup_view(session: LiveSession) -> SpeedupView:
         return SpeedupView(paired.point, note, "~" if reason else "", reason, ", ".join(shorts))
     if session.baseline_running:
         return SpeedupView(None, "measuring the speedup: paired with NumPy on the CPU…")
-    return SpeedupView(None, "")
+    return SpeedupView(None, missing_speedup_reason(session, baseline_problem))
+
+
+def missing_speedup_reason(session: LiveSession, baseline_problem: str) -> str:
+    """Why there is no speedup to show, for the place where it would be."""
+    spec, r = session.spec, session.live_result
+    if spec is None or session.phase in MEASURING_PHASES:
+        return ""
+    if r is not None and r.status != "ok":
+        return "no speedup: this configuration did not run (see the status)"
+    if baseline_problem:
+        return f"no speedup: NumPy on the CPU could not run the baseline: {baseline_problem}"
+    try:
+        baseline_spec(spec)
+    except (KeyError, ValueError):
+        return "no speedup: NumPy has no version of this workload to compare with"
+    if not session.autostart:
+        return "no speedup yet: press r to measure this and NumPy on the CPU"
+    return ""
 
 
 def size_label(spec: RunSpec) -> str:
@@ -148,3 +170,82 @@ def _source(w: Any, backend: str, p: dict[str, Any]) -> str:
         device = "cpu" if backend == "numpy" else "cuda:0"
         why = w.unsupported(backend, device, "float32", p) or "no version of this configuration"
         return f"# {backend}: {why}"
+
+
+@dataclass(frozen=True)
+class TelemetryPace:
+    """How often telemetry is sampled and redrawn (seconds)."""
+
+    sample_s: float
+    panel_s: float
+    chart_s: float
+
+
+MEASURING_PHASES = ("queued", "compile", "warmup", "timed")
+
+
+def telemetry_pace(session: LiveSession, sample_interval: float) -> TelemetryPace:
+    """While a measurement runs, every sample is shown (what the run does to the machine);
+    idle, 1 Hz sampling, the figures every 2 s and the chart every 10 s: the UI's own cost
+    (CPU, and bytes to the terminal over SSH) must stay small when nothing happens."""
+    if session.phase in MEASURING_PHASES or session.baseline_running:
+        return TelemetryPace(sample_interval, 0.0, 1.0)
+    return TelemetryPace(max(sample_interval, 1.0), 2.0, 10.0)
+
+
+# The Compare table's columns, most important first: it exists for the speedup and the error,
+# so those stay beside the configuration at any width; the rest go, from the end, when the
+# table is narrower than their natural width.
+COMPARE_COLUMNS = ("configuration", "speedup", "error", "median", "±", "compute", "size", "scenario")
+COMPARE_KEPT = 3  # configuration, speedup, error: never dropped
+COMPARE_ESSENTIAL = 5  # ... then median and ±, before the configuration gets its full width
+MIN_CONFIGURATION = 12  # below this the configuration is shortened (with …), not other columns dropped
+MAX_CONFIGURATION = 44
+CELL_PADDING = 2  # DataTable pads each cell by one column on both sides
+
+
+def compare_cells(row: Any) -> dict[str, str]:
+    """One Compare row's cells, by column name."""
+    import math
+
+    from gpuplay.core.report import fmt_error, fmt_speedup
+
+    r, s = row.result, row.result.summary
+    return {
+        "configuration": r.spec.label(with_dtype=False),
+        "speedup": getattr(row, "speedup_marker", "") + fmt_speedup(row.speedup),  # "~": see the notes
+        "error": fmt_error(r),
+        "median": fmt_time(s.median if s else None),
+        "±": f"±{100 * s.rel_iqr / 2:.1f}%" if s and math.isfinite(s.rel_iqr) else "—",
+        "compute": str(r.compute_dtype or "—"),
+        "size": str(r.size or "—"),
+        "scenario": str(r.spec.scenario or r.spec.workload),
+    }
+
+
+def fit_columns(cells: list[dict[str, str]], width: int) -> list[tuple[str, int]]:
+    """The columns that fit in `width` terminal columns, with their widths.
+
+    The first COMPARE_KEPT always; then median and ± while the configuration keeps
+    MIN_CONFIGURATION; the configuration then grows to its natural width (up to
+    MAX_CONFIGURATION) before compute, size and scenario are added. A configuration
+    narrower than its text is shortened with an ellipsis (ellipsize)."""
+    natural = {name: max([len(name), *(len(c[name]) for c in cells)]) for name in COMPARE_COLUMNS}
+    config_natural = min(natural["configuration"], MAX_CONFIGURATION)
+
+    def fixed(names: list[str]) -> int:
+        return sum(natural[n] + CELL_PADDING for n in names if n != "configuration") + CELL_PADDING
+
+    chosen = list(COMPARE_COLUMNS[:COMPARE_KEPT])
+    for i, name in enumerate(COMPARE_COLUMNS[COMPARE_KEPT:], COMPARE_KEPT):
+        wanted = MIN_CONFIGURATION if i < COMPARE_ESSENTIAL else config_natural
+        if fixed([*chosen, name]) + min(wanted, config_natural) > width:
+            break
+        chosen.append(name)
+    config_w = max(min(config_natural, width - fixed(chosen)), min(MIN_CONFIGURATION, config_natural))
+    return [(n, config_w if n == "configuration" else natural[n]) for n in chosen]
+
+
+def ellipsize(text: str, width: int) -> str:
+    """`text` in at most `width` columns, its end replaced by … when cut."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"

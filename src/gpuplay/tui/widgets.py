@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,12 +20,13 @@ from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
 from gpuplay.core.compare import Row
-from gpuplay.core.report import fmt_error, fmt_rate, fmt_speedup, fmt_time
+from gpuplay.core.report import fmt_error, fmt_rate, fmt_time
 from gpuplay.core.roofline import NOT_CALIBRATED, roof_text
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary
 from gpuplay.core.telemetry import Snapshot
 from gpuplay.tui.controls import CONTROLS, label, values_for, verdict_for
+from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
 
 PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
 
@@ -119,7 +121,7 @@ class SpeedupDigits(Static):
             return
         value = f"{speedup:.0f}x" if speedup >= 100 else f"{speedup:.3g}x"
         style = "bold yellow" if marker else "bold green" if speedup >= 1 else "bold red"
-        lines = [Digits(value, style=style), Text(f"vs NumPy on the CPU  {note}", style="dim")]
+        lines: list[Any] = [Digits(value, style=style), Text(f"vs NumPy on the CPU  {note}", style="dim")]
         if marker:  # an unstable figure says so where it is read, and why
             lines.append(Text(f"{marker} unstable: {short or reason} (⚠ speedup, right)", style="yellow"))
         self.update(Group(*lines))
@@ -204,6 +206,27 @@ def roof_line(roof: dict[str, Any]) -> Text:
     return text
 
 
+class Pacer:
+    """At most one redraw per period for views fed by a periodic source (telemetry).
+
+    Every redraw of a widget rewrites its whole region on the terminal: a chart of 160×30
+    cells is ~20 KB of escape sequences. Idle, nothing a user watches changes faster than
+    every few seconds, so a periodic tick must not redraw faster than that.
+    """
+
+    def __init__(self) -> None:
+        self._drawn_at = -math.inf
+        self._what: Any = None
+
+    def due(self, what: Any, period: float) -> bool:
+        """True when `what` (what is shown: device, view) changed or `period` s have passed."""
+        now = time.monotonic()
+        if what != self._what or now - self._drawn_at >= period:
+            self._what, self._drawn_at = what, now
+            return True
+        return False
+
+
 class CachedPlot(PlotextPlot):
     """A plot that rebuilds only when its data or size changed.
 
@@ -261,15 +284,26 @@ class StepChart(CachedPlot):
         plt.title(title)
         plt.xlabel("step")
         shown = list(samples)[-600:]
+        # The first compile can take 10⁴× a step: it is drawn clipped at the top of the steps'
+        # scale, with a ▲ marker and its time in the legend, so the steps stay readable.
+        steps = [dt for ph, dt in shown if ph != "compile"]
+        self.clipped: float | None = None  # the compile time drawn off scale, if any
+        top = max(steps, default=max((dt for _, dt in shown), default=1.0))
         # plotext truncates long tick labels ("6.7e-03" shows as "6.7"): pick a unit that keeps them short.
-        top = max((dt for _, dt in shown), default=1.0)
         unit, scale = ("s", 1.0) if top >= 10 else ("ms", 1e3) if top >= 1e-3 else ("µs", 1e6)
         plt.ylabel(unit)
         offset = max(0, len(samples) - len(shown))
         for phase, color in PHASE_COLORS.items():
             xs = [offset + i for i, (ph, _) in enumerate(shown) if ph == phase]
             ys = [dt * scale for ph, dt in shown if ph == phase]
-            if xs:
+            if not xs:
+                continue
+            if phase == "compile" and steps and max(ys) > top * scale:
+                slowest = self.clipped = max(dt for ph, dt in shown if ph == phase)
+                clipped = [min(y, top * scale) for y in ys]
+                label = f"compile {fmt_time(slowest)} (off scale)"
+                plt.scatter(xs, clipped, marker="▲", color=color, label=label)
+            else:
                 plt.scatter(xs, ys, marker="dot", color=color, label=phase)
         if median is not None and shown:
             plt.hline(median * scale, "blue")
@@ -283,31 +317,33 @@ class CompareView(Vertical):
         yield DataTable(id="compare-table", zebra_stripes=True, cursor_type="row")
         yield CompareChart(id="compare-chart")
 
-    def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        table.add_columns("scenario", "size", "configuration", "compute", "median", "±", "speedup", "error")
-
     def show(self, rows: Sequence[Row], focus: tuple[str, str] | None) -> None:
-        key = (tuple((r.result.spec, r.result.median, r.speedup, r.speedup_marker) for r in rows), focus)
+        # The table's width is part of what is drawn: columns are chosen to fit it.
+        width = max(0, self.size.width - 2)  # room for the vertical scrollbar
+        key = (
+            tuple((r.result.spec, r.result.median, r.speedup, r.speedup_marker) for r in rows),
+            focus,
+            width,
+        )
+        self._shown = (rows, focus)
         if key == getattr(self, "_key", None):
             return
         self._key = key
         table = self.query_one(DataTable)
-        table.clear()
-        for row in rows:
-            r, s = row.result, row.result.summary
-            table.add_row(
-                r.spec.scenario or r.spec.workload,
-                r.size,
-                r.spec.label(with_dtype=False),
-                r.compute_dtype,
-                fmt_time(s.median if s else None),
-                f"±{100 * s.rel_iqr / 2:.1f}%" if s and math.isfinite(s.rel_iqr) else "—",
-                row.speedup_marker + fmt_speedup(row.speedup),  # "~": see the row's notes
-                fmt_error(r),
-            )
+        cells = [compare_cells(row) for row in rows]
+        columns = fit_columns(cells, width)
+        self.columns = [name for name, _ in columns]  # what is shown, for tests and screen readers
+        table.clear(columns=True)
+        for name, w in columns:
+            table.add_column(name, width=w, key=name)
+        for c in cells:
+            table.add_row(*(ellipsize(c[name], w) for name, w in columns))
         chosen = [row for row in rows if focus and (row.result.spec.workload, row.result.size) == focus]
         self.query_one(CompareChart).show(chosen)
+
+    def on_resize(self) -> None:
+        if getattr(self, "_shown", None) is not None:
+            self.show(*self._shown)
 
 
 class CompareChart(CachedPlot):
@@ -322,7 +358,7 @@ class CompareChart(CachedPlot):
             plt.title("no finished measurement of this scenario yet")
             self.changed()
             return
-        labels = [r.result.spec.label(with_dtype=False)[:28] for r in rows]
+        labels = [ellipsize(r.result.spec.label(with_dtype=False), 28) for r in rows]
         if all(r.speedup is not None for r in rows):
             plt.title(f"speedup over NumPy on the CPU · {rows[0].result.spec.workload} {rows[0].result.size}")
             values = [r.speedup or 0.0 for r in rows]
@@ -359,7 +395,16 @@ def _code(title: str, source: str) -> Group:
 class TelemetryPanel(Static):
     """Host always; every GPU NVML sees, the run's GPU first; or the one line saying why not."""
 
-    def show(self, snap: Snapshot | None, nvml_line: str, device: str) -> None:
+    @property
+    def pacer(self) -> Pacer:
+        if "_pacer" not in self.__dict__:
+            self._pacer = Pacer()
+        return self._pacer
+
+    def show(self, snap: Snapshot | None, nvml_line: str, device: str, period: float = 0.0) -> None:
+        """`period`: redraw new samples at most this often (seconds); a new device at once."""
+        if not self.pacer.due((device, nvml_line, snap is None), period):
+            return
         if snap is None:
             self.update(Text("telemetry: waiting for the first sample…", style="dim"))
             return
@@ -408,9 +453,18 @@ class TelemetryPanel(Static):
 
 
 class TelemetryChart(CachedPlot):
-    def show(self, history: Sequence[Snapshot], device: str) -> None:
-        if self.unchanged((len(history), history[-1].t if history else None, device)):
+    @property
+    def pacer(self) -> Pacer:
+        if "_pacer" not in self.__dict__:
+            self._pacer = Pacer()
+        return self._pacer
+
+    def show(self, history: Sequence[Snapshot], device: str, period: float = 0.0) -> None:
+        """`period`: redraw new samples at most this often (seconds); a new device at once."""
+        key = (len(history), history[-1].t if history else None, device)
+        if key == getattr(self, "_data_key", object()) or not self.pacer.due((device, bool(history)), period):
             return
+        self.unchanged(key)
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()

@@ -1,0 +1,110 @@
+"""gpuplay's own command palette entries (ctrl+p) and the ids users remap keys by.
+
+The palette lists what a key does and what no key reaches directly: any scenario, any value
+of any lever (with the reason when it cannot run here), every tab, exports. Textual's own
+provider beside it switches themes (gpuplay's projector themes included) and shows the keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from typing import Any
+
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from gpuplay.tui.controls import CONTROLS, label, values_for, verdict_for, with_value
+
+TABS = ("live", "compare", "code", "telemetry", "profile", "collectives")
+
+# Binding ids for actions whose name does not say it in a user's words.
+_IDS = {"cycle_preset": "preset", "cycle_limit": "step_limit", "save_svg": "screenshot",
+        "collectives": "collectives_sweep"}  # fmt: skip
+
+
+def binding_id(action: str) -> str:
+    """The id of the binding for `action`: "cycle('amp')" → "amp", "tab('live')" → "tab_live"."""
+    m = re.fullmatch(r"(\w+)\('(\w+)'\)", action)
+    if m:
+        return m[2] if m[1] == "cycle" else f"{m[1]}_{m[2]}"
+    return _IDS.get(action, action)
+
+
+def with_ids(bindings: Sequence[Binding | Any]) -> list[Binding | Any]:
+    """The bindings, each with an id (App.set_keymap remaps by id). Priority bindings (ctrl+c)
+    keep no id: quitting must stay reachable whatever a keymap says."""
+    out: list[Binding | Any] = []
+    for b in bindings:
+        if isinstance(b, Binding) and b.id is None and not b.priority:
+            b = dataclasses.replace(b, id=binding_id(b.action))
+        out.append(b)
+    return out
+
+
+class GpuplayCommands(Provider):
+    """Scenarios, lever values, tabs and exports of the playground."""
+
+    def commands(self) -> Iterator[tuple[str, Callable[[], Any], str]]:
+        app: Any = self.app
+        for sc in app.scenario_set.scenarios.values():
+            yield f"scenario: {sc.title}", partial(app.choose_scenario_from_palette, sc.name), sc.name
+        spec = app.spec
+        if spec is not None:
+            for c in CONTROLS:
+                for value in values_for(c.field):
+                    if value == getattr(spec, c.field):
+                        continue
+                    verdict = verdict_for(spec, c.field, value)
+                    why = "" if verdict is None else str(verdict)
+                    text = f"{c.title}: {label(value)}"
+                    if why:
+                        yield text, partial(app.notify, why, title=f"{text} cannot run here"), why
+                    else:
+                        yield text, partial(app.set_lever, c.field, value), f"key {c.key} cycles {c.title}"
+        for i, tab in enumerate(TABS, 1):
+            yield f"show {tab}", partial(app.action_tab, tab), f"key {i}"
+        yield "export the session (JSON, CSV, Markdown)", app.action_export, f"into {app.export_dir}"
+        yield "save a screenshot (SVG)", app.action_save_svg, f"into {app.export_dir}"
+        yield "re-run the current configuration", app.action_rerun, "key r"
+        yield "reset the session's comparison", app.action_reset, "key x"
+        yield "sweep collectives (local ranks)", app.action_collectives, "key k"
+
+    async def discover(self) -> Hits:
+        for text, callback, help_text in self.commands():
+            if ": " not in text:  # tabs and actions; scenarios and lever values by search
+                yield DiscoveryHit(text, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for text, callback, help_text in self.commands():
+            score = matcher.match(text)
+            if score > 0:
+                yield Hit(score, matcher.highlight(text), callback, help=help_text)
+
+
+def set_lever(app: Any, field: str, value: Any) -> None:
+    """Set one lever to `value` (the palette's choice) and measure, as its key would."""
+    if app.spec is None:
+        return
+    new = with_value(app.spec, field, value)
+    if new != app.spec:
+        app.spec = new
+        app.start_measurement()
+    app.refresh_controls()
+
+
+def keymap_problems(
+    keymap: dict[str, str], bindings: Sequence[Binding | Any]
+) -> tuple[dict[str, str], list[str]]:
+    """The entries of `keymap` that name a binding id, and a line for each that does not."""
+    ids = {b.id for b in bindings if isinstance(b, Binding) and b.id}
+    good = {k: v for k, v in keymap.items() if k in ids}
+    bad = [
+        f"config.toml [keymap]: no key binding called {k!r}; ignored (known: {', '.join(sorted(ids))})"
+        for k in keymap
+        if k not in ids
+    ]
+    return good, bad
