@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
+from gpuplay.cli.options import FiniteFloat
 from gpuplay.cli.output import stderr_console
+from gpuplay.core import bounds
 
 
 def _devices(wanted: tuple[str, ...]) -> list[str]:
@@ -45,7 +47,7 @@ def _devices(wanted: tuple[str, ...]) -> list[str]:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option(
     "--budget",
-    type=click.FloatRange(min=0.01),
+    type=FiniteFloat(bounds.CALIBRATE_BUDGET_S),
     default=None,
     help="Seconds per probe (default 0.25 on the CPU, 0.5 on a GPU); more is steadier.",
 )

@@ -6,12 +6,15 @@ import json
 
 import click
 
+from gpuplay.cli.options import FiniteFloat
+from gpuplay.core import bounds
+
 
 @click.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option(
     "--probe-timeout",
-    type=click.FloatRange(min=0.1),
+    type=FiniteFloat(bounds.PROBE_TIMEOUT_S),
     default=30.0,
     show_default=True,
     help="Seconds to wait for a slow backend probe (CuPy's can take >10 s).",

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplay.core.config import state_dir
+from gpuplay.core.safeload import json_loads
 from gpuplay.core.system import cpu_count, cpu_name, package_version
 
 SCHEMA = 1
@@ -190,7 +191,7 @@ def load_peaks(device: str, name: str | None = None) -> Lookup:
 @functools.lru_cache(maxsize=32)
 def _cached(path: str, _mtime: int, device: str, name: str | None) -> Lookup:
     try:
-        peaks = DevicePeaks.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        peaks = DevicePeaks.from_dict(json_loads(Path(path).read_text(encoding="utf-8")))
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         return Lookup(None, f"roofline cache {path} unreadable ({type(exc).__name__}): run gpuplay calibrate")
     if peaks.schema != SCHEMA or peaks.device != device:
