@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from gpuplay.cli.options import FiniteFloat
-from gpuplay.cli.output import stderr_console
+from gpuplay.cli.output import esc, stderr_console
 from gpuplay.core import bounds
 
 
@@ -82,7 +82,7 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
         for d in names:
             lookup = roofline.load_peaks(d)
             if lookup.peaks is None:
-                err.print(f"[yellow]{d}:[/] {lookup.problem}", highlight=False)
+                err.print(f"[yellow]{esc(d)}:[/] {esc(lookup.problem)}", highlight=False)
             else:
                 found.append(lookup.peaks)
         _print(found, fmt)

@@ -20,6 +20,7 @@ from gpuplay.cli.output import (
     stderr_console,
 )
 from gpuplay.core import bounds
+from gpuplay.core.safetext import visible
 from gpuplay.core.spec import BACKENDS, DTYPES, RunSpec, SpecError
 
 if TYPE_CHECKING:
@@ -178,7 +179,7 @@ def compare(
                 err.print(progress_line(len(done), len(specs), r), highlight=False, markup=False)
             elif r.status in ("failed", "refused"):
                 progress.console.print(
-                    f"{r.status}: {r.spec.scenario} {r.spec.label()}: {r.message}",
+                    visible(f"{r.status}: {r.spec.scenario} {r.spec.label()}: {r.message}"),
                     style="yellow",
                     highlight=False,
                     markup=False,

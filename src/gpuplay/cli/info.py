@@ -7,7 +7,9 @@ import json
 import click
 
 from gpuplay.cli.options import FiniteFloat
+from gpuplay.cli.output import esc
 from gpuplay.core import bounds
+from gpuplay.core.safetext import visible
 
 
 @click.command()
@@ -65,7 +67,7 @@ def info(fmt: str, probe_timeout: float) -> None:
                 highlight=False,
             )
     else:
-        con.print(f"NVML: {nv['status']}", highlight=False, markup=False)
+        con.print(visible(f"NVML: {nv['status']}"), highlight=False, markup=False)
     for roof in data.get("roofline", []):
         if roof["calibrated"]:
             peaks = ", ".join(f"{d} {v:,.0f}" for d, v in roof["gflops"].items())
@@ -75,10 +77,10 @@ def info(fmt: str, probe_timeout: float) -> None:
                 highlight=False,
             )
         else:
-            con.print(f"roofline {roof['device']}: {roof['problem']}", highlight=False, markup=False)
+            con.print(visible(f"roofline {roof['device']}: {roof['problem']}"), highlight=False, markup=False)
     con.print(f"config: {data['paths']['config']}\nstate:  {data['paths']['state']}", highlight=False)
     for p in data["config_problems"]:
-        con.print(f"[yellow]warning:[/] {p}", highlight=False)
+        con.print(f"[yellow]warning:[/] {esc(p)}", highlight=False)
 
 
 command = info
