@@ -29,6 +29,7 @@ from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.decks import Deck, DeckStep, Recording, speedup_of
 from gpuplay.core.report import fmt_error, fmt_speedup, fmt_time, threads_text
 from gpuplay.core.result import RunResult
+from gpuplay.core.safetext import visible
 from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import summarize
@@ -212,6 +213,10 @@ class PresenterApp(App[None]):
         Binding("q", "quit", "quit"),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
+
+    def notify(self, message: str, *, title: str = "", markup: bool = False, **kw: Any) -> None:
+        """Outside text (a deck's, a result's): shown as text, control characters visible."""
+        super().notify(visible(message), title=visible(title, one_line=True), markup=markup, **kw)
 
     def __init__(
         self,

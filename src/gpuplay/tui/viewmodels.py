@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuplay.core.compare import is_baseline
 from gpuplay.core.report import fmt_time
+from gpuplay.core.safetext import visible
 from gpuplay.core.session import LiveSession
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.usercode import is_code_ref
@@ -50,7 +51,7 @@ def size_label(spec: RunSpec) -> str:
 def chart_title(session: LiveSession) -> str:
     if session.spec is None or session.scenario is None:
         return ""
-    return f"{session.scenario.title} · {size_label(session.spec)} · step times"
+    return visible(f"{session.scenario.title} · {size_label(session.spec)} · step times", one_line=True)
 
 
 def phase_line(session: LiveSession, probed: bool, paused: bool) -> str:
