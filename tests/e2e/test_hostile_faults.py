@@ -169,7 +169,7 @@ def test_os_exit_3_is_not_called_a_cuda_error(tmp_path):
 def test_a_chatty_step_cannot_grow_the_engine_log_without_bound(tmp_path, monkeypatch):
     """A step printing 2 MiB a call, 50 MiB in all: engine.log ends at its cap (4 MiB here)."""
     monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setattr(engine_client, "LOG_CAP_BYTES", 4 * 2**20)
+    monkeypatch.setattr(engine_client, "LOG_CAP_BYTES", 4 * 2**20, raising=False)
     chatty = code_file(
         tmp_path, "chatty",
         "import os, time\n\ndef step(xp, x):\n    os.write(1, b'x' * 2**21 + b'\\n')\n    time.sleep(0.2)\n"
