@@ -79,8 +79,11 @@ def emit(text: str, out: str | None) -> None:
     if out:
         from gpuplay.core.sessionlog import write_atomic
 
+        folder = Path(out).expanduser().parent
+        if not folder.exists():  # created, as users expect of an output path, but said
+            stderr_console().print(f"note: creating folder {esc(folder)}", style="dim", highlight=False)
         try:
-            write_atomic(Path(out), text)
+            write_atomic(Path(out).expanduser(), text)
         except OSError as exc:
             raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}") from None
         stderr_console().print(f"wrote {esc(out)}", highlight=False)
