@@ -16,13 +16,12 @@ import pytest
 from gpuplay.core import bounds
 from gpuplay.core.config import load_config
 from gpuplay.core.decks import DeckError, load_deck, load_recording
-from gpuplay.core.engine.client import cap_log, read_tail
 from gpuplay.core.merge import MergeError, load_source
 from gpuplay.core.result import RunResult
 from gpuplay.core.roofline import load_peaks, roof_for
 from gpuplay.core.safetext import visible
 from gpuplay.core.scenarios import load_scenarios
-from gpuplay.core.sessionlog import SessionLog, append_line, read_history, read_log
+from gpuplay.core.sessionlog import SessionLog, read_history, read_log
 from gpuplay.core.spec import RunSpec, SpecError
 
 DEEP = 10_000
@@ -103,6 +102,8 @@ def test_a_torn_last_line_is_reported_not_silently_dropped(tmp_path):
 
 def test_a_full_disk_leaves_no_torn_line(tmp_path, monkeypatch):
     """A short write (ENOSPC) is cut back: the next line starts on a line of its own."""
+    from gpuplay.core.sessionlog import append_line
+
     path = tmp_path / "log.jsonl"
     append_line(path, '{"a": 1}')
     real_write = os.write
@@ -212,6 +213,8 @@ def test_a_corrupt_calibration_cache_is_reported_and_ignored(mutate):
 
 # -- 8: engine.log -----------------------------------------------------------------------
 def test_engine_log_is_cut_to_its_tail_and_read_by_its_tail(tmp_path):
+    from gpuplay.core.engine.client import cap_log, read_tail
+
     log = tmp_path / "engine.log"
     line = b"chatty line from a user step\n"
     with open(log, "wb") as f:
