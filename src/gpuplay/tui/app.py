@@ -15,6 +15,7 @@ from typing import Any
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.widgets import OptionList, TabbedContent
 from textual.worker import Worker, WorkerState
 
@@ -166,10 +167,24 @@ class GpuPlayApp(App[None]):
         """The playground's own screen: queries must not land on the help screen above it."""
         return self.screen_stack[0] if self.screen_stack else self.screen
 
-    def notify(self, message: str, *, title: str = "", markup: bool = False, **kw: Any) -> None:
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
         """Every notification here carries outside text (a file's, a result's, an exception's):
         shown as text, never parsed as markup, control characters visible."""
-        super().notify(shown_text(message), title=shown_text(title, one_line=True), markup=markup, **kw)
+        super().notify(
+            shown_text(message),
+            title=shown_text(title, one_line=True),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     def on_mount(self) -> None:
         self.main.query_one("#scenarios", OptionList).border_title = "scenarios"

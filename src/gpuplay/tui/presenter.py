@@ -22,6 +22,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.widget import Widget
 from textual.widgets import Digits, Footer, Static
 
@@ -214,9 +215,23 @@ class PresenterApp(App[None]):
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
 
-    def notify(self, message: str, *, title: str = "", markup: bool = False, **kw: Any) -> None:
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
         """Outside text (a deck's, a result's): shown as text, control characters visible."""
-        super().notify(visible(message), title=visible(title, one_line=True), markup=markup, **kw)
+        super().notify(
+            visible(message),
+            title=visible(title, one_line=True),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     def __init__(
         self,
