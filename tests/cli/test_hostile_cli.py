@@ -44,6 +44,7 @@ def _out(res) -> str:
         ["calibrate", "--budget", "nan"],
         ["info", "--probe-timeout", "inf"],
     ],
+    ids=" ".join,
 )
 def test_non_finite_or_unbounded_numbers_are_usage_errors(cli, args):
     res = cli.invoke(main, args)
