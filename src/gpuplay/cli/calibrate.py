@@ -8,7 +8,9 @@ from typing import Any
 
 import click
 
-from gpuplay.cli.output import stderr_console
+from gpuplay.cli.options import FiniteFloat
+from gpuplay.cli.output import esc, stderr_console
+from gpuplay.core import bounds
 
 
 def _devices(wanted: tuple[str, ...]) -> list[str]:
@@ -45,7 +47,7 @@ def _devices(wanted: tuple[str, ...]) -> list[str]:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option(
     "--budget",
-    type=click.FloatRange(min=0.01),
+    type=FiniteFloat(bounds.CALIBRATE_BUDGET_S),
     default=None,
     help="Seconds per probe (default 0.25 on the CPU, 0.5 on a GPU); more is steadier.",
 )
@@ -80,7 +82,7 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
         for d in names:
             lookup = roofline.load_peaks(d)
             if lookup.peaks is None:
-                err.print(f"[yellow]{d}:[/] {lookup.problem}", highlight=False)
+                err.print(f"[yellow]{esc(d)}:[/] {esc(lookup.problem)}", highlight=False)
             else:
                 found.append(lookup.peaks)
         _print(found, fmt)

@@ -9,7 +9,7 @@ import click
 
 from gpuplay.cli import options
 from gpuplay.cli.interrupt import Interruption
-from gpuplay.cli.options import scenario_dirs_option
+from gpuplay.cli.options import FiniteFloat, ThreadCount, scenario_dirs_option
 from gpuplay.cli.output import (
     ResultLog,
     load_scenarios,
@@ -19,6 +19,8 @@ from gpuplay.cli.output import (
     report_interruption,
     stderr_console,
 )
+from gpuplay.core import bounds
+from gpuplay.core.safetext import visible
 from gpuplay.core.spec import BACKENDS, DTYPES, RunSpec, SpecError
 
 if TYPE_CHECKING:
@@ -43,9 +45,9 @@ FORMATS = ("table", "markdown", "json", "csv")
     show_default=True,
     help="Comma-separated torch levers per device: base, amp-bf16, amp-fp16, compile, tf32, graphs.",
 )
-@click.option("--budget", type=click.FloatRange(min=0.001), default=1.0, show_default=True)
-@click.option("--threads", type=click.IntRange(min=1), default=None)
-@click.option("--max-step", type=click.FloatRange(min=0.001), default=30.0, show_default=True)
+@click.option("--budget", type=FiniteFloat(bounds.BUDGET_S), default=1.0, show_default=True)
+@click.option("--threads", type=ThreadCount(), default=None)
+@click.option("--max-step", type=FiniteFloat(bounds.MAX_STEP_S), default=30.0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default=None)
 @click.option(
@@ -177,7 +179,7 @@ def compare(
                 err.print(progress_line(len(done), len(specs), r), highlight=False, markup=False)
             elif r.status in ("failed", "refused"):
                 progress.console.print(
-                    f"{r.status}: {r.spec.scenario} {r.spec.label()}: {r.message}",
+                    visible(f"{r.status}: {r.spec.scenario} {r.spec.label()}: {r.message}"),
                     style="yellow",
                     highlight=False,
                     markup=False,

@@ -11,6 +11,7 @@ import click
 from gpuplay.cli import options
 from gpuplay.cli.options import scenario_dirs_option
 from gpuplay.cli.output import emit, load_scenarios, log_results, stderr_console
+from gpuplay.core.safetext import visible
 
 
 @click.command()
@@ -135,7 +136,7 @@ def _rehearse(deck: Any, out: str) -> None:
             mark = r.status if r.status != "ok" else f"median {r.median * 1e3:.3g} ms" if r.median else "ok"
             err.print(f"[{i}/{len(specs)}] {spec.label()} {r.size}: {mark}", highlight=False, markup=False)
             if r.status in ("failed", "refused"):
-                err.print(f"    {r.message}", style="dim", highlight=False, markup=False)
+                err.print(f"    {visible(r.message)}", style="dim", highlight=False, markup=False)
     except KeyboardInterrupt:
         cancel.set()
         raise click.Abort() from None
@@ -152,7 +153,7 @@ def _rehearse(deck: Any, out: str) -> None:
         con = Console()
         con.print(rich_table(shown, f"{deck.title}: rehearsal"))
         for line in footnotes(shown):
-            con.print(line, style="dim", highlight=False, markup=False)
+            con.print(visible(line), style="dim", highlight=False, markup=False)
     if not shown:
         sys.exit(1)
 

@@ -22,9 +22,13 @@ def history(limit: int | None, fmt: str) -> None:
     from gpuplay.core.compare import attach_baselines
     from gpuplay.core.sessionlog import by_session, read_history, sessions_dir
 
-    results = read_history()
+    problems: list[str] = []
+    results = read_history(problems=problems)
+    err = stderr_console()
+    for problem in problems:
+        err.print(f"warning: {problem}", style="yellow", highlight=False, markup=False)
     if not results:
-        stderr_console().print(f"no measurements yet in {sessions_dir()}", highlight=False)
+        err.print(f"no measurements yet in {sessions_dir()}", highlight=False, markup=False)
         return
     total = len(results)
     shown = results[-limit:] if limit else results

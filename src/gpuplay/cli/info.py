@@ -6,12 +6,17 @@ import json
 
 import click
 
+from gpuplay.cli.options import FiniteFloat
+from gpuplay.cli.output import esc
+from gpuplay.core import bounds
+from gpuplay.core.safetext import visible
+
 
 @click.command()
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option(
     "--probe-timeout",
-    type=click.FloatRange(min=0.1),
+    type=FiniteFloat(bounds.PROBE_TIMEOUT_S),
     default=30.0,
     show_default=True,
     help="Seconds to wait for a slow backend probe (CuPy's can take >10 s).",
@@ -63,7 +68,7 @@ def info(fmt: str, probe_timeout: float) -> None:
                 highlight=False,
             )
     else:
-        con.print(f"NVML: {nv['status']}", highlight=False, markup=False)
+        con.print(visible(f"NVML: {nv['status']}"), highlight=False, markup=False)
     for roof in data.get("roofline", []):
         if roof["calibrated"]:
             peaks = ", ".join(f"{d} {v:,.0f}" for d, v in roof["gflops"].items())
@@ -73,12 +78,12 @@ def info(fmt: str, probe_timeout: float) -> None:
                 highlight=False,
             )
         else:
-            con.print(f"roofline {roof['device']}: {roof['problem']}", highlight=False, markup=False)
+            con.print(visible(f"roofline {roof['device']}: {roof['problem']}"), highlight=False, markup=False)
     con.print(f"config: {data['paths']['config']}\nstate:  {data['paths']['state']}", highlight=False)
     for w in data.get("warnings", []):
         con.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     for p in data["config_problems"]:
-        con.print(f"[yellow]warning:[/] {p}", highlight=False)
+        con.print(f"[yellow]warning:[/] {esc(p)}", highlight=False)
 
 
 command = info

@@ -8,7 +8,7 @@ import click
 
 from gpuplay.cli import options
 from gpuplay.cli.options import scenario_dirs_option
-from gpuplay.cli.output import load_scenarios, stdout_console
+from gpuplay.cli.output import esc, load_scenarios, plain, stdout_console
 
 
 @click.command(name="list")
@@ -50,7 +50,13 @@ def list_(scenario_dirs: tuple[str, ...], fmt: str) -> None:
         presets = "\n".join(
             f"{k}: " + ", ".join(f"{a}={b}" for a, b in s.presets[k].items()) for k in s.presets
         )
-        t.add_row(f"[bold]{s.name}[/]\n{s.title}", s.workload, presets, s.claim.text if s.claim else "—")
+        # Everything but the bold is the file's own text: shown as text, never as markup.
+        t.add_row(
+            f"[bold]{esc(s.name)}[/]\n{esc(s.title)}",
+            plain(s.workload),
+            plain(presets),
+            plain(s.claim.text if s.claim else "—"),
+        )
     stdout_console(t).print(t)
 
 

@@ -8,11 +8,15 @@ from typing import Any
 
 import click
 
+from gpuplay.cli.options import FiniteFloat
 from gpuplay.cli.output import stderr_console
+from gpuplay.core import bounds
 
 
 @click.command()
-@click.option("--interval", type=click.FloatRange(min=0.05), default=0.5, show_default=True, help="Seconds.")
+@click.option(
+    "--interval", type=FiniteFloat(bounds.MONITOR_INTERVAL_S), default=0.5, show_default=True, help="Seconds."
+)
 @click.option(
     "--format",
     "fmt",

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from gpuplay.core import bounds
 from gpuplay.core.spec import (
     ALLOC_MODES,
     AMP_MODES,
@@ -16,6 +17,54 @@ from gpuplay.core.spec import (
     DTYPES,
     LINALG_LIBRARIES,
 )
+
+
+class FiniteFloat(click.ParamType):
+    """A float within core.bounds' limits: NaN and infinity are usage errors (click's FloatRange
+    lets NaN through, as every comparison with it is false)."""
+
+    name = "float"
+
+    def __init__(self, limits: tuple[float, float]) -> None:
+        self.limits = limits
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            number = value
+        else:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a number", param, ctx)
+        try:
+            return float(bounds.check_number("", number, self.limits))
+        except bounds.BoundsError as exc:
+            self.fail(str(exc), param, ctx)
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        lo, hi = self.limits
+        return f"FLOAT {lo:g}..{hi:g}"
+
+
+def bounded_int(limits: tuple[int, int]) -> click.IntRange:
+    return click.IntRange(*limits)
+
+
+class ThreadCount(click.ParamType):
+    """CPU threads: at least 1, at most this machine's logical cores (more only oversubscribes)."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        number = click.INT.convert(value, param, ctx)
+        most = bounds.max_threads()
+        if not 1 <= number <= most:
+            self.fail(f"{number} threads: this machine has {most} logical cores; use 1 to {most}", param, ctx)
+        return number
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return f"1..{bounds.max_threads()}"
+
 
 scenario_dirs_option = click.option(
     "--scenarios",
@@ -71,36 +120,36 @@ SPEC_OPTIONS: list[Callable[[Any], Any]] = [
         show_default=True,
         help="cold: flush the L2 (GPU) or last-level cache (CPU) between steps, outside the timing.",
     ),
-    click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True),
+    click.option("--warmup", type=bounded_int(bounds.WARMUP), default=3, show_default=True),
     click.option(
         "--repeat",
-        type=click.IntRange(min=1),
+        type=bounded_int(bounds.REPEAT),
         default=None,
         help="Timed steps (default: as many as fit in --budget, at least 5).",
     ),
     click.option(
         "--budget",
         "budget_s",
-        type=click.FloatRange(min=0.001),
+        type=FiniteFloat(bounds.BUDGET_S),
         default=1.0,
         show_default=True,
         help="Seconds of timed steps when --repeat is not given.",
     ),
     click.option(
         "--threads",
-        type=click.IntRange(min=1),
+        type=ThreadCount(),
         default=None,
         help="CPU threads for torch and NumPy's BLAS (default: the libraries' own).",
     ),
     click.option(
         "--max-step",
         "max_step_s",
-        type=click.FloatRange(min=0.001),
+        type=FiniteFloat(bounds.MAX_STEP_S),
         default=30.0,
         show_default=True,
         help="Refuse a configuration whose single step is estimated longer (seconds).",
     ),
-    click.option("--seed", type=int, default=0, show_default=True),
+    click.option("--seed", type=bounded_int(bounds.SEED), default=0, show_default=True),
     click.option(
         "--alloc",
         type=click.Choice(ALLOC_MODES),

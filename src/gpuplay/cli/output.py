@@ -10,6 +10,27 @@ import click
 
 from gpuplay.core.compare import Row
 from gpuplay.core.report import NOTES, row_cells
+from gpuplay.core.safetext import visible
+
+
+def esc(text: object) -> str:
+    """Outside text (a file's, a result's, an exception's) for a Rich markup string: controls
+    shown (core.safetext) and brackets escaped, so `[/]` in a title is text, not a crash."""
+    from rich.markup import escape
+
+    from gpuplay.core.safetext import visible
+
+    return escape(visible(text))
+
+
+def plain(text: object, **kw: Any) -> Any:
+    """Outside text as a Rich Text (never parsed as markup), controls shown."""
+    from rich.text import Text
+
+    from gpuplay.core.safetext import visible
+
+    return Text(visible(text), **kw)
+
 
 # Piped or redirected, with no COLUMNS to honour, tables take their natural width up to this
 # many columns (longer cells fold inside their column) and prose is never hard-wrapped.
@@ -48,11 +69,11 @@ def load_scenarios(extra: Sequence[str]) -> Any:
     cfg = load_config()
     err = stderr_console()
     for problem in cfg.problems:
-        err.print(f"[yellow]warning:[/] {problem}", highlight=False)
+        err.print(f"[yellow]warning:[/] {esc(problem)}", highlight=False)
     sset = load([*cfg.scenario_dirs, *extra])
     for e in sset.errors:
         err.print(
-            f"[yellow]warning:[/] scenario {e.path}: {e.field + ': ' if e.field else ''}{e.detail}",
+            f"[yellow]warning:[/] {esc(f'scenario {e.path}: ' + (e.field + ': ' if e.field else '') + e.detail)}",
             highlight=False,
         )
     return sset
@@ -66,11 +87,14 @@ def emit(text: str, out: str | None) -> None:
     if out:
         from gpuplay.core.sessionlog import write_atomic
 
+        folder = Path(out).expanduser().parent
+        if not folder.exists():  # created, as users expect of an output path, but said
+            stderr_console().print(f"note: creating folder {esc(folder)}", style="dim", highlight=False)
         try:
-            write_atomic(Path(out), text)
+            write_atomic(Path(out).expanduser(), text)
         except OSError as exc:
             raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}") from None
-        stderr_console().print(f"wrote {out}", highlight=False)
+        stderr_console().print(f"wrote {esc(out)}", highlight=False)
     else:
         click.echo(text, nl=not text.endswith("\n"))
 
@@ -91,7 +115,7 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
         con = stdout_console()
         shown = [r for r in rows if r.result.summary is not None]
         if shown:
-            con.print(rich_table(shown, title))
+            con.print(rich_table(shown, title))  # the title is Text there: a file's words
             env = report.environment()
             con.print(
                 f"{env['cpu']} ({env['cores']} cores) · medians after warm-up, ± = half the IQR · "
@@ -101,7 +125,7 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
                 markup=False,
             )
             for line in report.footnotes(shown):
-                con.print(line, style="dim", highlight=False, markup=False)
+                con.print(visible(line), style="dim", highlight=False, markup=False)
             print_noise(con, shown)
 
 
@@ -111,7 +135,7 @@ def print_noise(con: Any, rows: Sequence[Row]) -> None:
 
     for i, row in enumerate(rows, 1):
         for w in row.result.noise_lines(advice=False):
-            con.print(f"⚠ [{i}] {w}", style="yellow", highlight=False, markup=False)
+            con.print(f"⚠ [{i}] {visible(w)}", style="yellow", highlight=False, markup=False)
     unstable = [r.result for r in rows if r.result.unstable]
     if unstable:
         shortest = min(s.min for r in unstable if (s := r.summary) is not None)
@@ -124,7 +148,7 @@ def print_noise(con: Any, rows: Sequence[Row]) -> None:
         if r.result.roof_fields().get("status") == "not calibrated"
     }
     for p in sorted(problems):
-        con.print(f"roof: {p}", style="dim", highlight=False, markup=False)
+        con.print(f"roof: {visible(p)}", style="dim", highlight=False, markup=False)
 
 
 class ResultLog:
@@ -139,7 +163,7 @@ class ResultLog:
     def __call__(self, result: Any) -> None:
         if result.usable and not self.log.append(result) and not self._warned:
             self._warned = True
-            stderr_console().print(f"[yellow]warning:[/] {self.log.error}", highlight=False)
+            stderr_console().print(f"[yellow]warning:[/] {esc(self.log.error)}", highlight=False)
 
 
 def log_results(results: Any) -> None:
@@ -156,8 +180,8 @@ def progress_line(done: int, total: int, result: Any) -> str:
     spec = result.spec
     what = f"[{done}/{total}] {spec.scenario or spec.workload} {spec.label()}"
     if result.status == "ok":
-        return f"{what}: {fmt_time(result.median)} ({result.size}, n={len(result.samples)})"
-    return f"{what}: {result.status}: {result.message}"
+        return visible(f"{what}: {fmt_time(result.median)} ({result.size}, n={len(result.samples)})")
+    return visible(f"{what}: {result.status}: {result.message}")
 
 
 def report_interruption(name: str, shown: int, total: int, log: ResultLog) -> None:
@@ -174,9 +198,14 @@ def report_interruption(name: str, shown: int, total: int, log: ResultLog) -> No
 def rich_table(rows: Sequence[Row], title: str = "") -> Any:
     """A terminal table narrow enough for 80 columns; notes go below it, numbered."""
     from rich.table import Table
-    from rich.text import Text
 
-    table = Table(title=title or None, header_style="bold", pad_edge=False, box=None, padding=(0, 1, 0, 0))
+    table = Table(
+        title=plain(title) if title else None,
+        header_style="bold",
+        pad_edge=False,
+        box=None,
+        padding=(0, 1, 0, 0),
+    )
     table.add_column("configuration", overflow="fold", min_width=14)
     # The note marker has a column of its own: appended to a folded configuration it would
     # wrap onto a line of its own at 80 columns.
@@ -195,9 +224,9 @@ def rich_table(rows: Sequence[Row], title: str = "") -> Any:
         cells = row_cells(row, noise=False)
         group = f"{cells[0]} · {cells[1]}"
         if group != current:
-            table.add_row(Text(group, style="bold cyan"), *[""] * 10)
+            table.add_row(plain(group, style="bold cyan"), *[""] * 10)
             current = group
         short = row.result.spec.label(with_dtype=False)
         marked = cells[NOTES] or row.result.noise_warnings
-        table.add_row(Text(short), f"[{i}]" if marked else "", *cells[3:12])
+        table.add_row(plain(short), f"[{i}]" if marked else "", *(plain(c) for c in cells[3:12]))
     return table

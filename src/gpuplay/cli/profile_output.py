@@ -7,6 +7,9 @@ from typing import Any
 
 import click
 
+from gpuplay.cli.output import esc, plain
+from gpuplay.core.safetext import visible
+
 
 def _ms(x: Any) -> str:
     return "—" if x is None else f"{x:.3f}"
@@ -23,7 +26,11 @@ def profile_and_print(spec: Any, trace: str | None, fmt: str) -> bool:
     with err.status(f"profiling {spec.label()} …"):
         data = profile_spec(spec, trace=trace)
     if data["status"] != "ok":
-        err.print(f"profile {data['status']}: {data['label']}: {data['message']}", style="red", markup=False)
+        err.print(
+            visible(f"profile {data['status']}: {data['label']}: {data['message']}"),
+            style="red",
+            markup=False,
+        )
         return False
     if fmt != "table":
         click.echo(json.dumps({"profile": data}, default=str))
@@ -51,13 +58,13 @@ def profile_and_print(spec: Any, trace: str | None, fmt: str) -> bool:
         for c in cols:
             table.add_column(c, justify="right")
         for row in data[key]:
-            table.add_row(row["name"], *(f"{row[c]:.3g}" for c in cols))
+            table.add_row(plain(row["name"]), *(f"{row[c]:.3g}" for c in cols))  # names may hold [ ]
         out.print(table)
     if data.get("trace"):
         err.print(
-            f"wrote Chrome trace {data['trace']} (open in Perfetto or chrome://tracing)", highlight=False
+            f"wrote Chrome trace {esc(data['trace'])} (open in Perfetto or chrome://tracing)", highlight=False
         )
     if data.get("trace_error"):
-        err.print(data["trace_error"], style="red", markup=False)
+        err.print(visible(data["trace_error"]), style="red", markup=False)
         return False
     return True

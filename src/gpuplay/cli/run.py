@@ -19,6 +19,7 @@ from gpuplay.cli.output import (
     report_interruption,
     stderr_console,
 )
+from gpuplay.core.safetext import visible
 from gpuplay.core.spec import Refusal, SpecError
 
 FORMATS = ("table", "markdown", "json", "csv")
@@ -120,9 +121,11 @@ def run(
         sys.exit(stop.exit_code)
     failed = [r for r in results if r.status in ("failed", "refused")]
     for r in failed:
-        err.print(f"{r.status}: {r.spec.label()}: {r.message}", style="red", highlight=False, markup=False)
+        err.print(
+            visible(f"{r.status}: {r.spec.label()}: {r.message}"), style="red", highlight=False, markup=False
+        )
         if r.detail:
-            err.print(r.detail, style="red", highlight=False, markup=False, soft_wrap=True)
+            err.print(visible(r.detail), style="red", highlight=False, markup=False, soft_wrap=True)
     if failed:
         sys.exit(1)
     if profile or trace:

@@ -13,6 +13,9 @@ try:
 except ImportError:  # without it: the XDG locations, spelled out (right on Linux, usable elsewhere)
     platformdirs = None  # type: ignore[assignment]
 
+from gpuplay.core.bounds import SAMPLE_INTERVAL_S, BoundsError, check_number
+from gpuplay.core.safeload import toml_loads
+
 APP = "gpuplay"
 
 
@@ -58,7 +61,7 @@ def load_config(path: Path | None = None) -> Config:
     if not path.exists():
         return cfg
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = toml_loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         cfg.problems.append(f"{path}: not read ({exc}); using defaults")
         return cfg
@@ -78,10 +81,11 @@ def load_config(path: Path | None = None) -> Config:
     else:
         cfg.problems.append(f"{path}: code_files must be a list of paths to .py files; ignored")
     interval = data.get("sample_interval", cfg.sample_interval)
-    if isinstance(interval, int | float) and not isinstance(interval, bool) and interval > 0:
-        cfg.sample_interval = float(interval)
-    else:
-        cfg.problems.append(f"{path}: sample_interval must be a positive number; ignored")
+    try:
+        # inf would freeze telemetry and 1e-300 spin a core: finite and bounded, like every number.
+        cfg.sample_interval = float(check_number("sample_interval", interval, SAMPLE_INTERVAL_S))
+    except BoundsError as exc:
+        cfg.problems.append(f"{path}: {exc} (seconds); ignored")
     cfg.keymap = _keymap(data.get("keymap", {}), path, cfg.problems)
     return cfg
 

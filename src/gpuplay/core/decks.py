@@ -20,6 +20,7 @@ from typing import Any
 
 from gpuplay.core.compare import Row, attach_baselines, baseline_spec, is_baseline
 from gpuplay.core.result import RunResult
+from gpuplay.core.safeload import json_loads, toml_loads
 from gpuplay.core.scenarios import MAX_FILE_BYTES, ScenarioError, ScenarioSet
 from gpuplay.core.spec import RunSpec, SpecError
 
@@ -253,7 +254,7 @@ def parse_deck(
     """Validate one deck document; `preset` overrides every step's preset (e.g. quick rehearsals)."""
     path = Path(path)
     try:
-        data = tomllib.loads(text)
+        data = toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise DeckError(path, None, "", f"not valid TOML ({exc})") from None
     unknown = set(data) - DECK_FIELDS
@@ -463,7 +464,7 @@ def recording_json(deck: Deck, results: Sequence[RunResult], now: _dt.datetime |
 def load_recording(path: Path | str) -> Recording:
     path = Path(path).expanduser()
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json_loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RecordingError(
             path, "no such file (record one with `gpuplay demo DECK --rehearse --out FILE`)"

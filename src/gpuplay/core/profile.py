@@ -153,15 +153,22 @@ def _profile_torch(step: Callable[[], Any], device: str, steps: int, trace: str 
     }
     if trace:
         path = Path(trace).expanduser()
+        # Written beside its destination and renamed: an interrupted export never leaves half a
+        # trace under the name the user gave (nor replaces a good one with it).
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            path.open("w").close()  # the exporter logs a failure instead of raising: check first
+            tmp.open("w").close()  # the exporter logs a failure instead of raising: check first
             with _native_stderr_quiet():
-                prof.export_chrome_trace(str(path))
-            if path.stat().st_size == 0:
+                prof.export_chrome_trace(str(tmp))
+            if tmp.stat().st_size == 0:
                 raise OSError("the profiler wrote nothing")
+            os.replace(tmp, path)
             out["trace"] = str(path)
         except OSError as exc:
             out["trace_error"] = f"cannot write the trace to {path}: {exc.strerror or exc}"
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
     return out
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplay.core.config import state_dir
+from gpuplay.core.safeload import json_loads
 from gpuplay.core.system import cpu_count, cpu_name, package_version
 
 SCHEMA = 1
@@ -114,16 +115,31 @@ class DevicePeaks:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DevicePeaks:
+        """Peaks from a cache file, every field checked: a value that is not a positive finite
+        number would otherwise fail later, in roof_for, after a run had measured (ValueError)."""
         return cls(
             device=str(d["device"]),
             name=str(d["name"]),
             fingerprint=dict(d["fingerprint"]),
             measured_at=str(d["measured_at"]),
             calibration_s=float(d["calibration_s"]),
-            measurements=[Measurement(**m) for m in d["measurements"]],
+            measurements=[_measurement(m) for m in d["measurements"]],
             noise=dict(d.get("noise") or {}),
             schema=int(d.get("schema", 0)),
         )
+
+
+def _measurement(m: Any) -> Measurement:
+    got = Measurement(**m)
+    if got.kind not in ("memory", "compute"):
+        raise ValueError(f"measurement kind {got.kind!r}")
+    for name in ("value", "best_s"):
+        v = getattr(got, name)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+            raise ValueError(f"measurement {name} {v!r} is not a positive number")
+    if not all(isinstance(getattr(got, k), str) for k in ("name", "library", "size", "counted")):
+        raise ValueError("measurement name, library, size and counted must be text")
+    return got
 
 
 # -- the cache, one file per device --------------------------------------------------
@@ -187,12 +203,24 @@ def load_peaks(device: str, name: str | None = None) -> Lookup:
     return _cached(str(path), mtime, normalize_device(device), name)
 
 
+def unreadable(path: str | Path, exc: BaseException) -> str:
+    return f"calibration cache {path} unreadable ({type(exc).__name__}): re-run gpuplay calibrate"
+
+
 @functools.lru_cache(maxsize=32)
 def _cached(path: str, _mtime: int, device: str, name: str | None) -> Lookup:
     try:
-        peaks = DevicePeaks.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        return Lookup(None, f"roofline cache {path} unreadable ({type(exc).__name__}): run gpuplay calibrate")
+        peaks = DevicePeaks.from_dict(json_loads(Path(path).read_text(encoding="utf-8")))
+    except (
+        OSError,
+        UnicodeDecodeError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+    ) as exc:
+        return Lookup(None, unreadable(path, exc))
     if peaks.schema != SCHEMA or peaks.device != device:
         return Lookup(None, f"roofline cache {path} is from another gpuplay version: run gpuplay calibrate")
     if name is not None:
@@ -238,7 +266,27 @@ def roof_for(
     nbytes: float,
     seconds: float | None,
 ) -> dict[str, Any]:
-    """The `roof` fields of one result: intensity, bound, fraction of roof, and the peaks used."""
+    """The `roof` fields of one result: intensity, bound, fraction of roof, and the peaks used.
+
+    Never raises: a calibration cache is a file anyone can edit, and the measurement it would
+    annotate must not be lost to it (the run reports "not calibrated" and why)."""
+    try:
+        return _roof_for(device=device, device_name=device_name, compute_dtype=compute_dtype, tf32=tf32,
+                         flops=flops, nbytes=nbytes, seconds=seconds)  # fmt: skip
+    except Exception as exc:  # a cache that loaded but does not add up
+        return {"status": "not calibrated", "note": unreadable(cache_path(device), exc)}
+
+
+def _roof_for(
+    *,
+    device: str,
+    device_name: str | None,
+    compute_dtype: str,
+    tf32: bool,
+    flops: float,
+    nbytes: float,
+    seconds: float | None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"intensity_flop_per_byte": flops / nbytes if nbytes > 0 else None}
     if not seconds or nbytes <= 0:
         out.update(status="n/a", note="no timed steps or no byte count: cannot place on the roofline")

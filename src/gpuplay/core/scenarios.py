@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gpuplay.core.safeload import toml_loads
 from gpuplay.core.workloads import get_workload, registry
 
 MAX_FILE_BYTES = 256 * 1024
@@ -83,7 +84,7 @@ def parse_scenario(text: str, path: Path | str = "<string>") -> Scenario:
     """Validate one scenario document. Raises ScenarioError naming the field."""
     path = Path(path)
     try:
-        data = tomllib.loads(text)
+        data = toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(path, "", f"not valid TOML ({exc})") from None
     known_top = {"name", "title", "workload", "description", "params", "presets", "claim", "tags"}
@@ -202,6 +203,9 @@ def load_scenarios(extra_dirs: Iterable[Path | str] = ()) -> ScenarioSet:
                 continue
             except (OSError, UnicodeDecodeError) as exc:
                 errors.append(ScenarioError(path, "", f"cannot read ({exc})"))
+                continue
+            except RecursionError:  # parsed, but too deep for what reads the values
+                errors.append(ScenarioError(path, "", "nested too deeply"))
                 continue
             found[scenario.name] = scenario
     order = list(registry())

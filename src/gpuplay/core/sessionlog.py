@@ -6,9 +6,12 @@ line, so even `kill -9` loses nothing that had finished.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import errno
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +19,7 @@ from typing import Any
 
 from gpuplay.core.config import state_dir
 from gpuplay.core.result import RunResult
+from gpuplay.core.safeload import json_loads
 
 
 def sessions_dir() -> Path:
@@ -33,45 +37,107 @@ class SessionLog:
         """Write one line; on a disk problem remember why and keep the app going."""
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(result.to_dict(), default=str) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            append_line(self.path, json.dumps(result.to_dict(), default=str))
             return True
         except OSError as exc:
             self.error = f"session log not written: {exc}"
             return False
 
 
-def read_log(path: Path) -> Iterator[dict[str, Any]]:
-    """Lines of one log; a torn last line (the process was killed mid-write) is skipped."""
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
+def append_line(path: Path, line: str) -> None:
+    """Append `line` whole or not at all: one write of the encoded line and its newline, and on
+    a short write (a full disk) the file is cut back, so the next line does not start mid-line."""
+    data = (line + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            written = os.write(fd, data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, f"only {written} of {len(data)} bytes written (disk full?)")
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)
+            raise
+    finally:
+        os.close(fd)
+
+
+def read_log(path: Path, problems: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """The objects of one log, line by line. What cannot be read is skipped and, with `problems`,
+    said there in words naming the file: a FIFO or folder in its place, lines that are not UTF-8,
+    not JSON or not an object, a torn last line (the process was killed or the disk full mid-write).
+    """
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; then only a regular file is read.
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        _problem(problems, path, f"cannot read ({exc.strerror or exc}); skipped")
+        return
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        _problem(problems, path, "not a regular file; skipped")
+        return
+    with open(fd, "rb") as f:
+        bad: dict[str, int] = {}
+        torn = False
+        for raw in f:
+            if not raw.strip():
                 continue
             try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
+                obj = json_loads(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                bad["not UTF-8"] = bad.get("not UTF-8", 0) + 1
                 continue
+            except json.JSONDecodeError:
+                if not raw.endswith(b"\n"):
+                    torn = True  # only the last line can lack its newline
+                else:
+                    bad["not JSON"] = bad.get("not JSON", 0) + 1
+                continue
+            if not isinstance(obj, dict):
+                bad["not an object"] = bad.get("not an object", 0) + 1
+                continue
+            yield obj
+        for why, n in bad.items():
+            _problem(problems, path, f"{n} line{'s' if n != 1 else ''} {why}; skipped")
+        if torn:
+            _problem(
+                problems, path, "last line torn (the disk was full or gpuplay was killed mid-write); skipped"
+            )
 
 
-def read_history(directory: Path | None = None) -> list[RunResult]:
+def _problem(problems: list[str] | None, path: Path, text: str) -> None:
+    if problems is not None:
+        problems.append(f"{Path(path).name}: {text}")
+
+
+def read_history(directory: Path | None = None, problems: list[str] | None = None) -> list[RunResult]:
     """Every result of every session log, oldest session first, each tagged with its session.
 
-    Lines that no longer decode (a torn write, a field from another version) are skipped.
+    What cannot be read (see `read_log`) and lines that no longer decode as a result (a field from
+    another version) are skipped; with `problems`, each file's trouble is said there once.
     """
     from gpuplay.core.spec import SpecError
 
     results = []
     for path in list_sessions(directory):
-        for d in read_log(path):
+        undecoded = 0
+        for d in read_log(path, problems):
             try:
                 r = RunResult.from_dict(d)
-            except (KeyError, TypeError, ValueError, SpecError):
+            except (KeyError, TypeError, ValueError, SpecError, AttributeError, RecursionError):
+                undecoded += 1
                 continue
             r.conditions.setdefault("session", path.name)
             results.append(r)
+        if undecoded:
+            _problem(
+                problems,
+                path,
+                f"{undecoded} line{'s' if undecoded != 1 else ''} not a gpuplay result; skipped",
+            )
     return results
 
 

@@ -101,6 +101,18 @@ class RunSpec:
             raise SpecError(f"threads must be >= 1; got {self.threads}")
         if self.max_step_s <= 0:
             raise SpecError(f"max step must be > 0 seconds; got {self.max_step_s}")
+        # NaN passes the comparisons above and infinity the lower bounds: check finite and bounded.
+        from gpuplay.core import bounds
+
+        try:
+            bounds.check_number("warmup", self.warmup, bounds.WARMUP, integer=True)
+            if self.repeat is not None:
+                bounds.check_number("repeat", self.repeat, bounds.REPEAT, integer=True)
+            bounds.check_number("budget", self.budget_s, bounds.BUDGET_S)
+            bounds.check_number("max step", self.max_step_s, bounds.MAX_STEP_S)
+            bounds.check_number("seed", self.seed, bounds.SEED, integer=True)
+        except bounds.BoundsError as exc:
+            raise SpecError(str(exc)) from None
 
     @property
     def cuda_index(self) -> int | None:

@@ -16,6 +16,7 @@ from rich.markup import escape
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.widgets import Footer, OptionList, TabbedContent
 from textual.worker import Worker, WorkerState
 
@@ -27,6 +28,7 @@ from gpuplay.core.config import load_config
 from gpuplay.core.engine import make_engine
 from gpuplay.core.engine.protocol import SampleBatcher, adopt_probe, await_engine_probe, forget_engine_probe
 from gpuplay.core.result import RunResult
+from gpuplay.core.safetext import visible as shown_text
 from gpuplay.core.scenarios import ScenarioSet, load_scenarios
 from gpuplay.core.session import LIVE_BUDGET_S, LiveSession
 from gpuplay.core.sessionlog import SessionLog, write_atomic
@@ -178,6 +180,25 @@ class GpuPlayApp(App[None]):
     def main(self) -> Any:
         """The playground's own screen: queries must not land on the help screen above it."""
         return self.screen_stack[0] if self.screen_stack else self.screen
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Every notification here carries outside text (a file's, a result's, an exception's):
+        shown as text, never parsed as markup, control characters visible."""
+        super().notify(
+            shown_text(message),
+            title=shown_text(title, one_line=True),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     def on_mount(self) -> None:
         if self.keymap:
@@ -706,3 +727,5 @@ def run_app(
     app.run()
     if app.exit_signal is not None:
         raise SystemExit(128 + app.exit_signal)
+    if app.return_code:  # a crash: Textual printed the traceback; the shell must see a failure
+        raise SystemExit(app.return_code)

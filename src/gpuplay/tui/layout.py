@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, OptionList, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
+from gpuplay.core.safetext import visible
 from gpuplay.core.scenarios import ScenarioSet
 from gpuplay.tui.collectives_view import CollectivesView
 from gpuplay.tui.profile_view import ProfileView
@@ -29,7 +31,10 @@ def compose_main(scenarios: ScenarioSet) -> ComposeResult:
     yield Header()
     with Horizontal(id="body"):
         with Vertical(id="sidebar"):
-            options = [Option(s.title, id=s.name) for s in scenarios.scenarios.values()]
+            # A title is the file's text, not markup: `[/]` in it must not take the app down.
+            options = [
+                Option(Text(visible(s.title, one_line=True)), id=s.name) for s in scenarios.scenarios.values()
+            ]
             yield OptionList(*options, id="scenarios")
             yield ControlsPanel(id="controls")
         with TabbedContent(id="tabs", initial="live"):

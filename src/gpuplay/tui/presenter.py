@@ -25,6 +25,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
@@ -32,6 +33,7 @@ from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.decks import Deck, DeckStep, Recording, speedup_of
 from gpuplay.core.report import fmt_error, fmt_speedup, fmt_time, threads_text
 from gpuplay.core.result import RunResult
+from gpuplay.core.safetext import visible
 from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import summarize
@@ -310,6 +312,24 @@ class PresenterApp(App[None]):
         Binding("y", "quit_confirmed", show=False),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Outside text (a deck's, a result's): shown as text, control characters visible."""
+        super().notify(
+            visible(message),
+            title=visible(title, one_line=True),
+            severity=severity,
+            timeout=timeout,
+            markup=markup,
+        )
 
     def __init__(
         self,

@@ -12,6 +12,7 @@ from typing import Any
 from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.energy import energy_of
 from gpuplay.core.report import fmt_time
+from gpuplay.core.safetext import visible
 from gpuplay.core.session import LiveSession
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import PairedSpeedup
@@ -87,7 +88,7 @@ def size_label(spec: RunSpec) -> str:
 def chart_title(session: LiveSession) -> str:
     if session.spec is None or session.scenario is None:
         return ""
-    return f"{session.scenario.title} · {size_label(session.spec)} · step times"
+    return visible(f"{session.scenario.title} · {size_label(session.spec)} · step times", one_line=True)
 
 
 def phase_line(session: LiveSession, probed: bool, paused: bool) -> str:

@@ -22,6 +22,7 @@ from textual_plotext import PlotextPlot
 from gpuplay.core.compare import Row
 from gpuplay.core.report import fmt_error, fmt_rate, fmt_time
 from gpuplay.core.roofline import NOT_CALIBRATED, roof_text
+from gpuplay.core.safetext import visible
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary
 from gpuplay.core.telemetry import Snapshot
@@ -165,12 +166,12 @@ class StatsPanel(Static):
             t.add_row("transfers", "timed" if c.get("transfers_timed") else "not timed (data on device)")
             t.add_row("device", escape(str(c.get("device_name", ""))))
         if info.get("message"):
-            t.add_row("status", Text(info["message"], style="bold red"))
+            t.add_row("status", Text(visible(info["message"]), style="bold red"))
         self._roof_and_noise(t, info)
         if info.get("energy"):
             t.add_row("energy", Text(info["energy"], style="dim"))
         for note in info.get("notes", [])[:3]:
-            t.add_row("note", Text(note, style="dim"))
+            t.add_row("note", Text(visible(note), style="dim"))
         self.update(t)
 
     @staticmethod
@@ -266,9 +267,9 @@ class ClaimLine(Static):
         c = scenario.claim
         text = Text()
         text.append("claim: ", style="bold")
-        text.append(c.text)
+        text.append(visible(c.text))
         if c.flaws:
-            text.append(f"  ⚠ {c.flaws[0]}", style="italic")
+            text.append(f"  ⚠ {visible(c.flaws[0])}", style="italic")
         self.update(text)
 
 

@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import itertools
 import json
+import math
 import os
 import queue
 import signal
@@ -28,6 +29,16 @@ from gpuplay.core.spec import RunSpec
 
 CANCEL_GRACE_S = 0.3  # an engine that has not stopped this long after a cancel is killed
 POLL_S = 0.02
+# The watchdog: a step that has not finished after max_step_s × FACTOR + GRACE_S is stopped by
+# ending the engine. The factor absorbs a first step's one-off costs and a rough estimate; the
+# grace, a machine that is briefly busy. Only the step phases are watched: compile, setup (the
+# inputs) and the float64 check have costs of their own that max_step_s does not bound.
+WATCHDOG_FACTOR = 3.0
+WATCHDOG_GRACE_S = 5.0
+WATCHED_PHASES = frozenset({"estimate", "warmup", "timed"})
+LOG_CAP_BYTES = 10 * 2**20  # engine.log is cut to its last LOG_KEEP_BYTES at an engine start past this
+LOG_KEEP_BYTES = 1 * 2**20
+LOG_TAIL_BYTES = 64 * 2**10  # what the error path reads of it
 ProbeCallback = Callable[[dict[str, Any], bool], None]
 
 
@@ -44,9 +55,33 @@ def engine_log_path() -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "engine.log"
     with contextlib.suppress(OSError):
-        if path.stat().st_size > 1_000_000:
-            path.unlink()  # keep it bounded: the latest crashes are what matter
+        cap_log(path)
     return path
+
+
+def cap_log(path: Path, cap: int | None = None, keep: int | None = None) -> None:
+    """Past `cap` bytes, keep only the last `keep` (from a line start): the latest crashes are
+    what matter. Run at each engine start and while a run waits, so a chatty step that prints in a
+    loop cannot fill the disk: the engine writes with O_APPEND, so cutting the file under it is safe."""
+    cap = LOG_CAP_BYTES if cap is None else cap
+    keep = min(cap, LOG_KEEP_BYTES if keep is None else keep)
+    if path.stat().st_size <= cap:
+        return
+    tail = read_tail(path, keep)
+    cut = tail.find(b"\n")
+    tail = tail[cut + 1 :] if 0 <= cut < len(tail) - 1 else tail
+    with open(path, "r+b") as f:
+        f.write(b"--- gpuplay: engine.log was cut to its last part\n" + tail)
+        f.truncate(f.tell())
+
+
+def read_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> bytes:
+    """The last `limit` bytes of a file, never more, whatever its size."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - limit))
+        return f.read(limit)
 
 
 def death_cause(exitcode: int | None) -> str:
@@ -64,11 +99,30 @@ def death_cause(exitcode: int | None) -> str:
             "SIGFPE": "the engine process crashed (SIGFPE: an arithmetic fault in native code)",
             "SIGTERM": "the engine process was terminated (SIGTERM)",
         }.get(name, f"the engine process was ended by {name}")
-    from gpuplay.core.engine.server import STICKY_EXIT_CODE
-
-    if exitcode == STICKY_EXIT_CODE:
-        return "the engine process exited after a CUDA error that poisons its context"
+    # An exit status alone never says "CUDA error": measured code may call os._exit(N) with any N.
+    # A poisoned context is reported by the run's own result (failure "cuda-context") before the
+    # engine exits, so it needs no status of its own here.
     return f"the engine process exited with code {exitcode} (os._exit or sys.exit in the measured code?)"
+
+
+class Watchdog:
+    """When the step in progress has run too long. Progress: a phase starting or a step finishing."""
+
+    def __init__(self, max_step_s: float) -> None:
+        self.enabled = math.isfinite(max_step_s) and max_step_s > 0
+        self.limit_s = max_step_s * WATCHDOG_FACTOR + WATCHDOG_GRACE_S if self.enabled else math.inf
+        self.current = ""
+        self.since = time.monotonic()
+
+    def phase(self, name: str) -> None:
+        self.current = name
+        self.progress()
+
+    def progress(self) -> None:
+        self.since = time.monotonic()
+
+    def expired(self) -> bool:
+        return self.current in WATCHED_PHASES and time.monotonic() - self.since > self.limit_s
 
 
 class EngineClient:
@@ -89,6 +143,7 @@ class EngineClient:
         self._run_lock = threading.Lock()  # one measurement at a time
         self._proc: Any = None
         self._conn: Any = None
+        self._sock: socket.socket | None = None  # our end, kept to wake a blocked reader on a kill
         self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._send_lock = threading.Lock()
         self._log_path: Path | None = None
@@ -134,7 +189,9 @@ class EngineClient:
             theirs.close()
             if log is not None:
                 log.close()
-            self._proc, self._conn = proc, Connection(ours.detach())
+            # The reader blocks in recv on a duplicate; shutting `ours` down wakes it even when a
+            # process the measured code forked still holds the engine's end open.
+            self._proc, self._sock, self._conn = proc, ours, Connection(os.dup(ours.fileno()))
             parent = self._conn
             self._events = queue.Queue()
             threading.Thread(target=self._read, args=(parent, self._events), name="gpuplay-engine-client",
@@ -166,20 +223,43 @@ class EngineClient:
     def kill(self) -> None:
         """Stop the engine now (SIGKILL): a hung compile or a stuck step cannot delay it."""
         with self._lock:
-            proc = self._proc
-            if proc is not None and proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError, OSError):
-                    proc.kill()
             self._reap()
 
     def _reap(self) -> None:
-        if self._proc is not None:
+        """End the engine and everything it started, and close our end of the socket."""
+        proc = self._proc
+        if proc is not None:
+            # The engine leads its own process group (start_new_session): the group takes with it
+            # whatever the measured code started (a `sleep 1000`, a multiprocessing pool), which
+            # would otherwise outlive it and hold the socket open. Killed before the engine is
+            # reaped, so its pid (the group's id) cannot have been reused.
+            with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, OSError):
+                proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(2.0)
+                proc.wait(2.0)
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+            self._sock.close()
         if self._conn is not None:
             with contextlib.suppress(OSError):
                 self._conn.close()
-        self._proc = self._conn = None
+        self._proc = self._conn = self._sock = None
+
+    def _engine_gone(self) -> bool:
+        """The engine has exited (checked directly: the socket may not say so, see `_reap`).
+
+        waitid with WNOWAIT leaves it a zombie, so its pid and process group stay ours to kill."""
+        proc = self._proc
+        if proc is None:
+            return True
+        try:
+            info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return proc.returncode is not None
+        return info is not None
 
     def close(self) -> None:
         """Shut down for good: a polite request, then SIGKILL if it is not gone at once."""
@@ -228,14 +308,18 @@ class EngineClient:
             run_id = next(self._ids)
             events = self._events
             base = paired_with.to_dict() if paired_with is not None else None
-            if not self._send(("run", run_id, spec.to_dict(), on_sample is not None, base)):
+            # Step timings always flow while the watchdog is on: each batch is proof of progress.
+            watch = Watchdog(spec.max_step_s)
+            if not self._send(("run", run_id, spec.to_dict(), on_sample is not None or watch.enabled, base)):
                 return self._died(spec, started)
             paused = False
             cancel_sent: float | None = None
+            next_check = time.monotonic() + 1.0
             while True:
                 if pause is not None and pause.is_set() != paused:
                     paused = pause.is_set()
                     self._send(("pause", run_id, paused))
+                    watch.progress()
                 if cancel.is_set() and cancel_sent is None:
                     cancel_sent = time.monotonic()
                     self._send(("cancel", run_id))
@@ -249,24 +333,59 @@ class EngineClient:
                         f"cancelled by the user; the engine did not stop within {CANCEL_GRACE_S:.1f} s "
                         "(a long step, a compile or a hang) and was replaced",
                     )  # fmt: skip
+                if not paused and watch.expired():
+                    return self._step_timeout(spec, started, watch)
                 try:
                     ev = events.get(timeout=POLL_S)
                 except queue.Empty:
+                    now = time.monotonic()
+                    if now >= next_check:
+                        next_check = now + 1.0
+                        self._cap_log()
+                        if self._engine_gone():
+                            # A process the measured code forked can hold the socket open: the
+                            # reader then never sees EOF, so the engine itself is watched.
+                            return self._died(spec, started)
                     continue
                 kind = ev[0]
                 if kind == "died":
                     return self._died(spec, started)
                 if len(ev) > 1 and ev[1] != run_id:
                     continue  # a cancelled run's last events
-                if kind == "samples" and on_sample is not None:
-                    for phase, dt in ev[2]:
-                        on_sample(phase, dt)
-                elif kind == "phase" and on_phase is not None:
-                    on_phase(ev[2], "")
+                if kind == "samples":
+                    watch.progress()
+                    if on_sample is not None:
+                        for phase, dt in ev[2]:
+                            on_sample(phase, dt)
+                elif kind == "phase":
+                    watch.phase(ev[2])
+                    if on_phase is not None:
+                        on_phase(ev[2], "")
                 elif kind == "result":
+                    self._cap_log()
                     return RunResult.from_dict(json.loads(ev[2]))
                 elif kind == "error":
                     return self._stopped(spec, started, "failed", ev[2], failure="error")
+
+    def _step_timeout(self, spec: RunSpec, started: str, watch: Watchdog) -> RunResult:
+        """A step ran far past its limit: end the engine (user code need not look at a cancel)."""
+        self.kill()
+        self.restarts += 1
+        limit = watch.limit_s
+        result = self._stopped(
+            spec, started, "failed",
+            f"step exceeded {limit:.0f} s in the {watch.current} phase and was stopped by ending the engine "
+            f"(limit: --max-step {spec.max_step_s:g} s × {WATCHDOG_FACTOR:g} + {WATCHDOG_GRACE_S:g} s); "
+            "a step that never returns (an endless loop, a wait) or a size far too large",
+            failure="step-timeout",
+        )  # fmt: skip
+        result.notes.append("the next measurement runs in a new engine process")
+        return result
+
+    def _cap_log(self) -> None:
+        if self._log_path is not None:
+            with contextlib.suppress(OSError):
+                cap_log(self._log_path)
 
     def profile(self, spec: RunSpec, steps: int = 5, cancel: threading.Event | None = None) -> dict[str, Any]:
         """torch.profiler over `steps` steps of `spec`, in the engine (see gpuplay.core.profile)."""
@@ -285,6 +404,8 @@ class EngineClient:
                 try:
                     ev = events.get(timeout=POLL_S)
                 except queue.Empty:
+                    if self._engine_gone():
+                        return {"status": "failed", "message": self._died(spec, _now()).message}
                     continue
                 if ev[0] == "died":
                     return {"status": "failed", "message": self._died(spec, _now()).message}
@@ -301,12 +422,13 @@ class EngineClient:
         proc = self._proc
         exitcode = None
         pid = proc.pid if proc is not None else None
-        if proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(2.0)
-            exitcode = proc.returncode
         with self._lock:
-            self._reap()
+            # Not killed at once: an engine that is still exiting reports its own status.
+            deadline = time.monotonic() + 2.0
+            while not self._engine_gone() and time.monotonic() < deadline:
+                time.sleep(POLL_S)
+            self._reap()  # the process group first, then the engine
+            exitcode = proc.returncode if proc is not None else None
         self.restarts += 1
         message = death_cause(exitcode)
         tail = self._log_tail(pid)
@@ -323,13 +445,16 @@ class EngineClient:
         if self._log_path is None or pid is None:
             return ""
         try:
-            text = self._log_path.read_text(errors="replace")
+            text = read_tail(self._log_path).decode(errors="replace")
         except OSError:
             return ""
         marker = f"--- gpuplay engine pid {pid} started"
-        if marker not in text:
-            return ""
-        lines = text[text.rindex(marker) :].splitlines()[1:]
+        if marker in text:
+            text = text[text.rindex(marker) :].split("\n", 1)[-1]
+        elif "--- gpuplay engine pid " in text:
+            return ""  # the tail is another engine's
+        # else: this engine wrote more than the tail since it started; the tail is its own
+        lines = text.splitlines()
         for line in reversed(lines):
             if line.startswith(("Fatal Python error", "MemoryError")) or "Error:" in line:
                 return line.strip()[:200]

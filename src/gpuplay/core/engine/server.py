@@ -37,6 +37,7 @@ def main(fd: int) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    os.set_inheritable(fd, False)  # pass_fds made it inheritable: no process user code starts gets it
     faulthandler.enable(sys.stderr)  # a segfault leaves the Python stack in the engine log
     print(f"--- gpuplay engine pid {os.getpid()} started {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
     Engine(Connection(fd)).serve()
