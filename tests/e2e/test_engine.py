@@ -66,8 +66,9 @@ def test_cancel_between_steps_keeps_the_engine(engine):
 def test_cancel_mid_step_kills_and_replaces_the_engine(engine):
     pid = engine.pid
     cancel = threading.Event()
-    # float64 SVD at 1200: one step takes well over the 0.3 s grace on 2 cores.
-    spec = RunSpec.make("svd", {"n": 1200}, backend="numpy", dtype="float64", budget_s=30, warmup=0)
+    # float64 SVD at 1800: one step takes ~1 s on 2 cores, well over the 0.3 s grace (1200 took
+    # 0.3 s on an idle machine: the step then ended inside the grace and the test flickered).
+    spec = RunSpec.make("svd", {"n": 1800}, backend="numpy", dtype="float64", budget_s=30, warmup=0)
     timer = _later(0.0, lambda: None)
     phases: list[str] = []
 
