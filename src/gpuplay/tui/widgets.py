@@ -347,9 +347,32 @@ class CompareView(Vertical):
             self.show(*self._shown)
 
 
+CHART_FRAME_ROWS = 4  # a bar chart's title, top and bottom frame, tick labels
+
+
+def bars_that_fit(rows: Sequence[Row], room: int, speedups: bool) -> list[Row]:
+    """The rows a horizontal bar chart of `room` rows can show, one row a bar, in their order.
+
+    With more rows than room, plotext draws bars over each other and keeps one label of the
+    two, chosen by hashing order: so the baseline stays, then the fastest configurations.
+    """
+    if room <= 0 or len(rows) <= room:
+        return list(rows)
+
+    def speed(r: Row) -> float:
+        return (r.speedup or 0.0) if speedups else -(r.result.median or 0.0)
+
+    first = [r for r in rows if r.speedup == 1.0 or r.result.spec.backend == "numpy"][:1]
+    rest = sorted((r for r in rows if r not in first), key=speed, reverse=True)[: max(0, room - len(first))]
+    keep = {id(r) for r in first + rest}
+    return [r for r in rows if id(r) in keep]
+
+
 class CompareChart(CachedPlot):
     def show(self, rows: Sequence[Row]) -> None:
-        if self.unchanged(tuple((r.result.spec, r.result.median, r.speedup) for r in rows)):
+        if self.unchanged(
+            (tuple((r.result.spec, r.result.median, r.speedup) for r in rows), self.size.height)
+        ):
             return
         plt = self.plt
         plt.clear_data()
@@ -359,13 +382,17 @@ class CompareChart(CachedPlot):
             plt.title("no finished measurement of this scenario yet")
             self.changed()
             return
-        labels = [ellipsize(r.result.spec.label(with_dtype=False), 28) for r in rows]
-        if all(r.speedup is not None for r in rows):
-            plt.title(f"speedup over NumPy on the CPU · {rows[0].result.spec.workload} {rows[0].result.size}")
-            values = [r.speedup or 0.0 for r in rows]
+        speedups = all(r.speedup is not None for r in rows)
+        shown = bars_that_fit(rows, self.size.height - CHART_FRAME_ROWS, speedups)
+        labels = [ellipsize(r.result.spec.label(with_dtype=False), 28) for r in shown]
+        what = f"{rows[0].result.spec.workload} {rows[0].result.size}"
+        more = f" · {len(rows) - len(shown)} more in the table" if len(shown) < len(rows) else ""
+        if speedups:
+            plt.title(f"speedup over NumPy on the CPU · {what}{more}")
+            values = [r.speedup or 0.0 for r in shown]
         else:
-            plt.title(f"median time, ms · {rows[0].result.spec.workload} {rows[0].result.size}")
-            values = [(r.result.median or 0.0) * 1e3 for r in rows]
+            plt.title(f"median time, ms · {what}{more}")
+            values = [(r.result.median or 0.0) * 1e3 for r in shown]
         plt.bar(labels, values, orientation="horizontal", width=0.3)
         plt.xlim(0, max(values) * 1.1)  # a bar at the axis' end overflows the widget otherwise
         self.changed()
