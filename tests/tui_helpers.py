@@ -25,6 +25,7 @@ TINY = {
     "fused": ("fused", "n = 20000"),
     "sparse": ("sparse", "n = 64\ndensity = 0.05"),
     "sparse_dense": ("sparse", 'n = 64\ndensity = 0.05\nformat = "dense"'),
+    "scan": ("scan", "n = 20000"),
 }
 
 

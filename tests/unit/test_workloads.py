@@ -26,6 +26,7 @@ SMALL = {
     "transfers": {"n": 4096, "op": "copy"},
     "fused": {"n": 10_000},
     "sparse": {"n": 64, "density": 0.05},
+    "scan": {"n": 50_000},
 }
 
 
@@ -103,3 +104,21 @@ def test_bad_parameter_values_are_named():
         w.resolve({"m": 3})
     with pytest.raises(ValueError, match="m must be >= n"):
         get_workload("lstsq").resolve({"m": 4, "n": 8})
+
+
+def test_scan_check_tells_a_float16_accumulator_from_a_wide_one():
+    """NumPy's float16 cumsum adds in float16 and stalls past 2,048; torch's CPU cumsum adds in a
+    wider type. The tolerance (float32 accumulation) passes the one and fails the other."""
+    n = 20_000
+    np_r = run(RunSpec.make("scan", {"n": n}, backend="numpy", dtype="float16", repeat=1, warmup=0))
+    th_r = run(RunSpec.make("scan", {"n": n}, backend="torch", dtype="float16", repeat=1, warmup=0))
+    assert np_r.check_ok is False and np_r.error > 0.1
+    assert th_r.check_ok is True
+    assert any("stops growing" in note for note in np_r.notes)
+
+
+def test_scan_warns_before_a_float16_running_sum_overflows():
+    scan = get_workload("scan")
+    assert any("past float16's largest" in x for x in scan.notes("torch", "cpu", "float16", {"n": 1_000_000}))
+    assert not scan.notes("torch", "cpu", "float16", {"n": 100_000})
+    assert not scan.notes("torch", "cpu", "float32", {"n": 1_000_000})

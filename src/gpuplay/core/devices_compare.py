@@ -103,12 +103,19 @@ def run_devices(
                 if on_result:
                     on_result(r)
 
-    if not concurrent:
+    if concurrent:
+        _in_lockstep(specs, cancel, work)
+    else:
         work(list(range(len(specs))))
-        return [results[i] for i in sorted(results)]
-    # In lockstep: every device runs the same configuration at the same time, and the next starts
-    # when all have finished. The devices then share the same load, and process-wide levers that
-    # a configuration sets (TF32, thread counts) are never changed under another device's run.
+    return [results[i] for i in sorted(results)]
+
+
+def _in_lockstep(
+    specs: Sequence[RunSpec], cancel: threading.Event, work: Callable[[list[int]], None]
+) -> None:
+    """Every device runs the same configuration at the same time, and the next starts when all
+    have finished. The devices then share the same load, and process-wide levers that a
+    configuration sets (TF32, thread counts) are never changed under another device's run."""
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, s in enumerate(specs):
         groups.setdefault(config_key(s), []).append(i)
@@ -123,7 +130,6 @@ def run_devices(
             t.start()
         for t in threads:
             t.join()
-    return [results[i] for i in sorted(results)]
 
 
 # -- side by side ---------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,11 +195,31 @@ def gpu_noise(nvml: Any, index: int, a: GpuMark, b: GpuMark, samples: Sequence[A
     unknown = max(a.unknown, b.unknown)
     if unknown:
         out["unknown_processes"] = unknown
+    sm = _others_sm_util(nvml, index, a, pids)
+    if sm is not None:
+        out["other_sm_util_percent"] = sm
+    out["throttled_fraction"], out["throttle_source"] = _throttling(a, b, samples)
+    clocks = [s.sm_clock_mhz for s in samples if s.sm_clock_mhz is not None]
+    if clocks:
+        out["sm_clock_mhz"] = {"min": min(clocks), "mean": sum(clocks) / len(clocks), "max": max(clocks)}
+    maxima = [s.sm_clock_max_mhz for s in samples if s.sm_clock_max_mhz is not None]
+    out["sm_clock_max_mhz"] = max(maxima) if maxima else None
+    return out
+
+
+def _others_sm_util(nvml: Any, index: int, a: GpuMark, pids: Mapping[int, Any]) -> int | None:
+    """The busiest other process's SM use since `a` (%); None when NVML cannot say."""
     h = nvml.call("nvmlDeviceGetHandleByIndex", index)
     util = nvml.call("nvmlDeviceGetProcessUtilization", h, a.wall_us) if h is not None and pids else None
-    if util:
-        sm = [s.smUtil for s in util if s.pid in pids and s.smUtil is not None]
-        out["other_sm_util_percent"] = max(sm) if sm else 0
+    if not util:
+        return None
+    sm = [s.smUtil for s in util if s.pid in pids and s.smUtil is not None]
+    return max(sm) if sm else 0
+
+
+def _throttling(a: GpuMark, b: GpuMark, samples: Sequence[Any]) -> tuple[dict[str, float], dict[str, str]]:
+    """The fraction of the window each throttle reason held, and where each figure came from:
+    NVML's violation counters where both marks have them, else the sampled reason bits."""
     throttled: dict[str, float] = {}
     source = {}
     for name in VIOLATION_POLICIES:
@@ -210,23 +230,17 @@ def gpu_noise(nvml: Any, index: int, a: GpuMark, b: GpuMark, samples: Sequence[A
                 throttled[name] = min(1.0, max(0.0, (v1 - v0) / span_ns))
                 source[name] = "NVML violation counter"
     reasons = [s.throttle_reasons for s in samples if getattr(s, "throttle_reasons", None) is not None]
-    if reasons:
-        masks: dict[str, int] = {}
-        for bit, name in THROTTLE_BITS.items():
-            masks[name] = masks.get(name, 0) | bit
-        for name, mask in masks.items():
-            if name in throttled:
-                continue  # the violation counter is exact; samples only estimate
-            throttled[name] = sum(1 for r in reasons if r & mask) / len(reasons)
-            source[name] = f"throttle reasons, {len(reasons)} samples"
-    out["throttled_fraction"] = throttled
-    out["throttle_source"] = source
-    clocks = [s.sm_clock_mhz for s in samples if s.sm_clock_mhz is not None]
-    if clocks:
-        out["sm_clock_mhz"] = {"min": min(clocks), "mean": sum(clocks) / len(clocks), "max": max(clocks)}
-    maxima = [s.sm_clock_max_mhz for s in samples if s.sm_clock_max_mhz is not None]
-    out["sm_clock_max_mhz"] = max(maxima) if maxima else None
-    return out
+    if not reasons:
+        return throttled, source
+    masks: dict[str, int] = {}
+    for bit, name in THROTTLE_BITS.items():
+        masks[name] = masks.get(name, 0) | bit
+    for name, mask in masks.items():
+        if name in throttled:
+            continue  # the violation counter is exact; samples only estimate
+        throttled[name] = sum(1 for r in reasons if r & mask) / len(reasons)
+        source[name] = f"throttle reasons, {len(reasons)} samples"
+    return throttled, source
 
 
 # -- the warnings, in words ---------------------------------------------------------------

@@ -6,6 +6,7 @@ words beside a disabled control that the CLI prints.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,82 +72,139 @@ def assess(spec: RunSpec, probe_timeout: float | None = None) -> Assessment | Re
     refusal = device_refusal(spec.backend, spec.device, probe_timeout)
     if refusal:
         return refusal
-    b, dev, dt = spec.backend, spec.device, spec.dtype
-    cdtype = compute_dtype(spec, workload)
-    notes: list[str] = []
+    found = Assessment(workload, params, compute_dtype(spec, workload), [])
+    for rule in RULES:  # in order: the first refusal is the one shown
+        refusal = rule(spec, found)
+        if refusal:
+            return refusal
+    found.notes.extend(workload.notes(spec.backend, spec.device, spec.dtype, params))
+    if spec.dtype in ("float16", "bfloat16") and spec.device == "cpu":
+        from gpuplay.core.halfprec import half_precision_note
 
-    if dt == "bfloat16" and b in ("numpy", "cupy"):
+        found.notes.append(half_precision_note(spec.dtype))  # from this CPU's calibrated rates, not its brand
+    return found
+
+
+# -- the rules: each refuses a spec with why and what to do instead, or adds notes and passes --
+Rule = Callable[[RunSpec, Assessment], Refusal | None]
+
+
+def _on_torch_cuda(spec: RunSpec) -> bool:
+    return spec.backend == "torch" and spec.device.startswith("cuda")
+
+
+def _dtype_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
+    """The storage dtype exists in the backend, and the workload runs in it there."""
+    b = spec.backend
+    if spec.dtype == "bfloat16" and b in ("numpy", "cupy"):
         return Refusal(f"{get_backend(b).title} has no bfloat16 dtype", "use torch, or float16/float32")
-    reason = workload.unsupported(b, dev, dt, params)
-    if reason:
-        return Refusal(reason)
+    reason = a.workload.unsupported(b, spec.device, spec.dtype, a.params)
+    return Refusal(reason) if reason else None
 
-    if spec.amp != "off":
-        if b != "torch":
-            return Refusal("AMP is torch.autocast: it exists on PyTorch only", "set amp off or backend torch")
-        if dt != "float32":
-            return Refusal(f"AMP autocasts float32 code; dtype is {dt}", "set dtype float32 with AMP")
-        if not workload.amp_eligible:
-            notes.append(
-                f"AMP: {workload.title} has no autocast-eligible op (autocast lowers matmul-like ops), "
-                "so it still computes in float32"
-            )
-    reason = workload.unsupported_in(b, dev, cdtype, params)
-    if reason:
-        return Refusal(reason)
-    if spec.compile != "off":
-        if b != "torch":
-            return Refusal("torch.compile exists on PyTorch only", "set compile off or backend torch")
-        if not workload.compile_safe:
-            return Refusal(
-                f"{workload.title} is not safe to compile: its step drives streams, host buffers or "
-                "formats torch.compile does not trace faithfully",
-                "set compile off",
-            )
-        if params.get("method") == "fd":
-            return Refusal(
-                "finite differences are a Python loop of 2·n² calls; torch.compile would unroll all of them",
-                "compile autograd (method=autograd) instead",
-            )
-        if dev == "cpu" and spec.compile in ("reduce-overhead",):
-            notes.append("compile reduce-overhead: CUDA graphs do not exist on the CPU; behaves as default")
-    if spec.tf32:
-        if not (b == "torch" and dev.startswith("cuda")):
-            return Refusal(
-                "TF32 is an NVIDIA tensor-core format (Ampere and newer)", "needs torch on a cuda device"
-            )
-        if cdtype != "float32":
-            notes.append("TF32 changes float32 matmuls only; this run computes in " + cdtype)
-    if spec.cuda_graphs:
-        if not (b == "torch" and dev.startswith("cuda")):
-            return Refusal("CUDA graphs need torch on a cuda device")
-        if not workload.graph_safe:
-            return Refusal(
-                f"{workload.title} synchronises with the host inside each step, which CUDA graph capture forbids"
-            )
-        if spec.compile in ("reduce-overhead", "max-autotune"):
-            return Refusal(
-                f"compile mode {spec.compile} already captures CUDA graphs of its own", "turn one of them off"
-            )
-        if spec.transfers:
-            return Refusal(
-                "timed transfers copy from and to host memory inside each step, which a CUDA graph "
-                "cannot capture (a pageable copy synchronises with the host)",
-                "turn --transfers or --graphs off",
-            )
-    if spec.linalg_library != "default" and not (b == "torch" and dev.startswith("cuda")):
-        return Refusal("the preferred linalg library (cuSOLVER/MAGMA) is a torch CUDA setting")
-    if spec.transfers and dev != "cpu" and type(workload).prepare is not Workload.prepare:
+
+def _amp_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
+    if spec.amp == "off":
+        return None
+    if spec.backend != "torch":
+        return Refusal("AMP is torch.autocast: it exists on PyTorch only", "set amp off or backend torch")
+    if spec.dtype != "float32":
+        return Refusal(f"AMP autocasts float32 code; dtype is {spec.dtype}", "set dtype float32 with AMP")
+    if not a.workload.amp_eligible:
+        a.notes.append(
+            f"AMP: {a.workload.title} has no autocast-eligible op (autocast lowers matmul-like ops), "
+            "so it still computes in float32"
+        )
+    return None
+
+
+def _compute_dtype_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
+    """The workload runs in the precision the arithmetic actually uses (after AMP)."""
+    reason = a.workload.unsupported_in(spec.backend, spec.device, a.compute_dtype, a.params)
+    return Refusal(reason) if reason else None
+
+
+def _compile_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
+    if spec.compile == "off":
+        return None
+    if spec.backend != "torch":
+        return Refusal("torch.compile exists on PyTorch only", "set compile off or backend torch")
+    if not a.workload.compile_safe:
         return Refusal(
-            f"{workload.title} builds its step's inputs once outside the timing (a CSR matrix, a model, "
+            f"{a.workload.title} is not safe to compile: its step drives streams, host buffers or "
+            "formats torch.compile does not trace faithfully",
+            "set compile off",
+        )
+    if a.params.get("method") == "fd":
+        return Refusal(
+            "finite differences are a Python loop of 2·n² calls; torch.compile would unroll all of them",
+            "compile autograd (method=autograd) instead",
+        )
+    if spec.device == "cpu" and spec.compile in ("reduce-overhead",):
+        a.notes.append("compile reduce-overhead: CUDA graphs do not exist on the CPU; behaves as default")
+    return None
+
+
+def _tf32_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
+    if not spec.tf32:
+        return None
+    if not _on_torch_cuda(spec):
+        return Refusal(
+            "TF32 is an NVIDIA tensor-core format (Ampere and newer)", "needs torch on a cuda device"
+        )
+    if a.compute_dtype != "float32":
+        a.notes.append("TF32 changes float32 matmuls only; this run computes in " + a.compute_dtype)
+    return None
+
+
+def _graphs_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
+    if not spec.cuda_graphs:
+        return None
+    if not _on_torch_cuda(spec):
+        return Refusal("CUDA graphs need torch on a cuda device")
+    if not a.workload.graph_safe:
+        return Refusal(
+            f"{a.workload.title} synchronises with the host inside each step, which CUDA graph capture forbids"
+        )
+    if spec.compile in ("reduce-overhead", "max-autotune"):
+        return Refusal(
+            f"compile mode {spec.compile} already captures CUDA graphs of its own", "turn one of them off"
+        )
+    if spec.transfers:
+        return Refusal(
+            "timed transfers copy from and to host memory inside each step, which a CUDA graph "
+            "cannot capture (a pageable copy synchronises with the host)",
+            "turn --transfers or --graphs off",
+        )
+    return None
+
+
+def _linalg_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
+    if spec.linalg_library != "default" and not _on_torch_cuda(spec):
+        return Refusal("the preferred linalg library (cuSOLVER/MAGMA) is a torch CUDA setting")
+    return None
+
+
+def _transfers_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
+    if not spec.transfers:
+        return None
+    if spec.device == "cpu":
+        a.notes.append("transfers: none, the data already lives in host memory")
+    elif type(a.workload).prepare is not Workload.prepare:
+        return Refusal(
+            f"{a.workload.title} builds its step's inputs once outside the timing (a CSR matrix, a model, "
             "host buffers); timing transfers would upload raw arrays instead",
             "turn --transfers off; the transfers scenario measures copies",
         )
-    if spec.transfers and dev == "cpu":
-        notes.append("transfers: none, the data already lives in host memory")
-    notes.extend(workload.notes(b, dev, dt, params))
-    if dt in ("float16", "bfloat16") and dev == "cpu":
-        from gpuplay.core.halfprec import half_precision_note
+    return None
 
-        notes.append(half_precision_note(dt))  # from this CPU's calibrated rates, not its brand
-    return Assessment(workload, params, cdtype, notes)
+
+RULES: tuple[Rule, ...] = (
+    _dtype_rule,
+    _amp_rule,
+    _compute_dtype_rule,
+    _compile_rule,
+    _tf32_rule,
+    _graphs_rule,
+    _linalg_rule,
+    _transfers_rule,
+)

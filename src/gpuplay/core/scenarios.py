@@ -80,23 +80,47 @@ def _optional_number(data: Mapping[str, Any], key: str, path: Path) -> float | N
     return float(value)
 
 
+KNOWN_FIELDS = {"name", "title", "workload", "description", "params", "presets", "claim", "tags"}
+
+
 def parse_scenario(text: str, path: Path | str = "<string>") -> Scenario:
-    """Validate one scenario document. Raises ScenarioError naming the field."""
+    """Validate one scenario document. Raises ScenarioError naming the field (the first wrong
+    one, in the order the fields are read below)."""
     path = Path(path)
     try:
         data = toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(path, "", f"not valid TOML ({exc})") from None
-    known_top = {"name", "title", "workload", "description", "params", "presets", "claim", "tags"}
-    unknown = set(data) - known_top
+    unknown = set(data) - KNOWN_FIELDS
     if unknown:
         raise ScenarioError(
-            path, sorted(unknown)[0], f"unknown field (known: {', '.join(sorted(known_top))})"
+            path, sorted(unknown)[0], f"unknown field (known: {', '.join(sorted(KNOWN_FIELDS))})"
         )
     name = _require(data, "name", str, path)
     if not name or not all(c.isalnum() or c in "-_" for c in name):
         raise ScenarioError(path, "name", f"use letters, digits, '-' and '_' only; got {name!r}")
-    workload_name = _require(data, "workload", str, path)
+    workload_name = _workload_name(data, path)
+    workload = get_workload(workload_name)
+    title = data.get("title", name)
+    description = data.get("description", "")
+    for key, value in (("title", title), ("description", description)):
+        if not isinstance(value, str):
+            raise ScenarioError(path, key, f"must be a string; got {type(value).__name__}")
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        raise ScenarioError(path, "params", "must be a table")
+    _check_params(workload, params, path, "params")
+    presets = _presets(workload, params, data.get("presets", {}), path)
+    claim = _claim(data["claim"], path) if "claim" in data else None
+    tags = data.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ScenarioError(path, "tags", "must be a list of strings")
+    return Scenario(name, title, workload_name, description, params, presets, claim, path, tuple(tags))
+
+
+def _workload_name(data: Mapping[str, Any], path: Path) -> str:
+    """A registered workload's name; never code (a scenario file is data)."""
+    workload_name: str = _require(data, "workload", str, path)
     if workload_name.startswith("code:") or workload_name.endswith(".py"):
         raise ScenarioError(
             path,
@@ -109,52 +133,42 @@ def parse_scenario(text: str, path: Path | str = "<string>") -> Scenario:
         raise ScenarioError(
             path, "workload", f"unknown workload {workload_name!r} (known: {', '.join(registry())})"
         )
-    workload = get_workload(workload_name)
-    title = data.get("title", name)
-    description = data.get("description", "")
-    for key, value in (("title", title), ("description", description)):
-        if not isinstance(value, str):
-            raise ScenarioError(path, key, f"must be a string; got {type(value).__name__}")
+    return workload_name
 
-    params = data.get("params", {})
-    if not isinstance(params, dict):
-        raise ScenarioError(path, "params", "must be a table")
-    _check_params(workload, params, path, "params")
-    presets_raw = data.get("presets", {})
-    if not isinstance(presets_raw, dict):
+
+def _presets(workload: Any, params: Mapping[str, Any], raw: Any, path: Path) -> dict[str, dict[str, Any]]:
+    """Each preset's own values, checked merged over the scenario's params."""
+    if not isinstance(raw, dict):
         raise ScenarioError(path, "presets", "must be a table of tables")
     presets: dict[str, dict[str, Any]] = {}
-    for preset, values in presets_raw.items():
+    for preset, values in raw.items():
         if not isinstance(values, dict):
             raise ScenarioError(path, f"presets.{preset}", "must be a table")
         merged = {**params, **values}
         _check_params(workload, merged, path, f"presets.{preset}")
         presets[preset] = dict(values)
+    return presets
 
-    claim = None
-    if "claim" in data:
-        c = data["claim"]
-        if not isinstance(c, dict):
-            raise ScenarioError(path, "claim", "must be a table")
-        flaws = c.get("flaws", [])
-        if not isinstance(flaws, list) or not all(isinstance(f, str) for f in flaws):
-            raise ScenarioError(path, "claim.flaws", "must be a list of strings")
-        hardware = c.get("hardware", "")
-        if not isinstance(hardware, str):
-            raise ScenarioError(path, "claim.hardware", "must be a string")
-        claim = Claim(
-            source=_require(c, "source", str, path, "claim."),
-            text=_require(c, "text", str, path, "claim."),
-            numpy_ms=_optional_number(c, "numpy_ms", path),
-            gpu_ms=_optional_number(c, "gpu_ms", path),
-            speedup=_optional_number(c, "speedup", path),
-            hardware=hardware,
-            flaws=tuple(flaws),
-        )
-    tags = data.get("tags", [])
-    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise ScenarioError(path, "tags", "must be a list of strings")
-    return Scenario(name, title, workload_name, description, params, presets, claim, path, tuple(tags))
+
+def _claim(c: Any, path: Path) -> Claim:
+    """The public claim the scenario tests: its source and text required, figures optional."""
+    if not isinstance(c, dict):
+        raise ScenarioError(path, "claim", "must be a table")
+    flaws = c.get("flaws", [])
+    if not isinstance(flaws, list) or not all(isinstance(f, str) for f in flaws):
+        raise ScenarioError(path, "claim.flaws", "must be a list of strings")
+    hardware = c.get("hardware", "")
+    if not isinstance(hardware, str):
+        raise ScenarioError(path, "claim.hardware", "must be a string")
+    return Claim(
+        source=_require(c, "source", str, path, "claim."),
+        text=_require(c, "text", str, path, "claim."),
+        numpy_ms=_optional_number(c, "numpy_ms", path),
+        gpu_ms=_optional_number(c, "gpu_ms", path),
+        speedup=_optional_number(c, "speedup", path),
+        hardware=hardware,
+        flaws=tuple(flaws),
+    )
 
 
 def _check_params(workload: Any, params: Mapping[str, Any], path: Path, where: str) -> None:

@@ -125,13 +125,7 @@ class LiveSession:
             return self._finish_pairing(run_id, result, out)
         if result.usable and result.status == "ok":
             out.log = True
-            self.results.append(result)
-            if len(self.results) > MAX_SESSION_RESULTS:
-                dropped = self.results.pop(0)
-                if self.baselines.get(dropped.spec) is dropped:
-                    del self.baselines[dropped.spec]
-            if is_baseline(result.spec):
-                self.baselines[result.spec] = result
+            self._keep(result)
         if run_id != self.run_id:
             return out
         out.current = True
@@ -146,18 +140,32 @@ class LiveSession:
         if result.status in ("failed", "refused"):
             out.notify.append((result.message, f"{result.spec.label()} {result.status}", "error"))
         elif result.status == "ok":
-            if result.check_ok is False:
-                out.notify.append(
-                    (
-                        f"result differs from float64 by {result.error:.1e} (tolerance {result.tolerance:.1e})",
-                        "",
-                        "warning",
-                    )  # fmt: skip
-                )
-            out.start_baseline = self.baseline_to_measure()
-            if out.start_baseline is not None:
-                self.baseline_running = True
+            self._after_ok(result, out)
         return out
+
+    def _keep(self, result: RunResult) -> None:
+        """A good result joins the session (the oldest leaves past the cap, and its baseline role)."""
+        self.results.append(result)
+        if len(self.results) > MAX_SESSION_RESULTS:
+            dropped = self.results.pop(0)
+            if self.baselines.get(dropped.spec) is dropped:
+                del self.baselines[dropped.spec]
+        if is_baseline(result.spec):
+            self.baselines[result.spec] = result
+
+    def _after_ok(self, result: RunResult, out: Finished) -> None:
+        """The run on screen succeeded: warn if it misses float64, and pair it with its baseline."""
+        if result.check_ok is False:
+            out.notify.append(
+                (
+                    f"result differs from float64 by {result.error:.1e} (tolerance {result.tolerance:.1e})",
+                    "",
+                    "warning",
+                )  # fmt: skip
+            )
+        out.start_baseline = self.baseline_to_measure()
+        if out.start_baseline is not None:
+            self.baseline_running = True
 
     def _finish_pairing(self, run_id: int, result: RunResult, out: Finished) -> Finished:
         """A paired job ended: keep its speedup for its configuration (and the result on screen)."""

@@ -11,7 +11,7 @@ import functools
 import math
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.stats import Summary
 from gpuplay.core.sweepfit import Fit, crossing, fit_floor_rate, predicted_crossing
 from gpuplay.core.workloads import get_workload
-from gpuplay.core.workloads.base import ITEMSIZE
+from gpuplay.core.workloads.base import ITEMSIZE, Param
 
 MAX_POINTS = 64  # a sweep is minutes, not hours: more sizes than this is a typo
 TRANSFER_MODES = ("off", "on", "both")
@@ -68,26 +68,7 @@ def parse_values(text: str, integer: bool = True) -> list[Any]:
     geometric). Sorted, duplicates dropped; integers where the parameter is one."""
     m = _RANGE.match(text)
     if m:
-        lo, hi = _number(m.group(1), "range start"), _number(m.group(2), "range end")
-        if lo <= 0 or hi <= 0:
-            raise SweepError(f"a geometric range needs positive ends; got {text!r}")
-        if hi <= lo:
-            raise SweepError(f"range end must be above its start; got {text!r}")
-        if m.group(3) is not None:
-            try:
-                k = int(m.group(3))
-            except ValueError:
-                raise SweepError(f"steps after ':' must be an integer; got {m.group(3)!r}") from None
-            if not 2 <= k <= MAX_POINTS:
-                raise SweepError(f"steps after ':' must be 2 to {MAX_POINTS}; got {k}")
-            raw = [lo * (hi / lo) ** (i / (k - 1)) for i in range(k)]
-        else:
-            count = math.floor(math.log2(hi / lo) + 1e-9) + 1
-            if count > MAX_POINTS:
-                raise SweepError(f"{text!r} doubles {count} times; at most {MAX_POINTS} sizes")
-            raw = [lo * 2**i for i in range(count)]
-            if raw[-1] < hi * (1 - 1e-9):
-                raw.append(hi)
+        raw = _range_values(text, m.group(1), m.group(2), m.group(3))
     else:
         raw = [_number(v.strip(), "each size") for v in text.split(",") if v.strip()]
         if not raw:
@@ -96,6 +77,34 @@ def parse_values(text: str, integer: bool = True) -> list[Any]:
     if len(values) > MAX_POINTS:
         raise SweepError(f"{len(values)} sizes; at most {MAX_POINTS}")
     return values
+
+
+def _range_values(text: str, start: str, end: str, steps: str | None) -> list[float]:
+    """'LO..HI' doubles from LO (HI included); 'LO..HI:K' is K geometric steps."""
+    lo, hi = _number(start, "range start"), _number(end, "range end")
+    if lo <= 0 or hi <= 0:
+        raise SweepError(f"a geometric range needs positive ends; got {text!r}")
+    if hi <= lo:
+        raise SweepError(f"range end must be above its start; got {text!r}")
+    if steps is not None:
+        return _geometric_steps(lo, hi, steps)
+    count = math.floor(math.log2(hi / lo) + 1e-9) + 1
+    if count > MAX_POINTS:
+        raise SweepError(f"{text!r} doubles {count} times; at most {MAX_POINTS} sizes")
+    raw = [lo * 2**i for i in range(count)]
+    if raw[-1] < hi * (1 - 1e-9):
+        raw.append(hi)
+    return raw
+
+
+def _geometric_steps(lo: float, hi: float, steps: str) -> list[float]:
+    try:
+        k = int(steps)
+    except ValueError:
+        raise SweepError(f"steps after ':' must be an integer; got {steps!r}") from None
+    if not 2 <= k <= MAX_POINTS:
+        raise SweepError(f"steps after ':' must be 2 to {MAX_POINTS}; got {k}")
+    return [lo * (hi / lo) ** (i / (k - 1)) for i in range(k)]
 
 
 # -- the plan -----------------------------------------------------------------------------------
@@ -317,8 +326,32 @@ def plan_sweep(
     **spec_kw: Any,
 ) -> Sweep:
     """Every configuration that can run here, each checked at the first size; the others refused."""
-    workload = get_workload(sc.workload)
     base = sc.preset_params(preset)
+    kind = _size_param(sc, param)
+    checked = []
+    for v in values:
+        try:
+            checked.append(kind.coerce(v))
+        except ValueError as exc:
+            raise SweepError(str(exc)) from None
+    _check_transfers_and_variants(transfers, variants)
+    sweep = Sweep(sc.name, sc.workload, param, checked, [])
+    first = {**base, param: checked[0]}
+    configurations = _configurations(backends, devices, dtypes, variants, transfers)
+    for b, dev, dtype, v, moves in configurations:
+        spec = RunSpec.make(sc.workload, first, scenario=sc.name, backend=b, device=dev,
+                            dtype=dtype, transfers=moves, **VARIANTS[v], **spec_kw)  # fmt: skip
+        verdict = check(spec, probe_timeout)
+        if isinstance(verdict, Refusal):
+            sweep.refused.append((spec.label(), str(verdict)))
+        elif all(s.template != spec for s in sweep.series):
+            sweep.series.append(Series(spec, v))
+    return sweep
+
+
+def _size_param(sc: Scenario, param: str) -> Param:
+    """The scenario's parameter `param`, which must be numeric to be swept."""
+    workload = get_workload(sc.workload)
     try:
         kind = workload.param(param)
     except KeyError:
@@ -326,12 +359,10 @@ def plan_sweep(
         raise SweepError(f"{sc.name} has no parameter {param!r} (known: {known})") from None
     if kind.kind not in (int, float):
         raise SweepError(f"{param} is not a size ({kind.kind.__name__}); sweep a numeric parameter")
-    checked = []
-    for v in values:
-        try:
-            checked.append(kind.coerce(v))
-        except ValueError as exc:
-            raise SweepError(str(exc)) from None
+    return kind
+
+
+def _check_transfers_and_variants(transfers: str, variants: Sequence[str]) -> None:
     if transfers not in TRANSFER_MODES:
         raise SweepError(f"transfers must be one of {', '.join(TRANSFER_MODES)}; got {transfers!r}")
     bad = [v for v in variants if v not in VARIANTS]
@@ -339,22 +370,24 @@ def plan_sweep(
         raise SweepError(
             f"unknown variant(s) {', '.join(bad) or '(none)'}; choose from {', '.join(VARIANTS)}"
         )
-    sweep = Sweep(sc.name, sc.workload, param, checked, [])
-    first = {**base, param: checked[0]}
+
+
+def _configurations(
+    backends: Sequence[str],
+    devices: Sequence[str],
+    dtypes: Sequence[str],
+    variants: Sequence[str],
+    transfers: str,
+) -> Iterator[tuple[str, str, str, str, bool]]:
+    """(backend, device, dtype, variant, transfers) in the sweep's order: variants are torch's
+    levers, and host↔device copies mean nothing on the CPU."""
+    modes = {"off": (False,), "on": (True,), "both": (False, True)}[transfers]
     for b in backends:
         for dev in _devices_for(b, devices):
             for dtype in dtypes:
                 for v in variants if b == "torch" else ("base",):
-                    modes = {"off": (False,), "on": (True,), "both": (False, True)}[transfers]
                     for moves in modes if dev != "cpu" else (False,):
-                        spec = RunSpec.make(sc.workload, first, scenario=sc.name, backend=b, device=dev,
-                                            dtype=dtype, transfers=moves, **VARIANTS[v], **spec_kw)  # fmt: skip
-                        verdict = check(spec, probe_timeout)
-                        if isinstance(verdict, Refusal):
-                            sweep.refused.append((spec.label(), str(verdict)))
-                        elif all(s.template != spec for s in sweep.series):
-                            sweep.series.append(Series(spec, v))
-    return sweep
+                        yield b, dev, dtype, v, moves
 
 
 def _devices_for(backend: str, devices: Sequence[str]) -> list[str]:
@@ -406,15 +439,7 @@ def run_sweep(
 
 def sweep_values(sc: Scenario, param: str, text: str) -> list[Any]:
     """The sizes of `text` for the scenario's parameter `param` (integers for an integer one)."""
-    workload = get_workload(sc.workload)
-    try:
-        kind = workload.param(param).kind
-    except KeyError:
-        known = ", ".join(p.name for p in workload.params)
-        raise SweepError(f"{sc.name} has no parameter {param!r} (known: {known})") from None
-    if kind not in (int, float):
-        raise SweepError(f"{param} is not a size ({kind.__name__}); sweep a numeric parameter")
-    return parse_values(text, integer=kind is int)
+    return parse_values(text, integer=_size_param(sc, param).kind is int)
 
 
 # -- a deck's sweep step ----------------------------------------------------------------------
@@ -457,6 +482,26 @@ def parse_sweep_step(raw: Any, sc: Scenario) -> SweepStep:
         raise SweepError(
             f"{sorted(unknown)[0]}: unknown field (known: {', '.join(sorted(SWEEP_STEP_FIELDS))})"
         )
+    param, text, values = _step_over(raw, sc)
+    transfers = raw.get("transfers", "off")
+    if transfers not in TRANSFER_MODES:
+        raise SweepError(f"transfers: must be one of {', '.join(TRANSFER_MODES)}; got {transfers!r}")
+    return SweepStep(
+        over=f"{param}={text}",
+        param=param,
+        values=tuple(values),
+        backends=_step_names(raw, "backends", ("numpy", "torch"), BACKENDS),
+        devices=_step_names(raw, "devices", ("cpu",), None),
+        dtypes=_step_names(raw, "dtypes", ("float32",), DTYPES),
+        variants=_step_names(raw, "variants", ("base",), tuple(VARIANTS)),
+        transfers=transfers,
+        budget_s=_step_seconds(raw, "budget_s", 0.2),
+        max_step_s=_step_seconds(raw, "max_step_s", 5.0),
+    )
+
+
+def _step_over(raw: dict[str, Any], sc: Scenario) -> tuple[str, str, list[Any]]:
+    """The step's `over` field: (parameter, sizes as written, the sizes), each size checked."""
     if not isinstance(raw.get("over"), str):
         raise SweepError('over: missing or not a string (e.g. over = "n=32..1024")')
     try:
@@ -467,34 +512,24 @@ def parse_sweep_step(raw: Any, sc: Scenario) -> SweepStep:
             kind.coerce(v)
     except (SweepError, ValueError) as exc:
         raise SweepError(f"over: {exc}") from None
+    return param, text, values
 
-    def names(key: str, default: tuple[str, ...], allowed: Sequence[str] | None) -> tuple[str, ...]:
-        value = raw.get(key, list(default))
-        if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
-            raise SweepError(f"{key}: must be a non-empty list of strings")
-        bad = [x for x in value if allowed is not None and x not in allowed]
-        if bad:
-            raise SweepError(f"{key}: unknown {', '.join(bad)} (choose from {', '.join(allowed or ())})")
-        return tuple(value)
 
-    def seconds(key: str, default: float) -> float:
-        value = raw.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value < 3600):
-            raise SweepError(f"{key}: must be a number of seconds above 0; got {value!r}")
-        return float(value)
+def _step_names(
+    raw: dict[str, Any], key: str, default: tuple[str, ...], allowed: Sequence[str] | None
+) -> tuple[str, ...]:
+    """A non-empty list of names, each among `allowed` (any name when `allowed` is None)."""
+    value = raw.get(key, list(default))
+    if not isinstance(value, list) or not value or not all(isinstance(x, str) for x in value):
+        raise SweepError(f"{key}: must be a non-empty list of strings")
+    bad = [x for x in value if allowed is not None and x not in allowed]
+    if bad:
+        raise SweepError(f"{key}: unknown {', '.join(bad)} (choose from {', '.join(allowed or ())})")
+    return tuple(value)
 
-    transfers = raw.get("transfers", "off")
-    if transfers not in TRANSFER_MODES:
-        raise SweepError(f"transfers: must be one of {', '.join(TRANSFER_MODES)}; got {transfers!r}")
-    return SweepStep(
-        over=f"{param}={text}",
-        param=param,
-        values=tuple(values),
-        backends=names("backends", ("numpy", "torch"), BACKENDS),
-        devices=names("devices", ("cpu",), None),
-        dtypes=names("dtypes", ("float32",), DTYPES),
-        variants=names("variants", ("base",), tuple(VARIANTS)),
-        transfers=transfers,
-        budget_s=seconds("budget_s", 0.2),
-        max_step_s=seconds("max_step_s", 5.0),
-    )
+
+def _step_seconds(raw: dict[str, Any], key: str, default: float) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value < 3600):
+        raise SweepError(f"{key}: must be a number of seconds above 0; got {value!r}")
+    return float(value)

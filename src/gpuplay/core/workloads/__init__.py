@@ -12,6 +12,7 @@ from gpuplay.core.workloads import (
     linalg,
     pde,
     pointwise,
+    scan,
     sparse,
     spectral,
     transfers,
@@ -33,6 +34,7 @@ def registry() -> dict[str, Workload]:
         transfers,
         fused,
         sparse,
+        scan,
     ):
         for cls in module.WORKLOADS:
             w = cls()

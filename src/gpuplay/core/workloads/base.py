@@ -41,31 +41,42 @@ class Param:
     def coerce(self, value: Any) -> Any:
         """Check one value from a scenario file or the command line; raise ValueError with why."""
         if self.kind is int:
-            if isinstance(value, bool) or not isinstance(value, int | str):
-                raise ValueError(f"{self.name} must be an integer; got {value!r}")
-            try:
-                value = int(value)
-            except ValueError:
-                raise ValueError(f"{self.name} must be an integer; got {value!r}") from None
+            value = self._as_int(value)
         elif self.kind is float:
-            if isinstance(value, bool):
-                raise ValueError(f"{self.name} must be a number; got {value!r}")
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                raise ValueError(f"{self.name} must be a number; got {value!r}") from None
-            if not math.isfinite(value):
-                raise ValueError(f"{self.name} must be finite; got {value!r}")
-        else:
-            if not isinstance(value, str):
-                raise ValueError(f"{self.name} must be a string; got {value!r}")
+            value = self._as_float(value)
+        elif not isinstance(value, str):
+            raise ValueError(f"{self.name} must be a string; got {value!r}")
+        self._check_allowed(value)
+        return value
+
+    def _as_int(self, value: Any) -> int:
+        # bool is an int to Python but never a size; a float is refused rather than truncated
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise ValueError(f"{self.name} must be an integer; got {value!r}")
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"{self.name} must be an integer; got {value!r}") from None
+
+    def _as_float(self, value: Any) -> float:
+        if isinstance(value, bool):
+            raise ValueError(f"{self.name} must be a number; got {value!r}")
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{self.name} must be a number; got {value!r}") from None
+        if not math.isfinite(x):
+            raise ValueError(f"{self.name} must be finite; got {x!r}")
+        return x
+
+    def _check_allowed(self, value: Any) -> None:
+        """The value among the choices and within the bounds, where the parameter has them."""
         if self.choices is not None and value not in self.choices:
             raise ValueError(f"{self.name} must be one of {', '.join(self.choices)}; got {value!r}")
         if self.minimum is not None and value < self.minimum:
             raise ValueError(f"{self.name} must be >= {self.minimum:g}; got {value!r}")
         if self.maximum is not None and value > self.maximum:
             raise ValueError(f"{self.name} must be <= {self.maximum:g}; got {value!r}")
-        return value
 
 
 class Workload:

@@ -68,3 +68,13 @@ def fft(dtype: str, n: int, c: float = SAFETY) -> float:
 def iterated(dtype: str, steps: int, c: float = SAFETY) -> float:
     """A stable iteration (a smoothing stencil): per-step roundings add like a random walk."""
     return c * unit_roundoff(dtype) * math.sqrt(max(1, steps))
+
+
+def running_sum(dtype: str, n: int, c: float = SAFETY) -> float:
+    """A scan (every prefix sum of n values): the last prefix sums n terms. A sequential loop
+    (NumPy's cumsum) grows rounding like a random walk, ~√n in the accumulator; a parallel
+    scan's tree grows it ~log2 n, inside the same bound. The narrow type's u is paid once,
+    rounding each prefix. Where a library accumulates in the narrow type itself (NumPy's
+    float16 cumsum), a large prefix stops growing and the check rightly fails."""
+    u_acc = unit_roundoff(ACCUMULATOR[dtype])
+    return c * (unit_roundoff(dtype) + u_acc * math.sqrt(max(1, n)))
