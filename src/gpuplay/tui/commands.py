@@ -16,7 +16,7 @@ from typing import Any
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from gpuplay.tui.controls import CONTROLS, label, values_for, verdict_for, with_value
+from gpuplay.tui.controls import controls_for, label, values_for, verdict_for, with_value
 
 TABS = ("live", "compare", "code", "telemetry", "profile", "collectives")
 
@@ -53,9 +53,9 @@ class GpuplayCommands(Provider):
             yield f"scenario: {sc.title}", partial(app.choose_scenario_from_palette, sc.name), sc.name
         spec = app.spec
         if spec is not None:
-            for c in CONTROLS:
+            for c in controls_for(spec):
                 for value in values_for(c.field):
-                    if value == getattr(spec, c.field):
+                    if value == c.value(spec):
                         continue
                     verdict = verdict_for(spec, c.field, value)
                     why = "" if verdict is None else str(verdict)
