@@ -37,16 +37,7 @@ def baseline_spec(spec: RunSpec) -> RunSpec:
         backend="numpy",
         device="cpu",
         dtype=dtype,
-        warmup=spec.warmup,
-        repeat=spec.repeat,
-        budget_s=spec.budget_s,
-        min_repeat=spec.min_repeat,
-        max_repeat=spec.max_repeat,
-        seed=spec.seed,
-        threads=spec.threads,
-        max_step_s=spec.max_step_s,
-        check=spec.check,
-        alloc=spec.alloc,  # both sides in the same allocation mode
+        **levers.shared_with_baseline(spec),  # timing, seed, threads, allocation: as the candidate's
     )
 
 

@@ -61,6 +61,7 @@ class Lever:
     workloads: tuple[str, ...] = ()  # a parameter of these workloads, not a RunSpec field
     live_values: tuple[Any, ...] = ()  # what the key cycles through, for a number lever
     condition: bool = False  # written into a result's conditions under its name
+    shared: bool = False  # the NumPy baseline runs with the candidate's value (a timing condition)
     refused_by: str = ""  # where the planner refuses its combinations (for the reader)
     adjust: Callable[[RunSpec], dict[str, Any]] | None = None  # after it changes, what else must
 
@@ -195,21 +196,21 @@ LEVERS: tuple[Lever, ...] = (
           choices=CACHE_MODES),
     Lever("alloc", str, "warm",
           "Host allocation mode: warm reuses freed pages between steps; cold returns them to the "
-          "OS each step (a fresh process's first-touch page faults).", choices=ALLOC_MODES),
+          "OS each step (a fresh process's first-touch page faults).", choices=ALLOC_MODES, shared=True),
     # -- how long and how often ------------------------------------------------------------
-    Lever("warmup", int, 3, "Untimed steps before the timed ones.", limits=bounds.WARMUP),
+    Lever("warmup", int, 3, "Untimed steps before the timed ones.", limits=bounds.WARMUP, shared=True),
     Lever("repeat", int, None, "Timed steps (default: as many as fit in --budget, at least 5).",
-          limits=bounds.REPEAT, optional=True),
+          limits=bounds.REPEAT, optional=True, shared=True),
     Lever("budget_s", float, 1.0, "Seconds of timed steps when --repeat is not given.", flag="budget",
-          limits=bounds.BUDGET_S),
-    Lever("min_repeat", int, 5, "Fewest timed steps whatever the budget.", limits=bounds.REPEAT),
-    Lever("max_repeat", int, 100_000, "Most timed steps whatever the budget.", limits=bounds.REPEAT),
-    Lever("seed", int, 0, "Seed of the inputs' random generator.", limits=bounds.SEED),
+          limits=bounds.BUDGET_S, shared=True),
+    Lever("min_repeat", int, 5, "Fewest timed steps whatever the budget.", limits=bounds.REPEAT, shared=True),
+    Lever("max_repeat", int, 100_000, "Most timed steps whatever the budget.", limits=bounds.REPEAT, shared=True),
+    Lever("seed", int, 0, "Seed of the inputs' random generator.", limits=bounds.SEED, shared=True),
     Lever("threads", int, None, "CPU threads for torch and NumPy's BLAS (default: the libraries' own).",
-          limits=cpu_threads, optional=True),
+          limits=cpu_threads, optional=True, shared=True),
     Lever("max_step_s", float, 30.0, "Refuse a configuration whose single step is estimated longer (seconds).",
-          flag="max-step", limits=bounds.MAX_STEP_S),
-    Lever("check", bool, True, "Compare the result with the float64 reference."),
+          flag="max-step", limits=bounds.MAX_STEP_S, shared=True),
+    Lever("check", bool, True, "Compare the result with the float64 reference.", shared=True),
     Lever("energy", bool, True, "Measure energy per step after the timed phase, where a counter is readable."),
     # -- the newer workloads' own parameters: live controls where the workload declares them ----
     # (default, choices and limits are the workload's Param's; -s NAME=VALUE sets them on the CLI)
@@ -254,6 +255,11 @@ def variants() -> dict[str, dict[str, object]]:
         for name, value in lv.variants:
             out[name] = {lv.name: value}
     return out
+
+
+def shared_with_baseline(spec: RunSpec) -> dict[str, Any]:
+    """The levers a NumPy-on-CPU baseline takes from the configuration it is the baseline of."""
+    return {lv.name: lv.value(spec) for lv in LEVERS if lv.shared}
 
 
 def conditions(spec: RunSpec) -> dict[str, Any]:

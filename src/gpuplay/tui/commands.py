@@ -26,7 +26,7 @@ _IDS = {"cycle_preset": "preset", "cycle_limit": "step_limit", "save_svg": "scre
 
 
 def binding_id(action: str) -> str:
-    """The id of the binding for `action`: "cycle('amp')" → "amp", "tab('live')" → "tab_live"."""
+    """The id of the binding for `action`: "cycle('dtype')" → "dtype", "tab('live')" → "tab_live"."""
     m = re.fullmatch(r"(\w+)\('(\w+)'\)", action)
     if m:
         return m[2] if m[1] == "cycle" else f"{m[1]}_{m[2]}"

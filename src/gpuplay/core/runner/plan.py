@@ -82,7 +82,7 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
         "device_name": device_name,
         "dtype": spec.dtype,
         "compute_dtype": plan.compute_dtype,
-        **levers.conditions(spec),  # amp, compile, tf32, CUDA graphs: the table's `condition` levers
+        **levers.conditions(spec),  # the torch levers the table marks `condition`
         "transfers_timed": plan.timed_transfers,
         "cache": "warm: steps run back to back, data may stay cache-resident"
         if spec.cache == "warm"
