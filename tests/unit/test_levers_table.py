@@ -45,6 +45,7 @@ PERVASIVE = {
     "energy": "also the energy module and its report",
     "mode": "an ordinary word (inference's autograd mode)",
     "op": "an ordinary word (transfers' operation)",
+    "format": "str.format and the export formats",
 }
 
 

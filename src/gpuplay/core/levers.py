@@ -222,6 +222,8 @@ LEVERS: tuple[Lever, ...] = (
           workloads=("transfers",), refused_by="workloads.transfers.unsupported"),
     Lever("density", float, None, "Fraction of non-zero entries.", title="density",
           live_values=(0.001, 0.01, 0.05, 0.2), key="n", shown=False, workloads=("sparse",)),
+    Lever("format", str, None, "Sparse storage: csr, or dense for the crossover.", title="format", key="y",
+          shown=False, workloads=("sparse",)),
 )  # fmt: skip
 
 BY_NAME: Mapping[str, Lever] = {lv.name: lv for lv in LEVERS}
