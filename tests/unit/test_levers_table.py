@@ -218,3 +218,13 @@ def test_a_new_preset_keeps_the_workload_parameter_a_key_chose() -> None:
     spec = session.make_spec()
     chosen = spec.replace(params={**spec.params, "sdpa": "math"})
     assert session.make_spec(chosen).params["sdpa"] == "math"
+
+
+def test_the_linalg_library_is_a_live_control_of_the_linalg_workloads() -> None:
+    from gpuplay.tui.controls import controls_for, cycle
+
+    svd = RunSpec.make("svd", {"n": 16}, backend="torch")
+    assert "linalg_library" in [c.field for c in controls_for(svd)]
+    assert "linalg_library" not in [c.field for c in controls_for(RunSpec.make("matmul", {"n": 16}))]
+    same, why = cycle(svd, "linalg_library")  # a torch CUDA setting: refused on the CPU, with why
+    assert same == svd and why is not None and "cusolver" in why

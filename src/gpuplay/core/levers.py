@@ -59,6 +59,7 @@ class Lever:
     backends: tuple[str, ...] = ()  # the backends it means something on (() → all)
     cuda_only: bool = False  # it means something on CUDA devices only
     workloads: tuple[str, ...] = ()  # a parameter of these workloads, not a RunSpec field
+    live_for: tuple[str, ...] = ()  # its live control shows for these workloads only (() → all)
     live_values: tuple[Any, ...] = ()  # what the key cycles through, for a number lever
     condition: bool = False  # written into a result's conditions under its name
     shared: bool = False  # the NumPy baseline runs with the candidate's value (a timing condition)
@@ -88,6 +89,10 @@ class Lever:
     def applies_to(self, spec: RunSpec) -> bool:
         """A workload parameter exists only for its workloads; a spec field for every spec."""
         return not self.workloads or spec.workload in self.workloads
+
+    def live_in(self, spec: RunSpec) -> bool:
+        """Whether the live controls offer it for this spec's workload."""
+        return self.applies_to(spec) and (not self.live_for or spec.workload in self.live_for)
 
     def value(self, spec: RunSpec) -> Any:
         """Its value in `spec`; a workload parameter the spec does not set is None here (the
@@ -185,8 +190,8 @@ LEVERS: tuple[Lever, ...] = (
           variants=(("graphs", True),), condition=True, adjust=_after_graphs,
           refused_by="planner.assess (CUDA graphs)"),
     Lever("linalg_library", str, "default", "Preferred torch CUDA linear-algebra library.",
-          title="linalg library", choices=LINALG_LIBRARIES, flag="linalg", backends=("torch",),
-          cuda_only=True, refused_by="planner.assess (linalg library)"),
+          title="linalg library", choices=LINALG_LIBRARIES, flag="linalg", key="i", shown=False,
+          backends=("torch",), cuda_only=True, live_for=("svd", "eigh", "solve", "lstsq"), refused_by="planner.assess (linalg library)"),
     # -- what the timing includes ----------------------------------------------------------
     Lever("transfers", bool, False,
           "Time host→device input copies and the result's copy back inside each step.",

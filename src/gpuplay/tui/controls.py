@@ -39,7 +39,7 @@ class Control:
         return self.lever.label
 
     def applies_to(self, spec: RunSpec) -> bool:
-        return self.lever.applies_to(spec)
+        return self.lever.live_in(spec)
 
     def value(self, spec: RunSpec) -> Any:
         value = self.lever.value(spec)
@@ -122,7 +122,7 @@ def refusal_for(spec: RunSpec, field: str, value: Any) -> str | None:
 def cycle(spec: RunSpec, field: str, step: int = 1) -> tuple[RunSpec, str | None]:
     """The next available value of `field`; (spec unchanged, why) when none other is."""
     lever = levers.get(field)
-    if not lever.applies_to(spec):
+    if not lever.live_in(spec):
         return spec, f"{spec.workload} has no {lever.label}"
     values = values_for(field)
     current = Control(lever).value(spec)
