@@ -135,6 +135,10 @@ def test_csv_has_the_linalg_library_and_workload_parameter_columns() -> None:
     (row,) = csv.DictReader(io.StringIO(out))
     assert row["linalg_library"] == "default" and row["sdpa"] == "math" and row["alloc"] == "cold"
     assert row["density"] == ""  # attention has no density
+    assert row["mode"] == "" and row["format"] == ""
+    sparse = RunSpec.make("sparse", {"n": 64})  # the workload's defaults fill what a spec leaves out
+    (row,) = csv.DictReader(io.StringIO(to_csv([Row(RunResult(spec=sparse, status="refused", message="x"))])))
+    assert (row["density"], row["format"]) == ("0.01", "csr")
     assert list(row)[:8] == ["scenario", "workload", "size", "backend", "device", "device_name", "dtype",
                              "compute_dtype"]  # fmt: skip
 

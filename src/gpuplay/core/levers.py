@@ -278,15 +278,18 @@ def csv_columns() -> list[str]:
     return [lv.csv_column for lv in LEVERS]
 
 
-def csv_cells(spec: RunSpec, conditions_: Mapping[str, Any]) -> list[Any]:
+def csv_cells(spec: RunSpec, conditions_: Mapping[str, Any], params: Mapping[str, Any] | None = None) -> list[Any]:
     """One row's lever cells; a timed-transfers cell says what ran (the plan's verdict), not the ask;
-    a workload parameter is blank for the workloads that have none."""
+    a workload parameter is blank for the workloads that have none. `params`: the workload's
+    resolved parameters (its defaults filled in), when the caller has them."""
     cells: list[Any] = []
     for lv in LEVERS:
         if lv.csv_condition:
             cells.append(conditions_.get(lv.csv_column, ""))
         elif lv.is_param and not lv.applies_to(spec):
             cells.append("")
+        elif lv.is_param and params is not None:
+            cells.append(params.get(lv.name, ""))
         else:
             value = lv.value(spec)
             cells.append("" if value is None else value)

@@ -14,6 +14,7 @@ from gpuplay.core import levers
 from gpuplay.core.compare import Row
 from gpuplay.core.energy import energy_of
 from gpuplay.core.roofline import roof_cell, roof_text
+from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import host_description, package_version
 
 
@@ -224,7 +225,11 @@ def to_csv(rows: Sequence[Row]) -> str:
                 r.spec.scenario,
                 r.spec.workload,
                 r.size,
-                *_with_derived(levers.csv_cells(r.spec, c), c.get("device_name", ""), r.compute_dtype),
+                *_with_derived(
+                    levers.csv_cells(r.spec, c, _resolved_params(r.spec)),
+                    c.get("device_name", ""),
+                    r.compute_dtype,
+                ),
                 r.status,
                 *(
                     f"{v:.9g}" if v is not None else ""
@@ -263,6 +268,16 @@ def to_csv(rows: Sequence[Row]) -> str:
             ]
         )
     return buf.getvalue()
+
+
+def _resolved_params(spec: RunSpec) -> dict[str, Any] | None:
+    """The parameters a row ran with, defaults included (None for a workload no longer known)."""
+    from gpuplay.core.workloads import get_workload
+
+    try:
+        return get_workload(spec.workload).resolve(spec.params)
+    except Exception:  # a user's code file changed or gone since: its parameters as given
+        return None
 
 
 def _with_derived(lever_cells: list[Any], device_name: Any, compute_dtype: Any) -> list[Any]:
