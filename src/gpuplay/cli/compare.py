@@ -19,7 +19,7 @@ from gpuplay.cli.output import (
     report_interruption,
     stderr_console,
 )
-from gpuplay.core import bounds
+from gpuplay.core import bounds, levers
 from gpuplay.core.safetext import visible
 from gpuplay.core.spec import BACKENDS, DTYPES, RunSpec, SpecError
 
@@ -43,7 +43,7 @@ FORMATS = ("table", "markdown", "json", "csv")
     "--variants",
     default="base",
     show_default=True,
-    help="Comma-separated torch levers per device: base, amp-bf16, amp-fp16, compile, tf32, graphs.",
+    help=f"Comma-separated torch levers per device: {', '.join(levers.variants())}.",
 )
 @click.option("--budget", type=FiniteFloat(bounds.BUDGET_S), default=1.0, show_default=True)
 @click.option("--threads", type=ThreadCount(), default=None)

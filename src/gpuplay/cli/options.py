@@ -7,16 +7,7 @@ from typing import Any
 
 import click
 
-from gpuplay.core import bounds
-from gpuplay.core.spec import (
-    ALLOC_MODES,
-    AMP_MODES,
-    BACKENDS,
-    CACHE_MODES,
-    COMPILE_MODES,
-    DTYPES,
-    LINALG_LIBRARIES,
-)
+from gpuplay.core import bounds, levers
 
 
 class FiniteFloat(click.ParamType):
@@ -74,96 +65,27 @@ scenario_dirs_option = click.option(
     help="Extra folder of scenario .toml files (repeatable; also `scenario_dirs` in config.toml).",
 )
 
-# Each option's destination is the RunSpec field it sets, so `spec_fields` needs no mapping table.
-SPEC_OPTIONS: list[Callable[[Any], Any]] = [
-    click.option("--backend", "-b", type=click.Choice(BACKENDS), default="numpy", show_default=True),
-    click.option("--device", "-d", default="cpu", show_default=True, help="cpu, cuda, cuda:N or mps."),
-    click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True),
-    click.option(
-        "--amp",
-        type=click.Choice(AMP_MODES),
-        default="off",
-        show_default=True,
-        help="torch.autocast precision.",
-    ),
-    click.option(
-        "--compile",
-        "compile",
-        type=click.Choice(COMPILE_MODES),
-        default="off",
-        show_default=True,
-        help="torch.compile mode (compile time is reported apart).",
-    ),
-    click.option("--tf32/--no-tf32", default=False, help="Allow TF32 tensor-core matmuls (torch, CUDA)."),
-    click.option(
-        "--graphs/--no-graphs",
-        "cuda_graphs",
-        default=False,
-        help="Replay each step as a CUDA graph (torch, CUDA).",
-    ),
-    click.option(
-        "--linalg",
-        "linalg_library",
-        type=click.Choice(LINALG_LIBRARIES),
-        default="default",
-        help="Preferred torch CUDA linear-algebra library.",
-    ),
-    click.option(
-        "--transfers/--no-transfers",
-        default=False,
-        help="Time host→device input copies and the result's copy back inside each step.",
-    ),
-    click.option(
-        "--cache",
-        type=click.Choice(CACHE_MODES),
-        default="warm",
-        show_default=True,
-        help="cold: flush the L2 (GPU) or last-level cache (CPU) between steps, outside the timing.",
-    ),
-    click.option("--warmup", type=bounded_int(bounds.WARMUP), default=3, show_default=True),
-    click.option(
-        "--repeat",
-        type=bounded_int(bounds.REPEAT),
-        default=None,
-        help="Timed steps (default: as many as fit in --budget, at least 5).",
-    ),
-    click.option(
-        "--budget",
-        "budget_s",
-        type=FiniteFloat(bounds.BUDGET_S),
-        default=1.0,
-        show_default=True,
-        help="Seconds of timed steps when --repeat is not given.",
-    ),
-    click.option(
-        "--threads",
-        type=ThreadCount(),
-        default=None,
-        help="CPU threads for torch and NumPy's BLAS (default: the libraries' own).",
-    ),
-    click.option(
-        "--max-step",
-        "max_step_s",
-        type=FiniteFloat(bounds.MAX_STEP_S),
-        default=30.0,
-        show_default=True,
-        help="Refuse a configuration whose single step is estimated longer (seconds).",
-    ),
-    click.option("--seed", type=bounded_int(bounds.SEED), default=0, show_default=True),
-    click.option(
-        "--alloc",
-        type=click.Choice(ALLOC_MODES),
-        default="warm",
-        show_default=True,
-        help="Host allocation mode: warm reuses freed pages between steps; cold returns them to the "
-        "OS each step (a fresh process's first-touch page faults).",
-    ),
-]
 
-SPEC_FIELDS = (
-    "backend", "device", "dtype", "amp", "compile", "tf32", "cuda_graphs", "linalg_library",
-    "transfers", "cache", "warmup", "repeat", "budget_s", "threads", "max_step_s", "seed", "alloc",
-)  # fmt: skip
+def _click_option(lever: levers.Lever) -> Callable[[Any], Any]:
+    """The click option a lever's row describes; its destination is the RunSpec field it sets."""
+    decls = [lever.cli_flag, *([lever.short] if lever.short else [])]
+    if lever.kind is bool:
+        flag = lever.cli_flag.removeprefix("--")
+        return click.option(f"--{flag}/--no-{flag}", lever.name, default=lever.default, help=lever.help)
+    kw: dict[str, Any] = {"default": lever.default, "help": lever.help}
+    if lever.choices:
+        kw["type"] = click.Choice(lever.choices)
+    elif lever.limits is levers.cpu_threads:
+        kw["type"] = ThreadCount()
+    elif isinstance(lever.limits, tuple):
+        kw["type"] = FiniteFloat(lever.limits) if lever.kind is float else bounded_int(lever.limits)  # type: ignore[arg-type]
+    kw["show_default"] = lever.default is not None
+    return click.option(*decls, lever.name, **kw)
+
+
+# Generated from core/levers.py: one option per RunSpec lever (workload parameters: -s NAME=VALUE).
+SPEC_OPTIONS: list[Callable[[Any], Any]] = [_click_option(lv) for lv in levers.spec_levers()]
+SPEC_FIELDS = tuple(lv.name for lv in levers.spec_levers())
 
 
 def spec_options(f: Any) -> Any:

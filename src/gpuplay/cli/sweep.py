@@ -12,6 +12,7 @@ from gpuplay.cli import options
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import scenario_dirs_option
 from gpuplay.cli.output import ResultLog, emit, load_scenarios, message, report_interruption, stderr_console
+from gpuplay.core import levers
 from gpuplay.core.spec import BACKENDS, DTYPES, SpecError
 
 FORMATS = ("table", "json", "csv", "markdown")
@@ -35,7 +36,7 @@ def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
 @click.option("--dtypes", "--dtype", "dtypes", default="float32", show_default=True,
               help="Comma-separated dtypes, e.g. float32,float64.")  # fmt: skip
 @click.option("--variants", default="base", show_default=True,
-              help="Torch levers, comma-separated: base, amp-bf16, amp-fp16, compile, tf32, graphs.")  # fmt: skip
+              help=f"Torch levers, comma-separated: {', '.join(levers.variants())}.")  # fmt: skip
 @click.option("--transfers", type=click.Choice(("off", "on", "both")), default="off", show_default=True,
               help="On a GPU: time host↔device copies inside each step; both: two lines.")  # fmt: skip
 @click.option("--preset", "-p", default="quick", show_default=True, help="The other parameters' preset.")

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from gpuplay.core import levers
 from gpuplay.core.backends import get_backend
 from gpuplay.core.planner import check, compute_dtype
 from gpuplay.core.result import RunResult
@@ -16,14 +17,7 @@ from gpuplay.core.stats import PairedSpeedup
 from gpuplay.core.workloads import get_workload
 
 # Levers a compare can add on top of each torch configuration.
-VARIANTS: dict[str, dict[str, object]] = {
-    "base": {},
-    "amp-bf16": {"amp": "bf16"},
-    "amp-fp16": {"amp": "fp16"},
-    "compile": {"compile": "default"},
-    "tf32": {"tf32": True},
-    "graphs": {"cuda_graphs": True},
-}
+VARIANTS: dict[str, dict[str, object]] = levers.variants()  # generated from core/levers.py
 
 
 def baseline_spec(spec: RunSpec) -> RunSpec:
@@ -43,16 +37,7 @@ def baseline_spec(spec: RunSpec) -> RunSpec:
         backend="numpy",
         device="cpu",
         dtype=dtype,
-        warmup=spec.warmup,
-        repeat=spec.repeat,
-        budget_s=spec.budget_s,
-        min_repeat=spec.min_repeat,
-        max_repeat=spec.max_repeat,
-        seed=spec.seed,
-        threads=spec.threads,
-        max_step_s=spec.max_step_s,
-        check=spec.check,
-        alloc=spec.alloc,  # both sides in the same allocation mode
+        **levers.shared_with_baseline(spec),  # timing, seed, threads, allocation: as the candidate's
     )
 
 

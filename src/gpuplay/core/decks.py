@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuplay.core import levers
 from gpuplay.core.compare import Row, attach_baselines, baseline_spec, is_baseline
 from gpuplay.core.result import RunResult
 from gpuplay.core.safeload import json_loads, toml_loads
@@ -26,28 +27,9 @@ from gpuplay.core.spec import RunSpec, SpecError
 
 RECORDING_FORMAT = "gpuplay-deck-recording/1"
 
-# RunSpec fields a step (or the deck's [defaults]) may set, with the TOML types they accept.
-SPEC_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "backend": (str,),
-    "device": (str,),
-    "dtype": (str,),
-    "amp": (str,),
-    "compile": (str,),
-    "tf32": (bool,),
-    "cuda_graphs": (bool,),
-    "linalg_library": (str,),
-    "transfers": (bool,),
-    "cache": (str,),
-    "warmup": (int,),
-    "repeat": (int,),
-    "budget_s": (int, float),
-    "min_repeat": (int,),
-    "max_repeat": (int,),
-    "threads": (int,),
-    "max_step_s": (int, float),
-    "seed": (int,),
-    "check": (bool,),
-}
+# RunSpec fields a step (or the deck's [defaults]) may set, with the TOML types they accept:
+# generated from the levers table (workload parameters go in a step's `params`).
+SPEC_FIELD_TYPES: dict[str, tuple[type, ...]] = {lv.name: lv.deck_types() for lv in levers.spec_levers()}
 STEP_FIELDS = {"scenario", "title", "caption", "notes", "preset", "params", "recorded", *SPEC_FIELD_TYPES}
 STEP_FIELDS |= {"sweep"}  # a step may draw a crossover sweep (core.sweep.parse_sweep_step)
 DECK_FIELDS = {"title", "description", "preset", "defaults", "steps"}
@@ -126,7 +108,7 @@ def _spec_fields(data: Mapping[str, Any], path: Path, step: int | None, prefix: 
     for key, kinds in SPEC_FIELD_TYPES.items():
         if key in data:
             out[key] = _check_type(data[key], kinds, path, step, prefix + key)
-            if key in ("budget_s", "max_step_s"):
+            if float in kinds:
                 out[key] = float(out[key])
     return out
 

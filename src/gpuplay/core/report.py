@@ -10,9 +10,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpuplay import __version__
+from gpuplay.core import levers
 from gpuplay.core.compare import Row
 from gpuplay.core.energy import energy_of
 from gpuplay.core.roofline import roof_cell, roof_text
+from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import host_description, package_version
 
 
@@ -173,16 +175,7 @@ def to_csv(rows: Sequence[Row]) -> str:
             "scenario",
             "workload",
             "size",
-            "backend",
-            "device",
-            "device_name",
-            "dtype",
-            "compute_dtype",
-            "amp",
-            "compile",
-            "tf32",
-            "cuda_graphs",
-            "transfers_timed",
+            *_with_derived(levers.csv_columns(), "device_name", "compute_dtype"),
             "status",
             "median_s",
             "p25_s",
@@ -232,16 +225,11 @@ def to_csv(rows: Sequence[Row]) -> str:
                 r.spec.scenario,
                 r.spec.workload,
                 r.size,
-                r.spec.backend,
-                r.spec.device,
-                c.get("device_name", ""),
-                r.spec.dtype,
-                r.compute_dtype,
-                r.spec.amp,
-                r.spec.compile,
-                r.spec.tf32,
-                r.spec.cuda_graphs,
-                c.get("transfers_timed", ""),
+                *_with_derived(
+                    levers.csv_cells(r.spec, c, _resolved_params(r.spec)),
+                    c.get("device_name", ""),
+                    r.compute_dtype,
+                ),
                 r.status,
                 *(
                     f"{v:.9g}" if v is not None else ""
@@ -280,6 +268,25 @@ def to_csv(rows: Sequence[Row]) -> str:
             ]
         )
     return buf.getvalue()
+
+
+def _resolved_params(spec: RunSpec) -> dict[str, Any] | None:
+    """The parameters a row ran with, defaults included (None for a workload no longer known)."""
+    from gpuplay.core.workloads import get_workload
+
+    try:
+        return get_workload(spec.workload).resolve(spec.params)
+    except Exception:  # a user's code file changed or gone since: its parameters as given
+        return None
+
+
+def _with_derived(lever_cells: list[Any], device_name: Any, compute_dtype: Any) -> list[Any]:
+    """The levers' columns (core/levers.py), with what the device and dtype resolved to beside them."""
+    columns = levers.csv_columns()
+    cells = list(lever_cells)
+    cells.insert(columns.index("dtype") + 1, compute_dtype)
+    cells.insert(columns.index("device") + 1, device_name)  # before dtype: its index still holds
+    return cells
 
 
 def _energy_cells(telemetry: dict[str, Any]) -> list[Any]:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuplay.core import levers
 from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.result import RunResult
 from gpuplay.core.scenarios import Scenario, ScenarioSet
@@ -77,6 +78,9 @@ class LiveSession:
             return RunSpec.make(sc.workload, params, **common)
         if base.workload == sc.workload and "method" in base.params:
             params["method"] = base.params["method"]
+        if base.scenario == sc.name:  # a new preset or step limit keeps the workload's own levers
+            own = {lv.name for lv in levers.LEVERS if lv.is_param}
+            params.update({k: v for k, v in base.params.items() if k in own})
         return base.replace(workload=sc.workload, params=params, **common)
 
     def choose_scenario(self, name: str | None) -> bool:

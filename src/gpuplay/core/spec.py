@@ -99,6 +99,8 @@ class RunSpec:
             raise SpecError(f"budget must be > 0 seconds; got {self.budget_s}")
         if self.threads is not None and self.threads < 1:
             raise SpecError(f"threads must be >= 1; got {self.threads}")
+        if not 1 <= self.min_repeat <= self.max_repeat:
+            raise SpecError(f"min repeat must be 1 to max repeat ({self.max_repeat}); got {self.min_repeat}")
         if self.max_step_s <= 0:
             raise SpecError(f"max step must be > 0 seconds; got {self.max_step_s}")
         # NaN passes the comparisons above and infinity the lower bounds: check finite and bounded.
@@ -111,6 +113,7 @@ class RunSpec:
             bounds.check_number("budget", self.budget_s, bounds.BUDGET_S)
             bounds.check_number("max step", self.max_step_s, bounds.MAX_STEP_S)
             bounds.check_number("seed", self.seed, bounds.SEED, integer=True)
+            bounds.check_number("max repeat", self.max_repeat, bounds.REPEAT, integer=True)
         except bounds.BoundsError as exc:
             raise SpecError(str(exc)) from None
 

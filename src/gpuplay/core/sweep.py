@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuplay.core import levers
 from gpuplay.core.planner import check
 from gpuplay.core.result import RunResult
 from gpuplay.core.scenarios import Scenario
@@ -27,14 +28,7 @@ from gpuplay.core.workloads.base import ITEMSIZE, Param
 MAX_POINTS = 64  # a sweep is minutes, not hours: more sizes than this is a typo
 TRANSFER_MODES = ("off", "on", "both")
 # Levers a sweep can put on top of each torch configuration (as `gpuplay compare --variants`).
-VARIANTS: dict[str, dict[str, object]] = {
-    "base": {},
-    "amp-bf16": {"amp": "bf16"},
-    "amp-fp16": {"amp": "fp16"},
-    "compile": {"compile": "default"},
-    "tf32": {"tf32": True},
-    "graphs": {"cuda_graphs": True},
-}
+VARIANTS: dict[str, dict[str, object]] = levers.variants()  # generated from core/levers.py
 
 
 class SweepError(ValueError):

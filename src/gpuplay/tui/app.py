@@ -41,6 +41,7 @@ from gpuplay.tui.collectives_view import CollectivesView, status_line
 from gpuplay.tui.commands import GpuplayCommands, keymap_problems, set_lever, with_ids
 from gpuplay.tui.controls import CONTROLS, cycle, live_threads
 from gpuplay.tui.layout import compose_main
+from gpuplay.tui.lever_keys import lever_bindings
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
 from gpuplay.tui.profile_view import ProfileView
 from gpuplay.tui.roofline import RooflineChart
@@ -70,13 +71,7 @@ class GpuPlayApp(App[None]):
 
     # Every binding has an id (commands.binding_id), so config.toml's [keymap] can remap it.
     BINDINGS = with_ids([
-        Binding("b", "cycle('backend')", "backend"),
-        Binding("d", "cycle('device')", "device"),
-        Binding("t", "cycle('dtype')", "dtype"),
-        Binding("a", "cycle('amp')", "AMP"),
-        Binding("c", "cycle('compile')", "compile"),
-        Binding("f", "cycle('tf32')", "TF32", show=False),
-        Binding("g", "cycle('cuda_graphs')", "CUDA graphs", show=False),
+        *lever_bindings(),  # b d t a c f g v m o n: generated from core/levers.py
         Binding("p", "cycle_preset", "preset", show=False),
         Binding("l", "cycle_limit", "step limit", show=False),
         Binding("space", "pause", "pause"),

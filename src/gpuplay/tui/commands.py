@@ -16,7 +16,7 @@ from typing import Any
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from gpuplay.tui.controls import CONTROLS, label, values_for, verdict_for, with_value
+from gpuplay.tui.controls import controls_for, label, values_for, verdict_for, with_value
 
 TABS = ("live", "compare", "code", "telemetry", "profile", "collectives")
 
@@ -26,7 +26,7 @@ _IDS = {"cycle_preset": "preset", "cycle_limit": "step_limit", "save_svg": "scre
 
 
 def binding_id(action: str) -> str:
-    """The id of the binding for `action`: "cycle('amp')" → "amp", "tab('live')" → "tab_live"."""
+    """The id of the binding for `action`: "cycle('dtype')" → "dtype", "tab('live')" → "tab_live"."""
     m = re.fullmatch(r"(\w+)\('(\w+)'\)", action)
     if m:
         return m[2] if m[1] == "cycle" else f"{m[1]}_{m[2]}"
@@ -53,9 +53,9 @@ class GpuplayCommands(Provider):
             yield f"scenario: {sc.title}", partial(app.choose_scenario_from_palette, sc.name), sc.name
         spec = app.spec
         if spec is not None:
-            for c in CONTROLS:
+            for c in controls_for(spec):
                 for value in values_for(c.field):
-                    if value == getattr(spec, c.field):
+                    if value == c.value(spec):
                         continue
                     verdict = verdict_for(spec, c.field, value)
                     why = "" if verdict is None else str(verdict)

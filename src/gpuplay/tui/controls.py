@@ -5,32 +5,58 @@ No Textual here: the rules that decide what a user can flip are tested directly.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplay.core.backends import get_backend
+from gpuplay.core import levers
+from gpuplay.core.backends import all_backends, get_backend
+from gpuplay.core.levers import Lever
 from gpuplay.core.planner import check
-from gpuplay.core.spec import AMP_MODES, BACKENDS, COMPILE_MODES, DTYPES, Refusal, RunSpec
+from gpuplay.core.spec import BACKENDS, Refusal, RunSpec
+from gpuplay.core.workloads import get_workload
+from gpuplay.core.workloads.base import Param
 
 LABELS = {"numpy": "NumPy", "torch": "PyTorch", "cupy": "CuPy", True: "on", False: "off"}
 
 
 @dataclass(frozen=True)
 class Control:
-    field: str  # RunSpec field
-    key: str  # keyboard key that cycles it
-    title: str
+    """A live lever: the key that cycles it and its words on screen (from core/levers.py)."""
+
+    lever: Lever
+
+    @property
+    def field(self) -> str:  # the RunSpec field, or the workload parameter
+        return self.lever.name
+
+    @property
+    def key(self) -> str:
+        return self.lever.key
+
+    @property
+    def title(self) -> str:
+        return self.lever.label
+
+    def applies_to(self, spec: RunSpec) -> bool:
+        return self.lever.live_in(spec)
+
+    def value(self, spec: RunSpec) -> Any:
+        value = self.lever.value(spec)
+        return _param(self.lever).default if value is None and self.lever.is_param else value
 
 
-CONTROLS = (
-    Control("backend", "b", "backend"),
-    Control("device", "d", "device"),
-    Control("dtype", "t", "dtype"),
-    Control("amp", "a", "AMP"),
-    Control("compile", "c", "compile"),
-    Control("tf32", "f", "TF32"),
-    Control("cuda_graphs", "g", "CUDA graphs"),
-)
+def _param(lever: Lever) -> Param:
+    """A workload parameter lever's declaration in its workload (default, choices, limits)."""
+    return next(p for p in get_workload(lever.workloads[0]).params if p.name == lever.name)
+
+
+CONTROLS = tuple(Control(lv) for lv in levers.live_levers())
+
+
+def controls_for(spec: RunSpec) -> tuple[Control, ...]:
+    """The controls this spec has: every RunSpec lever, and its own workload's parameters."""
+    return tuple(c for c in CONTROLS if c.applies_to(spec))
 
 
 def device_values() -> list[str]:
@@ -46,64 +72,46 @@ def device_values() -> list[str]:
 
 
 def values_for(field: str) -> list[Any]:
-    values: dict[str, list[Any]] = {
-        "backend": list(BACKENDS),
-        "device": device_values(),
-        "dtype": list(DTYPES),
-        "amp": list(AMP_MODES),
-        "compile": list(COMPILE_MODES),
-        "tf32": [False, True],
-        "cuda_graphs": [False, True],
-    }
-    return values[field]
+    lever = levers.get(field)
+    if field == "device":
+        return device_values()
+    choices = _param(lever).choices if lever.is_param else None
+    if choices:
+        return list(choices)
+    return list(lever.values())
 
 
 def normalize(spec: RunSpec, changed: str) -> RunSpec:
     """After the user changes `changed`, adjust the others so the combination makes sense."""
-    kw: dict[str, Any] = {}
-    if changed == "backend":
-        if spec.backend != "torch":
-            kw.update(amp="off", compile="off", tf32=False, cuda_graphs=False)
-        if spec.backend == "numpy":
-            kw["device"] = "cpu"
-        if spec.backend == "cupy" and spec.device == "cpu":
-            cuda = [d for d in get_backend("cupy").device_ids(timeout=0)] or ["cuda:0"]
-            kw["device"] = cuda[0]
-        if spec.backend in ("numpy", "cupy") and spec.dtype == "bfloat16":
-            kw["dtype"] = "float32"
-        if spec.params.get("method") == "autograd" and spec.backend != "torch":
-            kw["params"] = {**spec.params, "method": "auto"}
-    elif changed == "device":
-        if spec.device == "cpu":
-            kw.update(tf32=False, cuda_graphs=False)
-            if spec.backend == "cupy":
-                kw["backend"] = "numpy"
-    elif changed == "amp" and spec.amp != "off":
-        kw["dtype"] = "float32"
-    elif changed == "dtype" and spec.dtype != "float32":
-        kw["amp"] = "off"
-    elif changed == "compile" and spec.compile == "reduce-overhead":
-        kw["cuda_graphs"] = False
-    elif changed == "cuda_graphs" and spec.cuda_graphs and spec.compile == "reduce-overhead":
-        kw["compile"] = "default"
-    return spec.replace(**kw) if kw else spec
+    return levers.adjust(spec, changed)
 
 
 def with_value(spec: RunSpec, field: str, value: Any) -> RunSpec:
-    return normalize(spec.replace(**{field: value}), field)
+    return normalize(levers.get(field).set(spec, value), field)
 
 
-def verdict_for(spec: RunSpec, field: str, value: Any) -> Refusal | None:
-    """The Refusal for setting `field` to `value` (and what it implies); None when it can run.
+def _probe_state() -> tuple[Any, ...]:
+    """What a verdict depends on besides the spec: each backend's probe answer so far."""
+    return tuple((b.availability(0), tuple(b.device_ids(0))) for b in all_backends())
 
-    A Refusal with `pending` set is no verdict yet: the backend's probe is still running.
-    """
+
+@functools.lru_cache(maxsize=1024)
+def _verdict(spec: RunSpec, field: str, value: Any, probes: tuple[Any, ...]) -> Refusal | None:
     try:
         candidate = with_value(spec, field, value)
     except ValueError as exc:
         return Refusal(str(exc))
     verdict = check(candidate, probe_timeout=0)
     return verdict if isinstance(verdict, Refusal) else None
+
+
+def verdict_for(spec: RunSpec, field: str, value: Any) -> Refusal | None:
+    """The Refusal for setting `field` to `value` (and what it implies); None when it can run.
+
+    A Refusal with `pending` set is no verdict yet: the backend's probe is still running.
+    Assessed once per (spec, value, probe answers): drawing the controls does not plan.
+    """
+    return _verdict(spec, field, value, _probe_state())
 
 
 def refusal_for(spec: RunSpec, field: str, value: Any) -> str | None:
@@ -114,8 +122,11 @@ def refusal_for(spec: RunSpec, field: str, value: Any) -> str | None:
 
 def cycle(spec: RunSpec, field: str, step: int = 1) -> tuple[RunSpec, str | None]:
     """The next available value of `field`; (spec unchanged, why) when none other is."""
+    lever = levers.get(field)
+    if not lever.live_in(spec):
+        return spec, f"{spec.workload} has no {lever.label}"
     values = values_for(field)
-    current = getattr(spec, field)
+    current = Control(lever).value(spec)
     start = values.index(current) if current in values else -1
     reasons = []
     for i in range(1, len(values)):

@@ -26,7 +26,7 @@ from gpuplay.core.safetext import visible
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary
 from gpuplay.core.telemetry import Snapshot
-from gpuplay.tui.controls import CONTROLS, label, values_for, verdict_for
+from gpuplay.tui.controls import controls_for, label, values_for, verdict_for
 from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
 
 PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
@@ -54,8 +54,8 @@ class ControlsPanel(Static):
         t.add_column()
         reasons: list[str] = []
         probing: list[str] = []  # backends whose probe has not answered yet: no verdict, no ✗
-        for c in CONTROLS:
-            current = getattr(spec, c.field)
+        for c in controls_for(spec):
+            current = c.value(spec)
             cells = Text()
             for v in values_for(c.field):
                 if v == current:

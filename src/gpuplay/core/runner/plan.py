@@ -12,6 +12,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuplay.core import levers
 from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.base import Backend
 from gpuplay.core.planner import assess
@@ -81,10 +82,7 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
         "device_name": device_name,
         "dtype": spec.dtype,
         "compute_dtype": plan.compute_dtype,
-        "amp": spec.amp,
-        "compile": spec.compile,
-        "tf32": spec.tf32,
-        "cuda_graphs": spec.cuda_graphs,
+        **levers.conditions(spec),  # the torch levers the table marks `condition`
         "transfers_timed": plan.timed_transfers,
         "cache": "warm: steps run back to back, data may stay cache-resident"
         if spec.cache == "warm"
