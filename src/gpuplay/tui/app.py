@@ -21,6 +21,7 @@ from textual.widgets import Footer, OptionList, TabbedContent
 from textual.worker import Worker, WorkerState
 
 from gpuplay.collectives.cores import oversubscription
+from gpuplay.core.atomicfile import write_atomic
 from gpuplay.core.backends import all_backends
 from gpuplay.core.compare import attach_baselines, baseline_spec
 from gpuplay.core.config import export_dir as config_export_dir
@@ -31,7 +32,7 @@ from gpuplay.core.result import RunResult
 from gpuplay.core.safetext import visible as shown_text
 from gpuplay.core.scenarios import ScenarioSet, load_scenarios
 from gpuplay.core.session import LIVE_BUDGET_S, LiveSession
-from gpuplay.core.sessionlog import SessionLog, write_atomic
+from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import cpu_count
 from gpuplay.core.telemetry import RunTelemetry, Sampler, Snapshot, nvml_status
