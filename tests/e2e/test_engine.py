@@ -154,7 +154,7 @@ INPUTS = "\n\ndef inputs(rng):\n    return (rng.standard_normal(64),)\n"
 
 
 def _code_spec(tmp_path, kind: str) -> RunSpec:
-    from gpuplay.core.usercode import code_ref
+    from gpuplay.core.workloads.usercode import code_ref
 
     path = tmp_path / f"{kind}.py"
     path.write_text(FAULTY[kind] + INPUTS)

@@ -27,8 +27,8 @@ from gpuplay.core.runner.plan import RunPlan, conditions, resolve
 from gpuplay.core.runner.preflight import estimate_step_seconds, memory_shortfall
 from gpuplay.core.runner.steps import build_step
 from gpuplay.core.spec import Refusal, RunSpec
-from gpuplay.core.usercode import UserCodeError
 from gpuplay.core.workloads import relative_error
+from gpuplay.core.workloads.usercode import UserCodeError
 
 # A step moving this much host memory may be served by mmap and fault its output in: the
 # cold allocation mode is probed beside the warm one (runner/alloc.py).

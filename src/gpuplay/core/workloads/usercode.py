@@ -28,14 +28,11 @@ import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from gpuplay.core.workloads.base import EPS, Param, Workload
-
-if TYPE_CHECKING:
-    from gpuplay.core.scenarios import Scenario
 
 PREFIX = "code:"
 MAX_FILE_BYTES = 1024 * 1024
@@ -631,21 +628,3 @@ def load(name_or_path: str | Path) -> UserCodeWorkload:
     with _loaded_lock:
         _loaded[path] = (stamp, workload)
     return workload
-
-
-def scenario_for(path: Path | str) -> Scenario:
-    """A Scenario for a code file (for `gpuplay run FILE.py` and the app's list)."""
-    from gpuplay.core.scenarios import Scenario
-
-    w = load(path)
-    return Scenario(
-        name=w.path.stem,
-        title=w.title,
-        workload=w.name,
-        description=w.description,
-        params={p.name: p.default for p in w.params},
-        presets=w.info.presets,
-        claim=None,
-        path=w.path,
-        tags=("your code",),
-    )
