@@ -543,15 +543,16 @@ def test_the_profile_path_reports_a_poisoned_context_and_the_engine_restarts(mon
         return step
 
     monkeypatch.setattr(steps, "build_step", poisoned)
-    sent, exits = [], []
-    engine = server.Engine(SimpleNamespace(send=sent.append))
-    monkeypatch.setattr(server.os, "_exit", exits.append)
-    engine._profile(7, RunSpec.make("matmul", {"n": 32}, backend="torch").to_dict(), 1)
-    import json
+    from gpuplay.core.engine.messages import Profiled, ProfileRequest, decode
 
-    ((kind, run_id, payload),) = sent
-    data = json.loads(payload)
-    assert (kind, run_id, data["failure"]) == ("profiled", 7, "cuda-context")
+    sent, exits = [], []
+    engine = server.EngineServer(SimpleNamespace(send_bytes=lambda data: sent.append(decode(data))))
+    monkeypatch.setattr(server.os, "_exit", exits.append)
+    engine.do(ProfileRequest(7, RunSpec.make("matmul", {"n": 32}, backend="torch"), 1))
+
+    ((answer,),) = [sent]
+    assert isinstance(answer, Profiled)
+    assert (answer.run_id, answer.data["failure"]) == (7, "cuda-context")
     assert exits == [server.STICKY_EXIT_CODE]
 
 
