@@ -395,17 +395,17 @@ def test_amp_with_a_forced_sdpa_backend_is_probed_in_the_autocast_dtype(torch_wi
 
 # -- 14. synchronize before the check reads host buffers --------------------------------------------
 def test_the_check_waits_for_the_device_before_reading_the_result(monkeypatch):
-    from gpuplay.core.runner import measure, run
+    from gpuplay.core.runner import run, steps
 
     backend = get_backend("numpy")
     events = []
-    real_build, real_to_host = measure.build_step, backend.to_host
+    real_build, real_to_host = steps.build_step, backend.to_host
 
     def build(*a, **k):
         step = real_build(*a, **k)
         return lambda: events.append("step") or step()
 
-    monkeypatch.setattr(measure, "build_step", build)
+    monkeypatch.setattr(steps, "build_step", build)
     monkeypatch.setattr(backend, "synchronize", lambda device: events.append("sync"))
     monkeypatch.setattr(backend, "to_host", lambda x: events.append("to_host") or real_to_host(x))
     r = run(RunSpec.make("transfers", {"n": 4096, "op": "copy"}, repeat=2, warmup=0))

@@ -14,6 +14,7 @@ from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.numpy_backend import NumpyBackend
 from gpuplay.core.runner import RunPlan, device_inputs, memory_shortfall, resolve, run, timed_loop
 from gpuplay.core.runner import measure as measure_module
+from gpuplay.core.runner import steps as steps_module
 from gpuplay.core.spec import Refusal, RunSpec
 
 
@@ -86,7 +87,7 @@ def test_timed_loop_frees_each_output_inside_its_own_interval():
 def test_no_warmup_output_is_alive_when_the_timed_loop_starts(monkeypatch):
     outputs: list[weakref.ref] = []
     alive_at_timed: list[int] = []
-    real_build, real_loop = measure_module.build_step, measure_module.timed_loop
+    real_build, real_loop = steps_module.build_step, measure_module.timed_loop
 
     def tracking_build(*a, **k):
         step = real_build(*a, **k)
@@ -103,7 +104,7 @@ def test_no_warmup_output_is_alive_when_the_timed_loop_starts(monkeypatch):
             alive_at_timed.append(sum(ref() is not None for ref in outputs))
         return real_loop(fn, timer, phase=phase, **kw)
 
-    monkeypatch.setattr(measure_module, "build_step", tracking_build)
+    monkeypatch.setattr(steps_module, "build_step", tracking_build)
     monkeypatch.setattr(measure_module, "timed_loop", spying_loop)
     r = run(RunSpec.make("matmul", {"n": 64}, warmup=3, repeat=3))
     assert r.status == "ok", r.message

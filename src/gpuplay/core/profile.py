@@ -11,11 +11,14 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuplay.core.cuda_errors import is_sticky_cuda_error
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.torchprof import profile_torch
+
+if TYPE_CHECKING:
+    from gpuplay.core.runner.plan import RunPlan
 
 
 def _profile_cupy(step: Callable[[], Any], steps: int) -> dict[str, Any]:
@@ -40,13 +43,25 @@ def _profile_cupy(step: Callable[[], Any], steps: int) -> dict[str, Any]:
     }
 
 
+def _warm_up(plan: RunPlan, into: dict[str, Any]) -> Callable[[Callable[[], Any]], None]:
+    """Compile and warm up outside the profile (two calls at least); its time into `warmup_s`."""
+
+    def warm_up(step: Callable[[], Any]) -> None:
+        t0 = time.perf_counter()
+        for _ in range(max(2, plan.spec.warmup)):
+            step()
+        plan.backend.synchronize(plan.spec.device)
+        into["warmup_s"] = time.perf_counter() - t0
+
+    return warm_up
+
+
 def profile_spec(
     spec: RunSpec, steps: int = 5, trace: str | None = None, probe_timeout: float | None = 30.0
 ) -> dict[str, Any]:
     """Profile `steps` steps of `spec`. Never raises for a user's mistake: 'status' says what happened."""
-    from gpuplay.core.runner.inputs import device_inputs
     from gpuplay.core.runner.plan import resolve
-    from gpuplay.core.runner.steps import build_step
+    from gpuplay.core.runner.steps import prepare_step
 
     base: dict[str, Any] = {"label": spec.label(), "scenario": spec.scenario, "steps": steps, "status": "ok"}
     plan = resolve(spec, probe_timeout)
@@ -63,15 +78,7 @@ def profile_spec(
     base["size"] = plan.size
     try:
         with backend.configured(spec) as notes:
-            args = device_inputs(plan)
-            step = build_step(plan, args)
-            t0 = time.perf_counter()
-            for _ in range(max(2, spec.warmup)):  # compile and warm up outside the profile
-                step()
-            backend.synchronize(spec.device)
-            base["warmup_s"] = time.perf_counter() - t0
-            if spec.cuda_graphs:
-                step = backend.capture_graph(step, spec.device)
+            step = prepare_step(plan, _warm_up(plan, base)).step  # built as the runner builds it
             if spec.backend == "cupy":
                 data = _profile_cupy(step, steps)
             else:
