@@ -61,29 +61,34 @@ def read_log(path: Path, problems: list[str] | None = None) -> Iterator[dict[str
         bad: dict[str, int] = {}
         torn = False
         for raw in f:
-            if not raw.strip():
-                continue
-            try:
-                obj = json_loads(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                bad["not UTF-8"] = bad.get("not UTF-8", 0) + 1
-                continue
-            except json.JSONDecodeError:
-                if not raw.endswith(b"\n"):
-                    torn = True  # only the last line can lack its newline
-                else:
-                    bad["not JSON"] = bad.get("not JSON", 0) + 1
-                continue
-            if not isinstance(obj, dict):
-                bad["not an object"] = bad.get("not an object", 0) + 1
-                continue
-            yield obj
+            obj, why = _parse_line(raw)
+            if why == "torn":
+                torn = True  # only the last line can lack its newline
+            elif why:
+                bad[why] = bad.get(why, 0) + 1
+            elif obj is not None:
+                yield obj
         for why, n in bad.items():
             _problem(problems, path, f"{n} line{'s' if n != 1 else ''} {why}; skipped")
         if torn:
             _problem(
                 problems, path, "last line torn (the disk was full or gpuplay was killed mid-write); skipped"
             )
+
+
+def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """One line's object, or why it is not one ("" for a blank line, "torn" for a cut last line)."""
+    if not raw.strip():
+        return None, ""
+    try:
+        obj = json_loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    except json.JSONDecodeError:
+        return None, "not JSON" if raw.endswith(b"\n") else "torn"
+    if not isinstance(obj, dict):
+        return None, "not an object"
+    return obj, ""
 
 
 def _problem(problems: list[str] | None, path: Path, text: str) -> None:

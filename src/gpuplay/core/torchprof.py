@@ -79,25 +79,52 @@ def _native_stderr_quiet() -> Iterator[None]:
 
 
 def profile_torch(step: Callable[[], Any], device: str, steps: int, trace: str | None) -> dict[str, Any]:
+    """torch.profiler over `steps` calls of `step`: per-step wall and busy time, kernels (CUDA) or
+    operator calls (CPU) per step, the top operators and kernels; a Chrome trace if asked."""
+    import torch
+
+    cuda = device.startswith("cuda")
+    prof = _record(step, device, steps, cuda)
+    events = list(prof.events())
+    marks = [e for e in events if e.name.startswith(STEP_MARK) and not _is_device_event(e)]
+    wall_ms = sum(float(e.cpu_time_total) for e in marks) / max(1, len(marks)) / 1e3
+    kernels = _kernels(events, steps)
+    per_step, busy_ms, counted, definition = (_gpu_busy if cuda else _cpu_busy)(events, marks, kernels, steps)
+    out: dict[str, Any] = {
+        "tool": f"torch.profiler (PyTorch {torch.__version__})",
+        "activities": ["cpu", "cuda"] if cuda else ["cpu"],
+        "wall_ms_per_step": wall_ms,
+        "busy_ms_per_step": busy_ms,
+        "kernels_per_step": per_step,
+        "kernels_counted": counted,
+        "overhead_share": max(0.0, 1.0 - busy_ms / wall_ms) if wall_ms > 0 else None,
+        "overhead_definition": definition,
+        "top_ops": _top_ops(prof, steps),
+        "top_kernels": [
+            {"name": k, **v} for k, v in sorted(kernels.items(), key=lambda kv: -kv[1]["device_ms"])[:TOP]
+        ],
+        "trace": None,
+    }
+    if trace:
+        out.update(_export_trace(prof, Path(trace).expanduser()))
+    return out
+
+
+def _record(step: Callable[[], Any], device: str, steps: int, cuda: bool) -> Any:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    cuda = device.startswith("cuda")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-
-    def sync() -> None:
-        if cuda:
-            torch.cuda.synchronize(device)
-
     with _native_stderr_quiet(), profile(activities=activities) as prof:
         for i in range(steps):
             with record_function(f"{STEP_MARK} {i}"):
                 step()
-                sync()  # inside the mark: a step ends when the device is done
-    events = list(prof.events())
-    marks = [e for e in events if e.name.startswith(STEP_MARK) and not _is_device_event(e)]
-    wall_us = sum(float(e.cpu_time_total) for e in marks) / max(1, len(marks))
+                if cuda:  # inside the mark: a step ends when the device is done
+                    torch.cuda.synchronize(device)
+    return prof
 
+
+def _top_ops(prof: Any, steps: int) -> list[dict[str, Any]]:
     ops: dict[str, dict[str, float]] = {}
     for avg in prof.key_averages():
         if _is_bookkeeping(avg.key) or str(getattr(avg, "device_type", "")).endswith("CUDA"):
@@ -108,63 +135,61 @@ def profile_torch(step: Callable[[], Any], device: str, steps: int, trace: str |
             "cpu_total_ms": avg.cpu_time_total / steps / 1e3,
             "device_ms": _device_us(avg) / steps / 1e3,
         }
-    top_ops = [{"name": k, **v} for k, v in sorted(ops.items(), key=lambda kv: -kv[1]["self_cpu_ms"])[:TOP]]
+    return [{"name": k, **v} for k, v in sorted(ops.items(), key=lambda kv: -kv[1]["self_cpu_ms"])[:TOP]]
 
+
+def _kernels(events: list[Any], steps: int) -> dict[str, dict[str, float]]:
+    """Device events (kernels, copies) by name: calls and GPU time per step."""
     kernels: dict[str, dict[str, float]] = {}
     for e in events:
         if _is_device_event(e):
             k = kernels.setdefault(e.name, {"calls": 0.0, "device_ms": 0.0})
             k["calls"] += 1 / steps
             k["device_ms"] += _kernel_us(e) / steps / 1e3
-    top_kernels = [
-        {"name": k, **v} for k, v in sorted(kernels.items(), key=lambda kv: -kv[1]["device_ms"])[:TOP]
-    ]
-    if cuda:
-        launches = [k for k in kernels if not k.startswith(("Memcpy", "Memset"))]
-        per_step = sum(kernels[k]["calls"] for k in launches)
-        busy_ms = sum(kernels[k]["device_ms"] for k in kernels)
-        counted = "CUDA kernels launched"
-        definition = "share of the step's wall time the GPU ran no kernel or copy (launch and host overhead)"
-    else:
-        per_step = sum(_cpu_ops_in(c) for m in marks for c in m.cpu_children) / max(1, len(marks))
-        work = [e for e in events if e.name.startswith(("aten::", _COMPILED_CALL))]
-        busy_ms = sum(float(e.self_cpu_time_total) for e in work)
-        busy_ms = busy_ms / steps / 1e3
-        counted = "operator calls (a compiled graph's generated code counts as one)"
-        definition = "share of the step's wall time spent outside any operator (Python, dispatch, guards)"
-    wall_ms = wall_us / 1e3
-    out: dict[str, Any] = {
-        "tool": f"torch.profiler (PyTorch {torch.__version__})",
-        "activities": ["cpu", "cuda"] if cuda else ["cpu"],
-        "wall_ms_per_step": wall_ms,
-        "busy_ms_per_step": busy_ms,
-        "kernels_per_step": per_step,
-        "kernels_counted": counted,
-        "overhead_share": max(0.0, 1.0 - busy_ms / wall_ms) if wall_ms > 0 else None,
-        "overhead_definition": definition,
-        "top_ops": top_ops,
-        "top_kernels": top_kernels,
-        "trace": None,
-    }
-    if trace:
-        path = Path(trace).expanduser()
-        # Written beside its destination and renamed: an interrupted export never leaves half a
-        # trace under the name the user gave (nor replaces a good one with it).
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
-            tmp.open("w").close()  # the exporter logs a failure instead of raising: check first
-            with _native_stderr_quiet():
-                prof.export_chrome_trace(str(tmp))
-            if tmp.stat().st_size == 0:
-                raise OSError("the profiler wrote nothing")
-            os.replace(tmp, path)
-            out["trace"] = str(path)
-        except OSError as exc:
-            out["trace_error"] = f"cannot write the trace to {path}: {exc.strerror or exc}"
-        finally:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-    return out
+    return kernels
+
+
+Busy = tuple[float, float, str, str]  # per step: launches, busy ms; what was counted; the overhead's meaning
+
+
+def _gpu_busy(events: list[Any], marks: list[Any], kernels: dict[str, dict[str, float]], steps: int) -> Busy:
+    launches = [k for k in kernels if not k.startswith(("Memcpy", "Memset"))]
+    return (
+        sum(kernels[k]["calls"] for k in launches),
+        sum(kernels[k]["device_ms"] for k in kernels),
+        "CUDA kernels launched",
+        "share of the step's wall time the GPU ran no kernel or copy (launch and host overhead)",
+    )
+
+
+def _cpu_busy(events: list[Any], marks: list[Any], kernels: dict[str, dict[str, float]], steps: int) -> Busy:
+    work = [e for e in events if e.name.startswith(("aten::", _COMPILED_CALL))]
+    return (
+        sum(_cpu_ops_in(c) for m in marks for c in m.cpu_children) / max(1, len(marks)),
+        sum(float(e.self_cpu_time_total) for e in work) / steps / 1e3,
+        "operator calls (a compiled graph's generated code counts as one)",
+        "share of the step's wall time spent outside any operator (Python, dispatch, guards)",
+    )
+
+
+def _export_trace(prof: Any, path: Path) -> dict[str, str]:
+    """Write the Chrome trace: {"trace": path} or {"trace_error": why}."""
+    # Written beside its destination and renamed: an interrupted export never leaves half a
+    # trace under the name the user gave (nor replaces a good one with it).
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.open("w").close()  # the exporter logs a failure instead of raising: check first
+        with _native_stderr_quiet():
+            prof.export_chrome_trace(str(tmp))
+        if tmp.stat().st_size == 0:
+            raise OSError("the profiler wrote nothing")
+        os.replace(tmp, path)
+        return {"trace": str(path)}
+    except OSError as exc:
+        return {"trace_error": f"cannot write the trace to {path}: {exc.strerror or exc}"}
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
 
 
 def kernel_count(step: Callable[[], Any], device: str) -> tuple[float, str]:

@@ -76,39 +76,43 @@ def interleave(
     """
     times_a: list[float] = []
     times_b: list[float] = []
-
-    def element(fn: Callable[[], Any], timer: StepTimer, inner: int) -> float:
-        total = 0.0
-        for _ in range(inner):
-            if between is not None:  # the cold allocation mode's page return, outside the interval
-                between()
-            total += timer(fn)[0]
-        return total / inner
-
     deadline = None if budget_s is None else time.perf_counter() + budget_s
-    while True:
-        n = len(times_a)
-        if pairs is not None and n >= pairs:
-            break
-        if pairs is None and n >= min_pairs and (deadline is None or time.perf_counter() >= deadline):
-            break
-        if n >= max_pairs:
-            break
+    while not _enough(len(times_a), pairs, min_pairs, max_pairs, deadline):
         if cancel.is_set():
             return PairedOutcome(times_a, times_b, True)
         while pause is not None and pause.is_set() and not cancel.is_set():
             cancel.wait(0.05)
-        if n % 2 == 0:  # A then B ...
-            ta = element(a, timer_a, inner_a)
-            tb = element(b, timer_b, inner_b)
+        if len(times_a) % 2 == 0:  # A then B ...
+            ta = _element(a, timer_a, inner_a, between)
+            tb = _element(b, timer_b, inner_b, between)
         else:  # ... then B then A: the block ABBA
-            tb = element(b, timer_b, inner_b)
-            ta = element(a, timer_a, inner_a)
+            tb = _element(b, timer_b, inner_b, between)
+            ta = _element(a, timer_a, inner_a, between)
         times_a.append(ta)
         times_b.append(tb)
         if on_sample is not None:
             on_sample("paired", tb)
     return PairedOutcome(times_a, times_b, False)
+
+
+def _enough(n: int, pairs: int | None, min_pairs: int, max_pairs: int, deadline: float | None) -> bool:
+    """`n` pairs are enough: the count asked for, or (none asked) the minimum once the budget is
+    spent; never more than the maximum."""
+    if n >= max_pairs:
+        return True
+    if pairs is not None:
+        return n >= pairs
+    return n >= min_pairs and (deadline is None or time.perf_counter() >= deadline)
+
+
+def _element(fn: Callable[[], Any], timer: StepTimer, inner: int, between: Callable[[], Any] | None) -> float:
+    """One element of a block: the mean of `inner` timed steps."""
+    total = 0.0
+    for _ in range(inner):
+        if between is not None:  # the cold allocation mode's page return, outside the interval
+            between()
+        total += timer(fn)[0]
+    return total / inner
 
 
 def run_paired(
