@@ -496,10 +496,10 @@ def test_tf32_falls_back_to_set_float32_matmul_precision_on_an_older_torch():
 
 
 def test_a_launch_bound_step_is_not_extrapolated_linearly():
-    from gpuplay.core.runner.plan import resolve
+    from gpuplay.core.runner.plan import plan_run
     from gpuplay.core.runner.preflight import estimate_step_seconds
 
-    plan = resolve(RunSpec.make("matmul", {"n": 4096}))
+    plan = plan_run(RunSpec.make("matmul", {"n": 4096}))
     # Every probe costs the same 1 ms (a launch floor): so will the full size.
     est = estimate_step_seconds(plan, lambda fn: (1e-3, None), 30.0, threading.Event())
     assert est == pytest.approx(1e-3, rel=0.01)

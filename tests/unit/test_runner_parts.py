@@ -12,7 +12,7 @@ import gpuplay.core.workloads as workloads_module
 from gpuplay.core import planner
 from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.numpy_backend import NumpyBackend
-from gpuplay.core.runner import RunPlan, device_inputs, memory_shortfall, resolve, run, timed_loop
+from gpuplay.core.runner import RunPlan, device_inputs, memory_shortfall, plan_run, run, timed_loop
 from gpuplay.core.runner import measure as measure_module
 from gpuplay.core.runner import steps as steps_module
 from gpuplay.core.spec import Refusal, RunSpec
@@ -49,13 +49,13 @@ def test_a_run_resolves_its_workload_and_compute_dtype_once(monkeypatch):
 
 
 def test_resolve_gives_a_plan_with_cost_or_the_refusal():
-    plan = resolve(RunSpec.make("heat", {"n": 64, "steps": 10}))
+    plan = plan_run(RunSpec.make("heat", {"n": 64, "steps": 10}))
     assert isinstance(plan, RunPlan)
     assert plan.backend is get_backend("numpy") and plan.compute_dtype == "float32"
     assert plan.flops == 7.0 * 64**2 * 10 and plan.size == "64² × 10 steps"
     small = plan.scaled(1 / 4)
     assert small.params["n"] == 16 and small.compute_dtype == plan.compute_dtype
-    refused = resolve(RunSpec.make("matmul", {"n": 32}, backend="numpy", amp="fp16"))
+    refused = plan_run(RunSpec.make("matmul", {"n": 32}, backend="numpy", amp="fp16"))
     assert isinstance(refused, Refusal) and "PyTorch" in str(refused)
 
 
@@ -114,7 +114,7 @@ def test_no_warmup_output_is_alive_when_the_timed_loop_starts(monkeypatch):
 
 
 def test_inputs_are_converted_and_the_float64_originals_freed(monkeypatch):
-    plan = resolve(RunSpec.make("matmul", {"n": 16}))
+    plan = plan_run(RunSpec.make("matmul", {"n": 16}))
     made: list[weakref.ref] = []
     real_inputs = plan.workload.inputs
 

@@ -60,11 +60,11 @@ def profile_spec(
     spec: RunSpec, steps: int = 5, trace: str | None = None, probe_timeout: float | None = 30.0
 ) -> dict[str, Any]:
     """Profile `steps` steps of `spec`. Never raises for a user's mistake: 'status' says what happened."""
-    from gpuplay.core.runner.plan import resolve
+    from gpuplay.core.runner.plan import plan_run
     from gpuplay.core.runner.steps import prepare_step
 
     base: dict[str, Any] = {"label": spec.label(), "scenario": spec.scenario, "steps": steps, "status": "ok"}
-    plan = resolve(spec, probe_timeout)
+    plan = plan_run(spec, probe_timeout)
     if isinstance(plan, Refusal):
         return {**base, "status": "refused", "message": str(plan)}
     if spec.backend == "numpy":

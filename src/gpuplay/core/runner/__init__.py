@@ -12,7 +12,7 @@ measure.py    the phases in order, filling in the RunResult
 from gpuplay.core.runner.inputs import clear_caches, device_inputs, host_inputs, reference
 from gpuplay.core.runner.loop import Cancelled, LoopOutcome, PhaseCallback, SampleCallback, timed_loop
 from gpuplay.core.runner.measure import TelemetryWindow, run
-from gpuplay.core.runner.plan import RunPlan, conditions, resolve
+from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.runner.preflight import estimate_step_seconds, memory_shortfall
 from gpuplay.core.runner.steps import PreparedStep, build_step, prepare_step
 
@@ -32,8 +32,8 @@ __all__ = [
     "estimate_step_seconds",
     "host_inputs",
     "memory_shortfall",
+    "plan_run",
     "reference",
-    "resolve",
     "run",
     "timed_loop",
 ]

@@ -22,7 +22,7 @@ from gpuplay.core.runner.alloc import allocation_note, between_steps, cold_probe
 from gpuplay.core.runner.alloc import minor_faults as _minor_faults
 from gpuplay.core.runner.inputs import clear_caches, reference
 from gpuplay.core.runner.loop import Cancelled, LoopOutcome, PhaseCallback, SampleCallback, timed_loop
-from gpuplay.core.runner.plan import RunPlan, conditions, resolve
+from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.runner.preflight import estimate_step_seconds, memory_shortfall
 from gpuplay.core.runner.steps import prepare_step
 from gpuplay.core.spec import Refusal, RunSpec
@@ -60,7 +60,7 @@ def run(
     """Measure `spec`. Never raises for a failure a user can cause: the result says what happened."""
     result = RunResult(spec=spec, started=_now())
     try:
-        plan = resolve(spec, probe_timeout)
+        plan = plan_run(spec, probe_timeout)
     except UserCodeError as exc:  # a user's flops() or bytes() raised
         result.status, result.failure, result.finished = "failed", "user-code", _now()
         result.message, result.detail = exc.summary, exc.detail

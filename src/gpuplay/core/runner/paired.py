@@ -24,7 +24,7 @@ from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, between_steps, minor_faults
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
 from gpuplay.core.runner.measure import TelemetryWindow, _Measurement, _now, run
-from gpuplay.core.runner.plan import RunPlan, conditions, resolve
+from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.stats import PairedSpeedup, paired_speedup
 from gpuplay.core.workloads.usercode import UserCodeError
@@ -132,7 +132,7 @@ def run_paired(
     there is no speedup.
     """
     cancel = cancel or threading.Event()
-    base_plan = resolve(baseline, probe_timeout)
+    base_plan = plan_run(baseline, probe_timeout)
     if isinstance(base_plan, Refusal):
         result = run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry,
                      probe_timeout=probe_timeout)  # fmt: skip
@@ -140,7 +140,7 @@ def run_paired(
         return result
     result = RunResult(spec=spec, started=_now())
     try:
-        plan = resolve(spec, probe_timeout)
+        plan = plan_run(spec, probe_timeout)
     except UserCodeError as exc:
         result.status, result.failure, result.finished = "failed", "user-code", _now()
         result.message, result.detail = exc.summary, exc.detail
