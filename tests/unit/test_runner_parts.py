@@ -164,3 +164,41 @@ def test_library_features_sit_behind_the_backend_interface():
     torch = pytest.importorskip("torch")
     matmul = get_backend("torch").autocast(lambda a, b: a @ b, "cpu", "bfloat16")
     assert matmul(torch.ones(4, 4), torch.ones(4, 4)).dtype == torch.bfloat16
+
+
+def test_a_step_is_prepared_in_one_order_for_runs_and_profiles(monkeypatch):
+    """Inputs ("setup"), the first compiling call, warm-up, in that order; a profile prepares its
+    step through the same function as a run."""
+    from gpuplay.core.profile import profile_spec
+    from gpuplay.core.runner import steps as steps_module
+    from gpuplay.core.runner.steps import prepare_step
+
+    plan = plan_run(RunSpec.make("matmul", {"n": 8}, backend="torch", compile="default"))
+    assert isinstance(plan, RunPlan)
+    events: list[str] = []
+    prepared = prepare_step(
+        plan,
+        lambda step: events.append("warm-up ran") or step(),
+        first_call=lambda step, eager: events.append("first call") or eager(),
+        on_phase=events.append,
+    )
+    assert events == ["setup", "compile", "first call", "warmup", "warm-up ran"]
+    assert prepared.setup_s >= 0 and tuple(prepared.step().shape) == (8, 8)
+
+    eager = plan_run(RunSpec.make("matmul", {"n": 8}, backend="torch"))
+    events.clear()
+    prepare_step(eager, lambda step: None, first_call=lambda s, e: events.append("first call") or s,
+                 on_phase=events.append)  # fmt: skip
+    assert events == ["setup", "warmup"]  # nothing compiles: no first call
+
+    prepared_for: list[str] = []
+    real = steps_module.prepare_step
+
+    def spy(plan, *a, **k):
+        prepared_for.append(plan.spec.label())
+        return real(plan, *a, **k)
+
+    monkeypatch.setattr(steps_module, "prepare_step", spy)
+    data = profile_spec(RunSpec.make("matmul", {"n": 8}, backend="torch"), steps=1)
+    assert data["status"] == "ok" and prepared_for == ["torch cpu float32"]
+    assert data["warmup_s"] >= 0
