@@ -154,7 +154,7 @@ INPUTS = "\n\ndef inputs(rng):\n    return (rng.standard_normal(64),)\n"
 
 
 def _code_spec(tmp_path, kind: str) -> RunSpec:
-    from gpuplay.core.usercode import code_ref
+    from gpuplay.core.workloads.usercode import code_ref
 
     path = tmp_path / f"{kind}.py"
     path.write_text(FAULTY[kind] + INPUTS)
@@ -191,3 +191,19 @@ def test_users_code_that_never_returns_is_cancelled_or_killed(engine, tmp_path, 
         assert "replaced" in r.message  # time.sleep ignores Python-level interrupts: killed
     again = engine.run(RunSpec.make("matmul", {"n": 64}, budget_s=0.1))
     assert again.status == "ok", again.message
+
+
+def test_an_engine_of_another_protocol_version_is_stopped_not_misread(monkeypatch):
+    """The handshake: the engine announces its protocol version; a front end that speaks another
+    stops it and says why, rather than reading its messages as its own."""
+    from gpuplay.core.engine import client as client_module
+
+    monkeypatch.setattr(client_module, "PROTOCOL_VERSION", client_module.PROTOCOL_VERSION + 1)
+    client = EngineClient()
+    try:
+        r = client.run(RunSpec.make("matmul", {"n": 16}, budget_s=0.05))
+        assert r.status == "failed" and r.failure == "engine-died"
+        assert "protocol version" in r.message and "restart gpuplay" in r.message
+        assert not client.alive()
+    finally:
+        client.close()

@@ -17,9 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from gpuplay.cli import main
+from gpuplay.core.atomicfile import write_atomic
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner import run
-from gpuplay.core.sessionlog import SessionLog, list_sessions, read_log, write_atomic
+from gpuplay.core.sessionlog import SessionLog, list_sessions, read_log
 from gpuplay.core.spec import RunSpec
 from tests.tui_helpers import tiny_scenarios
 

@@ -17,7 +17,7 @@ from textual.widgets import Static
 
 from gpuplay.core.runner import run
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.usercode import code_ref
+from gpuplay.core.workloads.usercode import code_ref
 from gpuplay.tui.usercode_view import code_error_renderable, recheck, show_user_code, watch_code_files
 from gpuplay.tui.widgets import CodeView
 from tests.tui_helpers import wait_until

@@ -132,60 +132,66 @@ def test_an_unwritable_state_folder_measures_unlocked_and_says_so(tmp_path, monk
     assert r.status == "ok" and any("without the device lock" in n for n in r.notes)
 
 
+class Conn:
+    """The engine's end of the pipe, keeping what the engine sends as typed messages."""
+
+    def __init__(self):
+        self.sent = []
+
+    def send_bytes(self, data):
+        from gpuplay.core.engine.messages import decode
+
+        self.sent.append(decode(data))
+
+
 def test_the_engine_waits_for_the_device_and_reports_it_as_a_phase(tmp_path, monkeypatch):
     """The engine process's run loop takes the lock: its phase line names the other session."""
-    from gpuplay.core.engine.server import Engine
+    from gpuplay.core.engine.messages import Finished, Phase, RunRequest
+    from gpuplay.core.engine.server import EngineServer
 
     monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path))
-    sent: list[tuple] = []
-
-    class Conn:
-        def send(self, msg):
-            sent.append(msg)
-
-    engine = Engine(Conn())
+    conn = Conn()
+    sent = conn.sent
+    engine = EngineServer(conn)
     child = _hold_in_child(tmp_path, "cpu")
     spec = RunSpec.make("matmul", {"n": 16}, budget_s=0.01, warmup=0)
-    worker = threading.Thread(target=engine._run, args=(7, spec.to_dict(), False))
+    worker = threading.Thread(target=engine.do, args=(RunRequest(7, spec, False),))
     try:
         worker.start()
         deadline = time.monotonic() + 10
-        while not any(m[0] == "phase" for m in sent) and time.monotonic() < deadline:
+        while not any(isinstance(m, Phase) for m in sent) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert ("phase", 7, f"cpu busy: measuring in another session (pid {child.pid})") in sent
-        assert not any(m[0] == "result" for m in sent)  # still waiting, not measuring alongside
+        assert Phase(7, f"cpu busy: measuring in another session (pid {child.pid})") in sent
+        assert not any(isinstance(m, Finished) for m in sent)  # still waiting, not measuring alongside
         engine.cancel.set()
         worker.join(10)
-        result = json.loads(next(m for m in sent if m[0] == "result")[2])
-        assert result["status"] == "cancelled"
+        result = next(m for m in sent if isinstance(m, Finished)).result
+        assert result.status == "cancelled"
     finally:
         child.communicate("")
         worker.join(10)
 
 
 def test_a_profile_waits_for_the_device_too(tmp_path, monkeypatch):
-    from gpuplay.core.engine.server import Engine
+    from gpuplay.core.engine.messages import Phase, Profiled, ProfileRequest
+    from gpuplay.core.engine.server import EngineServer
 
     monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path))
-    sent: list[tuple] = []
-
-    class Conn:
-        def send(self, msg):
-            sent.append(msg)
-
-    engine = Engine(Conn())
+    conn = Conn()
+    sent = conn.sent
+    engine = EngineServer(conn)
     child = _hold_in_child(tmp_path, "cpu")
     spec = RunSpec.make("matmul", {"n": 16})
-    worker = threading.Thread(target=engine._profile, args=(3, spec.to_dict(), 2))
+    worker = threading.Thread(target=engine.do, args=(ProfileRequest(3, spec, 2),))
     try:
         worker.start()
         deadline = time.monotonic() + 10
         while not sent and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert sent[0] == ("phase", 3, f"cpu busy: measuring in another session (pid {child.pid})")
+        assert sent[0] == Phase(3, f"cpu busy: measuring in another session (pid {child.pid})")
         engine.cancel.set()
         worker.join(10)
-        assert json.loads(sent[-1][2])["status"] == "cancelled"
+        assert isinstance(sent[-1], Profiled) and sent[-1].data["status"] == "cancelled"
     finally:
         child.communicate("")
         worker.join(10)

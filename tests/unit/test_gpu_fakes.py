@@ -395,17 +395,17 @@ def test_amp_with_a_forced_sdpa_backend_is_probed_in_the_autocast_dtype(torch_wi
 
 # -- 14. synchronize before the check reads host buffers --------------------------------------------
 def test_the_check_waits_for_the_device_before_reading_the_result(monkeypatch):
-    from gpuplay.core.runner import measure, run
+    from gpuplay.core.runner import run, steps
 
     backend = get_backend("numpy")
     events = []
-    real_build, real_to_host = measure.build_step, backend.to_host
+    real_build, real_to_host = steps.build_step, backend.to_host
 
     def build(*a, **k):
         step = real_build(*a, **k)
         return lambda: events.append("step") or step()
 
-    monkeypatch.setattr(measure, "build_step", build)
+    monkeypatch.setattr(steps, "build_step", build)
     monkeypatch.setattr(backend, "synchronize", lambda device: events.append("sync"))
     monkeypatch.setattr(backend, "to_host", lambda x: events.append("to_host") or real_to_host(x))
     r = run(RunSpec.make("transfers", {"n": 4096, "op": "copy"}, repeat=2, warmup=0))
@@ -496,10 +496,10 @@ def test_tf32_falls_back_to_set_float32_matmul_precision_on_an_older_torch():
 
 
 def test_a_launch_bound_step_is_not_extrapolated_linearly():
-    from gpuplay.core.runner.plan import resolve
+    from gpuplay.core.runner.plan import plan_run
     from gpuplay.core.runner.preflight import estimate_step_seconds
 
-    plan = resolve(RunSpec.make("matmul", {"n": 4096}))
+    plan = plan_run(RunSpec.make("matmul", {"n": 4096}))
     # Every probe costs the same 1 ms (a launch floor): so will the full size.
     est = estimate_step_seconds(plan, lambda fn: (1e-3, None), 30.0, threading.Event())
     assert est == pytest.approx(1e-3, rel=0.01)
@@ -543,15 +543,16 @@ def test_the_profile_path_reports_a_poisoned_context_and_the_engine_restarts(mon
         return step
 
     monkeypatch.setattr(steps, "build_step", poisoned)
-    sent, exits = [], []
-    engine = server.Engine(SimpleNamespace(send=sent.append))
-    monkeypatch.setattr(server.os, "_exit", exits.append)
-    engine._profile(7, RunSpec.make("matmul", {"n": 32}, backend="torch").to_dict(), 1)
-    import json
+    from gpuplay.core.engine.messages import Profiled, ProfileRequest, decode
 
-    ((kind, run_id, payload),) = sent
-    data = json.loads(payload)
-    assert (kind, run_id, data["failure"]) == ("profiled", 7, "cuda-context")
+    sent, exits = [], []
+    engine = server.EngineServer(SimpleNamespace(send_bytes=lambda data: sent.append(decode(data))))
+    monkeypatch.setattr(server.os, "_exit", exits.append)
+    engine.do(ProfileRequest(7, RunSpec.make("matmul", {"n": 32}, backend="torch"), 1))
+
+    ((answer,),) = [sent]
+    assert isinstance(answer, Profiled)
+    assert (answer.run_id, answer.data["failure"]) == (7, "cuda-context")
     assert exits == [server.STICKY_EXIT_CODE]
 
 

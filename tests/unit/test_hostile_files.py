@@ -102,7 +102,7 @@ def test_a_torn_last_line_is_reported_not_silently_dropped(tmp_path):
 
 def test_a_full_disk_leaves_no_torn_line(tmp_path, monkeypatch):
     """A short write (ENOSPC) is cut back: the next line starts on a line of its own."""
-    from gpuplay.core.sessionlog import append_line
+    from gpuplay.core.atomicfile import append_line
 
     path = tmp_path / "log.jsonl"
     append_line(path, '{"a": 1}')

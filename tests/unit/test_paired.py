@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -76,19 +77,16 @@ def test_a_paired_run_measures_both_sides_and_checks_both():
 
 
 def test_the_engine_pairs_a_run_that_names_a_baseline():
-    from gpuplay.core.engine.server import Engine
+    from gpuplay.core.engine.messages import Finished, RunRequest, decode, encode
+    from gpuplay.core.engine.server import EngineServer
 
-    sent: list[tuple] = []
-
-    class Conn:
-        def send(self, msg):
-            sent.append(msg)
-
+    sent: list[bytes] = []
     spec = RunSpec.make("matmul", {"n": 32}, backend="torch", repeat=4, threads=1)
-    Engine(Conn())._run(7, spec.to_dict(), False, baseline_spec(spec).to_dict())
-    kind, run_id, payload = sent[-1]
-    doc = json.loads(payload)
-    assert (kind, run_id) == ("result", 7) and doc["status"] == "ok"
+    request = decode(encode(RunRequest(7, spec, False, baseline_spec(spec))))  # as it crosses the pipe
+    EngineServer(SimpleNamespace(send_bytes=sent.append)).do(request)
+    answer = decode(sent[-1])
+    doc = json.loads(sent[-1])["result"]
+    assert isinstance(answer, Finished) and answer.run_id == 7 and doc["status"] == "ok"
     assert doc["speedup"]["pairs"] == 4 and doc["conditions"]["paired_with"].startswith("numpy")
     assert RunResult.from_dict(doc).speedup == doc["speedup"]
 

@@ -7,12 +7,12 @@ import threading
 import pytest
 
 from gpuplay.core.runner import preflight
-from gpuplay.core.runner.plan import resolve
+from gpuplay.core.runner.plan import plan_run
 from gpuplay.core.spec import RunSpec
 
 
 def test_one_stalled_probe_call_does_not_refuse_the_step(monkeypatch):
-    plan = resolve(RunSpec.make("fft2d", {"n": 4096}, max_step_s=10.0))
+    plan = plan_run(RunSpec.make("fft2d", {"n": 4096}, max_step_s=10.0))
     calls: list[float] = []
     # Probe 1/16: the one-off first call, a 50 ms scheduler stall, then its real 0.3 ms.
     # Probe 1/8: its work at the same rate. The floor + rate fit through the fastest repeats

@@ -230,10 +230,10 @@ def test_compile_does_not_spill_torchs_script_method_deprecations():
 
     script = (
         "from gpuplay.core.runner import build_step\n"
-        "from gpuplay.core.runner.plan import resolve\n"
+        "from gpuplay.core.runner.plan import plan_run\n"
         "from gpuplay.core.spec import RunSpec\n"
         "spec = RunSpec.make('matmul', {'n': 8}, backend='torch', compile='default')\n"
-        "build_step(resolve(spec), ())\n"
+        "build_step(plan_run(spec), ())\n"
         "import torch._inductor.compile_fx\n"
         "print('compiled step built')\n"
     )

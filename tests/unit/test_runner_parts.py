@@ -12,8 +12,9 @@ import gpuplay.core.workloads as workloads_module
 from gpuplay.core import planner
 from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.numpy_backend import NumpyBackend
-from gpuplay.core.runner import RunPlan, device_inputs, memory_shortfall, resolve, run, timed_loop
+from gpuplay.core.runner import RunPlan, device_inputs, memory_shortfall, plan_run, run, timed_loop
 from gpuplay.core.runner import measure as measure_module
+from gpuplay.core.runner import steps as steps_module
 from gpuplay.core.spec import Refusal, RunSpec
 
 
@@ -48,13 +49,13 @@ def test_a_run_resolves_its_workload_and_compute_dtype_once(monkeypatch):
 
 
 def test_resolve_gives_a_plan_with_cost_or_the_refusal():
-    plan = resolve(RunSpec.make("heat", {"n": 64, "steps": 10}))
+    plan = plan_run(RunSpec.make("heat", {"n": 64, "steps": 10}))
     assert isinstance(plan, RunPlan)
     assert plan.backend is get_backend("numpy") and plan.compute_dtype == "float32"
     assert plan.flops == 7.0 * 64**2 * 10 and plan.size == "64² × 10 steps"
     small = plan.scaled(1 / 4)
     assert small.params["n"] == 16 and small.compute_dtype == plan.compute_dtype
-    refused = resolve(RunSpec.make("matmul", {"n": 32}, backend="numpy", amp="fp16"))
+    refused = plan_run(RunSpec.make("matmul", {"n": 32}, backend="numpy", amp="fp16"))
     assert isinstance(refused, Refusal) and "PyTorch" in str(refused)
 
 
@@ -86,7 +87,7 @@ def test_timed_loop_frees_each_output_inside_its_own_interval():
 def test_no_warmup_output_is_alive_when_the_timed_loop_starts(monkeypatch):
     outputs: list[weakref.ref] = []
     alive_at_timed: list[int] = []
-    real_build, real_loop = measure_module.build_step, measure_module.timed_loop
+    real_build, real_loop = steps_module.build_step, measure_module.timed_loop
 
     def tracking_build(*a, **k):
         step = real_build(*a, **k)
@@ -103,7 +104,7 @@ def test_no_warmup_output_is_alive_when_the_timed_loop_starts(monkeypatch):
             alive_at_timed.append(sum(ref() is not None for ref in outputs))
         return real_loop(fn, timer, phase=phase, **kw)
 
-    monkeypatch.setattr(measure_module, "build_step", tracking_build)
+    monkeypatch.setattr(steps_module, "build_step", tracking_build)
     monkeypatch.setattr(measure_module, "timed_loop", spying_loop)
     r = run(RunSpec.make("matmul", {"n": 64}, warmup=3, repeat=3))
     assert r.status == "ok", r.message
@@ -113,7 +114,7 @@ def test_no_warmup_output_is_alive_when_the_timed_loop_starts(monkeypatch):
 
 
 def test_inputs_are_converted_and_the_float64_originals_freed(monkeypatch):
-    plan = resolve(RunSpec.make("matmul", {"n": 16}))
+    plan = plan_run(RunSpec.make("matmul", {"n": 16}))
     made: list[weakref.ref] = []
     real_inputs = plan.workload.inputs
 
@@ -163,3 +164,41 @@ def test_library_features_sit_behind_the_backend_interface():
     torch = pytest.importorskip("torch")
     matmul = get_backend("torch").autocast(lambda a, b: a @ b, "cpu", "bfloat16")
     assert matmul(torch.ones(4, 4), torch.ones(4, 4)).dtype == torch.bfloat16
+
+
+def test_a_step_is_prepared_in_one_order_for_runs_and_profiles(monkeypatch):
+    """Inputs ("setup"), the first compiling call, warm-up, in that order; a profile prepares its
+    step through the same function as a run."""
+    from gpuplay.core.profile import profile_spec
+    from gpuplay.core.runner import steps as steps_module
+    from gpuplay.core.runner.steps import prepare_step
+
+    plan = plan_run(RunSpec.make("matmul", {"n": 8}, backend="torch", compile="default"))
+    assert isinstance(plan, RunPlan)
+    events: list[str] = []
+    prepared = prepare_step(
+        plan,
+        lambda step: events.append("warm-up ran") or step(),
+        first_call=lambda step, eager: events.append("first call") or eager(),
+        on_phase=events.append,
+    )
+    assert events == ["setup", "compile", "first call", "warmup", "warm-up ran"]
+    assert prepared.setup_s >= 0 and tuple(prepared.step().shape) == (8, 8)
+
+    eager = plan_run(RunSpec.make("matmul", {"n": 8}, backend="torch"))
+    events.clear()
+    prepare_step(eager, lambda step: None, first_call=lambda s, e: events.append("first call") or s,
+                 on_phase=events.append)  # fmt: skip
+    assert events == ["setup", "warmup"]  # nothing compiles: no first call
+
+    prepared_for: list[str] = []
+    real = steps_module.prepare_step
+
+    def spy(plan, *a, **k):
+        prepared_for.append(plan.spec.label())
+        return real(plan, *a, **k)
+
+    monkeypatch.setattr(steps_module, "prepare_step", spy)
+    data = profile_spec(RunSpec.make("matmul", {"n": 8}, backend="torch"), steps=1)
+    assert data["status"] == "ok" and prepared_for == ["torch cpu float32"]
+    assert data["warmup_s"] >= 0

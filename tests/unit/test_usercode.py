@@ -13,10 +13,10 @@ import pytest
 
 from gpuplay.core.config import load_config
 from gpuplay.core.runner import run
-from gpuplay.core.scenarios import ScenarioError, load_scenarios, parse_scenario
+from gpuplay.core.scenarios import ScenarioError, load_scenarios, parse_scenario, scenario_for
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.usercode import UserCodeError, code_ref, frame_lines, inspect_code, load, scenario_for
 from gpuplay.core.workloads import get_workload
+from gpuplay.core.workloads.usercode import UserCodeError, code_ref, frame_lines, inspect_code, load
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NAMES = ["softmax", "gaussian_blur", "monte_carlo_pi", "mandelbrot", "nbody"]
@@ -313,7 +313,7 @@ def test_listing_and_showing_a_code_file_imports_no_array_library(tmp_path):
     path = write(tmp_path, "import torch\n" + GOOD)
     script = (
         "import sys\n"
-        "from gpuplay.core.usercode import scenario_for\n"
+        "from gpuplay.core.scenarios import scenario_for\n"
         "from gpuplay.core.workloads import get_workload\n"
         f"sc = scenario_for({str(path)!r}); w = get_workload(sc.workload)\n"
         "w.resolve({}); w.source('torch', {}); sc.preset_params(None)\n"

@@ -58,7 +58,7 @@ def main(
 
 def _code_files(given: tuple[str, ...]) -> list[Path]:
     """The --code files, each checked now so a bad one is a message, not a broken app."""
-    from gpuplay.core.usercode import UserCodeError, inspect_code
+    from gpuplay.core.workloads.usercode import UserCodeError, inspect_code
 
     paths = [Path(g).expanduser().resolve() for g in given]
     for path in paths:

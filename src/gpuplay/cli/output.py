@@ -85,7 +85,7 @@ def message(exc: BaseException) -> str:
 
 def emit(text: str, out: str | None) -> None:
     if out:
-        from gpuplay.core.sessionlog import write_atomic
+        from gpuplay.core.atomicfile import write_atomic
 
         folder = Path(out).expanduser().parent
         if not folder.exists():  # created, as users expect of an output path, but said

@@ -138,7 +138,8 @@ def run(
 def _code_scenario(arg: str) -> Any:
     """A code file named on the command line (or by its stem, from code_files in config.toml)."""
     from gpuplay.core.config import load_config
-    from gpuplay.core.usercode import looks_like_code_path, scenario_for
+    from gpuplay.core.scenarios import scenario_for
+    from gpuplay.core.workloads.usercode import looks_like_code_path
 
     if looks_like_code_path(arg):
         return scenario_for(arg)

@@ -103,7 +103,7 @@ def sweep_options(f: Any) -> Any:
 
 def write_output(doc: dict[str, Any], fmt: str, out: str | None) -> None:
     from gpuplay.collectives.report import append_session_log, render
-    from gpuplay.core.sessionlog import write_atomic
+    from gpuplay.core.atomicfile import write_atomic
 
     text = render(doc, fmt)
     if out:
@@ -140,7 +140,7 @@ def rank_main(
     from gpuplay.collectives.backend import default_backend
     from gpuplay.collectives.bench import RankEnv, RankError, SweepOptions, emit_event, run_rank
     from gpuplay.collectives.report import to_json
-    from gpuplay.core.sessionlog import write_atomic
+    from gpuplay.core.atomicfile import write_atomic
 
     backend = backend or default_backend()
     opts = SweepOptions(

@@ -165,7 +165,7 @@ def fingerprint(device: str, name: str) -> dict[str, Any]:
 
 
 def save_peaks(peaks: DevicePeaks) -> Path:
-    from gpuplay.core.sessionlog import write_atomic
+    from gpuplay.core.atomicfile import write_atomic
 
     path = cache_path(peaks.device)
     write_atomic(path, json.dumps(peaks.to_dict(), indent=2) + "\n")

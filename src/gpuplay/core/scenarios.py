@@ -225,3 +225,21 @@ def load_scenarios(extra_dirs: Iterable[Path | str] = ()) -> ScenarioSet:
     order = list(registry())
     ranked = sorted(found.values(), key=lambda s: (order.index(s.workload), s.name))
     return ScenarioSet({s.name: s for s in ranked}, errors)
+
+
+def scenario_for(path: Path | str) -> Scenario:
+    """A Scenario for a user's code file (for `gpuplay run FILE.py` and the app's list)."""
+    from gpuplay.core.workloads.usercode import load
+
+    w = load(path)
+    return Scenario(
+        name=w.path.stem,
+        title=w.title,
+        workload=w.name,
+        description=w.description,
+        params={p.name: p.default for p in w.params},
+        presets=w.info.presets,
+        claim=None,
+        path=w.path,
+        tags=("your code",),
+    )

@@ -6,17 +6,15 @@ line, so even `kill -9` loses nothing that had finished.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
-import errno
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gpuplay.core.atomicfile import append_line
 from gpuplay.core.config import state_dir
 from gpuplay.core.result import RunResult
 from gpuplay.core.safeload import json_loads
@@ -44,26 +42,6 @@ class SessionLog:
             return False
 
 
-def append_line(path: Path, line: str) -> None:
-    """Append `line` whole or not at all: one write of the encoded line and its newline, and on
-    a short write (a full disk) the file is cut back, so the next line does not start mid-line."""
-    data = (line + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    try:
-        start = os.fstat(fd).st_size
-        try:
-            written = os.write(fd, data)
-            if written != len(data):
-                raise OSError(errno.ENOSPC, f"only {written} of {len(data)} bytes written (disk full?)")
-            os.fsync(fd)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, start)
-            raise
-    finally:
-        os.close(fd)
-
-
 def read_log(path: Path, problems: list[str] | None = None) -> Iterator[dict[str, Any]]:
     """The objects of one log, line by line. What cannot be read is skipped and, with `problems`,
     said there in words naming the file: a FIFO or folder in its place, lines that are not UTF-8,
@@ -83,29 +61,34 @@ def read_log(path: Path, problems: list[str] | None = None) -> Iterator[dict[str
         bad: dict[str, int] = {}
         torn = False
         for raw in f:
-            if not raw.strip():
-                continue
-            try:
-                obj = json_loads(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                bad["not UTF-8"] = bad.get("not UTF-8", 0) + 1
-                continue
-            except json.JSONDecodeError:
-                if not raw.endswith(b"\n"):
-                    torn = True  # only the last line can lack its newline
-                else:
-                    bad["not JSON"] = bad.get("not JSON", 0) + 1
-                continue
-            if not isinstance(obj, dict):
-                bad["not an object"] = bad.get("not an object", 0) + 1
-                continue
-            yield obj
+            obj, why = _parse_line(raw)
+            if why == "torn":
+                torn = True  # only the last line can lack its newline
+            elif why:
+                bad[why] = bad.get(why, 0) + 1
+            elif obj is not None:
+                yield obj
         for why, n in bad.items():
             _problem(problems, path, f"{n} line{'s' if n != 1 else ''} {why}; skipped")
         if torn:
             _problem(
                 problems, path, "last line torn (the disk was full or gpuplay was killed mid-write); skipped"
             )
+
+
+def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """One line's object, or why it is not one ("" for a blank line, "torn" for a cut last line)."""
+    if not raw.strip():
+        return None, ""
+    try:
+        obj = json_loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+    except json.JSONDecodeError:
+        return None, "not JSON" if raw.endswith(b"\n") else "torn"
+    if not isinstance(obj, dict):
+        return None, "not an object"
+    return obj, ""
 
 
 def _problem(problems: list[str] | None, path: Path, text: str) -> None:
@@ -158,38 +141,3 @@ def list_sessions(directory: Path | None = None) -> list[Path]:
     if not directory.is_dir():
         return []
     return sorted(directory.glob("session-*.jsonl"))
-
-
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux says it (os.umask sets it)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename: never a half-written export."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        # mkstemp creates 0600; an export is an ordinary file: the mode open() would give it.
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

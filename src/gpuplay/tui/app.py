@@ -21,6 +21,7 @@ from textual.widgets import Footer, OptionList, TabbedContent
 from textual.worker import Worker, WorkerState
 
 from gpuplay.collectives.cores import oversubscription
+from gpuplay.core.atomicfile import write_atomic
 from gpuplay.core.backends import all_backends
 from gpuplay.core.compare import attach_baselines, baseline_spec
 from gpuplay.core.config import export_dir as config_export_dir
@@ -29,13 +30,13 @@ from gpuplay.core.engine import make_engine
 from gpuplay.core.engine.protocol import SampleBatcher, adopt_probe, await_engine_probe, forget_engine_probe
 from gpuplay.core.result import RunResult
 from gpuplay.core.safetext import visible as shown_text
-from gpuplay.core.scenarios import ScenarioSet, load_scenarios
+from gpuplay.core.scenarios import ScenarioSet, load_scenarios, scenario_for
 from gpuplay.core.session import LIVE_BUDGET_S, LiveSession
-from gpuplay.core.sessionlog import SessionLog, write_atomic
+from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import cpu_count
 from gpuplay.core.telemetry import RunTelemetry, Sampler, Snapshot, nvml_status
-from gpuplay.core.usercode import UserCodeError, code_ref, is_code_ref, ref_path, scenario_for
+from gpuplay.core.workloads.usercode import UserCodeError, code_ref, is_code_ref, ref_path
 from gpuplay.tui import viewmodels
 from gpuplay.tui.collectives_view import CollectivesView, status_line
 from gpuplay.tui.commands import GpuplayCommands, keymap_problems, set_lever, with_ids

@@ -17,7 +17,7 @@ from rich.text import Text
 from textual.app import App
 
 from gpuplay.core.codewatch import CodeFileWatcher
-from gpuplay.core.usercode import UserCodeError, frame_lines, load, read_source
+from gpuplay.core.workloads.usercode import UserCodeError, frame_lines, load, read_source
 from gpuplay.tui.widgets import CodeView
 
 

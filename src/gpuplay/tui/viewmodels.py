@@ -16,9 +16,9 @@ from gpuplay.core.safetext import visible
 from gpuplay.core.session import LiveSession
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import PairedSpeedup
-from gpuplay.core.usercode import is_code_ref
 from gpuplay.core.workloads import get_workload
 from gpuplay.core.workloads.base import ITEMSIZE
+from gpuplay.core.workloads.usercode import is_code_ref
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """The front end's side of the engine: one process per client, killed and replaced when it must be.
 
-`EngineClient.run` has `gpuplay.core.runner.run`'s signature and meaning, so the app, `gpuplay run`
-and `gpuplay compare` measure the same way; the measurement happens in the engine process.
+`EngineClient` implements the `Engine` protocol (protocol.py): `run` has `gpuplay.core.runner.run`'s
+signature and meaning, so the app, `gpuplay run` and `gpuplay compare` measure the same way; the
+measurement happens in the engine process. Requests and events are the typed messages of
+messages.py; a run and a profile wait for their answer in the same loop (`_request`).
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import itertools
-import json
 import math
 import os
 import queue
@@ -20,10 +21,33 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from gpuplay.core.engine.messages import (
+    PROTOCOL_VERSION,
+    Answer,
+    Cancel,
+    Failed,
+    Finished,
+    Pause,
+    Phase,
+    ProbeAnswer,
+    Profiled,
+    ProfileRequest,
+    Progress,
+    ProtocolError,
+    Ready,
+    Request,
+    RunRequest,
+    Samples,
+    Shutdown,
+    decode,
+    encode,
+)
+from gpuplay.core.engine.protocol import Engine, Listener, PhaseCallback, ProbeCallback, SampleCallback
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
@@ -39,7 +63,7 @@ WATCHED_PHASES = frozenset({"estimate", "warmup", "timed"})
 LOG_CAP_BYTES = 10 * 2**20  # engine.log is cut to its last LOG_KEEP_BYTES at an engine start past this
 LOG_KEEP_BYTES = 1 * 2**20
 LOG_TAIL_BYTES = 64 * 2**10  # what the error path reads of it
-ProbeCallback = Callable[[dict[str, Any], bool], None]
+HEALTH_CHECK_S = 1.0  # how often a waiting request checks the engine is alive and caps its log
 
 
 def _now() -> str:
@@ -124,6 +148,83 @@ class Watchdog:
     def expired(self) -> bool:
         return self.current in WATCHED_PHASES and time.monotonic() - self.since > self.limit_s
 
+    def hear(self, event: Progress) -> None:
+        if isinstance(event, Phase):
+            self.phase(event.name)
+        else:
+            self.progress()
+
+
+# What ends a wait besides the engine's answer (client side only, never on the wire).
+@dataclass(frozen=True)
+class Lost:
+    """The engine is gone (`reason`: why, when more is known than its exit status)."""
+
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """Cancelled, and the engine did not stop within the grace: it was killed and replaced."""
+
+    grace_s: float
+
+
+@dataclass(frozen=True)
+class TimedOut:
+    watch: Watchdog
+
+
+Outcome = Answer | Lost | Replaced | TimedOut
+
+
+class _Wait:
+    """One request's wait in the client: the caller's cancel and pause passed on to the engine,
+    the watchdog, and the engine's messages for this request sorted into progress and answer."""
+
+    def __init__(
+        self,
+        run_id: int,
+        cancel: threading.Event,
+        pause: threading.Event | None,
+        grace_s: float,
+        watch: Watchdog | None = None,
+        listener: Listener | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.cancel, self.pause, self.grace_s = cancel, pause, grace_s
+        self.watch = watch or Watchdog(math.inf)
+        self.listener = listener or Listener()
+        self.paused = False
+        self.cancel_sent: float | None = None
+
+    def controls(self, send: Callable[[Request], bool]) -> Replaced | TimedOut | None:
+        """Pass on a pause or a cancel; what ends the wait on the client's side, if anything has."""
+        if self.pause is not None and self.pause.is_set() != self.paused:
+            self.paused = self.pause.is_set()
+            send(Pause(self.run_id, self.paused))
+            self.watch.progress()
+        if self.cancel.is_set() and self.cancel_sent is None:
+            self.cancel_sent = time.monotonic()
+            send(Cancel(self.run_id))
+        if self.cancel_sent is not None and time.monotonic() - self.cancel_sent >= self.grace_s:
+            return Replaced(self.grace_s)
+        if not self.paused and self.watch.expired():
+            return TimedOut(self.watch)
+        return None
+
+    def hear(self, event: Progress | Answer | Lost) -> Answer | Lost | None:
+        """Progress goes to the watchdog and the caller; the answer (or the engine lost) ends the wait."""
+        if isinstance(event, Lost):
+            return event
+        if event.run_id != self.run_id:
+            return None  # a cancelled request's last messages
+        if isinstance(event, Phase | Samples):
+            self.watch.hear(event)
+            self.listener.hear(event)
+            return None
+        return event
+
 
 class EngineClient:
     """Drives one engine process. One measurement at a time; thread-safe to call from a worker."""
@@ -144,7 +245,7 @@ class EngineClient:
         self._proc: Any = None
         self._conn: Any = None
         self._sock: socket.socket | None = None  # our end, kept to wake a blocked reader on a kill
-        self._events: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self._events: queue.Queue[Progress | Answer | Lost] = queue.Queue()
         self._send_lock = threading.Lock()
         self._log_path: Path | None = None
         self._closed = False
@@ -197,25 +298,37 @@ class EngineClient:
             threading.Thread(target=self._read, args=(parent, self._events), name="gpuplay-engine-client",
                              daemon=True).start()  # fmt: skip
 
-    def _read(self, conn: Any, events: queue.Queue[tuple[Any, ...]]) -> None:
+    def _read(self, conn: Any, events: queue.Queue[Progress | Answer | Lost]) -> None:
+        """The engine's messages, in a thread of their own: probe answers are kept here, the rest
+        queued for the request that waits on them. Ends on EOF or on an engine that speaks
+        another protocol (it is not to be misread)."""
         while True:
             try:
-                msg = conn.recv()
+                msg = decode(conn.recv_bytes())
             except (EOFError, OSError):
-                events.put(("died",))
+                events.put(Lost())
                 return
-            if msg[0] == "probe":
-                self.probe, self.probe_final = json.loads(msg[1]), msg[2]
+            except ProtocolError as exc:
+                if exc.run_id is None:  # an engine of another version: nothing it says can be trusted
+                    events.put(Lost(f"the engine spoke another protocol ({exc}); is gpuplay being upgraded?"))
+                    return
+                msg = Failed(exc.run_id, f"unreadable answer from the engine: {exc}")
+            if isinstance(msg, Ready) and msg.version != PROTOCOL_VERSION:
+                events.put(Lost(f"the engine speaks protocol version {msg.version}, this front end "
+                                f"{PROTOCOL_VERSION}: restart gpuplay after an upgrade"))  # fmt: skip
+                return
+            if isinstance(msg, ProbeAnswer):
+                self.probe, self.probe_final = msg.data, msg.final
                 self._probe_event.set()
                 if self.on_probe is not None:
-                    self.on_probe(self.probe, msg[2])
-            elif msg[0] != "ready":
+                    self.on_probe(msg.data, msg.final)
+            elif isinstance(msg, Phase | Samples | Finished | Profiled | Failed):
                 events.put(msg)
 
-    def _send(self, msg: tuple[Any, ...]) -> bool:
+    def _send(self, msg: Request) -> bool:
         with self._send_lock:
             try:
-                self._conn.send(msg)
+                self._conn.send_bytes(encode(msg))
                 return True
             except (BrokenPipeError, EOFError, OSError, AttributeError):
                 return False
@@ -265,7 +378,7 @@ class EngineClient:
         """Shut down for good: a polite request, then SIGKILL if it is not gone at once."""
         self._closed = True
         if self.alive():
-            self._send(("shutdown",))
+            self._send(Shutdown())
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(0.2)
         self.kill()
@@ -287,11 +400,11 @@ class EngineClient:
     def run(
         self,
         spec: RunSpec,
-        on_sample: Callable[[str, float], None] | None = None,
+        on_sample: SampleCallback | None = None,
         cancel: threading.Event | None = None,
         *,
         pause: threading.Event | None = None,
-        on_phase: Callable[[str, str], None] | None = None,
+        on_phase: PhaseCallback | None = None,
         telemetry: Any = None,
         probe_timeout: float | None = 30.0,
         paired_with: RunSpec | None = None,
@@ -304,68 +417,80 @@ class EngineClient:
             started = _now()
             if cancel.is_set():
                 return self._stopped(spec, started, "cancelled", "cancelled by the user")
-            self.start()
-            run_id = next(self._ids)
-            events = self._events
-            base = paired_with.to_dict() if paired_with is not None else None
             # Step timings always flow while the watchdog is on: each batch is proof of progress.
             watch = Watchdog(spec.max_step_s)
-            if not self._send(("run", run_id, spec.to_dict(), on_sample is not None or watch.enabled, base)):
-                return self._died(spec, started)
-            paused = False
-            cancel_sent: float | None = None
-            next_check = time.monotonic() + 1.0
-            while True:
-                if pause is not None and pause.is_set() != paused:
-                    paused = pause.is_set()
-                    self._send(("pause", run_id, paused))
-                    watch.progress()
-                if cancel.is_set() and cancel_sent is None:
-                    cancel_sent = time.monotonic()
-                    self._send(("cancel", run_id))
-                if cancel_sent is not None and time.monotonic() - cancel_sent > CANCEL_GRACE_S:
-                    # Mid-step, mid-compile or hung in user code: a new engine is quicker than waiting.
-                    self.kill()
-                    self.restarts += 1
-                    self.start()
-                    return self._stopped(
-                        spec, started, "cancelled",
-                        f"cancelled by the user; the engine did not stop within {CANCEL_GRACE_S:.1f} s "
-                        "(a long step, a compile or a hang) and was replaced",
-                    )  # fmt: skip
-                if not paused and watch.expired():
-                    return self._step_timeout(spec, started, watch)
-                try:
-                    ev = events.get(timeout=POLL_S)
-                except queue.Empty:
-                    now = time.monotonic()
-                    if now >= next_check:
-                        next_check = now + 1.0
-                        self._cap_log()
-                        if self._engine_gone():
-                            # A process the measured code forked can hold the socket open: the
-                            # reader then never sees EOF, so the engine itself is watched.
-                            return self._died(spec, started)
-                    continue
-                kind = ev[0]
-                if kind == "died":
-                    return self._died(spec, started)
-                if len(ev) > 1 and ev[1] != run_id:
-                    continue  # a cancelled run's last events
-                if kind == "samples":
-                    watch.progress()
-                    if on_sample is not None:
-                        for phase, dt in ev[2]:
-                            on_sample(phase, dt)
-                elif kind == "phase":
-                    watch.phase(ev[2])
-                    if on_phase is not None:
-                        on_phase(ev[2], "")
-                elif kind == "result":
+            request = RunRequest(next(self._ids), spec, on_sample is not None or watch.enabled, paired_with)
+            wait = _Wait(request.run_id, cancel, pause, CANCEL_GRACE_S, watch, Listener(on_sample, on_phase))
+            outcome = self._request(request, wait)
+            if isinstance(outcome, Finished):
+                return outcome.result
+            return self._run_stopped(spec, started, outcome)
+
+    def _run_stopped(self, spec: RunSpec, started: str, outcome: Outcome) -> RunResult:
+        """The result of a run that ended without the engine's result."""
+        if isinstance(outcome, Replaced):
+            return self._stopped(
+                spec, started, "cancelled",
+                f"cancelled by the user; the engine did not stop within {outcome.grace_s:.1f} s "
+                "(a long step, a compile or a hang) and was replaced",
+            )  # fmt: skip
+        if isinstance(outcome, TimedOut):
+            return self._step_timeout(spec, started, outcome.watch)
+        if isinstance(outcome, Failed):
+            return self._stopped(spec, started, "failed", outcome.message, failure="error")
+        return self._died(spec, started, outcome.reason if isinstance(outcome, Lost) else None)
+
+    def profile(self, spec: RunSpec, steps: int = 5, cancel: threading.Event | None = None) -> dict[str, Any]:
+        """torch.profiler over `steps` steps of `spec`, in the engine (see gpuplay.core.profile)."""
+        cancel = cancel or threading.Event()
+        with self._run_lock:
+            request = ProfileRequest(next(self._ids), spec, steps)
+            # A profile holds nothing worth waiting for: a cancel replaces the engine at once.
+            outcome = self._request(request, _Wait(request.run_id, cancel, None, 0.0))
+            if isinstance(outcome, Profiled):
+                return outcome.data
+            if isinstance(outcome, Replaced):
+                return {"status": "cancelled", "message": "cancelled"}
+            if isinstance(outcome, Failed):
+                return {"status": "failed", "message": outcome.message}
+            reason = outcome.reason if isinstance(outcome, Lost) else None
+            return {"status": "failed", "message": self._died(spec, _now(), reason).message}
+
+    def _request(self, request: RunRequest | ProfileRequest, wait: _Wait) -> Outcome:
+        """Send `request` and wait for what ends it: the engine's answer, a cancel that replaced
+        the engine, a step past the watchdog's limit, or the engine gone."""
+        self.start()
+        events = self._events
+        if not self._send(request):
+            return Lost()
+        next_check = time.monotonic() + HEALTH_CHECK_S
+        while True:
+            stop = wait.controls(self._send)
+            if isinstance(stop, Replaced):
+                self._replace()
+            if stop is not None:
+                return stop
+            try:
+                event = events.get(timeout=POLL_S)
+            except queue.Empty:
+                if time.monotonic() >= next_check:
+                    next_check = time.monotonic() + HEALTH_CHECK_S
                     self._cap_log()
-                    return RunResult.from_dict(json.loads(ev[2]))
-                elif kind == "error":
-                    return self._stopped(spec, started, "failed", ev[2], failure="error")
+                    if self._engine_gone():
+                        # A process the measured code forked can hold the socket open: the
+                        # reader then never sees EOF, so the engine itself is watched.
+                        return Lost()
+                continue
+            answer = wait.hear(event)
+            if answer is not None:
+                self._cap_log()
+                return answer
+
+    def _replace(self) -> None:
+        """Mid-step, mid-compile or hung in user code: a new engine is quicker than waiting."""
+        self.kill()
+        self.restarts += 1
+        self.start()
 
     def _step_timeout(self, spec: RunSpec, started: str, watch: Watchdog) -> RunResult:
         """A step ran far past its limit: end the engine (user code need not look at a cancel)."""
@@ -387,38 +512,13 @@ class EngineClient:
             with contextlib.suppress(OSError):
                 cap_log(self._log_path)
 
-    def profile(self, spec: RunSpec, steps: int = 5, cancel: threading.Event | None = None) -> dict[str, Any]:
-        """torch.profiler over `steps` steps of `spec`, in the engine (see gpuplay.core.profile)."""
-        cancel = cancel or threading.Event()
-        with self._run_lock:
-            self.start()
-            run_id = next(self._ids)
-            events = self._events
-            if not self._send(("profile", run_id, spec.to_dict(), steps)):
-                return {"status": "failed", "message": self._died(spec, _now()).message}
-            while True:
-                if cancel.is_set():
-                    self.kill()  # a profile holds nothing worth waiting for
-                    self.start()
-                    return {"status": "cancelled", "message": "cancelled"}
-                try:
-                    ev = events.get(timeout=POLL_S)
-                except queue.Empty:
-                    if self._engine_gone():
-                        return {"status": "failed", "message": self._died(spec, _now()).message}
-                    continue
-                if ev[0] == "died":
-                    return {"status": "failed", "message": self._died(spec, _now()).message}
-                if ev[0] == "profiled" and ev[1] == run_id:
-                    return dict(json.loads(ev[2]))
-
     def _stopped(
         self, spec: RunSpec, started: str, status: str, message: str, failure: str = ""
     ) -> RunResult:
         return RunResult(spec=spec, status=status, message=message, failure=failure, started=started,
                          finished=_now())  # fmt: skip
 
-    def _died(self, spec: RunSpec, started: str) -> RunResult:
+    def _died(self, spec: RunSpec, started: str, reason: str | None = None) -> RunResult:
         proc = self._proc
         exitcode = None
         pid = proc.pid if proc is not None else None
@@ -430,7 +530,7 @@ class EngineClient:
             self._reap()  # the process group first, then the engine
             exitcode = proc.returncode if proc is not None else None
         self.restarts += 1
-        message = death_cause(exitcode)
+        message = reason or death_cause(exitcode)
         tail = self._log_tail(pid)
         if tail:
             message += f": {tail}"
@@ -553,7 +653,7 @@ def measure(
     )
 
 
-def make_engine(name: str = "engine", on_probe: ProbeCallback | None = None) -> Any:
+def make_engine(name: str = "engine", on_probe: ProbeCallback | None = None) -> Engine:
     """The engine a front end should use: a process of its own, unless GPUPLAY_IN_PROCESS=1."""
     if in_process():
         from gpuplay.core.engine.inprocess import InProcessEngine

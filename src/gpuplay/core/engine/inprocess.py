@@ -6,19 +6,25 @@ engine process is for (a crash here takes the caller down), so front ends use it
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
-from collections.abc import Callable
 from typing import Any
 
-from gpuplay.core.engine.protocol import probe_data
+from gpuplay.core.engine.jobs import profile_job, run_job
+from gpuplay.core.engine.messages import ProfileRequest, RunRequest
+from gpuplay.core.engine.protocol import Listener, PhaseCallback, ProbeCallback, SampleCallback, probe_data
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
-ProbeCallback = Callable[[dict[str, Any], bool], None]
+# A poisoned CUDA context here is the caller's own process: no engine to replace.
+IN_PROCESS_POISONED = "the CUDA context is poisoned by this error; restart gpuplay (it measured in-process)"
 
 
 class InProcessEngine:
+    """The `Engine` protocol in the calling process: the engine process's jobs (jobs.py), their
+    progress handed to the callbacks by the same `Listener` the process client uses."""
+
     in_process = True
 
     def __init__(self, name: str = "in-process", on_probe: ProbeCallback | None = None) -> None:
@@ -30,6 +36,7 @@ class InProcessEngine:
         self._started = False
         self._lock = threading.Lock()
         self._probed = threading.Event()
+        self._ids = itertools.count(1)
 
     @property
     def pid(self) -> int:
@@ -64,32 +71,34 @@ class InProcessEngine:
     def run(
         self,
         spec: RunSpec,
-        on_sample: Callable[[str, float], None] | None = None,
+        on_sample: SampleCallback | None = None,
         cancel: threading.Event | None = None,
         *,
         pause: threading.Event | None = None,
-        on_phase: Callable[[str, str], None] | None = None,
+        on_phase: PhaseCallback | None = None,
         telemetry: Any = None,
         probe_timeout: float | None = 30.0,
         paired_with: RunSpec | None = None,
     ) -> RunResult:
-        from gpuplay.core.devicelock import measure_exclusively
-        from gpuplay.core.runner import run
-        from gpuplay.core.runner.paired import run_paired
-
-        def measure() -> RunResult:
-            if paired_with is not None:
-                return run_paired(spec, paired_with, on_sample, cancel, pause=pause, on_phase=on_phase,
-                                  telemetry=telemetry, probe_timeout=probe_timeout)  # fmt: skip
-            return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry,
-                       probe_timeout=probe_timeout)  # fmt: skip
-
-        return measure_exclusively(spec, measure, cancel, on_phase)  # one per device, as the engine
+        request = RunRequest(next(self._ids), spec, on_sample is not None, paired_with)
+        answer = run_job(
+            request,
+            Listener(on_sample, on_phase).hear,
+            cancel or threading.Event(),
+            pause or threading.Event(),
+            telemetry=telemetry,
+            probe_timeout=probe_timeout,
+            batch_s=0.0,  # no pipe to spare: every step timing reaches the caller as it is taken
+            poisoned_note=IN_PROCESS_POISONED,
+        )
+        return answer.result
 
     def profile(self, spec: RunSpec, steps: int = 5, cancel: threading.Event | None = None) -> dict[str, Any]:
-        from gpuplay.core.profile import profile_spec
-
-        return profile_spec(spec, steps=steps)
+        request = ProfileRequest(next(self._ids), spec, steps)
+        answer = profile_job(
+            request, Listener().hear, cancel or threading.Event(), poisoned_note=IN_PROCESS_POISONED
+        )
+        return answer.data
 
     def kill(self) -> None:
         return None

@@ -8,8 +8,6 @@ stderr (and faulthandler's dump on a crash) go to a log file the client names in
 from __future__ import annotations
 
 import faulthandler
-import functools
-import json
 import os
 import queue
 import signal
@@ -19,10 +17,26 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from gpuplay.core.cuda_errors import STICKY_CUDA_ERRORS, is_sticky_cuda_error
-from gpuplay.core.engine.protocol import SampleBatcher, probe_data
+from gpuplay.core.cuda_errors import STICKY_CUDA_ERRORS
+from gpuplay.core.engine.jobs import poisoned, profile_job, run_job
+from gpuplay.core.engine.messages import (
+    Cancel,
+    Event,
+    Failed,
+    Pause,
+    ProbeAnswer,
+    ProbeRequest,
+    ProfileRequest,
+    ProtocolError,
+    Ready,
+    RunRequest,
+    Shutdown,
+    decode,
+    encode,
+)
+from gpuplay.core.engine.protocol import probe_data
 
-__all__ = ["STICKY_CUDA_ERRORS", "STICKY_EXIT_CODE", "Engine", "main"]
+__all__ = ["STICKY_CUDA_ERRORS", "STICKY_EXIT_CODE", "EngineServer", "main"]
 
 # A CUDA error of these kinds poisons the context for the life of the process: the only recovery
 # is a new process, so the engine reports the run (or the profile) and exits.
@@ -40,64 +54,85 @@ def main(fd: int) -> None:
     os.set_inheritable(fd, False)  # pass_fds made it inheritable: no process user code starts gets it
     faulthandler.enable(sys.stderr)  # a segfault leaves the Python stack in the engine log
     print(f"--- gpuplay engine pid {os.getpid()} started {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
-    Engine(Connection(fd)).serve()
+    EngineServer(Connection(fd)).serve()
 
 
-class Engine:
+class EngineServer:
+    """The engine process's loop: requests in over `conn`, typed events out (see messages.py)."""
+
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self.send_lock = threading.Lock()
-        self.jobs: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self.jobs: queue.Queue[RunRequest | ProfileRequest | None] = queue.Queue()  # None: stop
         self.current: int | None = None
         self.cancel = threading.Event()
         self.pause = threading.Event()
         self.stopping = threading.Event()
 
-    def send(self, msg: tuple[Any, ...]) -> None:
+    def send(self, msg: Event) -> None:
         with self.send_lock:
             try:
-                self.conn.send(msg)
+                self.conn.send_bytes(encode(msg))
             except (BrokenPipeError, EOFError, OSError):
                 os._exit(0)  # the front end is gone: nothing left to measure for
 
     def serve(self) -> None:
-        self.send(("ready", os.getpid()))
+        self.send(Ready(os.getpid()))
         threading.Thread(target=self._read, name="gpuplay-engine-reader", daemon=True).start()
         threading.Thread(target=self._probe, name="gpuplay-engine-probe", daemon=True).start()
         while not self.stopping.is_set():
             job = self.jobs.get()
-            if job[0] == "stop":
+            if job is None:
                 break
-            if job[0] == "run":
-                _, run_id, spec_dict, live, *rest = job  # a client of before pairs sends four
-                self._run(run_id, spec_dict, live, rest[0] if rest else None)
-            elif job[0] == "profile":
-                _, run_id, spec_dict, steps = job
-                self._profile(run_id, spec_dict, steps)
+            self.do(job)
         self.conn.close()
+
+    def do(self, job: RunRequest | ProfileRequest) -> None:
+        """Run one request to its answer; a CUDA error that poisons the context ends the process."""
+        self.current = job.run_id
+        self.cancel.clear()
+        self.pause.clear()
+        if isinstance(job, RunRequest):
+            answer: Any = run_job(job, self.send, self.cancel, self.pause, telemetry=_run_telemetry())
+        else:
+            answer = profile_job(job, self.send, self.cancel)
+        self.current = None
+        self.send(answer)
+        if poisoned(answer):
+            os._exit(STICKY_EXIT_CODE)
 
     def _read(self) -> None:
         while True:
             try:
-                msg = self.conn.recv()
+                data = self.conn.recv_bytes()
             except (EOFError, OSError):
                 os._exit(0)  # the front end died or closed the pipe: never outlive it
-            kind = msg[0]
-            if kind in ("run", "profile"):
-                self.jobs.put(msg)
-            elif kind == "cancel":
-                if msg[1] == self.current:
-                    self.cancel.set()
-            elif kind == "pause":
-                if msg[1] == self.current:
-                    (self.pause.set if msg[2] else self.pause.clear)()
-            elif kind == "probe":
-                threading.Thread(target=self._probe, daemon=True).start()
-            elif kind == "shutdown":
-                self.stopping.set()
-                self.cancel.set()
-                self.jobs.put(("stop",))
+            try:
+                msg = decode(data)
+            except ProtocolError as exc:  # a client bug, reported rather than killing the engine
+                print(f"gpuplay engine: {exc}", file=sys.stderr, flush=True)
+                if exc.run_id is not None:
+                    self.send(Failed(exc.run_id, str(exc)))
+                continue
+            if not self.take(msg):
                 return
+
+    def take(self, msg: object) -> bool:
+        """Act on one message from the client; False once it asked to shut down."""
+        if isinstance(msg, RunRequest | ProfileRequest):
+            self.jobs.put(msg)
+        elif isinstance(msg, Cancel) and msg.run_id == self.current:
+            self.cancel.set()
+        elif isinstance(msg, Pause) and msg.run_id == self.current:
+            (self.pause.set if msg.paused else self.pause.clear)()
+        elif isinstance(msg, ProbeRequest):
+            threading.Thread(target=self._probe, daemon=True).start()
+        elif isinstance(msg, Shutdown):
+            self.stopping.set()
+            self.cancel.set()
+            self.jobs.put(None)
+            return False
+        return True
 
     def _probe(self) -> None:
         # NumPy and PyTorch first (the first measurement needs them); CuPy's probe can take >10 s.
@@ -105,87 +140,15 @@ class Engine:
 
         for b in ("numpy", "torch", "cupy"):
             get_backend(b).start_probe()
-        self.send(("probe", json.dumps(probe_data(("numpy", "torch")), default=str), False))
-        self.send(("probe", json.dumps(probe_data(("numpy", "torch", "cupy")), default=str), True))
+        self.send(ProbeAnswer(probe_data(("numpy", "torch")), False))
+        self.send(ProbeAnswer(probe_data(("numpy", "torch", "cupy")), True))
 
-    def _profile(self, run_id: int, spec_dict: dict[str, Any], steps: int) -> None:
-        from gpuplay.core.devicelock import WaitCancelled, device_lock
-        from gpuplay.core.profile import profile_spec
-        from gpuplay.core.spec import RunSpec
 
-        self.current = run_id
-        self.cancel.clear()
-        try:
-            spec = RunSpec.from_dict(spec_dict)
-            # A profile runs the workload too: it waits for the device like a measurement.
-            with device_lock(spec.device, self.cancel, lambda m: self.send(("phase", run_id, m))):
-                data = profile_spec(spec, steps=steps)
-        except WaitCancelled as exc:
-            data = {"status": "cancelled", "message": str(exc)}
-        except BaseException as exc:  # profile_spec reports what a user can cause; anything else is ours
-            data = {"status": "failed", "message": f"engine: {exc!r}"}
-        self.current = None
-        sticky = data.get("failure") == "cuda-context" or (
-            data.get("status") == "failed" and is_sticky_cuda_error(str(data.get("message", "")))
-        )
-        if sticky:
-            data["failure"] = "cuda-context"
-            data.setdefault("notes", []).append(
-                "the CUDA context is poisoned by this error; the engine restarts"
-            )
-        self.send(("profiled", run_id, json.dumps(data, default=str)))
-        if sticky:
-            os._exit(STICKY_EXIT_CODE)
+def _run_telemetry() -> Any:
+    # The engine's own telemetry window: the RSS and CPU figures attached to a result are the engine's.
+    from gpuplay.core.telemetry import RunTelemetry
 
-    def _run(
-        self, run_id: int, spec_dict: dict[str, Any], live: bool, baseline_dict: dict[str, Any] | None = None
-    ) -> None:
-        from gpuplay.core.devicelock import measure_exclusively
-        from gpuplay.core.result import RunResult
-        from gpuplay.core.runner import run
-        from gpuplay.core.runner.paired import run_paired
-        from gpuplay.core.spec import RunSpec
-        from gpuplay.core.telemetry import RunTelemetry
-
-        self.current = run_id
-        self.cancel.clear()
-        self.pause.clear()
-        batcher = SampleBatcher(lambda batch: self.send(("samples", run_id, batch)))
-        try:
-            spec = RunSpec.from_dict(spec_dict)
-            baseline = RunSpec.from_dict(baseline_dict) if baseline_dict is not None else None
-        except Exception as exc:  # a client bug, reported rather than killing the engine
-            self.send(("error", run_id, f"bad spec: {exc}"))
-            return
-        on_phase = lambda name, _detail: self.send(("phase", run_id, name))  # noqa: E731
-        try:
-            measure: Any = run if baseline is None else functools.partial(run_paired, baseline=baseline)
-            # One measurement per device across every gpuplay process: a second one waits here.
-            result = measure_exclusively(
-                spec,
-                lambda: measure(
-                    spec,
-                    on_sample=batcher.add if live else None,
-                    cancel=self.cancel,
-                    pause=self.pause,
-                    on_phase=on_phase,
-                    telemetry=RunTelemetry(),
-                ),
-                self.cancel,
-                on_phase,
-            )
-        except BaseException as exc:  # run() reports what a user can cause; anything else is ours
-            result = RunResult(spec=spec, status="failed", failure="error", message=f"engine: {exc!r}")
-        batcher.flush()
-        sticky = result.status == "failed" and is_sticky_cuda_error(result.message)
-        if sticky:
-            result.failure = "cuda-context"
-            result.notes.append("the CUDA context is poisoned by this error; the engine restarts")
-        self.current = None
-        # JSON on the wire: plain data only (a torch version string would make the client import torch)
-        self.send(("result", run_id, json.dumps(result.to_dict(), default=str)))
-        if sticky:
-            os._exit(STICKY_EXIT_CODE)
+    return RunTelemetry()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import threading
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -21,14 +20,14 @@ from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import allocation_note, between_steps, cold_probe
 from gpuplay.core.runner.alloc import minor_faults as _minor_faults
-from gpuplay.core.runner.inputs import clear_caches, device_inputs, reference, transfer_inputs
+from gpuplay.core.runner.inputs import clear_caches, reference
 from gpuplay.core.runner.loop import Cancelled, LoopOutcome, PhaseCallback, SampleCallback, timed_loop
-from gpuplay.core.runner.plan import RunPlan, conditions, resolve
+from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.runner.preflight import estimate_step_seconds, memory_shortfall
-from gpuplay.core.runner.steps import build_step
+from gpuplay.core.runner.steps import prepare_step
 from gpuplay.core.spec import Refusal, RunSpec
-from gpuplay.core.usercode import UserCodeError
 from gpuplay.core.workloads import relative_error
+from gpuplay.core.workloads.usercode import UserCodeError
 
 # A step moving this much host memory may be served by mmap and fault its output in: the
 # cold allocation mode is probed beside the warm one (runner/alloc.py).
@@ -61,7 +60,7 @@ def run(
     """Measure `spec`. Never raises for a failure a user can cause: the result says what happened."""
     result = RunResult(spec=spec, started=_now())
     try:
-        plan = resolve(spec, probe_timeout)
+        plan = plan_run(spec, probe_timeout)
     except UserCodeError as exc:  # a user's flops() or bytes() raised
         result.status, result.failure, result.finished = "failed", "user-code", _now()
         result.message, result.detail = exc.summary, exc.detail
@@ -161,18 +160,18 @@ class _Measurement:
 
     def prepare(self, timer: StepTimer) -> Callable[[], Any]:
         """Set up, compile and warm up; the step ready to be timed (paired runs time it apart)."""
-        plan, result, spec, backend = self.plan, self.result, self.plan.spec, self.plan.backend
-        self.phase("setup")
-        t0 = time.perf_counter()
-        args = device_inputs(plan)
-        backend.synchronize(spec.device)
-        result.setup_s = time.perf_counter() - t0
-        host_args = transfer_inputs(plan) if plan.timed_transfers else None
-        step = build_step(plan, args, host_args)
+        prepared = prepare_step(
+            self.plan,
+            lambda step: self.warm_up(step, timer),
+            first_call=lambda step, eager: self.compile(step, timer, eager),
+            on_phase=self.phase,
+        )
+        self.result.setup_s = prepared.setup_s
+        return prepared.step
 
-        if spec.compile != "off":
-            self.phase("compile")
-            step = self.compile(step, timer, args, host_args)
+    def warm_up(self, step: Callable[[], Any], timer: StepTimer) -> None:
+        """The warm-up loop, after the compile's counters are marked and the cache flusher is made."""
+        result, spec, backend = self.result, self.plan.spec, self.plan.backend
         compiled = spec.compile != "off" and result.conditions.get("compile") == spec.compile
         self.compiled_mark = backend.compile_counts() if compiled else None
         # Cold cache: a buffer larger than the last-level cache is written between steps,
@@ -183,8 +182,6 @@ class _Measurement:
         elif spec.cache == "cold":
             result.conditions["cache"] = f"warm: no cache flush on {spec.device}"
             result.notes.append(f"cold cache asked, but {spec.device} has no flush: timed warm")
-
-        self.phase("warmup")
         # No output outlives its step (the loop keeps none): a user's timing holds one
         # output at a time, and a second one, alive through the timed loop, changed the
         # allocator's state (fft2d's two modes).
@@ -192,9 +189,6 @@ class _Measurement:
         result.warmup = warm.samples
         if warm.cancelled:
             raise Cancelled
-        if spec.cuda_graphs:
-            step = backend.capture_graph(step, spec.device)
-        return step
 
     def timed(self, step: Callable[[], Any], timer: StepTimer) -> Callable[[], Any]:
         """The timed phase: samples, telemetry and page faults into the result; the step."""
@@ -244,7 +238,7 @@ class _Measurement:
         self.result.telemetry["energy"] = e.to_dict()
 
     def compile(
-        self, step: Callable[[], Any], timer: StepTimer, args: tuple[Any, ...], host_args: Any
+        self, step: Callable[[], Any], timer: StepTimer, eager: Callable[[], Callable[[], Any]]
     ) -> Callable[[], Any]:
         """Time the first (compiling) call apart; on a compiler error, fall back to eager."""
         plan, result = self.plan, self.result
@@ -256,7 +250,7 @@ class _Measurement:
             if before is not None and self.compile_findings(
                 after_first_call(before, plan.backend.compile_counts())
             ):
-                return build_step(plan, args, host_args, compiled=False)
+                return eager()
             return step
         except Exception as exc:
             if plan.backend.is_out_of_memory(exc):
@@ -266,7 +260,7 @@ class _Measurement:
                 f"torch.compile failed ({type(exc).__name__}: {_first_line(exc)}); this is an EAGER run"
             )
             result.conditions["compile"] = f"failed: ran eager ({plan.spec.compile} requested)"
-            return build_step(plan, args, host_args, compiled=False)
+            return eager()
 
     def compile_findings(self, found: CompileFindings) -> bool:
         """Report what dynamo's counters show; True when the step fell back to eager."""

@@ -24,10 +24,10 @@ from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, between_steps, minor_faults
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
 from gpuplay.core.runner.measure import TelemetryWindow, _Measurement, _now, run
-from gpuplay.core.runner.plan import RunPlan, conditions, resolve
+from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.stats import PairedSpeedup, paired_speedup
-from gpuplay.core.usercode import UserCodeError
+from gpuplay.core.workloads.usercode import UserCodeError
 
 MIN_PAIRS = 8  # below this the bootstrap interval says little
 ELEMENT_S = 1e-3  # a pair's element repeats a µs step until it lasts about this long
@@ -76,39 +76,43 @@ def interleave(
     """
     times_a: list[float] = []
     times_b: list[float] = []
-
-    def element(fn: Callable[[], Any], timer: StepTimer, inner: int) -> float:
-        total = 0.0
-        for _ in range(inner):
-            if between is not None:  # the cold allocation mode's page return, outside the interval
-                between()
-            total += timer(fn)[0]
-        return total / inner
-
     deadline = None if budget_s is None else time.perf_counter() + budget_s
-    while True:
-        n = len(times_a)
-        if pairs is not None and n >= pairs:
-            break
-        if pairs is None and n >= min_pairs and (deadline is None or time.perf_counter() >= deadline):
-            break
-        if n >= max_pairs:
-            break
+    while not _enough(len(times_a), pairs, min_pairs, max_pairs, deadline):
         if cancel.is_set():
             return PairedOutcome(times_a, times_b, True)
         while pause is not None and pause.is_set() and not cancel.is_set():
             cancel.wait(0.05)
-        if n % 2 == 0:  # A then B ...
-            ta = element(a, timer_a, inner_a)
-            tb = element(b, timer_b, inner_b)
+        if len(times_a) % 2 == 0:  # A then B ...
+            ta = _element(a, timer_a, inner_a, between)
+            tb = _element(b, timer_b, inner_b, between)
         else:  # ... then B then A: the block ABBA
-            tb = element(b, timer_b, inner_b)
-            ta = element(a, timer_a, inner_a)
+            tb = _element(b, timer_b, inner_b, between)
+            ta = _element(a, timer_a, inner_a, between)
         times_a.append(ta)
         times_b.append(tb)
         if on_sample is not None:
             on_sample("paired", tb)
     return PairedOutcome(times_a, times_b, False)
+
+
+def _enough(n: int, pairs: int | None, min_pairs: int, max_pairs: int, deadline: float | None) -> bool:
+    """`n` pairs are enough: the count asked for, or (none asked) the minimum once the budget is
+    spent; never more than the maximum."""
+    if n >= max_pairs:
+        return True
+    if pairs is not None:
+        return n >= pairs
+    return n >= min_pairs and (deadline is None or time.perf_counter() >= deadline)
+
+
+def _element(fn: Callable[[], Any], timer: StepTimer, inner: int, between: Callable[[], Any] | None) -> float:
+    """One element of a block: the mean of `inner` timed steps."""
+    total = 0.0
+    for _ in range(inner):
+        if between is not None:  # the cold allocation mode's page return, outside the interval
+            between()
+        total += timer(fn)[0]
+    return total / inner
 
 
 def run_paired(
@@ -128,7 +132,7 @@ def run_paired(
     there is no speedup.
     """
     cancel = cancel or threading.Event()
-    base_plan = resolve(baseline, probe_timeout)
+    base_plan = plan_run(baseline, probe_timeout)
     if isinstance(base_plan, Refusal):
         result = run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry,
                      probe_timeout=probe_timeout)  # fmt: skip
@@ -136,7 +140,7 @@ def run_paired(
         return result
     result = RunResult(spec=spec, started=_now())
     try:
-        plan = resolve(spec, probe_timeout)
+        plan = plan_run(spec, probe_timeout)
     except UserCodeError as exc:
         result.status, result.failure, result.finished = "failed", "user-code", _now()
         result.message, result.detail = exc.summary, exc.detail

@@ -56,7 +56,7 @@ class RunPlan:
         return RunPlan(self.spec, w, self.backend, self.compute_dtype, params, self.notes)
 
 
-def resolve(spec: RunSpec, probe_timeout: float | None = None) -> RunPlan | Refusal:
+def plan_run(spec: RunSpec, probe_timeout: float | None = None) -> RunPlan | Refusal:
     """The plan for `spec`, or the Refusal saying why it cannot run here."""
     found = assess(spec, probe_timeout)
     if isinstance(found, Refusal):

@@ -1,14 +1,25 @@
-"""The zero-argument callable a timer calls: the kernel, with compile, AMP and transfers as asked."""
+"""The zero-argument callable a timer calls: the kernel, with compile, AMP and transfers as asked.
+
+`prepare_step` is the one way a step is made ready, for a measurement (runner.measure, paired runs)
+and for a profile alike: inputs, the step, its first (compiling) call, warm-up, a CUDA graph.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gpuplay.core.planner import AMP_DTYPES
+from gpuplay.core.runner.inputs import device_inputs, transfer_inputs
 from gpuplay.core.runner.plan import RunPlan
+
+Step = Callable[[], Any]
+# The first call of a compiled step, given the step and a way to rebuild it eager; the step to go on with.
+FirstCall = Callable[[Step, Callable[[], Step]], Step]
 
 
 def build_step(
@@ -33,3 +44,37 @@ def build_step(
 
         return step
     return lambda: kernel(*args)
+
+
+@dataclass(frozen=True)
+class PreparedStep:
+    step: Step  # compiled, warmed up and (with cuda_graphs) captured: as it will be timed
+    setup_s: float  # making the inputs on the device
+
+
+def prepare_step(
+    plan: RunPlan,
+    warm_up: Callable[[Step], object],
+    *,
+    first_call: FirstCall | None = None,
+    on_phase: Callable[[str], object] = lambda _name: None,
+) -> PreparedStep:
+    """Make `plan`'s step ready: inputs on the device (and on the host when transfers are timed),
+    the step built, `first_call` on it when it compiles (which may fall back to eager), `warm_up`,
+    then the CUDA graph capture. `on_phase` hears "setup", "compile" and "warmup" as they start."""
+    spec, backend = plan.spec, plan.backend
+    on_phase("setup")
+    t0 = time.perf_counter()
+    args = device_inputs(plan)
+    backend.synchronize(spec.device)
+    setup_s = time.perf_counter() - t0
+    host_args = transfer_inputs(plan) if plan.timed_transfers else None
+    step = build_step(plan, args, host_args)
+    if spec.compile != "off" and first_call is not None:
+        on_phase("compile")
+        step = first_call(step, lambda: build_step(plan, args, host_args, compiled=False))
+    on_phase("warmup")
+    warm_up(step)
+    if spec.cuda_graphs:
+        step = backend.capture_graph(step, spec.device)
+    return PreparedStep(step, setup_s)

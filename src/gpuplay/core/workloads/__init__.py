@@ -48,7 +48,7 @@ def get_workload(name: str) -> Workload:
     A code file is re-read when it changes on disk; nothing in it runs here.
     """
     if name.startswith("code:"):
-        from gpuplay.core.usercode import load
+        from gpuplay.core.workloads.usercode import load
 
         return load(name)
     try:

@@ -144,7 +144,7 @@ class Fused(Workload):
     ) -> list[str]:
         impl = self._impl(backend, p)
         if backend == "torch":
-            from gpuplay.core.profile import kernel_count
+            from gpuplay.core.torchprof import kernel_count
 
             count, what = kernel_count(step, device)
             return [f"kernels per step: {count:g} ({what}, measured with torch.profiler)"]

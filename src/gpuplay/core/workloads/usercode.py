@@ -25,17 +25,14 @@ import sys
 import threading
 import traceback
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from gpuplay.core.workloads.base import EPS, Param, Workload
-
-if TYPE_CHECKING:
-    from gpuplay.core.scenarios import Scenario
 
 PREFIX = "code:"
 MAX_FILE_BYTES = 1024 * 1024
@@ -177,57 +174,102 @@ def read_source(path: Path) -> str:
 def inspect_code(path: Path, source: str | None = None) -> CodeInfo:
     """Check a code file's shape from its syntax tree. Raises UserCodeError saying what to fix."""
     source = read_source(path) if source is None else source
-    try:
-        tree = ast.parse(source, filename=str(path))
-    except SyntaxError as exc:
-        line = (exc.text or "").rstrip("\n").strip()
-        frames = (Frame(exc.lineno or 0, "<module>", line),)
-        raise UserCodeError(path, f"SyntaxError: {exc.msg}", frames) from None
-    funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-    assigns: dict[str, ast.expr] = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            funcs[node.name] = node
-        elif (
-            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-        ):
-            assigns[node.targets[0].id] = node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            assigns[node.target.id] = node.value
+    mod = _ParsedFile(path, source)
+    step = mod.function("step", hint="add def step(xp, *arrays): ... returning an array")
+    step_arrays = _check_step(path, step)
+    params = _params(path, mod.literal("PARAMS", {}))
+    names = [p.name for p in params]
+    _check_helpers(mod, names)
+    presets = _presets(path, mod.literal("PRESETS", {}), params)
+    tolerance = _tolerance(path, mod.literal("TOLERANCE", {}))
+    title = mod.literal("TITLE", "")
+    if not isinstance(title, str):
+        raise UserCodeError(path, "TITLE must be a string")
+    doc = ast.get_docstring(mod.tree) or ""
+    takes_kwargs = step.args.kwarg is not None
+    keywords = {k.arg for k in step.args.kwonlyargs}
+    return CodeInfo(
+        path=path,
+        source=source,
+        sha256=hashlib.sha256(source.encode()).hexdigest(),
+        title=title or (doc.strip().splitlines()[0] if doc.strip() else path.stem),
+        description=doc,
+        params=params,
+        presets=presets,
+        tolerance=tolerance,
+        step_arrays=step_arrays,
+        step_params=tuple(n for n in names if takes_kwargs or n in keywords),
+        has_flops="flops" in mod.funcs,
+        has_bytes="bytes" in mod.funcs,
+        step_line=step.lineno,
+        amp_eligible=_has_autocast_op(mod.tree),
+    )
 
-    def literal(name: str, default: Any) -> Any:
-        if name not in assigns:
+
+class _ParsedFile:
+    """A code file's syntax tree: its top-level functions and assignments, read without running it."""
+
+    def __init__(self, path: Path, source: str) -> None:
+        self.path, self.source = path, source
+        try:
+            self.tree = ast.parse(source, filename=str(path))
+        except SyntaxError as exc:
+            line = (exc.text or "").rstrip("\n").strip()
+            frames = (Frame(exc.lineno or 0, "<module>", line),)
+            raise UserCodeError(path, f"SyntaxError: {exc.msg}", frames) from None
+        self.funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.assigns: dict[str, ast.expr] = {}
+        for node in self.tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                self.funcs[node.name] = node
+            elif target := _assigned_name(node):
+                self.assigns[target] = node.value  # type: ignore[attr-defined]
+
+    def function(self, name: str, hint: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+        fn = self.funcs.get(name)
+        if fn is None:
+            raise UserCodeError(self.path, f"defines no {name}() function", hint=hint)
+        return fn
+
+    def literal(self, name: str, default: Any) -> Any:
+        """The value a top-level name is assigned, which must be a literal; `default` if unassigned."""
+        if name not in self.assigns:
             return default
-        node = assigns[name]
+        node = self.assigns[name]
         try:
             return ast.literal_eval(node)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             raise UserCodeError(
-                path,
+                self.path,
                 f"{name} must be a literal (numbers, strings, lists, dicts)",
-                (Frame(node.lineno, "<module>", ast.get_source_segment(source, node) or ""),),
+                (Frame(node.lineno, "<module>", ast.get_source_segment(self.source, node) or ""),),
                 "gpuplay reads it without running your file",
             ) from None
 
-    step = funcs.get("step")
-    if step is None:
-        raise UserCodeError(
-            path, "defines no step() function", hint="add def step(xp, *arrays): ... returning an array"
+
+def _assigned_name(node: ast.stmt) -> str | None:
+    """`NAME = value` or `NAME: type = value` at the top level: NAME."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+        return node.target.id
+    return None
+
+
+def _check_helpers(mod: _ParsedFile, names: list[str]) -> None:
+    """inputs() (required), flops() and bytes() (optional) take the parameters as keywords."""
+    inputs = mod.function("inputs", hint="add def inputs(rng, **params): returning NumPy arrays")
+    _check_takes_params(mod.path, inputs, names, "rng", usage="def inputs(rng, **params)")
+    if "flops" in mod.funcs:
+        _check_takes_params(mod.path, mod.funcs["flops"], names, "", usage="def flops(**params)")
+    if "bytes" in mod.funcs:
+        _check_takes_params(
+            mod.path, mod.funcs["bytes"], names, "itemsize", usage="def bytes(itemsize, **params)"
         )
-    step_arrays = _check_step(path, step)
-    params = _params(path, literal("PARAMS", {}))
-    names = [p.name for p in params]
-    inputs = funcs.get("inputs")
-    if inputs is None:
-        raise UserCodeError(
-            path, "defines no inputs() function", hint="add def inputs(rng, **params): returning NumPy arrays"
-        )
-    _check_takes_params(path, inputs, names, "rng", usage="def inputs(rng, **params)")
-    if "flops" in funcs:
-        _check_takes_params(path, funcs["flops"], names, "", usage="def flops(**params)")
-    if "bytes" in funcs:
-        _check_takes_params(path, funcs["bytes"], names, "itemsize", usage="def bytes(itemsize, **params)")
-    presets = literal("PRESETS", {})
+
+
+def _presets(path: Path, presets: Any, params: Sequence[Param]) -> dict[str, dict[str, Any]]:
+    """PRESETS: named sets of parameter values, each value valid for its parameter."""
     if not isinstance(presets, dict) or not all(isinstance(v, dict) for v in presets.values()):
         raise UserCodeError(path, "PRESETS must be a dict of dicts: {'quick': {'n': 1000}, ...}")
     by_name = {p.name: p for p in params}
@@ -239,34 +281,17 @@ def inspect_code(path: Path, source: str | None = None) -> CodeInfo:
                 by_name[k].coerce(v)
             except ValueError as exc:
                 raise UserCodeError(path, f"PRESETS[{preset!r}]: {exc}") from None
-    tolerance = literal("TOLERANCE", {})
+    return {k: dict(v) for k, v in presets.items()}
+
+
+def _tolerance(path: Path, tolerance: Any) -> dict[str, float]:
+    """TOLERANCE: a positive number per dtype, replacing the workload's default bound."""
     if not isinstance(tolerance, dict) or not all(
         k in EPS and isinstance(v, int | float) and not isinstance(v, bool) and v > 0
         for k, v in tolerance.items()
     ):
         raise UserCodeError(path, f"TOLERANCE must map dtypes ({', '.join(EPS)}) to positive numbers")
-    title = literal("TITLE", "")
-    if not isinstance(title, str):
-        raise UserCodeError(path, "TITLE must be a string")
-    doc = ast.get_docstring(tree) or ""
-    return CodeInfo(
-        path=path,
-        source=source,
-        sha256=hashlib.sha256(source.encode()).hexdigest(),
-        title=title or (doc.strip().splitlines()[0] if doc.strip() else path.stem),
-        description=doc,
-        params=params,
-        presets={k: dict(v) for k, v in presets.items()},
-        tolerance={k: float(v) for k, v in tolerance.items()},
-        step_arrays=step_arrays,
-        step_params=tuple(
-            n for n in names if step.args.kwarg is not None or n in {k.arg for k in step.args.kwonlyargs}
-        ),
-        has_flops="flops" in funcs,
-        has_bytes="bytes" in funcs,
-        step_line=step.lineno,
-        amp_eligible=_has_autocast_op(tree),
-    )
+    return {k: float(v) for k, v in tolerance.items()}
 
 
 # Ops torch.autocast runs in half precision (its "lower precision" list), as a user writes them.
@@ -631,21 +656,3 @@ def load(name_or_path: str | Path) -> UserCodeWorkload:
     with _loaded_lock:
         _loaded[path] = (stamp, workload)
     return workload
-
-
-def scenario_for(path: Path | str) -> Scenario:
-    """A Scenario for a code file (for `gpuplay run FILE.py` and the app's list)."""
-    from gpuplay.core.scenarios import Scenario
-
-    w = load(path)
-    return Scenario(
-        name=w.path.stem,
-        title=w.title,
-        workload=w.name,
-        description=w.description,
-        params={p.name: p.default for p in w.params},
-        presets=w.info.presets,
-        claim=None,
-        path=w.path,
-        tags=("your code",),
-    )
