@@ -166,6 +166,33 @@ def _parse_step(
     deck_preset: str | None,
     preset_override: str | None,
 ) -> DeckStep:
+    _check_step_fields(raw, n, path)
+    sc = _step_scenario(raw["scenario"], n, path, scenarios)
+    own_preset = raw.get("preset", deck_preset)
+    params = _step_params(raw, n, path, sc, preset_override or own_preset)
+    fields = {**defaults, **_spec_fields(raw, path, n)}
+    for key, value in fields.items():  # each field alone first, so the error names it
+        try:
+            RunSpec.make(sc.workload, params, **{key: value})
+        except (SpecError, TypeError) as exc:
+            raise DeckError(path, n, key, str(exc)) from None
+    spec = RunSpec.make(sc.workload, params, scenario=sc.name, **fields)
+    recorded = _recorded(raw["recorded"], path, n) if "recorded" in raw else None
+    if preset_override and preset_override != own_preset and recorded is not None and not recorded.size:
+        recorded = None  # measured at the deck's own size, unnamed: not comparable at another
+    return DeckStep(
+        title=raw["title"],
+        caption=_paragraphs(raw["caption"]),
+        spec=spec,
+        scenario_title=sc.title,
+        notes=_paragraphs(raw.get("notes", "")),
+        recorded=recorded,
+        sweep=_step_sweep(raw, n, path, sc),
+    )
+
+
+def _check_step_fields(raw: Any, n: int, path: Path) -> None:
+    """A step is a table of known fields, with its required strings."""
     if not isinstance(raw, dict):
         raise DeckError(path, n, "", f"must be a table ([[steps]]); got {type(raw).__name__}")
     unknown = set(raw) - STEP_FIELDS
@@ -180,14 +207,18 @@ def _parse_step(
     for key in ("notes", "preset"):
         if key in raw:
             _check_type(raw[key], (str,), path, n, key)
-    name = raw["scenario"]
+
+
+def _step_scenario(name: str, n: int, path: Path, scenarios: ScenarioSet) -> Any:
     if name not in scenarios.scenarios:
         raise DeckError(
             path, n, "scenario", f"unknown scenario {name!r} (known: {', '.join(scenarios.scenarios)})"
         )
-    sc = scenarios.scenarios[name]
-    own_preset = raw.get("preset", deck_preset)
-    preset = preset_override or own_preset
+    return scenarios.scenarios[name]
+
+
+def _step_params(raw: Mapping[str, Any], n: int, path: Path, sc: Any, preset: str | None) -> dict[str, Any]:
+    """The scenario's preset, with the step's own `params` on top, resolved by its workload."""
     try:
         params = sc.preset_params(preset)
     except ValueError as exc:
@@ -198,36 +229,20 @@ def _parse_step(
     from gpuplay.core.workloads import get_workload
 
     try:
-        params = get_workload(sc.workload).resolve({**params, **extra})
+        return dict(get_workload(sc.workload).resolve({**params, **extra}))
     except ValueError as exc:
         raise DeckError(path, n, "params", str(exc)) from None
-    fields = {**defaults, **_spec_fields(raw, path, n)}
-    for key, value in fields.items():  # each field alone first, so the error names it
-        try:
-            RunSpec.make(sc.workload, params, **{key: value})
-        except (SpecError, TypeError) as exc:
-            raise DeckError(path, n, key, str(exc)) from None
-    spec = RunSpec.make(sc.workload, params, scenario=sc.name, **fields)
-    recorded = _recorded(raw["recorded"], path, n) if "recorded" in raw else None
-    sweep = None
-    if "sweep" in raw:
-        from gpuplay.core.sweep import SweepError, parse_sweep_step
 
-        try:
-            sweep = parse_sweep_step(raw["sweep"], sc)
-        except SweepError as exc:
-            raise DeckError(path, n, "sweep", str(exc)) from None
-    if preset_override and preset_override != own_preset and recorded is not None and not recorded.size:
-        recorded = None  # measured at the deck's own size, unnamed: not comparable at another
-    return DeckStep(
-        title=raw["title"],
-        caption=_paragraphs(raw["caption"]),
-        spec=spec,
-        scenario_title=sc.title,
-        notes=_paragraphs(raw.get("notes", "")),
-        recorded=recorded,
-        sweep=sweep,
-    )
+
+def _step_sweep(raw: Mapping[str, Any], n: int, path: Path, sc: Any) -> Any:
+    if "sweep" not in raw:
+        return None
+    from gpuplay.core.sweep import SweepError, parse_sweep_step
+
+    try:
+        return parse_sweep_step(raw["sweep"], sc)
+    except SweepError as exc:
+        raise DeckError(path, n, "sweep", str(exc)) from None
 
 
 def parse_deck(

@@ -76,6 +76,13 @@ class RunSpec:
 
     def validate(self) -> None:
         """Reject values no backend could interpret. Combination checks live in `plan`."""
+        self._check_choices()
+        if not (self.device == "cpu" or self.device == "mps" or _is_cuda_device(self.device)):
+            raise SpecError(f"device must be cpu, cuda, cuda:N or mps; got {self.device!r}")
+        self._check_counts()
+        self._check_bounds()
+
+    def _check_choices(self) -> None:
         choices = {
             "backend": BACKENDS,
             "dtype": DTYPES,
@@ -89,8 +96,8 @@ class RunSpec:
             value = getattr(self, name)
             if value not in allowed:
                 raise SpecError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-        if not (self.device == "cpu" or self.device == "mps" or _is_cuda_device(self.device)):
-            raise SpecError(f"device must be cpu, cuda, cuda:N or mps; got {self.device!r}")
+
+    def _check_counts(self) -> None:
         if self.warmup < 0:
             raise SpecError(f"warmup must be >= 0; got {self.warmup}")
         if self.repeat is not None and self.repeat < 1:
@@ -103,7 +110,9 @@ class RunSpec:
             raise SpecError(f"min repeat must be 1 to max repeat ({self.max_repeat}); got {self.min_repeat}")
         if self.max_step_s <= 0:
             raise SpecError(f"max step must be > 0 seconds; got {self.max_step_s}")
-        # NaN passes the comparisons above and infinity the lower bounds: check finite and bounded.
+
+    def _check_bounds(self) -> None:
+        """NaN passes the comparisons of _check_counts and infinity the lower bounds: finite and bounded."""
         from gpuplay.core import bounds
 
         try:
