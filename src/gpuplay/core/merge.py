@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplay.core.report import fmt_time
-from gpuplay.core.safeload import json_loads
+from gpuplay.core.safeload import json_loads, read_text_file
 
 
 class MergeError(ValueError):
@@ -63,7 +63,7 @@ class Source:
 def load_source(path: str | Path) -> Source:
     p = Path(path)
     try:
-        doc = json_loads(p.read_text(encoding="utf-8"))
+        doc = json_loads(read_text_file(p))
     except FileNotFoundError:
         raise MergeError(f"{p}: no such file") from None
     except OSError as exc:
