@@ -54,3 +54,16 @@ def test_a_sweep_and_a_run_result_cannot_share_a_table(tmp_path):
         "sw.json is a sweep and run.json a run result: sweeps and run results cannot be merged" in proc.stderr
     )
     assert "not a gpuplay result file" not in proc.stderr
+
+
+# -- notes computed are printed ----------------------------------------------------------------
+def test_the_half_precision_note_is_printed():
+    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.report import row_cells
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.spec import RunSpec
+
+    note = "float16 is emulated and slow on this CPU: calibrated matmul 3 GFLOP/s vs float32 300 (0.01×)"
+    spec = RunSpec(workload="matmul", scenario="matmul", backend="torch", device="cpu", dtype="float16")
+    (row,) = attach_baselines([RunResult(spec, samples=[1e-3] * 5, notes=[note])])
+    assert note in row_cells(row)[-1]

@@ -119,7 +119,9 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     if r.compile_s is not None:
         notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
     shown = ("torch.compile failed", "AMP:", "the result holds", "kernels per step", "accuracy:", "INT8:",
-             "allocation-bound", "allocation mode could flip", "cold allocation")  # fmt: skip
+             "allocation-bound", "allocation mode could flip", "cold allocation",
+             "float16 ", "bfloat16 ")  # fmt: skip
+    # ("float16 is emulated and slow on this CPU: …": core/halfprec's note on a CPU half-precision run.)
     # ("allocation-bound pairs: …" starts with "allocation-bound" too.)
     notes.extend(n for n in r.notes if n.startswith(shown))
     if roof.get("status") == "ok" and roof.get("note"):
