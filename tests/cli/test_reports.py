@@ -56,6 +56,65 @@ def test_a_sweep_and_a_run_result_cannot_share_a_table(tmp_path):
     assert "not a gpuplay result file" not in proc.stderr
 
 
+# -- the paired speedup says where it comes from --------------------------------------------
+def _paired_rows():
+    """A torch row paired with NumPy in interleaved pairs (NumPy ~270 ms there, torch ~297 ms) and
+    NumPy's own row measured apart at ~166 ms: the rows' ratio (0.56×) is not the pairs' (0.9×)."""
+    import random
+
+    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.runner.paired import speedup_record
+    from gpuplay.core.spec import RunSpec
+    from gpuplay.core.stats import paired_speedup
+
+    rng = random.Random(1)
+    numpy_spec = RunSpec(workload="matmul", scenario="matmul", backend="numpy", device="cpu")
+    torch_spec = RunSpec(workload="matmul", scenario="matmul", backend="torch", device="cpu")
+    base_apart = RunResult(numpy_spec, samples=[0.166 * rng.uniform(0.99, 1.01) for _ in range(21)])
+    base_pairs = RunResult(numpy_spec, samples=[0.270 * rng.uniform(0.97, 1.03) for _ in range(21)])
+    torch = RunResult(torch_spec, samples=[0.297 * rng.uniform(0.97, 1.03) for _ in range(21)])
+    torch.speedup = speedup_record(paired_speedup(base_pairs.samples, torch.samples), base_pairs)
+    return attach_baselines([base_apart, torch])
+
+
+def test_the_pairs_medians_stand_beside_a_speedup_the_rows_would_contradict():
+    import re
+
+    from gpuplay.core.report import row_cells, to_markdown
+
+    _, row = _paired_rows()
+    notes = row_cells(row)[-1]
+    m = re.search(
+        r"speedup from (\d+) interleaved pairs: NumPy ([\d.]+) ms vs ([\d.]+) ms in the pairs", notes
+    )
+    assert m, notes
+    assert int(m[1]) == row.speedup_pairs == 21
+    base_ms, cand_ms = float(m[2]), float(m[3])
+    low, high = row.speedup_interval
+    assert low <= base_ms / cand_ms <= high  # the medians shown reproduce the speedup printed
+    assert not low <= row.baseline.median / row.result.median <= high  # which the rows' medians do not
+    assert "the rows' medians were measured apart" in to_markdown([row])
+
+
+def test_no_pairs_note_when_the_rows_agree_with_the_pairs():
+    from gpuplay.core.report import row_cells
+
+    base, row = _paired_rows()
+    base.result.samples = [row.result.speedup["baseline_median_s"]] * 21  # as in the pairs
+    assert "interleaved pairs" not in row_cells(row)[-1]
+
+
+def test_the_terminal_table_prints_the_pairs_note(capsys, monkeypatch):
+    from gpuplay.cli.output import print_rows
+
+    monkeypatch.setenv("COLUMNS", "200")
+    print_rows(_paired_rows(), "table", None)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "[2] speedup from 21 interleaved pairs: NumPy 2" in out
+    assert "in the pairs (the rows' medians were measured apart)" in out
+
+
 # -- notes computed are printed ----------------------------------------------------------------
 def test_the_half_precision_note_is_printed():
     from gpuplay.core.compare import attach_baselines
