@@ -114,3 +114,10 @@ def test_bad_result_files_exit_2(tmp_path, content, reason):
     proc = gpuplay("compare", "--from", "bad.json", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "bad.json" in proc.stderr and reason in proc.stderr
+
+
+def test_a_missing_file_is_still_file_not_found(tmp_path):
+    # Loaders with their own words for a missing file (`except FileNotFoundError`) keep them.
+    with pytest.raises(FileNotFoundError) as info:
+        read_text_file(tmp_path / "gone.toml")
+    assert str(info.value) == f"{tmp_path / 'gone.toml'}: no such file"

@@ -50,6 +50,11 @@ class FileReadError(OSError):
         return f"{self.filename}: {self.strerror}"
 
 
+class MissingFileError(FileReadError, FileNotFoundError):
+    """No such file: still a FileNotFoundError, so a loader's own words for that case (the decks
+    it ships, how to record one) keep working after swapping in read_text_file."""
+
+
 def read_text_file(path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_BYTES) -> str:
     """A user file's UTF-8 text, or FileReadError saying why not.
 
@@ -61,7 +66,7 @@ def read_text_file(path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_BYTES
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
-        raise FileReadError(path, "no such file") from None
+        raise MissingFileError(path, "no such file") from None
     except OSError as exc:
         raise FileReadError(path, f"cannot open ({exc.strerror or exc})") from None
     mode = os.fstat(fd).st_mode
