@@ -121,3 +121,16 @@ def test_a_missing_file_is_still_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError) as info:
         read_text_file(tmp_path / "gone.toml")
     assert str(info.value) == f"{tmp_path / 'gone.toml'}: no such file"
+
+
+@needs_fifo
+def test_a_fifo_calibration_cache_is_unreadable_not_a_hang(tmp_path):
+    code = (
+        "from gpuplay.core import roofline\n"
+        "import os; os.mkfifo(roofline.cache_path('cpu'))\n"
+        "print(roofline.load_peaks('cpu').problem)"
+    )
+    (tmp_path / "roofline").mkdir()
+    env = {**os.environ, "GPUPLAY_STATE_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert "unreadable (not a regular file (a FIFO?)): re-run gpuplay calibrate" in proc.stdout, proc.stderr
