@@ -64,4 +64,4 @@ def test_from_merges_two_real_run_files(tmp_path):
     assert numpy_row.split("|")[4].strip().endswith("%") and numpy_row.split("|")[5].strip() == "—"
     assert torch_row.split("|")[5].strip().endswith("%")
     bad = _gpuplay("compare", "--from", str(a), str(tmp_path / "missing.json"))
-    assert bad.returncode == 1 and "missing.json: no such file" in bad.stderr
+    assert bad.returncode == 2 and "missing.json: no such file" in bad.stderr  # a usage error

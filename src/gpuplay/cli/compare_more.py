@@ -19,16 +19,28 @@ def compare_from(files: Sequence[str], fmt: str, out: str | None) -> None:
 
     if len(files) < 1:
         raise click.UsageError("--from needs result files: gpuplay compare --from A.json B.json")
-    from gpuplay.core.sweepreport import is_sweep_file
+    from gpuplay.core.sweepreport import SweepFileError, is_sweep_file
 
-    if all(is_sweep_file(f) for f in files):  # `gpuplay sweep --format json` files: one sweep table
+    # Files given on the command line that cannot be used are the user's mistake: usage errors, exit 2.
+    try:
+        sweeps = [f for f in files if is_sweep_file(f)]
+    except SweepFileError as exc:
+        raise click.UsageError(str(exc)) from None
+    if sweeps and len(sweeps) == len(files):  # `gpuplay sweep --format json` files: one sweep table
         from gpuplay.cli.sweep import print_merged
 
         return print_merged(files, fmt, out)
+    if sweeps:
+        runs = [f for f in files if f not in sweeps]
+        raise click.UsageError(
+            f"{', '.join(sweeps)} {'is a sweep' if len(sweeps) == 1 else 'are sweeps'} and "
+            f"{', '.join(runs)} {'a run result' if len(runs) == 1 else 'run results'}: sweeps and run "
+            "results cannot be merged into one table; give only sweep files or only run/compare files"
+        )
     try:
         sources = [load_source(f) for f in files]
     except MergeError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.UsageError(str(exc)) from None
     rows = merge(sources)
     if fmt == "json":
         emit(json.dumps(to_dict(sources, rows), indent=2, default=str), out)

@@ -203,8 +203,7 @@ def print_table(doc: dict[str, Any]) -> None:
         table.add_row(sr.fmt_value(v), *(Text(sr.cell(p)) for p in points))
     con = stdout_console(table)
     con.print(table)
-    env = doc.get("environment") or {}
-    con.print(f"{env.get('cpu', '?')} ({env.get('cores', '?')} cores) · medians after warm-up, "
+    con.print(f"{sr.machine_text(doc)} · medians after warm-up, "
               "± half the IQR · each size a full measurement, checked against float64",
               style="dim", highlight=False, markup=False)  # fmt: skip
     unstable = [p for s in series for p in s.get("points") or [] if p.get("unstable")]
@@ -240,7 +239,7 @@ def print_merged(files: Any, fmt: str, out: str | None) -> None:
             names = [str(f) for f in files]
         merged = sr.merge_sweeps(docs, names)
     except sr.SweepFileError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.UsageError(str(exc)) from None
     doc = {"kind": sr.KIND, "environments": {n: d.get("environment") for n, d in zip(names, docs, strict=True)},
            "sweep": merged}  # fmt: skip
     if fmt == "json":
@@ -248,6 +247,6 @@ def print_merged(files: Any, fmt: str, out: str | None) -> None:
     elif fmt == "csv":
         emit(sr.to_csv(merged), out)
     elif fmt == "markdown" or out:
-        emit(sr.to_markdown(merged), out)
+        emit(sr.to_markdown(merged, sr.machine_text(doc)), out)
     else:
         print_table(doc)

@@ -14,7 +14,7 @@ except ImportError:  # without it: the XDG locations, spelled out (right on Linu
     platformdirs = None  # type: ignore[assignment]
 
 from gpuplay.core.bounds import SAMPLE_INTERVAL_S, BoundsError, check_number
-from gpuplay.core.safeload import toml_loads
+from gpuplay.core.safeload import read_text_file, toml_loads
 
 APP = "gpuplay"
 
@@ -61,9 +61,9 @@ def load_config(path: Path | None = None) -> Config:
     if not path.exists():
         return cfg
     try:
-        data = toml_loads(path.read_text(encoding="utf-8"))
+        data = toml_loads(read_text_file(path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        cfg.problems.append(f"{path}: not read ({exc}); using defaults")
+        cfg.problems.append(f"{path}: not read ({getattr(exc, 'strerror', None) or exc}); using defaults")
         return cfg
     dirs = data.get("scenario_dirs", [])
     if isinstance(dirs, str):

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplay.core.report import fmt_time
-from gpuplay.core.safeload import json_loads
+from gpuplay.core.safeload import FileReadError, json_loads, read_text_file
 
 
 class MergeError(ValueError):
@@ -63,12 +63,10 @@ class Source:
 def load_source(path: str | Path) -> Source:
     p = Path(path)
     try:
-        doc = json_loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MergeError(f"{p}: no such file") from None
-    except OSError as exc:
-        raise MergeError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = json_loads(read_text_file(p))
+    except FileReadError as exc:  # missing, a FIFO or folder, too large, not UTF-8: said with the path
+        raise MergeError(str(exc)) from None
+    except json.JSONDecodeError as exc:
         raise MergeError(
             f"{p}: not JSON ({exc}); give files written by gpuplay run/compare --format json"
         ) from None

@@ -52,6 +52,34 @@ def fmt_row_speedup(row: Row, interval: bool = False) -> str:
     return text
 
 
+def _medians_disagree(row: Row) -> bool:
+    """Whether the rows' own medians (measured apart) give a ratio outside the paired speedup's
+    interval (or, without one, 10% off its point): then the cell looks contradicted unless the
+    medians of the pairs are said beside it."""
+    paired, base, r = row.paired, row.baseline, row.result
+    if paired is None or base is None or base is r or not base.median or not r.median:
+        return False
+    apart = base.median / r.median
+    if paired.low is not None and paired.high is not None:
+        return not paired.low <= apart <= paired.high
+    return abs(apart / paired.point - 1) > 0.1
+
+
+def paired_medians_note(row: Row) -> str | None:
+    """Where the speedup comes from, when the rows' medians would contradict it: the medians of
+    the interleaved pairs it was measured in (the candidate's samples are the pairs' own)."""
+    if not _medians_disagree(row):
+        return None
+    record, paired = row.result.speedup or {}, row.paired
+    base_s = record.get("baseline_median_s")
+    if paired is None or not isinstance(base_s, int | float) or not math.isfinite(base_s) or base_s <= 0:
+        return None
+    return (
+        f"speedup from {paired.pairs} interleaved pairs: NumPy {fmt_time(float(base_s))} vs "
+        f"{fmt_time(row.result.median)} in the pairs (the rows' medians were measured apart)"
+    )
+
+
 def fmt_error(r: Any) -> str:
     if r.error is None:
         return "—"
@@ -119,13 +147,18 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     if r.compile_s is not None:
         notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
     shown = ("torch.compile failed", "AMP:", "the result holds", "kernels per step", "accuracy:", "INT8:",
-             "allocation-bound", "allocation mode could flip", "cold allocation")  # fmt: skip
+             "allocation-bound", "allocation mode could flip", "cold allocation",
+             "float16 ", "bfloat16 ")  # fmt: skip
+    # ("float16 is emulated and slow on this CPU: …": core/halfprec's note on a CPU half-precision run.)
     # ("allocation-bound pairs: …" starts with "allocation-bound" too.)
     notes.extend(n for n in r.notes if n.startswith(shown))
     if roof.get("status") == "ok" and roof.get("note"):
         notes.append(f"roof: {roof['note']}")
     if row.speedup_reason:
         notes.append(f"~ speedup: {row.speedup_reason}")
+    pairs_note = paired_medians_note(row)
+    if pairs_note:
+        notes.append(pairs_note)
     energy = energy_of(r.telemetry)
     if energy is not None and energy.status == "ok":
         notes.append(energy.text())

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplay.core.config import state_dir
-from gpuplay.core.safeload import json_loads
+from gpuplay.core.safeload import FileReadError, json_loads, read_text_file
 from gpuplay.core.system import cpu_count, cpu_name, package_version
 
 SCHEMA = 1
@@ -204,13 +204,14 @@ def load_peaks(device: str, name: str | None = None) -> Lookup:
 
 
 def unreadable(path: str | Path, exc: BaseException) -> str:
-    return f"calibration cache {path} unreadable ({type(exc).__name__}): re-run gpuplay calibrate"
+    why = exc.strerror if isinstance(exc, FileReadError) else type(exc).__name__  # a FIFO, too big, not UTF-8
+    return f"calibration cache {path} unreadable ({why}): re-run gpuplay calibrate"
 
 
 @functools.lru_cache(maxsize=32)
 def _cached(path: str, _mtime: int, device: str, name: str | None) -> Lookup:
     try:
-        peaks = DevicePeaks.from_dict(json_loads(Path(path).read_text(encoding="utf-8")))
+        peaks = DevicePeaks.from_dict(json_loads(read_text_file(path)))
     except (
         OSError,
         UnicodeDecodeError,

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gpuplay.core.safeload import toml_loads
+from gpuplay.core.safeload import read_text_file, toml_loads
 from gpuplay.core.workloads import get_workload, registry
 
 MAX_FILE_BYTES = 256 * 1024
@@ -210,13 +210,15 @@ def load_scenarios(extra_dirs: Iterable[Path | str] = ()) -> ScenarioSet:
             try:
                 if path.stat().st_size > MAX_FILE_BYTES:
                     raise ScenarioError(path, "", f"larger than {MAX_FILE_BYTES // 1024} KiB; not a scenario")
-                text = path.read_text(encoding="utf-8")
+                text = read_text_file(path)
                 scenario = parse_scenario(text, path)
             except ScenarioError as exc:
                 errors.append(exc)
                 continue
             except (OSError, UnicodeDecodeError) as exc:
-                errors.append(ScenarioError(path, "", f"cannot read ({exc})"))
+                errors.append(
+                    ScenarioError(path, "", f"cannot read ({getattr(exc, 'strerror', None) or exc})")
+                )
                 continue
             except RecursionError:  # parsed, but too deep for what reads the values
                 errors.append(ScenarioError(path, "", "nested too deeply"))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplay.core.report import fmt_time
+from gpuplay.core.safeload import FileReadError, json_loads, read_text_file
 
 KIND = "gpuplay-sweep"
 POINT_FIELDS = ("value", "status", "median", "low", "high", "n", "gflops", "gbps", "roof_fraction", "roof_s",
@@ -122,13 +123,34 @@ def _md(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
 
 
-def to_markdown(sweep: Mapping[str, Any], environment: Mapping[str, Any] | None = None) -> str:
+def _machine(env: Mapping[str, Any]) -> str:
+    return f"{env.get('cpu', '?')} ({env.get('cores', '?')} cores)"
+
+
+def machine_text(doc: Mapping[str, Any]) -> str:
+    """The machine a sweep document ran on; a merged one's machines, each with its file's name
+    when they differ (one line for files from the same machine)."""
+    envs = doc.get("environments")
+    if isinstance(envs, Mapping) and envs:
+        named = {name: _machine(env if isinstance(env, Mapping) else {}) for name, env in envs.items()}
+        if len(set(named.values())) == 1:
+            return next(iter(named.values()))
+        return "; ".join(f"{name}: {machine}" for name, machine in named.items())
+    env = doc.get("environment")
+    return _machine(env if isinstance(env, Mapping) else {})
+
+
+def to_markdown(sweep: Mapping[str, Any], environment: Mapping[str, Any] | str | None = None) -> str:
+    """The sweep as Markdown; `environment` is one run's, or a merged file's machine_text."""
     series = sweep.get("series") or []
     param = sweep.get("param", "?")
     out = [f"### {_md(sweep.get('scenario', '?'))}: time per step against {_md(param)}\n"]
-    if environment:
+    if isinstance(environment, str):
+        out.append(f"Machines: {_md(environment)}. Medians of timed steps after warm-up, ± half the IQR; "
+                   "each size a full measurement.\n")  # fmt: skip
+    elif environment:
         out.append(
-            f"Machine: {_md(environment.get('cpu', '?'))} ({environment.get('cores', '?')} cores), "
+            f"Machine: {_md(_machine(environment))}, "
             f"NumPy {environment.get('numpy', '?')}, PyTorch {environment.get('torch', 'not installed')}. "
             "Medians of timed steps after warm-up, ± half the IQR; each size a full measurement.\n"
         )
@@ -153,22 +175,25 @@ class SweepFileError(ValueError):
     """A file that is not a sweep, said with its path."""
 
 
-def is_sweep_file(path: str | Path) -> bool:
+def _read_json(path: str | Path) -> Any:
+    """The file's JSON, or SweepFileError naming it (a FIFO, a huge or non-UTF-8 file, bad or too deep JSON)."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False
+        return json_loads(read_text_file(path))
+    except FileReadError as exc:
+        raise SweepFileError(str(exc)) from None
+    except ValueError as exc:
+        raise SweepFileError(f"{path}: not a readable JSON file ({exc})") from None
+
+
+def is_sweep_file(path: str | Path) -> bool:
+    """Whether the file is a sweep; raises SweepFileError when it cannot be read as JSON at all."""
+    doc = _read_json(path)
     return isinstance(doc, dict) and isinstance(doc.get("sweep"), dict)
 
 
 def load_sweep(path: str | Path) -> dict[str, Any]:
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SweepFileError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise SweepFileError(f"{p}: not a readable JSON file ({exc})") from None
+    doc = _read_json(p)
     sweep = doc.get("sweep") if isinstance(doc, dict) else None
     if not isinstance(sweep, dict) or not isinstance(sweep.get("series"), list):
         raise SweepFileError(f"{p}: not a sweep file; write one with gpuplay sweep --format json")
