@@ -43,7 +43,7 @@ def test_bad_deck_is_refused_with_file_step_and_field(tmp_path, monkeypatch):
     deck.write_text(TINY.replace('backend = "torch"', 'backend = "jax"', 1))
     out = tmp_path / "rec.json"
     result = CliRunner().invoke(main, ["demo", str(deck), "--rehearse", "--out", str(out)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error, as `serve --demo` refuses it
     assert "talk.toml: step 2: backend: backend must be one of numpy, torch, cupy; got 'jax'" in result.output
     assert "Traceback" not in result.output and not out.exists()
 
@@ -56,9 +56,16 @@ def test_option_mistakes_are_usage_errors(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     r = CliRunner().invoke(main, ["demo", str(deck), "--replay", str(bad)])
-    assert r.exit_code == 1 and "not a gpuplay deck recording" in r.output
+    assert r.exit_code == 2 and "not a gpuplay deck recording" in r.output
     r = CliRunner().invoke(main, ["demo", "no-such-deck"])
-    assert r.exit_code == 1 and "shipped decks: gpu-pays-off, numpy-to-gpu, the-7633x-question" in r.output
+    assert r.exit_code == 2 and "shipped decks: gpu-pays-off, numpy-to-gpu, the-7633x-question" in r.output
+
+
+def test_a_deck_with_a_non_finite_budget_is_a_usage_error(tmp_path):
+    deck = tmp_path / "nandeck.toml"
+    deck.write_text(TINY.replace("budget_s = 0.05", "budget_s = nan"))
+    r = CliRunner().invoke(main, ["demo", str(deck)])
+    assert r.exit_code == 2 and "budget_s" in r.output and "Traceback" not in r.output
 
 
 def test_rehearsal_records_every_step_and_its_conditions(tmp_path):

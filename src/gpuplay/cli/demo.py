@@ -79,14 +79,22 @@ def demo(
         raise click.UsageError("--out is for --rehearse")
     sset = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs))
     err = stderr_console()
+    # A deck or recording that cannot be used is the caller's mistake: a usage error (exit 2), as
+    # `serve --demo` refuses it, with the file, step and field in the reason.
     try:
         recording = load_recording(replay) if replay else None
-        if recording is not None and preset is None:
-            preset = recording.preset  # the sizes the rehearsal measured, not the deck's own
+    except (RecordingError, RecursionError) as exc:
+        raise click.BadParameter(_reason(exc), param_hint="--replay") from None
+    if recording is not None and preset is None:
+        preset = recording.preset  # the sizes the rehearsal measured, not the deck's own
+    try:
         loaded = load_deck(resolve_deck_path(deck), sset, preset)
+    except (DeckError, RecursionError) as exc:
+        raise click.BadParameter(_reason(exc), param_hint="DECK") from None
+    try:
         fallback_rec = load_recording(fallback) if fallback else None
-    except (DeckError, RecordingError) as exc:
-        raise click.ClickException(str(exc)) from None
+    except (RecordingError, RecursionError) as exc:
+        raise click.BadParameter(_reason(exc), param_hint="--fallback") from None
     for rec in (recording, fallback_rec):
         if rec is not None and rec.missing:
             err.print(
@@ -109,6 +117,10 @@ def demo(
     except ValueError as exc:  # an unknown theme
         raise click.BadParameter(str(exc), param_hint="--theme") from None
     app.run()
+
+
+def _reason(exc: BaseException) -> str:
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
 
 
 def _rehearse(deck: Any, out: str) -> None:
