@@ -219,3 +219,29 @@ def test_resume_starts_at_the_saved_step(tmp_path, monkeypatch):
         r = CliRunner().invoke(main, ["demo", str(deck), "--scenarios", str(folder), *flags])
         assert r.exit_code == 0, r.output
     assert starts == [0, 1]
+
+
+def test_a_piped_rehearsal_keeps_its_lines_whole(tmp_path):
+    """Piped with COLUMNS unset, the summary is not hard-wrapped at 80 columns (the shared consoles)."""
+    import os
+    import subprocess
+    import sys
+
+    name = "a-scenario-whose-name-is-long-enough-to-pass-eighty-columns"
+    folder = tmp_path / "sc"
+    folder.mkdir()
+    (folder / "long.toml").write_text(f'name = "{name}"\ntitle = "t"\nworkload = "matmul"\n[params]\nn = 32\n')
+    deck = tmp_path / "talk.toml"
+    deck.write_text(TINY.replace('scenario = "matmul"\nparams = { n = 64 }', f'scenario = "{name}"', 1))
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    args = ["demo", str(deck), "--scenarios", str(folder), "--rehearse", "--out", str(tmp_path / "r.json")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuplay", *args],
+        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("numpy cpu")]
+    # the row whole on its line: dtype, median and speedup (at 80 columns it wrapped inside cells)
+    assert rows and all("float32" in r and "1×" in r and ("µs" in r or "ms" in r) for r in rows), proc.stdout
+    # the configuration column is as wide as it needs (at 80 columns the name folded every 15 cells)
+    assert name[:50] in proc.stdout, proc.stdout

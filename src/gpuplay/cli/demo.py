@@ -154,15 +154,13 @@ def _rehearse(deck: Any, out: str) -> None:
         raise click.Abort() from None
     log_results(results)
     emit(recording_json(deck, results), out)
-    from gpuplay.cli.output import rich_table
+    from gpuplay.cli.output import rich_table, stdout_console
 
     shown = [row for row in attach_baselines(results) if row.result.summary is not None]
     if shown:
-        from rich.console import Console
-
         from gpuplay.core.report import footnotes
 
-        con = Console()
+        con = stdout_console()  # piped, lines stay whole (no hard wrap at 80 columns)
         con.print(rich_table(shown, f"{deck.title}: rehearsal"))
         for line in footnotes(shown):
             con.print(visible(line), style="dim", highlight=False, markup=False)
