@@ -230,7 +230,9 @@ def test_a_piped_rehearsal_keeps_its_lines_whole(tmp_path):
     name = "a-scenario-whose-name-is-long-enough-to-pass-eighty-columns"
     folder = tmp_path / "sc"
     folder.mkdir()
-    (folder / "long.toml").write_text(f'name = "{name}"\ntitle = "t"\nworkload = "matmul"\n[params]\nn = 32\n')
+    (folder / "long.toml").write_text(
+        f'name = "{name}"\ntitle = "t"\nworkload = "matmul"\n[params]\nn = 32\n'
+    )
     deck = tmp_path / "talk.toml"
     deck.write_text(TINY.replace('scenario = "matmul"\nparams = { n = 64 }', f'scenario = "{name}"', 1))
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
