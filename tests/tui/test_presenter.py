@@ -350,3 +350,62 @@ def test_a_recorded_figure_at_another_size_says_its_size():
         step = load_deck(resolve_deck_path("numpy-to-gpu"), sset, preset).steps[2]
         fig = figure_for(step, RunResult(step.spec, status="refused", message="no CUDA"), None, source="live")
         assert fig.source == "fallback" and fig.tag.startswith(tag), fig.tag
+
+
+# -- a deck's text is shown, never sent to the terminal or parsed as markup -------------------
+HOSTILE_DECK = r"""
+title = "AB\u001b]2;PWNED\u0007CD"
+[defaults]
+budget_s = 0.05
+warmup = 1
+[[steps]]
+title = "[/]\u001b[2J[bold"
+scenario = "matmul"
+caption = "cap \u001b[31mred [b]not bold[/b]"
+notes = "note \u001b]0;retitle\u0007 [link=x]y[/link]"
+[[steps]]
+title = "gpu [i]step[/i]"
+scenario = "matmul"
+backend = "torch"
+device = "cuda:9"
+caption = "c"
+[steps.recorded]
+median_ms = 0.5
+speedup = 42
+device = "Big \u001b[2J GPU [b]"
+source = "a \u001b]2;blog\u0007 post"
+"""
+
+
+def screen_text(app) -> str:
+    """What the terminal shows, as plain text."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=app.size.width, height=app.size.height, record=True, file=io.StringIO())
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text(styles=False)
+
+
+async def test_deck_text_is_shown_not_sent_and_never_markup(scenarios):
+    deck = parse_deck(HOSTILE_DECK, scenarios, "evil.toml")
+    app = PresenterApp(deck, remember=False, autostart=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        shown = screen_text(app)
+        assert "\x1b" not in shown and "\x07" not in shown
+        assert "AB␛]2;PWNED\\x07CD" in shown  # the title, its escape shown
+        assert "[/]␛[2J[bold" in shown  # markup shown literally, the clear-screen shown
+        assert "cap ␛[31mred [b]not bold[/b]" in shown
+        assert "note ␛]0;retitle\\x07 [link=x]y[/link]" in shown
+        app.fallback = None
+        await pilot.press("pagedown")
+        app.failed[deck.steps[1].spec] = RunResult(
+            deck.steps[1].spec, status="refused", message="no \x1b[2J cuda"
+        )
+        app.refresh_figures()
+        await pilot.pause()
+        shown = screen_text(app)
+        assert "\x1b" not in shown and "\x07" not in shown
+        assert "gpu [i]step[/i]" in shown and "Big ␛[2J GPU [b]" in shown, shown

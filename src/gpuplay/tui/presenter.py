@@ -225,7 +225,7 @@ class Staircase(Widget):
         width = max(24, self.content_size.width)
         medians = [f.median for _, f, _ in self.rows if f is not None and f.median]
         top = max(medians, default=0.0)
-        titles = _short_titles([title for title, _, _ in self.rows])
+        titles = _short_titles([visible(title, one_line=True) for title, _, _ in self.rows])
         label_width = min(26, max([12, *(len(x) for x in titles)]), width // 3)
         bar_width = max(4, width - label_width - 9 - 8 - 3)
         out = Text(no_wrap=True, overflow="ellipsis")
@@ -249,7 +249,9 @@ class Staircase(Widget):
             out.append("\n")
             out.append(" " * (label_width + 1))
             style = _theme_colour(self, "$warning") if recorded else "dim"
-            out.append(_fit(fig.tag, width - label_width - 1), style=f"italic {style}")
+            out.append(
+                _fit(visible(fig.tag, one_line=True), width - label_width - 1), style=f"italic {style}"
+            )
         return out
 
 
@@ -576,11 +578,13 @@ class PresenterApp(App[None]):
     def draw_bar(self) -> None:
         n = len(self.deck.steps)
         if self.replay is not None:
-            mode = Text(f" {self.replay.label} ", style="bold reverse")
+            mode = Text(f" {visible(self.replay.label, one_line=True)} ", style="bold reverse")
         else:
             from gpuplay.core.system import cpu_count, cpu_name
 
-            mode = Text(f" live on {cpu_name()} ({cpu_count()} cores) ", style="bold reverse")
+            mode = Text(
+                f" live on {visible(cpu_name(), one_line=True)} ({cpu_count()} cores) ", style="bold reverse"
+            )
         clock = ""
         if self.timer_started is not None:
             elapsed = int(time.monotonic() - self.timer_started)
@@ -589,7 +593,10 @@ class PresenterApp(App[None]):
         bar.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         bar.add_column(no_wrap=True)
         bar.add_column(no_wrap=True, justify="right")
-        bar.add_row(Text(self.deck.title, style="bold"), f"{clock}step {self.index + 1} of {n}   ", mode)
+        # Text, never markup, and every control character shown: a deck's title may hold an
+        # OSC that would retitle the speaker's terminal, or [/] that would break the bar.
+        title = Text(visible(self.deck.title, one_line=True), style="bold")
+        bar.add_row(title, Text(f"{clock}step {self.index + 1} of {n}   "), mode)
         self.query_one("#deck-bar", Static).update(bar)
 
     def tick_clock(self) -> None:
@@ -615,10 +622,10 @@ class PresenterApp(App[None]):
         if self.remember:
             save_position(self.deck, self.index)
         self.draw_bar()
-        self.query_one("#step-title", Static).update(Text(step.title, style="bold"))
+        self.query_one("#step-title", Static).update(Text(visible(step.title, one_line=True), style="bold"))
         caption = caption_text(step, self.threads_of(self.index), cpu_count())
-        self.query_one("#caption", Static).update(Text(caption))
-        self.query_one("#notes", Static).update(Text(step.notes or "", style="italic"))
+        self.query_one("#caption", Static).update(Text(visible(caption)))
+        self.query_one("#notes", Static).update(Text(visible(step.notes or ""), style="italic"))
         sweeping = show_sweep_step(self, step, live=self.replay is None and self.autostart)
         if self.replay is None and self.autostart and not sweeping:
             if self.result_for(step.spec) is None:
@@ -643,18 +650,18 @@ class PresenterApp(App[None]):
             statistic = fig.statistic.split(" of ")[0].split(" at ")[0] or "median"
             label = Text(f"{statistic} {fmt_time(fig.median)} · ", style="bold") + label
         if fig is not None and fig.source == "live" and fig.speedup is not None and fig.result is not None:
-            label.append(speedup_mark(fig.result), style="bold")
+            label.append(visible(speedup_mark(fig.result)), style="bold")
         if fig is not None and fig.source == "fallback":
             label = Text("RECORDED FIGURE, not measured here · ", style="bold") + label
         if fig is not None and fig.source != "unavailable":
             label.append("\n")
-            label.append(fig.tag, style="italic")
+            label.append(visible(fig.tag, one_line=True), style="italic")
         note.update(label)
         note.set_class(
             fig is not None and fig.origin == "recorded" and fig.source != "unavailable", "recorded"
         )
         detail = self.query_one("#detail", Static)
-        detail.update(Text(fig.detail if fig is not None else "queued…", style="italic"))
+        detail.update(Text(visible(fig.detail) if fig is not None else "queued…", style="italic"))
         detail.set_class(fig is not None and fig.source in ("fallback", "unavailable"), "warn")
         section = self.step.section
         rows = [

@@ -550,6 +550,8 @@ def show_sweep_step(app: Any, step: Any, live: bool) -> bool:
     step's single figure (and start it once, when `live`); True when the step is a sweep step."""
     from types import SimpleNamespace
 
+    from gpuplay.core.safetext import visible
+
     view = app.query_one(SweepView)
     is_sweep = step.sweep is not None
     # Classes, not inline `display`: an inline style would beat the presenter's blank screen.
@@ -561,7 +563,7 @@ def show_sweep_step(app: Any, step: Any, live: bool) -> bool:
     if view.step_key != key:
         kept = view.kept.get(key)
         scenario = SimpleNamespace(name=step.spec.scenario, workload=step.spec.workload,
-                                   title=step.scenario_title, path=None)  # fmt: skip
+                                   title=visible(step.scenario_title, one_line=True), path=None)  # fmt: skip
         view.configure(scenario, step.sweep)
         view.step_key = key
         if kept is not None:  # swept earlier in this talk: shown again, not measured again
