@@ -409,3 +409,35 @@ async def test_deck_text_is_shown_not_sent_and_never_markup(scenarios):
         shown = screen_text(app)
         assert "\x1b" not in shown and "\x07" not in shown
         assert "gpu [i]step[/i]" in shown and "Big ␛[2J GPU [b]" in shown, shown
+
+
+# -- the big number says when it should not be read as printed --------------------------------
+async def test_live_steps_are_paired_and_an_unsteady_speedup_is_marked(scenarios):
+    """Live, a step is timed in pairs with NumPy (its speedup has an interval); an unpaired figure,
+    or a wide interval, shows '~' in the warning colour with a short reason under it."""
+    app = PresenterApp(deck_of(scenarios), remember=False)
+    async with app.run_test(size=(140, 36)) as pilot:
+        await pilot.press("pagedown")
+        torch_spec = app.deck.steps[1].spec
+        await wait_until(pilot, lambda: torch_spec in app.measured, timeout=120)
+        measured = app.measured[torch_spec]
+        assert isinstance(measured.speedup, dict) and measured.conditions.get("paired_with"), measured.speedup
+        assert measured.speedup["interval"] is not None  # an interval, not two medians apart
+        digits = app.query_one("#speedup", BigNumber)
+        from gpuplay.core.compare import baseline_spec
+
+        base = baseline_spec(torch_spec)
+        app.measured[base] = RunResult(base, samples=[0.004] * 9, size="64×64")  # NumPy, measured apart
+
+        def shown(speedup):
+            r = RunResult(torch_spec, samples=[0.001] * 9, size="64×64", speedup=speedup)
+            app.measured[torch_spec] = r
+            app.refresh_figures()
+            return digits.value, digits.has_class("unstable"), text(app, "#speedup-note")
+
+        value, unstable, note = shown(None)  # NumPy measured apart
+        assert value == "~4x" and unstable and "unpaired" in note, (value, note)
+        value, unstable, note = shown({"point": 3.0, "interval": [2.0, 4.5], "pairs": 9})
+        assert value == "~3x" and unstable and "wide" in note
+        value, unstable, note = shown({"point": 3.0, "interval": [2.9, 3.1], "pairs": 9})
+        assert value == "3x" and not unstable and "95% 2.9–3.1×" in note and "~" not in note

@@ -52,11 +52,15 @@ def measure(
     pause: threading.Event | None = None,
     on_phase: Any = None,
     telemetry: Any = None,
+    paired_with: RunSpec | None = None,
 ) -> RunResult:
-    """The presenter's only way to measure: in the engine process, as the playground does."""
+    """The presenter's only way to measure: in the engine process, as the playground does;
+    with `paired_with` (the step's NumPy baseline) timed in interleaved pairs."""
     from gpuplay.core.engine import measure as in_engine
 
-    return in_engine(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
+    return in_engine(
+        spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry, paired_with=paired_with
+    )
 
 
 def live_spec(spec: RunSpec) -> RunSpec:
@@ -262,15 +266,35 @@ def _fit(text: str, width: int) -> str:
     return text[: max(0, width - 1)] + "…"
 
 
-def speedup_mark(result: RunResult) -> str:
-    """' · ~ <why>' when the live speedup should not be read as printed; '' when it can."""
+def speedup_caution(result: RunResult) -> str:
+    """Why a live speedup should not be read as printed, short enough to show under it; ''
+    when it can: unpaired (NumPy measured apart, at another moment), a wide paired interval
+    (high/low > 1.2), or the noise check fired during the run."""
     from gpuplay.core.stats import PairedSpeedup
 
+    if is_baseline(result.spec):
+        return ""  # NumPy is its own baseline: 1× by definition
     paired = PairedSpeedup.from_dict(result.speedup)
+    reasons = []
     if paired is None:
-        return " · ~ unpaired: NumPy was measured apart, at another moment"
-    if paired.wide:
-        return f" · ~ {paired.reason()}"
+        reasons.append("unpaired: NumPy was measured apart, at another moment")
+    elif paired.wide:
+        reasons.append(paired.reason())
+    if result.unstable or result.noise_warnings:
+        reasons.append("the noise check fired during this run")
+    return "; ".join(reasons)
+
+
+def speedup_mark(result: RunResult) -> str:
+    """' · ~ <why>' when the live speedup should not be read as printed; its 95% interval when it can."""
+    from gpuplay.core.stats import PairedSpeedup
+
+    caution = speedup_caution(result)
+    if caution:
+        return f" · ~ {caution}"
+    paired = PairedSpeedup.from_dict(result.speedup)
+    if paired is None or paired.low is None or paired.high is None:
+        return ""
     return f" · 95% {paired.low:.3g}–{paired.high:.3g}×"
 
 
@@ -563,7 +587,8 @@ class PresenterApp(App[None]):
             where=where,
             recording=self.replay,
         )
-        if fig.source in ("live", "recorded") and baseline is None and not is_baseline(spec):
+        paired = result is not None and isinstance(result.speedup, dict)
+        if fig.source in ("live", "recorded") and baseline is None and not is_baseline(spec) and not paired:
             fig.detail += " · NumPy baseline " + ("measuring…" if self.running else "not recorded")
         return fig
 
@@ -630,7 +655,11 @@ class PresenterApp(App[None]):
         if self.replay is None and self.autostart and not sweeping:
             if self.result_for(step.spec) is None:
                 self.start_measurement([step.spec, baseline_spec(step.spec)])
-            elif baseline_spec(step.spec) not in self.measured and not is_baseline(step.spec):
+            elif (
+                baseline_spec(step.spec) not in self.measured
+                and not is_baseline(step.spec)
+                and not isinstance(getattr(self.result_for(step.spec), "speedup", None), dict)  # paired
+            ):
                 self.start_measurement([baseline_spec(step.spec)])
         self.refresh_figures()
 
@@ -638,11 +667,20 @@ class PresenterApp(App[None]):
         fig = self.figure(self.index)
         digits = self.query_one("#speedup", BigNumber)
         note = self.query_one("#speedup-note", Static)
+        # A live figure that should not be read as printed (unpaired, a wide interval, noise)
+        # carries the app's '~' and the warning colour, with its reason under it.
+        caution = ""
+        if fig is not None and fig.source == "live" and fig.speedup is not None and fig.result is not None:
+            caution = speedup_caution(fig.result)
         if fig is not None and fig.speedup is not None:
-            digits.update(f"{fig.speedup:,.0f}x" if fig.speedup >= 100 else f"{fig.speedup:.3g}x")
+            value = f"{fig.speedup:,.0f}x" if fig.speedup >= 100 else f"{fig.speedup:.3g}x"
+            digits.update(("~" if caution else "") + value)
         else:
             digits.update("-")
-        digits.set_class(fig is not None and fig.speedup is not None and fig.speedup < 1, "slower")
+        digits.set_class(bool(caution), "unstable")
+        digits.set_class(
+            not caution and fig is not None and fig.speedup is not None and fig.speedup < 1, "slower"
+        )
         digits.set_class(fig is None or fig.source in ("measuring", "unavailable"), "pending")
         digits.set_class(fig is not None and fig.source == "fallback", "fallback")
         label = Text("vs NumPy on the CPU", style="bold")
@@ -650,7 +688,8 @@ class PresenterApp(App[None]):
             statistic = fig.statistic.split(" of ")[0].split(" at ")[0] or "median"
             label = Text(f"{statistic} {fmt_time(fig.median)} · ", style="bold") + label
         if fig is not None and fig.source == "live" and fig.speedup is not None and fig.result is not None:
-            label.append(visible(speedup_mark(fig.result)), style="bold")
+            mark = visible(speedup_mark(fig.result))
+            label.append(mark, style=f"bold {_theme_colour(self.screen, '$warning')}" if caution else "bold")
         if fig is not None and fig.source == "fallback":
             label = Text("RECORDED FIGURE, not measured here · ", style="bold") + label
         if fig is not None and fig.source != "unavailable":
@@ -694,7 +733,7 @@ class PresenterApp(App[None]):
                 def on_sample(
                     phase: str, dt: float, pending: list[float] = pending, last: list[float] = last
                 ) -> None:
-                    if phase != "timed":
+                    if phase not in ("timed", "paired"):  # a paired run's samples are "paired"
                         return
                     pending.append(dt)
                     now = time.monotonic()
@@ -704,15 +743,22 @@ class PresenterApp(App[None]):
                         last[0] = now
                         self.post_message(StepProgress(run_id, batch))
 
+                # The step is timed in interleaved pairs with its NumPy baseline (as the app's
+                # Live tab does): a speedup with an interval, not two medians taken minutes apart
+                # on a machine whose load changed in between (21.5× then 2.06× after a reload).
+                paired = k == 0 and not is_baseline(spec)
                 result = measure(
                     live_spec(spec),
                     on_sample if k == 0 else None,
                     cancel,
                     on_phase=(lambda ph, _d: self.post_message(StepPhase(run_id, ph))) if k == 0 else None,
+                    paired_with=live_spec(baseline_spec(spec)) if paired else None,
                 )
                 self.post_message(SpecMeasured(run_id, spec, result))
                 if k == 0 and result.status != "ok":
                     return  # no speedup to compute for a step that did not run
+                if paired and isinstance(result.speedup, dict):
+                    return  # the pairs gave the speedup: no separate NumPy run to wait for
 
     def on_step_progress(self, msg: StepProgress) -> None:
         if msg.run_id == self.run_id:
