@@ -247,3 +247,35 @@ def test_a_piped_rehearsal_keeps_its_lines_whole(tmp_path):
     assert rows and all("float32" in r and "1×" in r and ("µs" in r or "ms" in r) for r in rows), proc.stdout
     # the configuration column is as wide as it needs (at 80 columns the name folded every 15 cells)
     assert name[:50] in proc.stdout, proc.stdout
+
+
+async def test_sweep_steps_are_said_not_recorded_and_replay_says_so(tmp_path):
+    """gpu-pays-off: steps 2–4 are sweeps. The rehearsal says it records none of them, and why;
+    replayed, a sweep step says it is not replayed, with no single configuration's label."""
+    import io
+
+    from rich.console import Console
+
+    from gpuplay.core.decks import load_deck, resolve_deck_path
+    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.tui.presenter import PresenterApp
+
+    out = tmp_path / "rg.json"
+    r = CliRunner().invoke(
+        main, ["demo", "gpu-pays-off", "--rehearse", "--preset", "quick", "--out", str(out)]
+    )
+    assert r.exit_code == 0, r.output
+    assert "steps 2, 3, 4 of 4: sweep steps, not recorded (a recording holds single figures" in r.stderr
+    rec = load_recording(out)
+    deck = load_deck(resolve_deck_path("gpu-pays-off"), load_scenarios(), rec.preset)
+    app = PresenterApp(deck, replay=rec, remember=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("pagedown")
+        await pilot.pause()
+        console = Console(width=120, record=True, file=io.StringIO())
+        console.print(app.screen._compositor.render_update(full=True))
+        shown = console.export_text(styles=False)
+        assert "a sweep step: recorded sweeps are not replayed; run it live" in shown
+        assert "numpy cpu" not in shown and "0/? points" not in shown, shown
+        fig = app.figure(1)
+        assert fig is not None and fig.median is None and fig.result is None and fig.source == "unavailable"

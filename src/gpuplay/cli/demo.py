@@ -132,6 +132,17 @@ def _rehearse(deck: Any, out: str) -> None:
 
     err = stderr_console()
     specs = needed_specs(deck)
+    swept = [i for i, step in enumerate(deck.steps, 1) if step.sweep is not None]
+    if swept:  # said before the count, so "[1/1]" on a four-step deck is not a surprise
+        which = ", ".join(str(i) for i in swept)
+        err.print(
+            f"step{'s' if len(swept) > 1 else ''} {which} of {len(deck.steps)}: sweep step"
+            f"{'s' if len(swept) > 1 else ''}, not recorded (a recording holds single figures; "
+            "a sweep runs live, or record one with gpuplay sweep --format json)",
+            style="yellow",
+            highlight=False,
+            markup=False,
+        )
     results = []
     cancel = threading.Event()
     try:

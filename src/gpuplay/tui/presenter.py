@@ -38,7 +38,7 @@ from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import summarize
 from gpuplay.tui.bignumber import BigNumber
-from gpuplay.tui.sweep_view import SweepView, show_sweep_step
+from gpuplay.tui.sweep_view import SWEEP_NOT_REPLAYED, SweepView, show_sweep_step
 from gpuplay.tui.themes import apply_theme
 
 PROGRESS_INTERVAL_S = 0.2  # a live median at most five times a second: calm on a projector
@@ -555,6 +555,8 @@ class PresenterApp(App[None]):
 
     def figure(self, i: int) -> Figure | None:
         step = self.deck.steps[i]
+        if step.sweep is not None:  # its figures are the sweep's: no single spec's label or bar
+            return Figure(None, None, "unavailable", SWEEP_NOT_REPLAYED if self.replay is not None else "")
         if self.replay is None and step.spec == self.running:
             median = summarize(self.samples).median if self.samples else None  # type: ignore[union-attr]
             base = self.measured.get(baseline_spec(step.spec))

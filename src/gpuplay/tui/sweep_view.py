@@ -503,6 +503,8 @@ class SweepView(Vertical, can_focus=True):
         what = f"[b]{escape(self.over)}[/]" if self.param else "no numeric parameter to sweep"
         if not self.interactive:  # a deck's step: no keys to advertise
             state = "sweeping" if self.running else ("swept" if self.doc is not None else "sweep")
+            if state == "sweep" and not done:
+                return f"sweep {what}: not swept"  # replayed, or not started: no '0/? points'
             return f"{state} {what} · {done}/{self.total or done or '?'} points"
         if self.running:
             return f"[b]sweeping[/] {what} · {done}/{self.total or '?'} points · [b]enter[/] stops"
@@ -545,6 +547,9 @@ def _cuda_listed() -> bool:
         return False
 
 
+SWEEP_NOT_REPLAYED = "a sweep step: recorded sweeps are not replayed; run it live"
+
+
 def show_sweep_step(app: Any, step: Any, live: bool) -> bool:
     """The presenter's hook: for a deck step with a sweep, show the growing sweep instead of the
     step's single figure (and start it once, when `live`); True when the step is a sweep step."""
@@ -570,7 +575,7 @@ def show_sweep_step(app: Any, step: Any, live: bool) -> bool:
             view.series, view.doc = kept
         elif live:
             view.start()
-        else:
-            view.notes = ["a sweep step runs live only: recordings hold single figures"]
+        else:  # replayed: nothing was recorded for it, and no label may suggest otherwise
+            view.notes = [SWEEP_NOT_REPLAYED]
         view.refresh_view()
     return True
