@@ -441,3 +441,27 @@ async def test_live_steps_are_paired_and_an_unsteady_speedup_is_marked(scenarios
         assert value == "~3x" and unstable and "wide" in note
         value, unstable, note = shown({"point": 3.0, "interval": [2.9, 3.1], "pairs": 9})
         assert value == "3x" and not unstable and "95% 2.9–3.1×" in note and "~" not in note
+
+
+async def test_a_recorded_speedup_beside_live_bars_is_marked_in_its_cell(scenarios):
+    """numpy-to-gpu step 3: the post's 1,714× (at 4096×4096) beside live bars of another size
+    is marked † in its own cell, and the head line says what † means, before anything is cut."""
+    from gpuplay.core.decks import load_deck, resolve_deck_path
+
+    deck = load_deck(resolve_deck_path("numpy-to-gpu"), load_scenarios(), "quick")
+    app = PresenterApp(deck, remember=False, autostart=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for i in range(2):
+            spec = deck.steps[i].spec
+            app.measured[spec] = RunResult(spec, samples=[0.0242 / (i + 1)] * 9, size="1024×1024")
+        gpu = deck.steps[2].spec
+        app.failed[gpu] = RunResult(gpu, status="refused", message="no CUDA device here")
+        app.index = 2
+        app.show_step()
+        await pilot.pause()
+        drawn = app.query_one(Staircase).render().plain.splitlines()
+        assert "speedup vs NumPy · †: recorded ratio" in drawn[0], drawn
+        recorded_row = next(i for i, line in enumerate(drawn) if "1,714×" in line)
+        assert "1,714×†" in drawn[recorded_row]
+        assert drawn[recorded_row + 1].strip().startswith("† recorded · mean at 4096×4096")
+        assert not any("×†" in line for line in drawn if "1,714" not in line)  # live ratios unmarked

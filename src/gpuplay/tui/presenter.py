@@ -233,7 +233,16 @@ class Staircase(Widget):
         label_width = min(26, max([12, *(len(x) for x in titles)]), width // 3)
         bar_width = max(4, width - label_width - 9 - 8 - 3)
         out = Text(no_wrap=True, overflow="ellipsis")
-        out.append(_fit("time per step (bar), speedup vs NumPy", width).rstrip(), style="bold")
+        # A recorded speedup (another machine, often another size: the post's 1,714× at 4096²)
+        # is its own ratio, not one of the bars beside it: its cell says so (†), and so does
+        # the head line, before anything that a narrow screen cuts off.
+        marked = any(_recorded_ratio(f) for _, f, _ in self.rows)
+        head = (
+            "time (bar) · speedup vs NumPy · †: recorded ratio"
+            if marked
+            else "time per step (bar), speedup vs NumPy"
+        )
+        out.append(_fit(head, width).rstrip(), style="bold")
         for title, (_, fig, current) in zip(titles, self.rows):
             out.append("\n")
             out.append(_fit(title, label_width), style="bold reverse" if current else "")
@@ -249,14 +258,20 @@ class Staircase(Widget):
             colour = "$warning" if fig.source == "fallback" else ("$accent" if current else "$primary")
             out.append(glyph * cells, style=_theme_colour(self, colour))
             out.append(" " * (bar_width - cells + 1))
-            out.append(f"{fmt_time(fig.median):>9}{fmt_speedup(fig.speedup):>8}")
+            dagger = "†" if _recorded_ratio(fig) else ""
+            out.append(f"{fmt_time(fig.median):>9}{fmt_speedup(fig.speedup) + dagger:>8}")
             out.append("\n")
             out.append(" " * (label_width + 1))
             style = _theme_colour(self, "$warning") if recorded else "dim"
-            out.append(
-                _fit(visible(fig.tag, one_line=True), width - label_width - 1), style=f"italic {style}"
-            )
+            tag = (f"{dagger} " if dagger else "") + visible(fig.tag, one_line=True)
+            out.append(_fit(tag, width - label_width - 1), style=f"italic {style}")
         return out
+
+
+def _recorded_ratio(fig: Figure | None) -> bool:
+    """Whether `fig`'s speedup was recorded elsewhere (a deck's or a rehearsal's figure shown as
+    a fallback): a ratio of its own measurements, not of the bars beside it."""
+    return fig is not None and fig.source == "fallback" and fig.speedup is not None
 
 
 def _fit(text: str, width: int) -> str:
