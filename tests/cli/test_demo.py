@@ -43,7 +43,7 @@ def test_bad_deck_is_refused_with_file_step_and_field(tmp_path, monkeypatch):
     deck.write_text(TINY.replace('backend = "torch"', 'backend = "jax"', 1))
     out = tmp_path / "rec.json"
     result = CliRunner().invoke(main, ["demo", str(deck), "--rehearse", "--out", str(out)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage error, as `serve --demo` refuses it
     assert "talk.toml: step 2: backend: backend must be one of numpy, torch, cupy; got 'jax'" in result.output
     assert "Traceback" not in result.output and not out.exists()
 
@@ -56,9 +56,16 @@ def test_option_mistakes_are_usage_errors(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     r = CliRunner().invoke(main, ["demo", str(deck), "--replay", str(bad)])
-    assert r.exit_code == 1 and "not a gpuplay deck recording" in r.output
+    assert r.exit_code == 2 and "not a gpuplay deck recording" in r.output
     r = CliRunner().invoke(main, ["demo", "no-such-deck"])
-    assert r.exit_code == 1 and "shipped decks: gpu-pays-off, numpy-to-gpu, the-7633x-question" in r.output
+    assert r.exit_code == 2 and "shipped decks: gpu-pays-off, numpy-to-gpu, the-7633x-question" in r.output
+
+
+def test_a_deck_with_a_non_finite_budget_is_a_usage_error(tmp_path):
+    deck = tmp_path / "nandeck.toml"
+    deck.write_text(TINY.replace("budget_s = 0.05", "budget_s = nan"))
+    r = CliRunner().invoke(main, ["demo", str(deck)])
+    assert r.exit_code == 2 and "budget_s" in r.output and "Traceback" not in r.output
 
 
 def test_rehearsal_records_every_step_and_its_conditions(tmp_path):
@@ -212,3 +219,63 @@ def test_resume_starts_at_the_saved_step(tmp_path, monkeypatch):
         r = CliRunner().invoke(main, ["demo", str(deck), "--scenarios", str(folder), *flags])
         assert r.exit_code == 0, r.output
     assert starts == [0, 1]
+
+
+def test_a_piped_rehearsal_keeps_its_lines_whole(tmp_path):
+    """Piped with COLUMNS unset, the summary is not hard-wrapped at 80 columns (the shared consoles)."""
+    import os
+    import subprocess
+    import sys
+
+    name = "a-scenario-whose-name-is-long-enough-to-pass-eighty-columns"
+    folder = tmp_path / "sc"
+    folder.mkdir()
+    (folder / "long.toml").write_text(
+        f'name = "{name}"\ntitle = "t"\nworkload = "matmul"\n[params]\nn = 32\n'
+    )
+    deck = tmp_path / "talk.toml"
+    deck.write_text(TINY.replace('scenario = "matmul"\nparams = { n = 64 }', f'scenario = "{name}"', 1))
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    args = ["demo", str(deck), "--scenarios", str(folder), "--rehearse", "--out", str(tmp_path / "r.json")]
+    proc = subprocess.run(
+        [sys.executable, "-m", "gpuplay", *args],
+        capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("numpy cpu")]
+    # the row whole on its line: dtype, median and speedup (at 80 columns it wrapped inside cells)
+    assert rows and all("float32" in r and "1×" in r and ("µs" in r or "ms" in r) for r in rows), proc.stdout
+    # the configuration column is as wide as it needs (at 80 columns the name folded every 15 cells)
+    assert name[:50] in proc.stdout, proc.stdout
+
+
+async def test_sweep_steps_are_said_not_recorded_and_replay_says_so(tmp_path):
+    """gpu-pays-off: steps 2–4 are sweeps. The rehearsal says it records none of them, and why;
+    replayed, a sweep step says it is not replayed, with no single configuration's label."""
+    import io
+
+    from rich.console import Console
+
+    from gpuplay.core.decks import load_deck, resolve_deck_path
+    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.tui.presenter import PresenterApp
+
+    out = tmp_path / "rg.json"
+    r = CliRunner().invoke(
+        main, ["demo", "gpu-pays-off", "--rehearse", "--preset", "quick", "--out", str(out)]
+    )
+    assert r.exit_code == 0, r.output
+    assert "steps 2, 3, 4 of 4: sweep steps, not recorded (a recording holds single figures" in r.stderr
+    rec = load_recording(out)
+    deck = load_deck(resolve_deck_path("gpu-pays-off"), load_scenarios(), rec.preset)
+    app = PresenterApp(deck, replay=rec, remember=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("pagedown")
+        await pilot.pause()
+        console = Console(width=120, record=True, file=io.StringIO())
+        console.print(app.screen._compositor.render_update(full=True))
+        shown = console.export_text(styles=False)
+        assert "a sweep step: recorded sweeps are not replayed; run it live" in shown
+        assert "numpy cpu" not in shown and "0/? points" not in shown, shown
+        fig = app.figure(1)
+        assert fig is not None and fig.median is None and fig.result is None and fig.source == "unavailable"

@@ -350,3 +350,118 @@ def test_a_recorded_figure_at_another_size_says_its_size():
         step = load_deck(resolve_deck_path("numpy-to-gpu"), sset, preset).steps[2]
         fig = figure_for(step, RunResult(step.spec, status="refused", message="no CUDA"), None, source="live")
         assert fig.source == "fallback" and fig.tag.startswith(tag), fig.tag
+
+
+# -- a deck's text is shown, never sent to the terminal or parsed as markup -------------------
+HOSTILE_DECK = r"""
+title = "AB\u001b]2;PWNED\u0007CD"
+[defaults]
+budget_s = 0.05
+warmup = 1
+[[steps]]
+title = "[/]\u001b[2J[bold"
+scenario = "matmul"
+caption = "cap \u001b[31mred [b]not bold[/b]"
+notes = "note \u001b]0;retitle\u0007 [link=x]y[/link]"
+[[steps]]
+title = "gpu [i]step[/i]"
+scenario = "matmul"
+backend = "torch"
+device = "cuda:9"
+caption = "c"
+[steps.recorded]
+median_ms = 0.5
+speedup = 42
+device = "Big \u001b[2J GPU [b]"
+source = "a \u001b]2;blog\u0007 post"
+"""
+
+
+def screen_text(app) -> str:
+    """What the terminal shows, as plain text."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=app.size.width, height=app.size.height, record=True, file=io.StringIO())
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text(styles=False)
+
+
+async def test_deck_text_is_shown_not_sent_and_never_markup(scenarios):
+    deck = parse_deck(HOSTILE_DECK, scenarios, "evil.toml")
+    app = PresenterApp(deck, remember=False, autostart=False)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.pause()
+        shown = screen_text(app)
+        assert "\x1b" not in shown and "\x07" not in shown
+        assert "AB␛]2;PWNED\\x07CD" in shown  # the title, its escape shown
+        assert "[/]␛[2J[bold" in shown  # markup shown literally, the clear-screen shown
+        assert "cap ␛[31mred [b]not bold[/b]" in shown
+        assert "note ␛]0;retitle\\x07 [link=x]y[/link]" in shown
+        app.fallback = None
+        await pilot.press("pagedown")
+        app.failed[deck.steps[1].spec] = RunResult(
+            deck.steps[1].spec, status="refused", message="no \x1b[2J cuda"
+        )
+        app.refresh_figures()
+        await pilot.pause()
+        shown = screen_text(app)
+        assert "\x1b" not in shown and "\x07" not in shown
+        assert "gpu [i]step[/i]" in shown and "Big ␛[2J GPU [b]" in shown, shown
+
+
+# -- the big number says when it should not be read as printed --------------------------------
+async def test_live_steps_are_paired_and_an_unsteady_speedup_is_marked(scenarios):
+    """Live, a step is timed in pairs with NumPy (its speedup has an interval); an unpaired figure,
+    or a wide interval, shows '~' in the warning colour with a short reason under it."""
+    app = PresenterApp(deck_of(scenarios), remember=False)
+    async with app.run_test(size=(140, 36)) as pilot:
+        await pilot.press("pagedown")
+        torch_spec = app.deck.steps[1].spec
+        await wait_until(pilot, lambda: torch_spec in app.measured, timeout=120)
+        measured = app.measured[torch_spec]
+        assert isinstance(measured.speedup, dict) and measured.conditions.get("paired_with"), measured.speedup
+        assert measured.speedup["interval"] is not None  # an interval, not two medians apart
+        digits = app.query_one("#speedup", BigNumber)
+        from gpuplay.core.compare import baseline_spec
+
+        base = baseline_spec(torch_spec)
+        app.measured[base] = RunResult(base, samples=[0.004] * 9, size="64×64")  # NumPy, measured apart
+
+        def shown(speedup):
+            r = RunResult(torch_spec, samples=[0.001] * 9, size="64×64", speedup=speedup)
+            app.measured[torch_spec] = r
+            app.refresh_figures()
+            return digits.value, digits.has_class("unstable"), text(app, "#speedup-note")
+
+        value, unstable, note = shown(None)  # NumPy measured apart
+        assert value == "~4x" and unstable and "unpaired" in note, (value, note)
+        value, unstable, note = shown({"point": 3.0, "interval": [2.0, 4.5], "pairs": 9})
+        assert value == "~3x" and unstable and "wide" in note
+        value, unstable, note = shown({"point": 3.0, "interval": [2.9, 3.1], "pairs": 9})
+        assert value == "3x" and not unstable and "95% 2.9–3.1×" in note and "~" not in note
+
+
+async def test_a_recorded_speedup_beside_live_bars_is_marked_in_its_cell(scenarios):
+    """numpy-to-gpu step 3: the post's 1,714× (at 4096×4096) beside live bars of another size
+    is marked † in its own cell, and the head line says what † means, before anything is cut."""
+    from gpuplay.core.decks import load_deck, resolve_deck_path
+
+    deck = load_deck(resolve_deck_path("numpy-to-gpu"), load_scenarios(), "quick")
+    app = PresenterApp(deck, remember=False, autostart=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for i in range(2):
+            spec = deck.steps[i].spec
+            app.measured[spec] = RunResult(spec, samples=[0.0242 / (i + 1)] * 9, size="1024×1024")
+        gpu = deck.steps[2].spec
+        app.failed[gpu] = RunResult(gpu, status="refused", message="no CUDA device here")
+        app.index = 2
+        app.show_step()
+        await pilot.pause()
+        drawn = app.query_one(Staircase).render().plain.splitlines()
+        assert "speedup vs NumPy · †: recorded ratio" in drawn[0], drawn
+        recorded_row = next(i for i, line in enumerate(drawn) if "1,714×" in line)
+        assert "1,714×†" in drawn[recorded_row]
+        assert drawn[recorded_row + 1].strip().startswith("† recorded · mean at 4096×4096")
+        assert not any("×†" in line for line in drawn if "1,714" not in line)  # live ratios unmarked

@@ -79,14 +79,22 @@ def demo(
         raise click.UsageError("--out is for --rehearse")
     sset = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs))
     err = stderr_console()
+    # A deck or recording that cannot be used is the caller's mistake: a usage error (exit 2), as
+    # `serve --demo` refuses it, with the file, step and field in the reason.
     try:
         recording = load_recording(replay) if replay else None
-        if recording is not None and preset is None:
-            preset = recording.preset  # the sizes the rehearsal measured, not the deck's own
+    except (RecordingError, RecursionError) as exc:
+        raise click.BadParameter(_reason(exc), param_hint="--replay") from None
+    if recording is not None and preset is None:
+        preset = recording.preset  # the sizes the rehearsal measured, not the deck's own
+    try:
         loaded = load_deck(resolve_deck_path(deck), sset, preset)
+    except (DeckError, RecursionError) as exc:
+        raise click.BadParameter(_reason(exc), param_hint="DECK") from None
+    try:
         fallback_rec = load_recording(fallback) if fallback else None
-    except (DeckError, RecordingError) as exc:
-        raise click.ClickException(str(exc)) from None
+    except (RecordingError, RecursionError) as exc:
+        raise click.BadParameter(_reason(exc), param_hint="--fallback") from None
     for rec in (recording, fallback_rec):
         if rec is not None and rec.missing:
             err.print(
@@ -111,6 +119,10 @@ def demo(
     app.run()
 
 
+def _reason(exc: BaseException) -> str:
+    return "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+
+
 def _rehearse(deck: Any, out: str) -> None:
     from rich.markup import escape
 
@@ -120,6 +132,17 @@ def _rehearse(deck: Any, out: str) -> None:
 
     err = stderr_console()
     specs = needed_specs(deck)
+    swept = [i for i, step in enumerate(deck.steps, 1) if step.sweep is not None]
+    if swept:  # said before the count, so "[1/1]" on a four-step deck is not a surprise
+        which = ", ".join(str(i) for i in swept)
+        err.print(
+            f"step{'s' if len(swept) > 1 else ''} {which} of {len(deck.steps)}: sweep step"
+            f"{'s' if len(swept) > 1 else ''}, not recorded (a recording holds single figures; "
+            "a sweep runs live, or record one with gpuplay sweep --format json)",
+            style="yellow",
+            highlight=False,
+            markup=False,
+        )
     results = []
     cancel = threading.Event()
     try:
@@ -142,15 +165,13 @@ def _rehearse(deck: Any, out: str) -> None:
         raise click.Abort() from None
     log_results(results)
     emit(recording_json(deck, results), out)
-    from gpuplay.cli.output import rich_table
+    from gpuplay.cli.output import rich_table, stdout_console
 
     shown = [row for row in attach_baselines(results) if row.result.summary is not None]
     if shown:
-        from rich.console import Console
-
         from gpuplay.core.report import footnotes
 
-        con = Console()
+        con = stdout_console()  # piped, lines stay whole (no hard wrap at 80 columns)
         con.print(rich_table(shown, f"{deck.title}: rehearsal"))
         for line in footnotes(shown):
             con.print(visible(line), style="dim", highlight=False, markup=False)

@@ -38,7 +38,7 @@ from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import summarize
 from gpuplay.tui.bignumber import BigNumber
-from gpuplay.tui.sweep_view import SweepView, show_sweep_step
+from gpuplay.tui.sweep_view import SWEEP_NOT_REPLAYED, SweepView, show_sweep_step
 from gpuplay.tui.themes import apply_theme
 
 PROGRESS_INTERVAL_S = 0.2  # a live median at most five times a second: calm on a projector
@@ -52,11 +52,15 @@ def measure(
     pause: threading.Event | None = None,
     on_phase: Any = None,
     telemetry: Any = None,
+    paired_with: RunSpec | None = None,
 ) -> RunResult:
-    """The presenter's only way to measure: in the engine process, as the playground does."""
+    """The presenter's only way to measure: in the engine process, as the playground does;
+    with `paired_with` (the step's NumPy baseline) timed in interleaved pairs."""
     from gpuplay.core.engine import measure as in_engine
 
-    return in_engine(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
+    return in_engine(
+        spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry, paired_with=paired_with
+    )
 
 
 def live_spec(spec: RunSpec) -> RunSpec:
@@ -225,11 +229,20 @@ class Staircase(Widget):
         width = max(24, self.content_size.width)
         medians = [f.median for _, f, _ in self.rows if f is not None and f.median]
         top = max(medians, default=0.0)
-        titles = _short_titles([title for title, _, _ in self.rows])
+        titles = _short_titles([visible(title, one_line=True) for title, _, _ in self.rows])
         label_width = min(26, max([12, *(len(x) for x in titles)]), width // 3)
         bar_width = max(4, width - label_width - 9 - 8 - 3)
         out = Text(no_wrap=True, overflow="ellipsis")
-        out.append(_fit("time per step (bar), speedup vs NumPy", width).rstrip(), style="bold")
+        # A recorded speedup (another machine, often another size: the post's 1,714× at 4096²)
+        # is its own ratio, not one of the bars beside it: its cell says so (†), and so does
+        # the head line, before anything that a narrow screen cuts off.
+        marked = any(_recorded_ratio(f) for _, f, _ in self.rows)
+        head = (
+            "time (bar) · speedup vs NumPy · †: recorded ratio"
+            if marked
+            else "time per step (bar), speedup vs NumPy"
+        )
+        out.append(_fit(head, width).rstrip(), style="bold")
         for title, (_, fig, current) in zip(titles, self.rows):
             out.append("\n")
             out.append(_fit(title, label_width), style="bold reverse" if current else "")
@@ -245,12 +258,20 @@ class Staircase(Widget):
             colour = "$warning" if fig.source == "fallback" else ("$accent" if current else "$primary")
             out.append(glyph * cells, style=_theme_colour(self, colour))
             out.append(" " * (bar_width - cells + 1))
-            out.append(f"{fmt_time(fig.median):>9}{fmt_speedup(fig.speedup):>8}")
+            dagger = "†" if _recorded_ratio(fig) else ""
+            out.append(f"{fmt_time(fig.median):>9}{fmt_speedup(fig.speedup) + dagger:>8}")
             out.append("\n")
             out.append(" " * (label_width + 1))
             style = _theme_colour(self, "$warning") if recorded else "dim"
-            out.append(_fit(fig.tag, width - label_width - 1), style=f"italic {style}")
+            tag = (f"{dagger} " if dagger else "") + visible(fig.tag, one_line=True)
+            out.append(_fit(tag, width - label_width - 1), style=f"italic {style}")
         return out
+
+
+def _recorded_ratio(fig: Figure | None) -> bool:
+    """Whether `fig`'s speedup was recorded elsewhere (a deck's or a rehearsal's figure shown as
+    a fallback): a ratio of its own measurements, not of the bars beside it."""
+    return fig is not None and fig.source == "fallback" and fig.speedup is not None
 
 
 def _fit(text: str, width: int) -> str:
@@ -260,15 +281,35 @@ def _fit(text: str, width: int) -> str:
     return text[: max(0, width - 1)] + "…"
 
 
-def speedup_mark(result: RunResult) -> str:
-    """' · ~ <why>' when the live speedup should not be read as printed; '' when it can."""
+def speedup_caution(result: RunResult) -> str:
+    """Why a live speedup should not be read as printed, short enough to show under it; ''
+    when it can: unpaired (NumPy measured apart, at another moment), a wide paired interval
+    (high/low > 1.2), or the noise check fired during the run."""
     from gpuplay.core.stats import PairedSpeedup
 
+    if is_baseline(result.spec):
+        return ""  # NumPy is its own baseline: 1× by definition
     paired = PairedSpeedup.from_dict(result.speedup)
+    reasons = []
     if paired is None:
-        return " · ~ unpaired: NumPy was measured apart, at another moment"
-    if paired.wide:
-        return f" · ~ {paired.reason()}"
+        reasons.append("unpaired: NumPy was measured apart, at another moment")
+    elif paired.wide:
+        reasons.append(paired.reason())
+    if result.unstable or result.noise_warnings:
+        reasons.append("the noise check fired during this run")
+    return "; ".join(reasons)
+
+
+def speedup_mark(result: RunResult) -> str:
+    """' · ~ <why>' when the live speedup should not be read as printed; its 95% interval when it can."""
+    from gpuplay.core.stats import PairedSpeedup
+
+    caution = speedup_caution(result)
+    if caution:
+        return f" · ~ {caution}"
+    paired = PairedSpeedup.from_dict(result.speedup)
+    if paired is None or paired.low is None or paired.high is None:
+        return ""
     return f" · 95% {paired.low:.3g}–{paired.high:.3g}×"
 
 
@@ -529,6 +570,8 @@ class PresenterApp(App[None]):
 
     def figure(self, i: int) -> Figure | None:
         step = self.deck.steps[i]
+        if step.sweep is not None:  # its figures are the sweep's: no single spec's label or bar
+            return Figure(None, None, "unavailable", SWEEP_NOT_REPLAYED if self.replay is not None else "")
         if self.replay is None and step.spec == self.running:
             median = summarize(self.samples).median if self.samples else None  # type: ignore[union-attr]
             base = self.measured.get(baseline_spec(step.spec))
@@ -561,7 +604,8 @@ class PresenterApp(App[None]):
             where=where,
             recording=self.replay,
         )
-        if fig.source in ("live", "recorded") and baseline is None and not is_baseline(spec):
+        paired = result is not None and isinstance(result.speedup, dict)
+        if fig.source in ("live", "recorded") and baseline is None and not is_baseline(spec) and not paired:
             fig.detail += " · NumPy baseline " + ("measuring…" if self.running else "not recorded")
         return fig
 
@@ -576,11 +620,13 @@ class PresenterApp(App[None]):
     def draw_bar(self) -> None:
         n = len(self.deck.steps)
         if self.replay is not None:
-            mode = Text(f" {self.replay.label} ", style="bold reverse")
+            mode = Text(f" {visible(self.replay.label, one_line=True)} ", style="bold reverse")
         else:
             from gpuplay.core.system import cpu_count, cpu_name
 
-            mode = Text(f" live on {cpu_name()} ({cpu_count()} cores) ", style="bold reverse")
+            mode = Text(
+                f" live on {visible(cpu_name(), one_line=True)} ({cpu_count()} cores) ", style="bold reverse"
+            )
         clock = ""
         if self.timer_started is not None:
             elapsed = int(time.monotonic() - self.timer_started)
@@ -589,7 +635,10 @@ class PresenterApp(App[None]):
         bar.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
         bar.add_column(no_wrap=True)
         bar.add_column(no_wrap=True, justify="right")
-        bar.add_row(Text(self.deck.title, style="bold"), f"{clock}step {self.index + 1} of {n}   ", mode)
+        # Text, never markup, and every control character shown: a deck's title may hold an
+        # OSC that would retitle the speaker's terminal, or [/] that would break the bar.
+        title = Text(visible(self.deck.title, one_line=True), style="bold")
+        bar.add_row(title, Text(f"{clock}step {self.index + 1} of {n}   "), mode)
         self.query_one("#deck-bar", Static).update(bar)
 
     def tick_clock(self) -> None:
@@ -615,15 +664,19 @@ class PresenterApp(App[None]):
         if self.remember:
             save_position(self.deck, self.index)
         self.draw_bar()
-        self.query_one("#step-title", Static).update(Text(step.title, style="bold"))
+        self.query_one("#step-title", Static).update(Text(visible(step.title, one_line=True), style="bold"))
         caption = caption_text(step, self.threads_of(self.index), cpu_count())
-        self.query_one("#caption", Static).update(Text(caption))
-        self.query_one("#notes", Static).update(Text(step.notes or "", style="italic"))
+        self.query_one("#caption", Static).update(Text(visible(caption)))
+        self.query_one("#notes", Static).update(Text(visible(step.notes or ""), style="italic"))
         sweeping = show_sweep_step(self, step, live=self.replay is None and self.autostart)
         if self.replay is None and self.autostart and not sweeping:
             if self.result_for(step.spec) is None:
                 self.start_measurement([step.spec, baseline_spec(step.spec)])
-            elif baseline_spec(step.spec) not in self.measured and not is_baseline(step.spec):
+            elif (
+                baseline_spec(step.spec) not in self.measured
+                and not is_baseline(step.spec)
+                and not isinstance(getattr(self.result_for(step.spec), "speedup", None), dict)  # paired
+            ):
                 self.start_measurement([baseline_spec(step.spec)])
         self.refresh_figures()
 
@@ -631,11 +684,20 @@ class PresenterApp(App[None]):
         fig = self.figure(self.index)
         digits = self.query_one("#speedup", BigNumber)
         note = self.query_one("#speedup-note", Static)
+        # A live figure that should not be read as printed (unpaired, a wide interval, noise)
+        # carries the app's '~' and the warning colour, with its reason under it.
+        caution = ""
+        if fig is not None and fig.source == "live" and fig.speedup is not None and fig.result is not None:
+            caution = speedup_caution(fig.result)
         if fig is not None and fig.speedup is not None:
-            digits.update(f"{fig.speedup:,.0f}x" if fig.speedup >= 100 else f"{fig.speedup:.3g}x")
+            value = f"{fig.speedup:,.0f}x" if fig.speedup >= 100 else f"{fig.speedup:.3g}x"
+            digits.update(("~" if caution else "") + value)
         else:
             digits.update("-")
-        digits.set_class(fig is not None and fig.speedup is not None and fig.speedup < 1, "slower")
+        digits.set_class(bool(caution), "unstable")
+        digits.set_class(
+            not caution and fig is not None and fig.speedup is not None and fig.speedup < 1, "slower"
+        )
         digits.set_class(fig is None or fig.source in ("measuring", "unavailable"), "pending")
         digits.set_class(fig is not None and fig.source == "fallback", "fallback")
         label = Text("vs NumPy on the CPU", style="bold")
@@ -643,18 +705,19 @@ class PresenterApp(App[None]):
             statistic = fig.statistic.split(" of ")[0].split(" at ")[0] or "median"
             label = Text(f"{statistic} {fmt_time(fig.median)} · ", style="bold") + label
         if fig is not None and fig.source == "live" and fig.speedup is not None and fig.result is not None:
-            label.append(speedup_mark(fig.result), style="bold")
+            mark = visible(speedup_mark(fig.result))
+            label.append(mark, style=f"bold {_theme_colour(self.screen, '$warning')}" if caution else "bold")
         if fig is not None and fig.source == "fallback":
             label = Text("RECORDED FIGURE, not measured here · ", style="bold") + label
         if fig is not None and fig.source != "unavailable":
             label.append("\n")
-            label.append(fig.tag, style="italic")
+            label.append(visible(fig.tag, one_line=True), style="italic")
         note.update(label)
         note.set_class(
             fig is not None and fig.origin == "recorded" and fig.source != "unavailable", "recorded"
         )
         detail = self.query_one("#detail", Static)
-        detail.update(Text(fig.detail if fig is not None else "queued…", style="italic"))
+        detail.update(Text(visible(fig.detail) if fig is not None else "queued…", style="italic"))
         detail.set_class(fig is not None and fig.source in ("fallback", "unavailable"), "warn")
         section = self.step.section
         rows = [
@@ -687,7 +750,7 @@ class PresenterApp(App[None]):
                 def on_sample(
                     phase: str, dt: float, pending: list[float] = pending, last: list[float] = last
                 ) -> None:
-                    if phase != "timed":
+                    if phase not in ("timed", "paired"):  # a paired run's samples are "paired"
                         return
                     pending.append(dt)
                     now = time.monotonic()
@@ -697,15 +760,22 @@ class PresenterApp(App[None]):
                         last[0] = now
                         self.post_message(StepProgress(run_id, batch))
 
+                # The step is timed in interleaved pairs with its NumPy baseline (as the app's
+                # Live tab does): a speedup with an interval, not two medians taken minutes apart
+                # on a machine whose load changed in between (21.5× then 2.06× after a reload).
+                paired = k == 0 and not is_baseline(spec)
                 result = measure(
                     live_spec(spec),
                     on_sample if k == 0 else None,
                     cancel,
                     on_phase=(lambda ph, _d: self.post_message(StepPhase(run_id, ph))) if k == 0 else None,
+                    paired_with=live_spec(baseline_spec(spec)) if paired else None,
                 )
                 self.post_message(SpecMeasured(run_id, spec, result))
                 if k == 0 and result.status != "ok":
                     return  # no speedup to compute for a step that did not run
+                if paired and isinstance(result.speedup, dict):
+                    return  # the pairs gave the speedup: no separate NumPy run to wait for
 
     def on_step_progress(self, msg: StepProgress) -> None:
         if msg.run_id == self.run_id:

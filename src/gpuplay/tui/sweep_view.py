@@ -503,6 +503,8 @@ class SweepView(Vertical, can_focus=True):
         what = f"[b]{escape(self.over)}[/]" if self.param else "no numeric parameter to sweep"
         if not self.interactive:  # a deck's step: no keys to advertise
             state = "sweeping" if self.running else ("swept" if self.doc is not None else "sweep")
+            if state == "sweep" and not done:
+                return f"sweep {what}: not swept"  # replayed, or not started: no '0/? points'
             return f"{state} {what} · {done}/{self.total or done or '?'} points"
         if self.running:
             return f"[b]sweeping[/] {what} · {done}/{self.total or '?'} points · [b]enter[/] stops"
@@ -545,10 +547,15 @@ def _cuda_listed() -> bool:
         return False
 
 
+SWEEP_NOT_REPLAYED = "a sweep step: recorded sweeps are not replayed; run it live"
+
+
 def show_sweep_step(app: Any, step: Any, live: bool) -> bool:
     """The presenter's hook: for a deck step with a sweep, show the growing sweep instead of the
     step's single figure (and start it once, when `live`); True when the step is a sweep step."""
     from types import SimpleNamespace
+
+    from gpuplay.core.safetext import visible
 
     view = app.query_one(SweepView)
     is_sweep = step.sweep is not None
@@ -561,14 +568,14 @@ def show_sweep_step(app: Any, step: Any, live: bool) -> bool:
     if view.step_key != key:
         kept = view.kept.get(key)
         scenario = SimpleNamespace(name=step.spec.scenario, workload=step.spec.workload,
-                                   title=step.scenario_title, path=None)  # fmt: skip
+                                   title=visible(step.scenario_title, one_line=True), path=None)  # fmt: skip
         view.configure(scenario, step.sweep)
         view.step_key = key
         if kept is not None:  # swept earlier in this talk: shown again, not measured again
             view.series, view.doc = kept
         elif live:
             view.start()
-        else:
-            view.notes = ["a sweep step runs live only: recordings hold single figures"]
+        else:  # replayed: nothing was recorded for it, and no label may suggest otherwise
+            view.notes = [SWEEP_NOT_REPLAYED]
         view.refresh_view()
     return True

@@ -78,3 +78,26 @@ def running_sum(dtype: str, n: int, c: float = SAFETY) -> float:
     float16 cumsum), a large prefix stops growing and the check rightly fails."""
     u_acc = unit_roundoff(ACCUMULATOR[dtype])
     return c * (unit_roundoff(dtype) + u_acc * math.sqrt(max(1, n)))
+
+
+# -- an operation's error growth as a user code file declares it -----------------------------
+# ERROR_GROWTH = "elementwise", or (kind, length): length a PARAMS name or a positive integer.
+GROWTH_WITH_LENGTH = {"dot": dot, "summed": summed, "fft": fft, "iterated": iterated,
+                      "running_sum": running_sum}  # fmt: skip
+
+
+def declared_growth(dtype: str, growth: object, params: dict[str, object]) -> float:
+    """The tolerance for a declared growth; ValueError saying what is accepted when it is not."""
+    usage = (
+        f"ERROR_GROWTH must be 'elementwise' or (kind, length) with kind one of "
+        f"{', '.join(GROWTH_WITH_LENGTH)} and length a PARAMS name or a positive integer; got {growth!r}"
+    )
+    if growth == "elementwise":
+        return elementwise(dtype)
+    if not (isinstance(growth, tuple | list) and len(growth) == 2 and growth[0] in GROWTH_WITH_LENGTH):
+        raise ValueError(usage)
+    kind, length = growth
+    n = params.get(length) if isinstance(length, str) else length
+    if isinstance(n, bool) or not isinstance(n, int | float) or not math.isfinite(n) or n < 1:
+        raise ValueError(usage)
+    return float(GROWTH_WITH_LENGTH[kind](dtype, int(n)))
