@@ -326,7 +326,7 @@ def probe_overhead(code_file: str) -> dict[str, Any]:
 
     from gpuplay.core.runner import run as gp_run
     from gpuplay.core.spec import RunSpec
-    from gpuplay.core.usercode import scenario_for
+    from gpuplay.core.scenarios import scenario_for
     from gpuplay.core.workloads import get_workload
 
     sc = scenario_for(code_file)

@@ -87,15 +87,23 @@ def test_config_folder_in_place_of_the_file(tmp_path):
 
 # -- files named on the command line: exit 2 with the reason ---------------------------------
 @needs_fifo
-@pytest.mark.parametrize("args", [["compare", "--from", "fifo.json"], ["--scenarios", "fifodir", "list"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", "--from", "fifo.json"],
+        ["--scenarios", "fifodir", "list"],
+        ["demo", "fifodir/x.toml"],
+        ["demo", "numpy-to-gpu", "--replay", "fifo.json"],
+    ],
+)
 def test_a_fifo_on_the_command_line_does_not_hang(tmp_path, args):
     os.mkfifo(tmp_path / "fifo.json")
     (tmp_path / "fifodir").mkdir()
     os.mkfifo(tmp_path / "fifodir" / "x.toml")
     proc = gpuplay(*args, cwd=tmp_path)
     assert "not a regular file (a FIFO?)" in proc.stderr
-    if args[0] == "compare":
-        assert proc.returncode == 2 and "fifo.json" in proc.stderr
+    if args[0] in ("compare", "demo"):
+        assert proc.returncode == 2 and ("fifo.json" in proc.stderr or "x.toml" in proc.stderr)
 
 
 def test_deeply_nested_json_is_a_usage_error_not_a_traceback(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from gpuplay.core.runner import run
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.usercode import UserCodeError, code_ref, load
+from gpuplay.core.workloads.usercode import UserCodeError, code_ref, load
 
 MATMUL = """
 PARAMS = {"n": 256}

@@ -21,7 +21,7 @@ from typing import Any
 from gpuplay.core import levers
 from gpuplay.core.compare import Row, attach_baselines, baseline_spec, is_baseline
 from gpuplay.core.result import RunResult
-from gpuplay.core.safeload import json_loads, toml_loads
+from gpuplay.core.safeload import json_loads, read_text_file, toml_loads
 from gpuplay.core.scenarios import MAX_FILE_BYTES, ScenarioError, ScenarioSet
 from gpuplay.core.spec import RunSpec, SpecError
 
@@ -291,12 +291,12 @@ def load_deck(path: Path | str, scenarios: ScenarioSet, preset: str | None = Non
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise DeckError(path, None, "", f"larger than {MAX_FILE_BYTES // 1024} KiB; not a deck")
-        text = path.read_text(encoding="utf-8")
+        text = read_text_file(path)  # a FIFO or a folder is refused, never waited on
     except FileNotFoundError:
         shipped = ", ".join(sorted(p.stem for p in builtin_decks_dir().glob("*.toml")))
         raise DeckError(path, None, "", f"no such deck file (shipped decks: {shipped})") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise DeckError(path, None, "", f"cannot read ({exc})") from None
+        raise DeckError(path, None, "", f"cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     return parse_deck(text, scenarios, path, preset)
 
 
@@ -371,7 +371,7 @@ def save_position(deck: Deck, index: int) -> None:
 def saved_position(deck: Deck) -> int:
     """The 0-based step saved for `deck`, clamped to its steps; 0 when nothing usable is saved."""
     try:
-        data = json.loads(_position_file(deck).read_text(encoding="utf-8"))
+        data = json.loads(read_text_file(_position_file(deck)))
         step = int(data["step"]) - 1
     except (OSError, ValueError, KeyError, TypeError):
         return 0
@@ -461,13 +461,13 @@ def recording_json(deck: Deck, results: Sequence[RunResult], now: _dt.datetime |
 def load_recording(path: Path | str) -> Recording:
     path = Path(path).expanduser()
     try:
-        doc = json_loads(path.read_text(encoding="utf-8"))
+        doc = json_loads(read_text_file(path))
     except FileNotFoundError:
         raise RecordingError(
             path, "no such file (record one with `gpuplay demo DECK --rehearse --out FILE`)"
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise RecordingError(path, f"cannot read ({exc})") from None
+        raise RecordingError(path, f"cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     except json.JSONDecodeError as exc:
         raise RecordingError(path, f"not JSON ({exc})") from None
     if not isinstance(doc, dict) or doc.get("format") != RECORDING_FORMAT:

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuplay.core.safeload import read_text_file
 from gpuplay.core.workloads.base import EPS, Param, Workload
 
 PREFIX = "code:"
@@ -164,7 +165,7 @@ def read_source(path: Path) -> str:
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise UserCodeError(path, f"larger than {MAX_FILE_BYTES // 1024} KiB; not a code file")
-        return path.read_text(encoding="utf-8")
+        return read_text_file(path)  # opened without waiting: a FIFO swapped in after is_file() is refused
     except UnicodeDecodeError as exc:
         raise UserCodeError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
