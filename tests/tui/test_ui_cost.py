@@ -45,7 +45,7 @@ async def test_idle_ticks_do_not_redraw_the_telemetry_column(tmp_path):
     """At 160 columns (the telemetry column shown), ten idle ticks redraw the chart at most once."""
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.1, telemetry=False)
     async with app.run_test(size=(160, 45)) as pilot:
-        await wait_until(pilot, lambda: app.live_result is not None and app.phase == "done")
+        await wait_until(pilot, lambda: app.session.live_result is not None and app.session.phase == "done")
         chart = app.query_one("#tchart-side", TelemetryChart)
         panel = app.query_one("#telemetry-side", TelemetryPanel)
         app.sampler = Sampler(0.5)  # never started: the test hands it the snapshots

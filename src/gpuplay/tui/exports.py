@@ -1,0 +1,51 @@
+"""The playground's two exports into its export folder: the session (JSON, CSV, Markdown; key e)
+and a screenshot of the screen (SVG; key s). Each returns what to tell the user."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+from pathlib import Path
+
+from textual.app import App
+
+from gpuplay.core.compare import attach_baselines
+from gpuplay.core.result import RunResult
+from gpuplay.core.sessionlog import write_atomic
+
+Outcome = tuple[str, str, str]  # (message, title, severity) for App.notify
+
+
+def _stamp() -> str:
+    return _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def export_session(results: Sequence[RunResult], folder: Path) -> Outcome:
+    if not results:
+        return "nothing measured yet to export", "", "warning"
+    from gpuplay.core import report
+
+    rows = attach_baselines(list(results))
+    stamp = _stamp()
+    written = []
+    try:
+        for ext, text in (
+            ("json", report.to_json(rows, source="gpuplay playground")),
+            ("csv", report.to_csv(rows)),
+            ("md", report.to_markdown(rows, "gpuplay session")),
+        ):
+            path = folder / f"gpuplay-session-{stamp}.{ext}"
+            write_atomic(path, text)
+            written.append(path.name)
+    except OSError as exc:
+        return f"export failed: {exc}", "", "error"
+    return f"wrote {', '.join(written)} in {folder}", "exported", "information"
+
+
+def save_svg(app: App[object], folder: Path) -> Outcome:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = app.save_screenshot(f"gpuplay-{_stamp()}.svg", str(folder))
+    except OSError as exc:
+        return f"screenshot failed: {exc}", "", "error"
+    return f"saved {path}", "screenshot", "information"
