@@ -94,18 +94,18 @@ async def soak(
                 samples.append((now - t0, rss))
                 print(
                     f"t={now - t0:7.1f}s rss={rss / 2**20:7.1f} MiB results={len(app.session.results)} "
-                    f"telemetry_history={len(app.sampler.history)} samples={len(app.session.samples)}",
+                    f"telemetry_history={len(app.telemetry.sampler.history)} samples={len(app.session.samples)}",
                     flush=True,
                 )
                 next_mark = now + max(10.0, minutes * 60 / 20)
-        app.cancel.set()
+        app.runs.cancel.set()
         await asyncio.sleep(1.0)  # let the cancelled step finish
         end = retained_rss(proc)
         out = {
             "rss_growth_mb": (end - (baseline or samples[0][1])) / 2**20,
             "results": len(app.session.results),
-            "history": len(app.sampler.history),
-            "history_max": app.sampler.history.maxlen,
+            "history": len(app.telemetry.sampler.history),
+            "history_max": app.telemetry.sampler.history.maxlen,
             "live_samples": len(app.session.samples),
             "engine_rss_mb": _rss_mb(app.engine.pid),
             "engine_restarts": app.engine.restarts,

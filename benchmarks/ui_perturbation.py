@@ -79,7 +79,7 @@ async def latency(threads: int, presses: int, backend: str) -> list[float]:
                 await asyncio.sleep(0.001)
             out.append(app.painted[-1] - t0)
             await asyncio.sleep(0.25)
-        app.cancel.set()
+        app.runs.cancel.set()
     return out
 
 

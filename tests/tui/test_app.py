@@ -73,9 +73,9 @@ async def test_each_control_flips(app):
         await pilot.press("l")
         assert app.spec.max_step_s == 10.0
         await pilot.press("space")
-        assert app.paused.is_set()
+        assert app.runs.paused.is_set()
         await pilot.press("space")
-        assert not app.paused.is_set()
+        assert not app.runs.paused.is_set()
         await pilot.press("b")  # cupy is not available here: skipped, back to numpy
         assert app.spec.backend == "numpy" and app.spec.amp == "off" and app.spec.device == "cpu"
 
@@ -178,7 +178,7 @@ async def test_views_and_help(app):
         assert app.query_one("#compare-table").row_count >= 1
         from gpuplay.core.telemetry import snapshot
 
-        app.latest = snapshot()  # this app samples nothing itself (telemetry=False): hand it one
+        app.telemetry.latest = snapshot()  # this app samples nothing itself (telemetry=False): hand it one
         await pilot.press("4")
         assert app.query_one(TabbedContent).active == "telemetry"
         panel = app.query_one("#telemetry-full")
@@ -187,7 +187,7 @@ async def test_views_and_help(app):
         console.print(panel.content)
         text = console.export_text()
         assert (
-            "CPU" in text and "gpuplay RSS" in text and f"{app.latest.host.mem_total / 2**30:.1f} GiB" in text
+            "CPU" in text and "gpuplay RSS" in text and f"{app.telemetry.latest.host.mem_total / 2**30:.1f} GiB" in text
         )
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -207,14 +207,14 @@ async def test_runs_and_telemetry_keep_flowing_under_the_help_screen(tmp_path):
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        await wait_until(pilot, lambda: app.session.live_result is not None and app.latest is not None)
+        await wait_until(pilot, lambda: app.session.live_result is not None and app.telemetry.latest is not None)
         await pilot.press("escape")
         assert app.session.live_result.status == "ok"
         await pilot.press("4")  # the telemetry view: host figures always, the NVML line when no driver
-        assert app.latest.host.mem_total > 0 and app.latest.host.cpu_percent
+        assert app.telemetry.latest.host.mem_total > 0 and app.telemetry.latest.host.cpu_percent
         from gpuplay.core.telemetry import nvml_status
 
-        assert app.nvml_line == nvml_status()
+        assert app.telemetry.nvml_line == nvml_status()
 
 
 async def test_a_slow_cupy_probe_does_not_delay_the_first_measurement(tmp_path, monkeypatch):

@@ -67,7 +67,7 @@ async def test_a_thousand_rapid_changes(tmp_path):
                     gc.collect()
                     rss_half = proc.memory_info().rss
             await pilot.pause()
-            if app.paused.is_set():
+            if app.runs.paused.is_set():
                 await pilot.press("space")
             await pilot.press("1", "r")
             await wait_until(

@@ -73,8 +73,8 @@ def before(tab: str):
         await wait_until(pilot, lambda: app.probed)
         feed_long_names(app)
         # Fixed telemetry and profile: nothing in a snapshot may depend on this machine.
-        app.nvml_line = "NVML unavailable: the NVIDIA driver library (libnvidia-ml.so) was not found"
-        app.latest = Snapshot(0.0, 0.0, HostSnapshot([37.0, 12.0], 6 * 2**30, 24 * 2**30, 512 * 2**20), [])
+        app.telemetry.nvml_line = "NVML unavailable: the NVIDIA driver library (libnvidia-ml.so) was not found"
+        app.telemetry.latest = Snapshot(0.0, 0.0, HostSnapshot([37.0, 12.0], 6 * 2**30, 24 * 2**30, 512 * 2**20), [])
         app.tab("profile").profiles[app.spec] = {"label": app.spec.label(), "status": "refused",
                                   "message": "a fixed profile state for the layout snapshot"}  # fmt: skip
         await pilot.press(TABS[tab])

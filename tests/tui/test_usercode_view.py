@@ -80,14 +80,14 @@ async def test_saving_a_broken_then_fixed_file_shows_the_error_then_reruns(tmp_p
     path.write_text(textwrap.dedent(GOOD))
     app = Harness(path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: len(app.session.results) == 1)
-        assert app.session.results[0].status == "ok"
+        await wait_until(pilot, lambda: len(app.results) == 1)
+        assert app.results[0].status == "ok"
         good_text = text_of(app.query_one("#result", Static))
         assert "def step(xp, x):" in text_of(app.query_one("#code-left", Static))
 
         # a step that raises: the error and the user's frame, the good result still there
         path.write_text(textwrap.dedent(GOOD).replace("xp.sqrt(x) + 1.0", "xp.sqrt(x) + x[:3]"))
-        await wait_until(pilot, lambda: len(app.session.results) == 2)
+        await wait_until(pilot, lambda: len(app.results) == 2)
         right = text_of(app.query_one("#code-right", Static))
         assert "step() raised ValueError" in right and "line 6, in step" in right
         assert text_of(app.query_one("#result", Static)) == good_text
@@ -95,12 +95,12 @@ async def test_saving_a_broken_then_fixed_file_shows_the_error_then_reruns(tmp_p
         # a syntax error: shown at once, read without running anything
         path.write_text("def step(xp, x:\n")
         await wait_until(pilot, lambda: "SyntaxError" in text_of(app.query_one("#code-right", Static)))
-        assert len(app.session.results) == 2
+        assert len(app.results) == 2
 
         # fixed: runs again
         path.write_text(textwrap.dedent(GOOD).replace("+ 1.0", "+ 2.0"))
-        await wait_until(pilot, lambda: len(app.session.results) == 3)
-        assert app.session.results[2].status == "ok" and app.is_running
+        await wait_until(pilot, lambda: len(app.results) == 3)
+        assert app.results[2].status == "ok" and app.is_running
 
 
 def test_error_renderable_has_message_and_frames():

@@ -108,3 +108,13 @@ def keymap_problems(
         if k not in ids
     ]
     return good, bad
+
+
+def help_rows(bindings: Sequence[Binding | Any], keymap: dict[str, str]) -> list[tuple[str, str]]:
+    """The help screen's rows: every binding's key as the keymap has it, and what it does."""
+    rows = [
+        (keymap.get(b.id or "", b.key).replace("question_mark", "?"), b.description)
+        for b in bindings
+        if isinstance(b, Binding)
+    ]
+    return [*rows, ("↑ ↓", "choose a scenario (in the list)")]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from textual.app import App
 
@@ -13,7 +14,11 @@ from gpuplay.core.compare import attach_baselines
 from gpuplay.core.result import RunResult
 from gpuplay.core.sessionlog import write_atomic
 
-Outcome = tuple[str, str, str]  # (message, title, severity) for App.notify
+Outcome = dict[str, Any]  # App.notify's arguments: message, title, severity
+
+
+def _outcome(message: str, title: str = "", severity: str = "information") -> Outcome:
+    return {"message": message, "title": title, "severity": severity}
 
 
 def _stamp() -> str:
@@ -22,7 +27,7 @@ def _stamp() -> str:
 
 def export_session(results: Sequence[RunResult], folder: Path) -> Outcome:
     if not results:
-        return "nothing measured yet to export", "", "warning"
+        return _outcome("nothing measured yet to export", "", "warning")
     from gpuplay.core import report
 
     rows = attach_baselines(list(results))
@@ -38,8 +43,8 @@ def export_session(results: Sequence[RunResult], folder: Path) -> Outcome:
             write_atomic(path, text)
             written.append(path.name)
     except OSError as exc:
-        return f"export failed: {exc}", "", "error"
-    return f"wrote {', '.join(written)} in {folder}", "exported", "information"
+        return _outcome(f"export failed: {exc}", "", "error")
+    return _outcome(f"wrote {', '.join(written)} in {folder}", "exported", "information")
 
 
 def save_svg(app: App[object], folder: Path) -> Outcome:
@@ -47,5 +52,5 @@ def save_svg(app: App[object], folder: Path) -> Outcome:
         folder.mkdir(parents=True, exist_ok=True)
         path = app.save_screenshot(f"gpuplay-{_stamp()}.svg", str(folder))
     except OSError as exc:
-        return f"screenshot failed: {exc}", "", "error"
-    return f"saved {path}", "screenshot", "information"
+        return _outcome(f"screenshot failed: {exc}", "", "error")
+    return _outcome(f"saved {path}", "screenshot", "information")

@@ -27,9 +27,7 @@ class Host(Protocol):
     engine: Any
     measure_lock: threading.Lock  # at most one measurement, profile or sweep at any time
     probed: bool
-    latest: Any  # the newest telemetry Snapshot (None before the first)
-    nvml_line: str  # why there is no GPU telemetry, if there is none
-    sampler: Any  # core.telemetry.Sampler, or None when the app samples nothing
+    telemetry: Any  # tabs.telemetry.TelemetryFeed: the latest snapshot and the sampler
     paused: threading.Event  # the live run's pause (space)
 
     @property

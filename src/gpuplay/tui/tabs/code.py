@@ -27,9 +27,8 @@ from gpuplay.tui.widgets import CodeView
 class CodeTab(PlaygroundTab):
     LABEL, SHORT, TAB_ID = "Code", "Code", "code"
 
-    def __init__(self, code_paths: list[Path]) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.code_paths = code_paths  # the user's files, watched while the app runs
         self.code_errors: dict[str, tuple[str, str]] = {}  # workload name -> (message, detail)
         self._watch: Any = None
 
@@ -37,8 +36,8 @@ class CodeTab(PlaygroundTab):
         yield CodeView()
 
     def on_mount(self) -> None:
-        if self.code_paths:
-            self._watch = watch_code_files(self.app, self.code_paths, self.code_saved)
+        if self.host.code_paths:  # the user's files, watched while the app runs
+            self._watch = watch_code_files(self.app, self.host.code_paths, self.code_saved)
 
     def on_unmount(self) -> None:
         if self._watch is not None:

@@ -42,7 +42,7 @@ class LiveTab(PlaygroundTab):
 
     def refresh_stats(self) -> None:
         host = self.host
-        phase = viewmodels.phase_line(host.session, host.probed, host.paused.is_set())
+        phase = viewmodels.phase_line(host.session, host.probed, host.runs.paused.is_set())
         self.query_one(StatsPanel).show(
             host.spec, host.session.timed_summary(), phase, viewmodels.stats_info(host.session)
         )
