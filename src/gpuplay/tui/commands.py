@@ -17,8 +17,9 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from gpuplay.tui.controls import CONTROLS, label, values_for, verdict_for, with_value
+from gpuplay.tui.tabs import TAB_IDS
 
-TABS = ("live", "compare", "code", "telemetry", "profile", "collectives")
+TABS = TAB_IDS  # every tab, in the order of its key
 
 # Binding ids for actions whose name does not say it in a user's words.
 _IDS = {"cycle_preset": "preset", "cycle_limit": "step_limit", "save_svg": "screenshot",
