@@ -42,7 +42,8 @@ async def test_flipping_backend_restarts_and_shows_speedup(app):
         await pilot.press("b")
         assert app.spec.backend == "torch"
         await wait_until(
-            pilot, lambda: app.session.live_result is not None and app.session.live_result.spec.backend == "torch"
+            pilot,
+            lambda: app.session.live_result is not None and app.session.live_result.spec.backend == "torch",
         )
         # The speedup is measured in pairs with NumPy, in a second job, and shown with its interval.
         await wait_until(pilot, lambda: app.session.speedup_for(app.spec) is not None)
@@ -117,7 +118,10 @@ async def test_cancel_and_restart_keeps_one_measurement_at_a_time(app):
             await wait_until(pilot, finished(app))
             for _ in range(6):
                 await pilot.press("b")
-            await wait_until(pilot, lambda: app.session.live_result is not None and app.session.live_result.spec == app.spec)
+            await wait_until(
+                pilot,
+                lambda: app.session.live_result is not None and app.session.live_result.spec == app.spec,
+            )
             assert peak["n"] == 1
             assert app.session.live_result.status == "ok"
     finally:
@@ -129,7 +133,9 @@ async def test_choosing_a_scenario(app):
         await wait_until(pilot, finished(app))
         app.query_one("#scenarios").focus()
         await pilot.press("down")
-        await wait_until(pilot, lambda: app.spec.workload == "batched_matmul" and app.session.live_result is not None)
+        await wait_until(
+            pilot, lambda: app.spec.workload == "batched_matmul" and app.session.live_result is not None
+        )
         assert app.session.live_result.spec.workload == "batched_matmul"
 
 
@@ -187,7 +193,9 @@ async def test_views_and_help(app):
         console.print(panel.content)
         text = console.export_text()
         assert (
-            "CPU" in text and "gpuplay RSS" in text and f"{app.telemetry.latest.host.mem_total / 2**30:.1f} GiB" in text
+            "CPU" in text
+            and "gpuplay RSS" in text
+            and f"{app.telemetry.latest.host.mem_total / 2**30:.1f} GiB" in text
         )
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -207,7 +215,9 @@ async def test_runs_and_telemetry_keep_flowing_under_the_help_screen(tmp_path):
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        await wait_until(pilot, lambda: app.session.live_result is not None and app.telemetry.latest is not None)
+        await wait_until(
+            pilot, lambda: app.session.live_result is not None and app.telemetry.latest is not None
+        )
         await pilot.press("escape")
         assert app.session.live_result.status == "ok"
         await pilot.press("4")  # the telemetry view: host figures always, the NVML line when no driver

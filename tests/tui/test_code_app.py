@@ -61,6 +61,8 @@ async def test_code_file_opens_first_reloads_on_save_and_keeps_the_last_good_res
 
         rewrite(path, GOOD.replace("+ 1.0", "+ 2.0"))
         await wait_until(
-            pilot, lambda: app.session.live_result not in (None, first) and app.session.live_result.status == "ok", timeout=60
+            pilot,
+            lambda: app.session.live_result not in (None, first) and app.session.live_result.status == "ok",
+            timeout=60,
         )
         assert "xp.sqrt(x) + 2.0" in code_text(app)

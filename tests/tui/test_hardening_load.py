@@ -71,7 +71,9 @@ async def test_a_thousand_rapid_changes(tmp_path):
                 await pilot.press("space")
             await pilot.press("1", "r")
             await wait_until(
-                pilot, lambda: app.session.live_result is not None and app.session.live_result.spec == app.spec, timeout=60
+                pilot,
+                lambda: app.session.live_result is not None and app.session.live_result.spec == app.spec,
+                timeout=60,
             )
             assert app.session.live_result.status in ("ok", "refused")
             gc.collect()

@@ -23,7 +23,15 @@ from tests.snapshot_feed import feed, fixed_result
 from tests.tui_helpers import tiny_scenarios, wait_until
 
 SIZES = [(80, 24), (120, 36)]
-TABS = {"live": "1", "compare": "2", "code": "3", "telemetry": "4", "profile": "5", "collectives": "6", "sweep": "7"}
+TABS = {
+    "live": "1",
+    "compare": "2",
+    "code": "3",
+    "telemetry": "4",
+    "profile": "5",
+    "collectives": "6",
+    "sweep": "7",
+}
 
 needs_no_gpu = pytest.mark.skipif(gpu_available(), reason="snapshots are of the no-GPU layout")
 
@@ -74,8 +82,12 @@ def before(tab: str):
         await wait_until(pilot, lambda: app.probed)
         feed_long_names(app)
         # Fixed telemetry and profile: nothing in a snapshot may depend on this machine.
-        app.telemetry.nvml_line = "NVML unavailable: the NVIDIA driver library (libnvidia-ml.so) was not found"
-        app.telemetry.latest = Snapshot(0.0, 0.0, HostSnapshot([37.0, 12.0], 6 * 2**30, 24 * 2**30, 512 * 2**20), [])
+        app.telemetry.nvml_line = (
+            "NVML unavailable: the NVIDIA driver library (libnvidia-ml.so) was not found"
+        )
+        app.telemetry.latest = Snapshot(
+            0.0, 0.0, HostSnapshot([37.0, 12.0], 6 * 2**30, 24 * 2**30, 512 * 2**20), []
+        )
         app.tab("profile").profiles[app.spec] = {"label": app.spec.label(), "status": "refused",
                                   "message": "a fixed profile state for the layout snapshot"}  # fmt: skip
         await pilot.press(TABS[tab])

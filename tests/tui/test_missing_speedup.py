@@ -17,7 +17,8 @@ async def test_a_baseline_that_cannot_run_is_explained_where_the_speedup_would_b
         await wait_until(pilot, lambda: app.session.live_result is not None)
         await pilot.press("b")  # PyTorch: its speedup needs the NumPy baseline
         await wait_until(
-            pilot, lambda: app.session.live_result is not None and app.session.live_result.spec.backend == "torch"
+            pilot,
+            lambda: app.session.live_result is not None and app.session.live_result.spec.backend == "torch",
         )
         await wait_until(pilot, lambda: not app.session.baseline_running)
         # as if the paired job had never run: then it fails (its result names the configuration)

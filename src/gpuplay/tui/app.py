@@ -87,9 +87,7 @@ class GpuPlayApp(TextApp):
         self.telemetry = tabs.TelemetryFeed(self, start.sample_interval, telemetry, lambda: self.engine.pid)
         # Measurements run in an engine process: this process never imports torch or CuPy. Its
         # probe answers come on the client's reader thread: handed to the UI thread as messages.
-        self.engine = make_engine(
-            "engine", on_probe=lambda data, final: self.post_message(ProbesDone(final, data))
-        )
+        self.engine = make_engine("engine", on_probe=self._post_probe)
         if not self.engine.in_process:
             await_engine_probe()  # before anything asks a backend: never probe (import torch) here
         self.runs = LiveRuns(self, self.engine, self.telemetry)
@@ -123,6 +121,9 @@ class GpuPlayApp(TextApp):
         # The engine imports torch and probes the devices in its own process; the first frame
         # does not wait for it, and the first measurement does.
         self.engine.start()
+
+    def _post_probe(self, data: dict[str, Any], final: bool) -> None:
+        self.post_message(ProbesDone(final, data))
 
     def on_resize(self, event: Any) -> None:
         adapt_layout(self.main, event.size.width, event.size.height)

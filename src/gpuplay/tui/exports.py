@@ -47,7 +47,7 @@ def export_session(results: Sequence[RunResult], folder: Path) -> Outcome:
     return _outcome(f"wrote {', '.join(written)} in {folder}", "exported", "information")
 
 
-def save_svg(app: App[object], folder: Path) -> Outcome:
+def save_svg(app: App[Any], folder: Path) -> Outcome:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         path = app.save_screenshot(f"gpuplay-{_stamp()}.svg", str(folder))

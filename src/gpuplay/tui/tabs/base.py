@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from textual.message import Message
@@ -18,6 +19,7 @@ from textual.widgets import ContentSwitcher, TabbedContent, TabPane
 if TYPE_CHECKING:
     from gpuplay.core.session import LiveSession
     from gpuplay.core.spec import RunSpec
+    from gpuplay.tui.runs import LiveRuns
 
 
 class Host(Protocol):
@@ -28,7 +30,8 @@ class Host(Protocol):
     measure_lock: threading.Lock  # at most one measurement, profile or sweep at any time
     probed: bool
     telemetry: Any  # tabs.telemetry.TelemetryFeed: the latest snapshot and the sampler
-    paused: threading.Event  # the live run's pause (space)
+    runs: LiveRuns  # the live measurements (`runs.paused`: space)
+    code_paths: list[Path]  # the user's code files (gpuplay FILE.py, config.toml)
 
     @property
     def spec(self) -> RunSpec | None: ...

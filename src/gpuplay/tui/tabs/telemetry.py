@@ -28,13 +28,15 @@ class TelemetryFeed:
         self, app: App[Any], interval: float, enabled: bool, engine_pid: Callable[[], int | None]
     ) -> None:
         self.interval = interval  # while measuring; slower when idle (`tick`)
-        self.sampler = (
-            Sampler(interval, on_snapshot=lambda s: app.post_message(TelemetryTick(s))) if enabled else None
-        )
+        self._app = app
+        self.sampler = Sampler(interval, on_snapshot=self._post) if enabled else None
         if self.sampler is not None:
             self.sampler.engine_pid = engine_pid
         self.latest: Snapshot | None = None
         self.nvml_line = ""
+
+    def _post(self, snapshot: Snapshot) -> None:  # on the sampler's thread
+        self._app.post_message(TelemetryTick(snapshot))
 
     def start(self) -> None:
         if self.sampler is not None:
