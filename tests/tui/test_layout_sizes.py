@@ -133,6 +133,20 @@ async def test_every_tab_label_is_on_screen(tmp_path, size):
         assert all(f" {label} " in f"{bar} " for label in labels), bar
 
 
+async def test_tab_labels_follow_a_resize(tmp_path):
+    """A terminal resized from 120 to 80 columns and back: short labels, then full ones again."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await before("live")(pilot)
+        for width, height, attr in ((80, 24, "SHORT"), (120, 36, "LABEL")):
+            await pilot.resize_terminal(width, height)
+            await pilot.pause()
+            await pilot.pause()
+            bar = next(line for line in screen_text(app).splitlines() if " Live " in line)
+            labels = [getattr(cls, attr) for cls in TAB_CLASSES]
+            assert bar.split("▕", 1)[-1].split()[: len(labels)] == labels, bar
+
+
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 async def test_compare_shows_speedup_and_error_on_screen(tmp_path, size):
     app = make_app(tmp_path)

@@ -3,6 +3,7 @@ to the terminal's size."""
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
@@ -13,11 +14,18 @@ from gpuplay.tui.sidebar import Sidebar
 from gpuplay.tui.tabs import TAB_CLASSES, PlaygroundTab, TelemetryColumn, fit_labels
 
 
+class LabelledTabs(TabbedContent):
+    """The tabs, their labels fitted to the bar's width each time it changes (after layout)."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        fit_labels(self, self.query(PlaygroundTab), event.size.width)
+
+
 def compose_main(scenarios: ScenarioSet) -> ComposeResult:
     yield Header()
     with Horizontal(id="body"):
         yield Sidebar(scenarios, id="sidebar")
-        with TabbedContent(id="tabs", initial="live"):
+        with LabelledTabs(id="tabs", initial="live"):
             for tab in TAB_CLASSES:
                 yield tab()
         yield TelemetryColumn(id="side-telemetry")
@@ -25,7 +33,7 @@ def compose_main(scenarios: ScenarioSet) -> ComposeResult:
 
 
 def adapt_layout(screen: Screen[object], width: int, height: int) -> None:
-    """Classes for the stylesheet (narrow, short), the footer's density, the tab labels."""
+    """Classes for the stylesheet (narrow, short) and the footer's density."""
     screen.set_class(width < 150, "narrow")
     screen.set_class(height < 32, "short")
     # Compact footer keys below 120 columns, and no palette hint below 100 (ctrl+p and the
@@ -35,5 +43,3 @@ def adapt_layout(screen: Screen[object], width: int, height: int) -> None:
         if footer.show_command_palette != (width >= 100):
             footer.show_command_palette = width >= 100
             footer.refresh(recompose=True)  # not a recomposing reactive in Textual
-    tabbed = screen.query_one(TabbedContent)
-    screen.call_after_refresh(fit_labels, tabbed, screen.query(PlaygroundTab))  # once the bar has its width

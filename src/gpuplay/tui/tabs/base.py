@@ -75,10 +75,9 @@ class PlaygroundTab(TabPane):
             self.refresh_view()
 
 
-def fit_labels(tabbed: TabbedContent, tabs: Iterable[PlaygroundTab]) -> None:
-    """Every tab's label on screen: the short labels when the full ones do not fit the bar."""
+def fit_labels(tabbed: TabbedContent, tabs: Iterable[PlaygroundTab], width: int) -> None:
+    """Every tab's label on screen: the short labels when the full ones do not fit `width`."""
     tabs = list(tabs)
-    width = tabbed.size.width
     if not width:
         return  # not laid out yet
     full = sum(len(t.LABEL) + 2 for t in tabs)  # a tab is its label and one column either side
