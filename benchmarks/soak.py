@@ -55,12 +55,12 @@ async def warm_up_tour(app: GpuPlayApp, pilot: object) -> None:
     """Every key once, each measurement awaited: one-off loads (torch's kernels, the code view's
     lexer, the charts) happen before the baseline, whatever the machine's speed."""
     for key in KEYS:
-        before = app.live_result
+        before = app.session.live_result
         await pilot.press(key)  # type: ignore[attr-defined]
         if key in "1234":
             continue  # a view, not a new measurement
         deadline = time.monotonic() + 20
-        while (app.live_result is None or app.live_result is before) and time.monotonic() < deadline:
+        while (app.session.live_result is None or app.session.live_result is before) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
 
@@ -93,20 +93,20 @@ async def soak(
                 rss = proc.memory_info().rss
                 samples.append((now - t0, rss))
                 print(
-                    f"t={now - t0:7.1f}s rss={rss / 2**20:7.1f} MiB results={len(app.results)} "
-                    f"telemetry_history={len(app.sampler.history)} samples={len(app.samples)}",
+                    f"t={now - t0:7.1f}s rss={rss / 2**20:7.1f} MiB results={len(app.session.results)} "
+                    f"telemetry_history={len(app.telemetry.sampler.history)} samples={len(app.session.samples)}",
                     flush=True,
                 )
                 next_mark = now + max(10.0, minutes * 60 / 20)
-        app.cancel.set()
+        app.runs.cancel.set()
         await asyncio.sleep(1.0)  # let the cancelled step finish
         end = retained_rss(proc)
         out = {
             "rss_growth_mb": (end - (baseline or samples[0][1])) / 2**20,
-            "results": len(app.results),
-            "history": len(app.sampler.history),
-            "history_max": app.sampler.history.maxlen,
-            "live_samples": len(app.samples),
+            "results": len(app.session.results),
+            "history": len(app.telemetry.sampler.history),
+            "history_max": app.telemetry.sampler.history.maxlen,
+            "live_samples": len(app.session.samples),
             "engine_rss_mb": _rss_mb(app.engine.pid),
             "engine_restarts": app.engine.restarts,
         }

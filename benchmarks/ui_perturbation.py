@@ -50,13 +50,13 @@ async def live_median(scenario: str, preset: str, backend: str, budget: float) -
     app = ProbeApp(preset=preset, budget_s=budget, telemetry=True)
     async with app.run_test(size=(160, 45)) as pilot:
         app.choose_scenario(scenario)
-        while app.live_result is None or app.live_result.spec.scenario != scenario:
+        while app.session.live_result is None or app.session.live_result.spec.scenario != scenario:
             await asyncio.sleep(0.05)
         if backend != "numpy":
             await pilot.press("b")
-            while app.live_result is None or app.live_result.spec.backend != backend:
+            while app.session.live_result is None or app.session.live_result.spec.backend != backend:
                 await asyncio.sleep(0.05)
-        return app.live_result.median, app.live_result.spec
+        return app.session.live_result.median, app.session.live_result.spec
 
 
 async def latency(threads: int, presses: int, backend: str) -> list[float]:
@@ -68,7 +68,7 @@ async def latency(threads: int, presses: int, backend: str) -> list[float]:
             await asyncio.sleep(0.05)
         if backend == "torch":
             await pilot.press("b")
-        while app.phase not in ("timed",):  # heavy steps are running
+        while app.session.phase not in ("timed",):  # heavy steps are running
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.5)
         for i in range(presses):
@@ -79,7 +79,7 @@ async def latency(threads: int, presses: int, backend: str) -> list[float]:
                 await asyncio.sleep(0.001)
             out.append(app.painted[-1] - t0)
             await asyncio.sleep(0.25)
-        app.cancel.set()
+        app.runs.cancel.set()
     return out
 
 

@@ -77,7 +77,7 @@ def test_real_terminal_session(tmp_path, env, size):
         screen = t.wait_for("done")  # probes finished and the first measurement ran
         assert "numpy cpu" in screen
         t.keys("b")
-        t.wait_for("torch cpu", "done", "pairs with NumPy")  # finished, with its paired speedup
+        t.wait_for("torch cpu", "done", "pairs")  # finished, with its paired speedup ("… pairs with NumPy …")
         t.keys("3")
         t.wait_for("def matmul(xp, a, b):")
         t.keys("q")

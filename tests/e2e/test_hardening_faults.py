@@ -80,13 +80,13 @@ def test_out_of_memory_in_the_app_leaves_it_usable(tmp_path, monkeypatch):
 
     async def scenario():
         async with app.run_test(size=(120, 36)) as pilot:
-            await wait_until(pilot, lambda: app.live_result is not None)
-            assert app.live_result.failure == "out-of-memory"
+            await wait_until(pilot, lambda: app.session.live_result is not None)
+            assert app.session.live_result.failure == "out-of-memory"
             assert any("out of memory" in n for n in notes)
             monkeypatch.setattr(NumpyBackend, "from_host", real)
             await pilot.press("r")
-            await wait_until(pilot, lambda: app.live_result is not None)
-            assert app.live_result.status == "ok"
+            await wait_until(pilot, lambda: app.session.live_result is not None)
+            assert app.session.live_result.status == "ok"
 
     import asyncio
 

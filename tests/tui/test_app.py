@@ -22,17 +22,17 @@ def app(tmp_path):
 
 
 def finished(app):
-    return lambda: app.live_result is not None
+    return lambda: app.session.live_result is not None
 
 
 async def test_first_run_measures_numpy_and_records_it(app):
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_until(pilot, finished(app))
-        r = app.live_result
+        r = app.session.live_result
         assert r.status == "ok" and r.spec.backend == "numpy" and r.spec.workload == "matmul"
         assert r.check_ok
         assert r.conditions["threads"]["numpy_blas"] == r.spec.threads  # the live thread policy, shown
-        assert app.results and app.phase == "done"
+        assert app.session.results and app.session.phase == "done"
         assert app.session_log.path.exists()
 
 
@@ -42,7 +42,8 @@ async def test_flipping_backend_restarts_and_shows_speedup(app):
         await pilot.press("b")
         assert app.spec.backend == "torch"
         await wait_until(
-            pilot, lambda: app.live_result is not None and app.live_result.spec.backend == "torch"
+            pilot,
+            lambda: app.session.live_result is not None and app.session.live_result.spec.backend == "torch",
         )
         # The speedup is measured in pairs with NumPy, in a second job, and shown with its interval.
         await wait_until(pilot, lambda: app.session.speedup_for(app.spec) is not None)
@@ -51,7 +52,7 @@ async def test_flipping_backend_restarts_and_shows_speedup(app):
         paired = app.session.speedup_for(app.spec)
         assert digits.speedup == pytest.approx(paired["point"])
         assert "NumPy float32" in digits.note and f"{paired['pairs']} pairs" in digits.note
-        assert app.live_result.speedup == paired, "the compare table reads the same figure"
+        assert app.session.live_result.speedup == paired, "the compare table reads the same figure"
 
 
 async def test_each_control_flips(app):
@@ -69,13 +70,13 @@ async def test_each_control_flips(app):
         await pilot.press("c", "c", "c")
         assert app.spec.compile == "off"
         await pilot.press("p")
-        assert app.preset == "published"
+        assert app.session.preset == "published"
         await pilot.press("l")
         assert app.spec.max_step_s == 10.0
         await pilot.press("space")
-        assert app.paused.is_set()
+        assert app.runs.paused.is_set()
         await pilot.press("space")
-        assert not app.paused.is_set()
+        assert not app.runs.paused.is_set()
         await pilot.press("b")  # cupy is not available here: skipped, back to numpy
         assert app.spec.backend == "numpy" and app.spec.amp == "off" and app.spec.device == "cpu"
 
@@ -117,9 +118,12 @@ async def test_cancel_and_restart_keeps_one_measurement_at_a_time(app):
             await wait_until(pilot, finished(app))
             for _ in range(6):
                 await pilot.press("b")
-            await wait_until(pilot, lambda: app.live_result is not None and app.live_result.spec == app.spec)
+            await wait_until(
+                pilot,
+                lambda: app.session.live_result is not None and app.session.live_result.spec == app.spec,
+            )
             assert peak["n"] == 1
-            assert app.live_result.status == "ok"
+            assert app.session.live_result.status == "ok"
     finally:
         runner.run = real_run
 
@@ -129,8 +133,10 @@ async def test_choosing_a_scenario(app):
         await wait_until(pilot, finished(app))
         app.query_one("#scenarios").focus()
         await pilot.press("down")
-        await wait_until(pilot, lambda: app.spec.workload == "batched_matmul" and app.live_result is not None)
-        assert app.live_result.spec.workload == "batched_matmul"
+        await wait_until(
+            pilot, lambda: app.spec.workload == "batched_matmul" and app.session.live_result is not None
+        )
+        assert app.session.live_result.spec.workload == "batched_matmul"
 
 
 async def test_failing_run_leaves_app_usable(app, monkeypatch):
@@ -148,12 +154,12 @@ async def test_failing_run_leaves_app_usable(app, monkeypatch):
     notes = record_notifications(app, monkeypatch)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_until(pilot, finished(app))
-        assert app.live_result.status == "failed"
+        assert app.session.live_result.status == "failed"
         assert any("illegal memory access" in n for n in notes)
         monkeypatch.setattr(linalg.Matmul, "kernel_function", real_kernel)
         await pilot.press("r")
-        await wait_until(pilot, lambda: app.live_result is not None)
-        assert app.live_result.status == "ok"
+        await wait_until(pilot, lambda: app.session.live_result is not None)
+        assert app.session.live_result.status == "ok"
 
 
 async def test_export_and_screenshot_write_files(app, tmp_path):
@@ -178,7 +184,7 @@ async def test_views_and_help(app):
         assert app.query_one("#compare-table").row_count >= 1
         from gpuplay.core.telemetry import snapshot
 
-        app.latest = snapshot()  # this app samples nothing itself (telemetry=False): hand it one
+        app.telemetry.latest = snapshot()  # this app samples nothing itself (telemetry=False): hand it one
         await pilot.press("4")
         assert app.query_one(TabbedContent).active == "telemetry"
         panel = app.query_one("#telemetry-full")
@@ -187,7 +193,9 @@ async def test_views_and_help(app):
         console.print(panel.content)
         text = console.export_text()
         assert (
-            "CPU" in text and "gpuplay RSS" in text and f"{app.latest.host.mem_total / 2**30:.1f} GiB" in text
+            "CPU" in text
+            and "gpuplay RSS" in text
+            and f"{app.telemetry.latest.host.mem_total / 2**30:.1f} GiB" in text
         )
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
@@ -207,14 +215,16 @@ async def test_runs_and_telemetry_keep_flowing_under_the_help_screen(tmp_path):
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
-        await wait_until(pilot, lambda: app.live_result is not None and app.latest is not None)
+        await wait_until(
+            pilot, lambda: app.session.live_result is not None and app.telemetry.latest is not None
+        )
         await pilot.press("escape")
-        assert app.live_result.status == "ok"
+        assert app.session.live_result.status == "ok"
         await pilot.press("4")  # the telemetry view: host figures always, the NVML line when no driver
-        assert app.latest.host.mem_total > 0 and app.latest.host.cpu_percent
+        assert app.telemetry.latest.host.mem_total > 0 and app.telemetry.latest.host.cpu_percent
         from gpuplay.core.telemetry import nvml_status
 
-        assert app.nvml_line == nvml_status()
+        assert app.telemetry.nvml_line == nvml_status()
 
 
 async def test_a_slow_cupy_probe_does_not_delay_the_first_measurement(tmp_path, monkeypatch):
@@ -237,7 +247,7 @@ async def test_a_slow_cupy_probe_does_not_delay_the_first_measurement(tmp_path, 
     try:
         async with app.run_test(size=(160, 45)) as pilot:
             t0 = time.monotonic()
-            await wait_until(pilot, lambda: app.live_result is not None)
+            await wait_until(pilot, lambda: app.session.live_result is not None)
             assert time.monotonic() - t0 < 15
             panel = app.query_one(ControlsPanel)
             # Not yet known is not refused: no "✗ CuPy: CuPy: still probing", a "checking" line instead.

@@ -40,8 +40,8 @@ async def test_code_file_opens_first_reloads_on_save_and_keeps_the_last_good_res
     path.write_text(textwrap.dedent(GOOD))
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], code_files=[path], budget_s=0.1, telemetry=False)
     async with app.run_test(size=(160, 45)) as pilot:
-        await wait_until(pilot, lambda: app.live_result is not None, timeout=60)
-        first = app.live_result
+        await wait_until(pilot, lambda: app.session.live_result is not None, timeout=60)
+        first = app.session.live_result
         assert first.status == "ok" and first.spec.workload.startswith("code:")
         assert first.check_ok
         await pilot.press("3")
@@ -51,7 +51,7 @@ async def test_code_file_opens_first_reloads_on_save_and_keeps_the_last_good_res
         rewrite(path, GOOD.replace("xp.sqrt(x) + 1.0", "xp.sqrt(x) + undefined_name"))
         await wait_until(pilot, lambda: "NameError" in code_text(app), timeout=30)
         assert "mine.py" in code_text(app) and "line" in code_text(app)
-        assert app.live_result is first, "the last good result stays shown"
+        assert app.session.live_result is first, "the last good result stays shown"
         assert app.is_running
 
         rewrite(path, GOOD.replace("def step(xp, x):", "def step(xp, x:"))  # a syntax error
@@ -61,6 +61,8 @@ async def test_code_file_opens_first_reloads_on_save_and_keeps_the_last_good_res
 
         rewrite(path, GOOD.replace("+ 1.0", "+ 2.0"))
         await wait_until(
-            pilot, lambda: app.live_result not in (None, first) and app.live_result.status == "ok", timeout=60
+            pilot,
+            lambda: app.session.live_result not in (None, first) and app.session.live_result.status == "ok",
+            timeout=60,
         )
         assert "xp.sqrt(x) + 2.0" in code_text(app)

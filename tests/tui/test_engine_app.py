@@ -23,12 +23,12 @@ SCRIPT = textwrap.dedent(
         out = {}
         app = GpuPlayApp([tiny_scenarios(Path(sys.argv[1]))], budget_s=0.2, telemetry=False)
         async with app.run_test(size=(120, 36)) as pilot:
-            await wait_until(pilot, lambda: app.live_result is not None, timeout=120)
-            out["first"] = app.live_result.status
+            await wait_until(pilot, lambda: app.session.live_result is not None, timeout=120)
+            out["first"] = app.session.live_result.status
             await pilot.press("b")  # PyTorch, measured in the engine
-            await wait_until(pilot, lambda: app.live_result is not None
-                             and app.live_result.spec.backend == "torch", timeout=120)
-            out["torch"] = app.live_result.status
+            await wait_until(pilot, lambda: app.session.live_result is not None
+                             and app.session.live_result.spec.backend == "torch", timeout=120)
+            out["torch"] = app.session.live_result.status
             out["torch_in_ui"] = "torch" in sys.modules or "cupy" in sys.modules
             out["engine_pid"] = app.engine.pid
             maps = Path(f"/proc/{app.engine.pid}/maps").read_text()
@@ -37,14 +37,14 @@ SCRIPT = textwrap.dedent(
             # kill -9 the engine mid-measurement: a failed result, the app still running
             app.spec = app.spec.replace(params={"n": 1024}, budget_s=60.0)
             app.start_measurement()
-            await wait_until(pilot, lambda: app.phase == "timed", timeout=120)
+            await wait_until(pilot, lambda: app.session.phase == "timed", timeout=120)
             os.kill(app.engine.pid, signal.SIGKILL)
-            await wait_until(pilot, lambda: app.live_result is not None, timeout=60)
-            out["killed"] = [app.live_result.status, app.live_result.failure, app.live_result.message]
-            app.spec = app._make_spec(app.spec)
+            await wait_until(pilot, lambda: app.session.live_result is not None, timeout=60)
+            out["killed"] = [app.session.live_result.status, app.session.live_result.failure, app.session.live_result.message]
+            app.spec = app.session.make_spec(app.spec)
             app.start_measurement()
-            await wait_until(pilot, lambda: app.live_result is not None, timeout=120)
-            out["after"] = app.live_result.status
+            await wait_until(pilot, lambda: app.session.live_result is not None, timeout=120)
+            out["after"] = app.session.live_result.status
             out["new_engine"] = app.engine.pid != out["engine_pid"]
         print(json.dumps(out))
 

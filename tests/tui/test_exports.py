@@ -49,7 +49,7 @@ async def test_app_exports_to_the_export_dir_not_the_current_directory(tmp_path,
     monkeypatch.chdir(cwd)
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], budget_s=0.1, telemetry=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        await wait_until(pilot, lambda: app.live_result is not None)
+        await wait_until(pilot, lambda: app.session.live_result is not None)
         await pilot.press("e")
         await pilot.press("s")
         await pilot.pause()

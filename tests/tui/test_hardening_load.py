@@ -52,7 +52,7 @@ async def test_a_thousand_rapid_changes(tmp_path):
     app.engine.run = counting_run  # every measurement the app starts goes through its engine client
     try:
         async with app.run_test(size=(120, 36)) as pilot:
-            await wait_until(pilot, lambda: app.live_result is not None)
+            await wait_until(pilot, lambda: app.session.live_result is not None)
             app.query_one("#scenarios").focus()
             gc.collect()
             rss_before = proc.memory_info().rss
@@ -67,13 +67,15 @@ async def test_a_thousand_rapid_changes(tmp_path):
                     gc.collect()
                     rss_half = proc.memory_info().rss
             await pilot.pause()
-            if app.paused.is_set():
+            if app.runs.paused.is_set():
                 await pilot.press("space")
             await pilot.press("1", "r")
             await wait_until(
-                pilot, lambda: app.live_result is not None and app.live_result.spec == app.spec, timeout=60
+                pilot,
+                lambda: app.session.live_result is not None and app.session.live_result.spec == app.spec,
+                timeout=60,
             )
-            assert app.live_result.status in ("ok", "refused")
+            assert app.session.live_result.status in ("ok", "refused")
             gc.collect()
             rss_after = proc.memory_info().rss
         await_threads = [t for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
@@ -89,7 +91,7 @@ async def test_a_thousand_rapid_changes(tmp_path):
     growth = (rss_after - rss_before) / 2**20
     second = (rss_after - rss_half) / 2**20
     print(
-        f"\nR3: 1000 key presses, peak concurrent measurements {peak[0]}, {len(app.results)} results kept, "
+        f"\nR3: 1000 key presses, peak concurrent measurements {peak[0]}, {len(app.session.results)} results kept, "
         f"{app.engine.restarts} engine restarts, "
         f"RSS growth {growth:.1f} MiB over all, {second:.1f} MiB over the second 500, leaked threads {leaked}"
     )

@@ -31,7 +31,8 @@ async def test_markup_in_titles_claims_and_errors_is_text(tmp_path):
         options.highlighted = index
         await pilot.pause()
         await wait_until(
-            pilot, lambda: app.live_result is not None and app.live_result.spec.scenario == "markup"
+            pilot,
+            lambda: app.session.live_result is not None and app.session.live_result.spec.scenario == "markup",
         )
         await pilot.pause(0.3)
         prompt = str(options.get_option_at_index(index).prompt)

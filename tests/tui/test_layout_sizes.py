@@ -15,6 +15,7 @@ from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.base import Availability
 from gpuplay.core.telemetry import HostSnapshot, Snapshot
 from gpuplay.tui.app import GpuPlayApp
+from gpuplay.tui.tabs import TAB_CLASSES
 from gpuplay.tui.viewmodels import fit_columns
 from gpuplay.tui.widgets import CompareView, ControlsPanel
 from tests.conftest import gpu_available
@@ -22,7 +23,15 @@ from tests.snapshot_feed import feed, fixed_result
 from tests.tui_helpers import tiny_scenarios, wait_until
 
 SIZES = [(80, 24), (120, 36)]
-TABS = {"live": "1", "compare": "2", "code": "3", "telemetry": "4", "profile": "5", "collectives": "6"}
+TABS = {
+    "live": "1",
+    "compare": "2",
+    "code": "3",
+    "telemetry": "4",
+    "profile": "5",
+    "collectives": "6",
+    "sweep": "7",
+}
 
 needs_no_gpu = pytest.mark.skipif(gpu_available(), reason="snapshots are of the no-GPU layout")
 
@@ -73,9 +82,13 @@ def before(tab: str):
         await wait_until(pilot, lambda: app.probed)
         feed_long_names(app)
         # Fixed telemetry and profile: nothing in a snapshot may depend on this machine.
-        app.nvml_line = "NVML unavailable: the NVIDIA driver library (libnvidia-ml.so) was not found"
-        app.latest = Snapshot(0.0, 0.0, HostSnapshot([37.0, 12.0], 6 * 2**30, 24 * 2**30, 512 * 2**20), [])
-        app.profiles[app.spec] = {"label": app.spec.label(), "status": "refused",
+        app.telemetry.nvml_line = (
+            "NVML unavailable: the NVIDIA driver library (libnvidia-ml.so) was not found"
+        )
+        app.telemetry.latest = Snapshot(
+            0.0, 0.0, HostSnapshot([37.0, 12.0], 6 * 2**30, 24 * 2**30, 512 * 2**20), []
+        )
+        app.tab("profile").profiles[app.spec] = {"label": app.spec.label(), "status": "refused",
                                   "message": "a fixed profile state for the layout snapshot"}  # fmt: skip
         await pilot.press(TABS[tab])
         await pilot.pause()
@@ -88,6 +101,50 @@ def before(tab: str):
 @pytest.mark.parametrize("tab", list(TABS))
 def test_tab_layout(snap_compare, tmp_path, tab, size):
     assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=before(tab))
+
+
+@needs_no_gpu
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_help_layout(snap_compare, tmp_path, size):
+    """The help screen (?) over the Live tab: every key, nothing cut at either size."""
+
+    async def open_help(pilot):
+        await before("live")(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=open_help)
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+async def test_every_tab_label_is_on_screen(tmp_path, size):
+    """All seven tabs are named in the tab bar, in key order: short labels where the bar is narrow."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await before("live")(pilot)
+        await pilot.pause()
+        bar = next(line for line in screen_text(app).splitlines() if " Live " in line)
+        labels = [cls.SHORT if size[0] == 80 else cls.LABEL for cls in TAB_CLASSES]
+        words = bar.split("▕", 1)[-1].split()
+        assert words[: len(labels)] == labels, bar
+        await pilot.press(TABS["sweep"])  # the last tab shown: the bar does not scroll the first away
+        await pilot.pause()
+        bar = next(line for line in screen_text(app).splitlines() if " Live " in line)
+        assert all(f" {label} " in f"{bar} " for label in labels), bar
+
+
+async def test_tab_labels_follow_a_resize(tmp_path):
+    """A terminal resized from 120 to 80 columns and back: short labels, then full ones again."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await before("live")(pilot)
+        for width, height, attr in ((80, 24, "SHORT"), (120, 36, "LABEL")):
+            await pilot.resize_terminal(width, height)
+            await pilot.pause()
+            await pilot.pause()
+            bar = next(line for line in screen_text(app).splitlines() if " Live " in line)
+            labels = [getattr(cls, attr) for cls in TAB_CLASSES]
+            assert bar.split("▕", 1)[-1].split()[: len(labels)] == labels, bar
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")

@@ -14,12 +14,13 @@ async def test_a_baseline_that_cannot_run_is_explained_where_the_speedup_would_b
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.1, telemetry=False)
     seen = record_notifications(app, monkeypatch)
     async with app.run_test(size=(120, 36)) as pilot:
-        await wait_until(pilot, lambda: app.live_result is not None)
+        await wait_until(pilot, lambda: app.session.live_result is not None)
         await pilot.press("b")  # PyTorch: its speedup needs the NumPy baseline
         await wait_until(
-            pilot, lambda: app.live_result is not None and app.live_result.spec.backend == "torch"
+            pilot,
+            lambda: app.session.live_result is not None and app.session.live_result.spec.backend == "torch",
         )
-        await wait_until(pilot, lambda: not app.baseline_running)
+        await wait_until(pilot, lambda: not app.session.baseline_running)
         # as if the paired job had never run: then it fails (its result names the configuration)
         app.session.baselines.clear()
         app.session.speedups.clear()
@@ -49,7 +50,7 @@ async def test_cycle_toasts_say_the_control_not_its_field_name(tmp_path, monkeyp
         app, "notify", lambda m, *a, **k: (titles.append(k.get("title", "")), real(m, *a, **k))
     )
     async with app.run_test(size=(120, 36)) as pilot:
-        await wait_until(pilot, lambda: app.live_result is not None)
+        await wait_until(pilot, lambda: app.session.live_result is not None)
         await pilot.press("g")  # CUDA graphs: no other value on a CPU-only machine
         await pilot.pause()
     assert "no other CUDA graphs available" in titles

@@ -36,8 +36,9 @@ def test_cli_warns_before_launching(monkeypatch):
 async def test_collectives_tab_shows_the_warning(tmp_path, monkeypatch):
     monkeypatch.setattr("gpuplay.collectives.cores.cpu_count", lambda: 2)
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, autostart=False, telemetry=False)
-    app.collectives_args[app.collectives_args.index("--nproc") + 1] = "3"
     async with app.run_test(size=(120, 36)) as pilot:
+        args = app.tab("collectives").args
+        args[args.index("--nproc") + 1] = "3"
         await wait_until(pilot, lambda: app.probed)
         await pilot.press("6")
         await pilot.pause()

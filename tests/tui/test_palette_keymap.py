@@ -40,7 +40,7 @@ async def test_keymap_remaps_a_binding_and_names_unknown_ids(tmp_path, monkeypat
     app = _app(tmp_path)
     seen = record_notifications(app, monkeypatch)
     async with app.run_test(size=(120, 36)) as pilot:
-        await wait_until(pilot, lambda: app.live_result is not None)
+        await wait_until(pilot, lambda: app.session.live_result is not None)
         await pilot.press("z")
         await wait_until(pilot, lambda: app.spec.backend == "torch")
         assert any("no_such_action" in m for m in seen)
@@ -60,7 +60,7 @@ async def test_palette_lists_scenarios_levers_tabs_and_exports(tmp_path):
 async def test_palette_sets_a_lever_and_switches_tabs(tmp_path):
     app = _app(tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
-        await wait_until(pilot, lambda: app.live_result is not None)
+        await wait_until(pilot, lambda: app.session.live_result is not None)
         await pilot.press("ctrl+p")
         assert isinstance(app.screen, CommandPalette)
         await pilot.press(*"backend: pytorch")

@@ -68,8 +68,10 @@ def test_telemetry_panel_without_driver(snap_compare, tmp_path):
         app = pilot.app
         await wait_until(pilot, lambda: app.probed)
         feed(app)
-        app.nvml_line = nvml_status() or "NVML available"
-        app.latest = Snapshot(0.0, 0.0, HostSnapshot([37.0, 12.0], 6 * 2**30, 24 * 2**30, 512 * 2**20), [])
+        app.telemetry.nvml_line = nvml_status() or "NVML available"
+        app.telemetry.latest = Snapshot(
+            0.0, 0.0, HostSnapshot([37.0, 12.0], 6 * 2**30, 24 * 2**30, 512 * 2**20), []
+        )
         await pilot.press("4")
         await pilot.pause()
 

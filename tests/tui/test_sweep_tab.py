@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 async def test_enter_sweeps_and_draws_each_configuration_against_size(tmp_path, monkeypatch):
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], budget_s=0.05, telemetry=False)
     async with app.run_test(size=(140, 40)) as pilot:
-        await wait_until(pilot, lambda: app.live_result is not None, timeout=60)
+        await wait_until(pilot, lambda: app.session.live_result is not None, timeout=60)
         await pilot.press("7")
         assert app.main.query_one("TabbedContent").active == "sweep"
         view = app.main.query_one(SweepView)
@@ -53,7 +53,7 @@ async def test_enter_sweeps_and_draws_each_configuration_against_size(tmp_path, 
 async def test_stop_keeps_the_finished_points(tmp_path):
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], budget_s=0.05, telemetry=False)
     async with app.run_test(size=(140, 40)) as pilot:
-        await wait_until(pilot, lambda: app.live_result is not None, timeout=60)
+        await wait_until(pilot, lambda: app.session.live_result is not None, timeout=60)
         await pilot.press("7")
         view = app.main.query_one(SweepView)
         view.budget_s, view.backends = 0.3, "numpy"
@@ -71,7 +71,7 @@ async def test_a_failing_sweep_is_a_message_and_the_app_goes_on(tmp_path, monkey
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], budget_s=0.05, telemetry=False)
     async with app.run_test(size=(140, 40)) as pilot:
         messages = record_notifications(app, monkeypatch)
-        await wait_until(pilot, lambda: app.live_result is not None, timeout=60)
+        await wait_until(pilot, lambda: app.session.live_result is not None, timeout=60)
         await pilot.press("7")
         view = app.main.query_one(SweepView)
         view.backends = "cupy"  # no GPU here: every configuration refused

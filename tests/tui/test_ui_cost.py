@@ -45,11 +45,11 @@ async def test_idle_ticks_do_not_redraw_the_telemetry_column(tmp_path):
     """At 160 columns (the telemetry column shown), ten idle ticks redraw the chart at most once."""
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.1, telemetry=False)
     async with app.run_test(size=(160, 45)) as pilot:
-        await wait_until(pilot, lambda: app.live_result is not None and app.phase == "done")
+        await wait_until(pilot, lambda: app.session.live_result is not None and app.session.phase == "done")
         chart = app.query_one("#tchart-side", TelemetryChart)
         panel = app.query_one("#telemetry-side", TelemetryPanel)
-        app.sampler = Sampler(0.5)  # never started: the test hands it the snapshots
-        history = app.sampler.history
+        app.telemetry.sampler = Sampler(0.5)  # never started: the test hands it the snapshots
+        history = app.telemetry.sampler.history
         drawn, shown = chart._version, []
         real_update = panel.update
         panel.update = lambda *a, **k: (shown.append(1), real_update(*a, **k))  # type: ignore[method-assign]
@@ -60,7 +60,7 @@ async def test_idle_ticks_do_not_redraw_the_telemetry_column(tmp_path):
         await pilot.pause()
         assert chart._version - drawn <= 1
         assert len(shown) <= 1
-        assert app.sampler.interval >= 1.0  # idle: sampled at 1 Hz
+        assert app.telemetry.sampler.interval >= 1.0  # idle: sampled at 1 Hz
         await pilot.press("4")  # a view being shown draws at once, whatever the pace
         await pilot.pause()
         full = app.query_one("#tchart-full", TelemetryChart)

@@ -278,7 +278,9 @@ def csv_columns() -> list[str]:
     return [lv.csv_column for lv in LEVERS]
 
 
-def csv_cells(spec: RunSpec, conditions_: Mapping[str, Any], params: Mapping[str, Any] | None = None) -> list[Any]:
+def csv_cells(
+    spec: RunSpec, conditions_: Mapping[str, Any], params: Mapping[str, Any] | None = None
+) -> list[Any]:
     """One row's lever cells; a timed-transfers cell says what ran (the plan's verdict), not the ask;
     a workload parameter is blank for the workloads that have none. `params`: the workload's
     resolved parameters (its defaults filled in), when the caller has them."""

@@ -17,8 +17,9 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from gpuplay.tui.controls import controls_for, label, values_for, verdict_for, with_value
+from gpuplay.tui.tabs import TAB_IDS
 
-TABS = ("live", "compare", "code", "telemetry", "profile", "collectives")
+TABS = TAB_IDS  # every tab, in the order of its key
 
 # Binding ids for actions whose name does not say it in a user's words.
 _IDS = {"cycle_preset": "preset", "cycle_limit": "step_limit", "save_svg": "screenshot",
@@ -108,3 +109,13 @@ def keymap_problems(
         if k not in ids
     ]
     return good, bad
+
+
+def help_rows(bindings: Sequence[Binding | Any], keymap: dict[str, str]) -> list[tuple[str, str]]:
+    """The help screen's rows: every binding's key as the keymap has it, and what it does."""
+    rows = [
+        (keymap.get(b.id or "", b.key).replace("question_mark", "?"), b.description)
+        for b in bindings
+        if isinstance(b, Binding)
+    ]
+    return [*rows, ("↑ ↓", "choose a scenario (in the list)")]

@@ -1,64 +1,45 @@
-"""The main screen's composition: sidebar, tabs and the side telemetry column."""
+"""The main screen's composition (sidebar, tabs, the side telemetry column) and how it adapts
+to the terminal's size."""
 
 from __future__ import annotations
 
-from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Header, OptionList, TabbedContent, TabPane
-from textual.widgets.option_list import Option
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer, Header, TabbedContent
 
-from gpuplay.core.safetext import visible
 from gpuplay.core.scenarios import ScenarioSet
-from gpuplay.tui.collectives_view import CollectivesView
-from gpuplay.tui.profile_view import ProfileView
-from gpuplay.tui.roofline import RooflineChart
-from gpuplay.tui.sweep_view import SweepView
-from gpuplay.tui.widgets import (
-    ClaimLine,
-    CodeView,
-    CompareView,
-    ControlsPanel,
-    SpeedupDigits,
-    StatsPanel,
-    StepChart,
-    TelemetryChart,
-    TelemetryPanel,
-)
+from gpuplay.tui.sidebar import Sidebar
+from gpuplay.tui.tabs import TAB_CLASSES, PlaygroundTab, TelemetryColumn, fit_labels
+
+
+class LabelledTabs(TabbedContent):
+    """The tabs, their labels fitted to the bar's width each time it changes (after layout)."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        fit_labels(self, self.query(PlaygroundTab), event.size.width)
 
 
 def compose_main(scenarios: ScenarioSet) -> ComposeResult:
     yield Header()
     with Horizontal(id="body"):
-        with Vertical(id="sidebar"):
-            # A title is the file's text, not markup: `[/]` in it must not take the app down.
-            options = [
-                Option(Text(visible(s.title, one_line=True)), id=s.name) for s in scenarios.scenarios.values()
-            ]
-            yield OptionList(*options, id="scenarios")
-            yield ControlsPanel(id="controls")
-        with TabbedContent(id="tabs", initial="live"):
-            with TabPane("Live", id="live"):
-                with Horizontal(id="live-top"):
-                    yield SpeedupDigits(id="speedup")
-                    yield StatsPanel(id="stats")
-                yield StepChart(id="chart")
-                yield ClaimLine(id="claim")
-            with TabPane("Compare", id="compare"):
-                yield CompareView()
-                yield RooflineChart(id="roofline-chart")
-            with TabPane("Code", id="code"):
-                yield CodeView()
-            with TabPane("Telemetry", id="telemetry"):
-                yield TelemetryPanel(id="telemetry-full")
-                yield TelemetryChart(id="tchart-full")
-            with TabPane("Profile", id="profile"):
-                yield ProfileView(id="profile-view")
-            with TabPane("Collectives", id="collectives"):
-                yield CollectivesView(id="collectives-view")
-            with TabPane("Sweep", id="sweep"):
-                yield SweepView(id="sweep-view")
-        with Vertical(id="side-telemetry"):
-            yield TelemetryPanel(id="telemetry-side")
-            yield TelemetryChart(id="tchart-side")
+        yield Sidebar(scenarios, id="sidebar")
+        with LabelledTabs(id="tabs", initial="live"):
+            for tab in TAB_CLASSES:
+                yield tab()
+        yield TelemetryColumn(id="side-telemetry")
     yield Footer()
+
+
+def adapt_layout(screen: Screen[object], width: int, height: int) -> None:
+    """Classes for the stylesheet (narrow, short) and the footer's density."""
+    screen.set_class(width < 150, "narrow")
+    screen.set_class(height < 32, "short")
+    # Compact footer keys below 120 columns, and no palette hint below 100 (ctrl+p and the
+    # help still open it): at 80 the full footer cuts off help and quit.
+    for footer in screen.query(Footer):
+        footer.compact = width < 120
+        if footer.show_command_palette != (width >= 100):
+            footer.show_command_palette = width >= 100
+            footer.refresh(recompose=True)  # not a recomposing reactive in Textual

@@ -17,7 +17,16 @@ from rich.text import Text
 from textual.app import App
 
 from gpuplay.core.codewatch import CodeFileWatcher
-from gpuplay.core.workloads.usercode import UserCodeError, frame_lines, load, read_source
+from gpuplay.core.scenarios import ScenarioSet, scenario_for
+from gpuplay.core.workloads.usercode import (
+    UserCodeError,
+    code_ref,
+    frame_lines,
+    is_code_ref,
+    load,
+    read_source,
+    ref_path,
+)
 from gpuplay.tui.widgets import CodeView
 
 
@@ -101,3 +110,23 @@ def recheck(path: Path) -> tuple[str, str, str]:
             source = ""
         return source, exc.summary, exc.detail
     return w.info.source, "", ""
+
+
+def code_scenarios(sset: ScenarioSet, paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """Put the user's code files first in the scenario list; a broken one is a warning."""
+    found: dict[str, Any] = {}
+    problems: list[str] = []
+    kept: list[Path] = []
+    for path in paths:
+        try:
+            sc = scenario_for(path)
+        except UserCodeError as exc:
+            problems.append(f"code file {path}: {exc.summary}")
+            continue
+        found[sc.name] = sc
+        kept.append(Path(sc.path or path))
+    sset.scenarios = {**found, **{k: v for k, v in sset.scenarios.items() if k not in found}}
+    return kept, problems
+
+
+__all__ = ["code_ref", "is_code_ref", "ref_path"]  # re-exported for the Code tab

@@ -1,0 +1,60 @@
+"""The sidebar: the scenario list and the controls panel under it.
+
+Arrowing through the list chooses the scenario where the cursor stops (debounced): the sidebar
+posts `Sidebar.ScenarioChosen` and the App measures it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from gpuplay.core.safetext import visible
+from gpuplay.core.scenarios import ScenarioSet
+from gpuplay.tui.widgets import ControlsPanel
+
+DEBOUNCE_S = 0.25
+
+
+class Sidebar(Vertical):
+    class ScenarioChosen(Message):
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+
+    def __init__(self, scenarios: ScenarioSet, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.scenarios = scenarios
+        self._timer: Any = None
+
+    def compose(self) -> ComposeResult:
+        # A title is the file's text, not markup: `[/]` in it must not take the app down.
+        options = [
+            Option(Text(visible(s.title, one_line=True)), id=s.name)
+            for s in self.scenarios.scenarios.values()
+        ]
+        yield OptionList(*options, id="scenarios")
+        yield ControlsPanel(id="controls")
+
+    def on_mount(self) -> None:
+        self.query_one("#scenarios", OptionList).border_title = "scenarios"
+
+    def highlight(self, name: str) -> None:
+        """Move the list's highlight to `name` (the palette's choice): chosen as arrows choose."""
+        scenarios = self.query_one("#scenarios", OptionList)
+        scenarios.highlighted = scenarios.get_option_index(name)
+
+    @on(OptionList.OptionHighlighted, "#scenarios")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        name = event.option.id
+        if self._timer is not None:
+            self._timer.stop()
+        if name is not None:  # arrowing through the list restarts once, where the cursor stops
+            self._timer = self.set_timer(DEBOUNCE_S, lambda: self.post_message(self.ScenarioChosen(name)))

@@ -1,0 +1,89 @@
+"""What every tab of the playground is: a TabPane that owns its widgets, its state and its workers.
+
+The App composes the tabs (`TABS`), owns the session and the engine, and routes what happens
+to every tab (`PlaygroundTab.routed`): engine results, phases and samples (tui/messages.py), nothing
+else. A tab redraws itself (`refresh_view`) when it is shown and when something it shows
+changed while it is shown; a hidden tab draws nothing, and catches up when it is shown.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from textual.message import Message
+from textual.widgets import ContentSwitcher, TabbedContent, TabPane
+
+if TYPE_CHECKING:
+    from gpuplay.core.session import LiveSession
+    from gpuplay.core.spec import RunSpec
+    from gpuplay.tui.runs import LiveRuns
+
+
+class Host(Protocol):
+    """What a tab may use of the App (the App is the only implementation)."""
+
+    session: LiveSession
+    engine: Any
+    measure_lock: threading.Lock  # at most one measurement, profile or sweep at any time
+    probed: bool
+    telemetry: Any  # tabs.telemetry.TelemetryFeed: the latest snapshot and the sampler
+    runs: LiveRuns  # the live measurements (`runs.paused`: space)
+    code_paths: list[Path]  # the user's code files (gpuplay FILE.py, config.toml)
+
+    @property
+    def spec(self) -> RunSpec | None: ...
+
+    def start_measurement(self) -> None: ...
+
+    def refresh_all(self) -> None: ...
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information",
+               timeout: float | None = None, markup: bool = False) -> None: ...  # fmt: skip
+
+
+class PlaygroundTab(TabPane):
+    """One tab: `LABEL` on a wide screen, `SHORT` when the tab bar is narrow, `TAB_ID` for keys."""
+
+    LABEL: ClassVar[str] = ""
+    SHORT: ClassVar[str] = ""
+    TAB_ID: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        super().__init__(self.LABEL, id=self.TAB_ID)
+
+    @property
+    def host(self) -> Host:
+        return self.app  # type: ignore[return-value]  # the playground's App, the one Host
+
+    @property
+    def shown(self) -> bool:
+        """Whether this tab is the one on screen (its TabbedContent's active pane)."""
+        parent = self.parent
+        return isinstance(parent, ContentSwitcher) and parent.current == self.id
+
+    def refresh_view(self) -> None:
+        """Draw from the session and the tab's own state. Never runs the planner or a measurement."""
+
+    def routed(self, message: Message) -> None:
+        """A message the App routes to every tab (RunPhase, RunProgress, RunFinished, ProbesDone)."""
+
+    def redraw_if_shown(self) -> None:
+        if self.shown:
+            self.refresh_view()
+
+
+def fit_labels(tabbed: TabbedContent, tabs: Iterable[PlaygroundTab], width: int) -> None:
+    """Every tab's label on screen: the short labels when the full ones do not fit `width`."""
+    tabs = list(tabs)
+    if not width:
+        return  # not laid out yet
+    full = sum(len(t.LABEL) + 2 for t in tabs)  # a tab is its label and one column either side
+    short = width < full
+    for tab in tabs:
+        label = tab.SHORT if short else tab.LABEL
+        header = tabbed.get_tab(tab.TAB_ID)
+        if str(header.label) != label:
+            header.label = label
