@@ -27,10 +27,10 @@ async def wait_for(pilot, predicate, timeout=120.0):
 
 def done_with(app, **fields):
     return lambda: (
-        app.live_result is not None
-        and app.live_result.spec == app.spec
+        app.session.live_result is not None
+        and app.session.live_result.spec == app.spec
         and all(getattr(app.spec, k) == v for k, v in fields.items())
-        and not app.baseline_running
+        and not app.session.baseline_running
     )
 
 
@@ -38,7 +38,7 @@ async def main(size: tuple[int, int], prefix: str) -> list[Path]:
     app = GpuPlayApp(export_dir=OUT, budget_s=1.5)
     shots = []
     async with app.run_test(size=size) as pilot:
-        await wait_for(pilot, lambda: app.live_result is not None)
+        await wait_for(pilot, lambda: app.session.live_result is not None)
         await pilot.press("b")  # NumPy → PyTorch
         await wait_for(pilot, done_with(app, backend="torch"))
         await pilot.press("a", "a")  # AMP bf16
