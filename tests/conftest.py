@@ -14,6 +14,10 @@ def isolated_dirs(tmp_path, monkeypatch):
     """Session logs and config go to a temporary folder, never the user's."""
     monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("GPUPLAY_CONFIG_DIR", str(tmp_path / "config"))
+    # torch.compile's on-disk caches (inductor's FX graph and autotuning caches) outlive a run:
+    # a machine that compiled the same graph before (an earlier CI run, a developer) would read a
+    # 40 ms cache hit where a test times a compile. Each test gets its own, empty.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     yield
 
 

@@ -209,7 +209,9 @@ def test_a_second_compiled_run_in_one_process_compiles_again():
     first, second = run(spec), run(spec)
     for r in (first, second):
         assert r.status == "ok" and r.check_ok and r.conditions["compile"] == "default", r.notes
-    assert second.compile_s > 0.05, (first.compile_s, second.compile_s)
+    # Without the reset the second call is dynamo's in-memory hit: 0.00018 s. With it, dynamo traces
+    # again; inductor may still serve the kernels from its on-disk FX graph cache (~0.04 s).
+    assert second.compile_s > 0.01, (first.compile_s, second.compile_s)
 
 
 # -- 6. refusals ---------------------------------------------------------------------------------
