@@ -17,7 +17,8 @@ def isolated_dirs(tmp_path, monkeypatch):
     # torch.compile's on-disk caches (inductor's FX graph and autotuning caches) outlive a run:
     # a machine that compiled the same graph before (an earlier CI run, a developer) would read a
     # 40 ms cache hit where a test times a compile. Each test gets its own, empty.
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    # Beside tmp_path, not in it: tests that list what a command left in their folder see none of it.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path.parent / f"{tmp_path.name}-inductor"))
     yield
 
 
