@@ -465,3 +465,14 @@ async def test_a_recorded_speedup_beside_live_bars_is_marked_in_its_cell(scenari
         assert "1,714×†" in drawn[recorded_row]
         assert drawn[recorded_row + 1].strip().startswith("† recorded · mean at 4096×4096")
         assert not any("×†" in line for line in drawn if "1,714" not in line)  # live ratios unmarked
+
+
+async def test_notifications_show_outside_text_as_text(scenarios):
+    """A deck's or a result's text in a toast: markup shown literally, ESC made visible."""
+    app = PresenterApp(deck_of(scenarios), autostart=False, remember=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.notify("[/]\x1b]2;PWNED\x07 [bold", title="[red")  # Rich markup would raise on "[/]"
+        await pilot.pause()
+        (toast,) = list(app._notifications)
+        assert "\x1b" not in toast.message and "␛" in toast.message and "[/]" in toast.message
+        assert toast.markup is False

@@ -21,11 +21,10 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
-from textual.notifications import SeverityLevel
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
@@ -39,6 +38,7 @@ from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import summarize
 from gpuplay.tui.bignumber import BigNumber
 from gpuplay.tui.sweep_view import SWEEP_NOT_REPLAYED, SweepView, show_sweep_step
+from gpuplay.tui.textapp import TextNotifications
 from gpuplay.tui.themes import apply_theme
 
 PROGRESS_INTERVAL_S = 0.2  # a live median at most five times a second: calm on a projector
@@ -329,7 +329,7 @@ def _theme_colour(widget: Widget, variable: str) -> str:
     return str(widget.app.theme_variables.get(variable.lstrip("$"), "white"))
 
 
-class PresenterApp(App[None]):
+class PresenterApp(TextNotifications):  # a deck's and a result's text shown as text
     CSS_PATH = Path(__file__).parent / "presenter.tcss"
     TITLE = "gpuplay demo"
 
@@ -353,24 +353,6 @@ class PresenterApp(App[None]):
         Binding("y", "quit_confirmed", show=False),
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
     ]
-
-    def notify(
-        self,
-        message: str,
-        *,
-        title: str = "",
-        severity: SeverityLevel = "information",
-        timeout: float | None = None,
-        markup: bool = False,
-    ) -> None:
-        """Outside text (a deck's, a result's): shown as text, control characters visible."""
-        super().notify(
-            visible(message),
-            title=visible(title, one_line=True),
-            severity=severity,
-            timeout=timeout,
-            markup=markup,
-        )
 
     def __init__(
         self,

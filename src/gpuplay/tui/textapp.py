@@ -17,13 +17,9 @@ from textual.screen import Screen
 from gpuplay.core.safetext import visible as shown_text
 
 
-class TextApp(App[None]):
-    exit_signal: int | None = None  # the signal that ended the app, if one did
-
-    @property
-    def main(self) -> Screen[Any]:
-        """The app's own screen: queries must not land on a help screen above it."""
-        return self.screen_stack[0] if self.screen_stack else self.screen
+class TextNotifications(App[None]):
+    """Notifications carry outside text: shown as text, never markup, control characters visible.
+    (The playground and the presenter both take it.)"""
 
     def notify(
         self,
@@ -41,6 +37,15 @@ class TextApp(App[None]):
             timeout=timeout,
             markup=markup,
         )
+
+
+class TextApp(TextNotifications):
+    exit_signal: int | None = None  # the signal that ended the app, if one did
+
+    @property
+    def main(self) -> Screen[Any]:
+        """The app's own screen: queries must not land on a help screen above it."""
+        return self.screen_stack[0] if self.screen_stack else self.screen
 
     def quit_on_signals(self) -> None:
         """Call from on_mount: SIGTERM and SIGHUP end the app (the terminal is restored)."""
