@@ -77,6 +77,7 @@ def run(
         params = {**sc.preset_params(preset), **parse_assignments(sizes)}
         params = get_workload(sc.workload).resolve(params)
         spec = RunSpec.make(sc.workload, params, scenario=sc.name, **pop_spec_fields(kw))
+        spec = _needed_backend(spec, get_workload(sc.workload).needs_backend(params))
         size = get_workload(sc.workload).size_label(params)
     except (KeyError, ValueError, SpecError) as exc:
         raise click.UsageError(message(exc)) from None
@@ -133,6 +134,16 @@ def run(
 
         if not profile_and_print(spec, trace, fmt):
             sys.exit(1)
+
+
+def _needed_backend(spec: Any, needed: str | None) -> Any:
+    """The backend the parameters need (an exported torch model, torch's DataLoader) when -b was
+    not given; said on stderr. An explicit -b stays, and the planner says why it cannot run."""
+    ctx = click.get_current_context()
+    if needed is None or spec.backend == needed or ctx.get_parameter_source("backend") != click.core.ParameterSource.DEFAULT:
+        return spec
+    stderr_console().print(f"backend {needed}: these parameters run on {needed}", highlight=False, markup=False)
+    return spec.replace(backend=needed)
 
 
 def _code_scenario(arg: str) -> Any:

@@ -153,11 +153,15 @@ def plan_compare(
             ids = [d.id for d in devs] if avail.ok else ["cuda:0" if b == "cupy" else "cpu"]
             for dev in ids:
                 for v in variants if b == "torch" else ("base",):
+                    split = levers.split_variant(v, sc.workload)
+                    if split is None:  # a parameter variant of other workloads (runtime: inference)
+                        continue
+                    fields, extra = split
                     methods: list[str | None] = [None]
                     if sc.workload == "autograd" and b == "torch" and params.get("method") == "auto":
                         methods = ["autograd", "fd"]  # device and algorithm told apart
                     for method in methods:
-                        p = dict(params) if method is None else {**params, "method": method}
+                        p = {**params, **extra} if method is None else {**params, **extra, "method": method}
                         spec = RunSpec.make(
                             sc.workload,
                             p,
@@ -165,7 +169,7 @@ def plan_compare(
                             backend=b,
                             device=dev,
                             dtype=dtype,
-                            **VARIANTS[v],
+                            **fields,
                             **spec_kw,
                         )
                         verdict = check(spec, probe_timeout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,8 @@ class RunResult:
     warmup: list[float] = field(default_factory=list)
     setup_s: float | None = None
     compile_s: float | None = None
+    build_s: float | None = None  # an inference runtime's export/build (gpuplay.core.runtimes), excluded
+    split: dict[str, list[float]] = field(default_factory=dict)  # per-step phases: data wait, h2d, model
     estimate_s: float | None = None  # predicted step time before running
     flops: float = 0.0
     bytes: float = 0.0
@@ -122,6 +125,8 @@ class RunResult:
             "warmup_s": self.warmup,
             "setup_s": self.setup_s,
             "compile_s": self.compile_s,
+            "build_s": self.build_s,
+            "split": split_summary(self.split),
             "estimate_s": self.estimate_s,
             "flops": self.flops,
             "bytes": self.bytes,
@@ -155,6 +160,8 @@ class RunResult:
             warmup=list(d.get("warmup_s") or []),
             setup_s=d.get("setup_s"),
             compile_s=d.get("compile_s"),
+            build_s=d.get("build_s"),
+            split=split_from_dict(d.get("split")),
             estimate_s=d.get("estimate_s"),
             flops=d.get("flops") or 0.0,
             bytes=d.get("bytes") or 0.0,
@@ -170,6 +177,27 @@ class RunResult:
             started=d.get("started", ""),
             finished=d.get("finished", ""),
         )
+
+
+def split_summary(split: dict[str, list[float]]) -> dict[str, Any] | None:
+    """Each phase's median seconds per step beside its per-step values (`per_step`)."""
+    if not split:
+        return None
+    out: dict[str, Any] = {k: float(statistics.median(v)) if v else None for k, v in split.items()}
+    out["per_step"] = {k: list(v) for k, v in split.items()}
+    return out
+
+
+def split_from_dict(d: Any) -> dict[str, list[float]]:
+    """The per-step phases back from a result's JSON; anything not a list of finite numbers is dropped."""
+    per_step = d.get("per_step") if isinstance(d, dict) else None
+    if not isinstance(per_step, dict):
+        return {}
+    return {
+        str(k): [float(x) for x in v if isinstance(x, int | float) and math.isfinite(x)]
+        for k, v in per_step.items()
+        if isinstance(v, list)
+    }
 
 
 def _finite_or_str(x: float | None) -> float | str | None:

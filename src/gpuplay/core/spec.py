@@ -151,6 +151,9 @@ class RunSpec:
             parts.append("+cold")
         if self.alloc != "warm":
             parts.append(f"+alloc:{self.alloc}")
+        runtime = self.params.get("runtime")
+        if runtime and runtime != "eager":  # an inference runtime (gpuplay.core.runtimes)
+            parts.append(f"+{runtime}")
         method = self.params.get("method")
         if method and method != "auto":
             parts.append(f"({method})")
