@@ -118,22 +118,22 @@ def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float
     if wanted not in used:
         conditions["ort_fallback"] = f"{wanted} asked, the session runs on {used[0] if used else 'nothing'}"
     if device.startswith("cuda") and "CPUExecutionProvider" == (used[0] if used else ""):
-        run = _cpu_run(session, example, device)  # it fell back: time what it does, copies and all
+        run = _cpu_run(session)  # it fell back: time what it does, copies and all
     elif device.startswith("cuda"):
         run = _bound_run(session, example, dtype, device)
     else:
-        run = _cpu_run(session, example, device)
+        run = _cpu_run(session)
     return run, time.perf_counter() - t0, conditions
 
 
-def _cpu_run(session: Any, example: Any, device: str) -> Any:
+def _cpu_run(session: Any) -> Any:
     import torch
 
     name = session.get_inputs()[0].name
 
     def run(x: Any) -> Any:
         # x.cpu() is x itself on the CPU; on a GPU (a session that fell back) it is the copy ORT needs
-        return torch.from_numpy(session.run(None, {name: x.detach().cpu().numpy()})[0]).to(device)
+        return torch.from_numpy(session.run(None, {name: x.detach().cpu().numpy()})[0]).to(x.device)
 
     return run
 
