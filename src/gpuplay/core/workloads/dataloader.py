@@ -8,9 +8,8 @@ the model) beside the step's total, so whether the loader or the model is the bo
 seen, and what `workers` and `pin` change.
 
 Workers are started once, when the run is set up (persistent_workers: not per step, not per
-epoch), and end with the loader when the run is over; a killed engine takes them with it (its
-client kills the engine's process group, and torch's workers exit when their parent dies:
-tests/unit/test_dataloader.py kills an engine with no one to reap it and finds none left).
+epoch), die with the loader when the run is over, and, on Linux, with the engine process
+if it is killed (PR_SET_PDEATHSIG), so none outlives it.
 """
 
 from __future__ import annotations
@@ -108,6 +107,17 @@ class Forever:
 
     def __iter__(self) -> Iterator[int]:
         return itertools.cycle(range(self.n))
+
+
+def die_with_parent(_worker_id: int) -> None:
+    """A worker's first act: ask Linux to kill it when the engine that started it dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
 
 
 class PhaseSplit:
@@ -244,6 +254,7 @@ class DataLoaderWorkload(Workload):
             num_workers=workers,
             pin_memory=p["pin"] == "on",
             persistent_workers=workers > 0,
+            worker_init_fn=die_with_parent if workers else None,
         )
         w = model_weights("mlp", FEATURES, 1)
         model = build_model(torch, w).to(device=pixels.device, dtype=pixels.dtype).eval()
