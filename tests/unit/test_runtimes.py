@@ -143,7 +143,9 @@ class _Binding:
     def bind_input(self, name, device_type, device_id, element_type, shape, buffer_ptr):
         self.log.append(("input", name, device_type, device_id, np.dtype(element_type), shape, buffer_ptr))
 
-    def bind_output(self, name, device_type="cpu", device_id=0, element_type=None, shape=None, buffer_ptr=None):
+    def bind_output(
+        self, name, device_type="cpu", device_id=0, element_type=None, shape=None, buffer_ptr=None
+    ):
         self.log.append(("output", name, device_type, device_id, np.dtype(element_type), shape, buffer_ptr))
 
 

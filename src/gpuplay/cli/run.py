@@ -140,9 +140,15 @@ def _needed_backend(spec: Any, needed: str | None) -> Any:
     """The backend the parameters need (an exported torch model, torch's DataLoader) when -b was
     not given; said on stderr. An explicit -b stays, and the planner says why it cannot run."""
     ctx = click.get_current_context()
-    if needed is None or spec.backend == needed or ctx.get_parameter_source("backend") != click.core.ParameterSource.DEFAULT:
+    if (
+        needed is None
+        or spec.backend == needed
+        or ctx.get_parameter_source("backend") != click.core.ParameterSource.DEFAULT
+    ):
         return spec
-    stderr_console().print(f"backend {needed}: these parameters run on {needed}", highlight=False, markup=False)
+    stderr_console().print(
+        f"backend {needed}: these parameters run on {needed}", highlight=False, markup=False
+    )
     return spec.replace(backend=needed)
 
 

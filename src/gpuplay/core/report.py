@@ -145,7 +145,11 @@ def split_note(split: dict[str, list[float]]) -> str:
     words = {"data_wait_s": "data wait", "h2d_s": "h2d", "model_s": "model"}
     parts = [f"{words.get(k, k)} {fmt_time(v)} ({100 * v / total:.0f} %)" for k, v in med.items()]
     wait = med.get("data_wait_s", 0.0) / total
-    verdict = f"; the model is idle {100 * wait:.0f} % of the step: the loader is the bottleneck" if wait > 0.5 else ""
+    verdict = (
+        f"; the model is idle {100 * wait:.0f} % of the step: the loader is the bottleneck"
+        if wait > 0.5
+        else ""
+    )
     return "split: " + ", ".join(parts) + verdict
 
 

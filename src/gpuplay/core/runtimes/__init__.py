@@ -80,7 +80,9 @@ class _Cache:
 _cache = _Cache(CACHE_SIZE)
 
 
-def build(name: str, key: Hashable, make_model: Callable[[], Any], example: Any, dtype: str, device: str) -> Built:
+def build(
+    name: str, key: Hashable, make_model: Callable[[], Any], example: Any, dtype: str, device: str
+) -> Built:
     """`name`'s forward pass of the model `make_model` builds, for `example`'s shapes; cached per
     `key` (the caller's model identity), shapes, dtype, device and runtime in this process."""
     full_key = (name, key, tuple(example.shape), dtype, device)

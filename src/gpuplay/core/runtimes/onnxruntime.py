@@ -55,8 +55,14 @@ def dtype_refusal(dtype: str) -> str | None:
 
 
 def notes(device: str, conditions: dict[str, Any]) -> list[str]:
-    fell = [f"runtime: ONNX Runtime fell back: {conditions['ort_fallback']}"] if "ort_fallback" in conditions else []
-    return fell + ["runtime: ONNX Runtime, the model exported with torch.onnx.export, run by onnxruntime.InferenceSession"]
+    fell = (
+        [f"runtime: ONNX Runtime fell back: {conditions['ort_fallback']}"]
+        if "ort_fallback" in conditions
+        else []
+    )
+    return fell + [
+        "runtime: ONNX Runtime, the model exported with torch.onnx.export, run by onnxruntime.InferenceSession"
+    ]
 
 
 def export(model: Any, example: Any) -> bytes:
@@ -71,6 +77,8 @@ def export(model: Any, example: Any) -> bytes:
         with contextlib.redirect_stdout(io.StringIO()), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the exporter's progress lines and its own deprecations
             program = torch.onnx.export(model.eval(), (example,), dynamo=True, verbose=False)
+        if program is None:  # only with an f= path given, which is not
+            raise RuntimeError("torch.onnx.export returned no program")
         proto: bytes = program.model_proto.SerializeToString()
         return proto
     finally:
@@ -117,7 +125,7 @@ def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float
     wanted = asked[0][0] if isinstance(asked[0], tuple) else asked[0]
     if wanted not in used:
         conditions["ort_fallback"] = f"{wanted} asked, the session runs on {used[0] if used else 'nothing'}"
-    if device.startswith("cuda") and "CPUExecutionProvider" == (used[0] if used else ""):
+    if device.startswith("cuda") and (used[0] if used else "") == "CPUExecutionProvider":
         run = _cpu_run(session)  # it fell back: time what it does, copies and all
     elif device.startswith("cuda"):
         run = _bound_run(session, example, dtype, device)
@@ -146,7 +154,9 @@ def _bound_run(session: Any, example: Any, dtype: str, device: str) -> Any:
     index = int(device.partition(":")[2] or 0)
     element = np.dtype(NUMPY_TYPES[dtype])
     inp, outp = session.get_inputs()[0], session.get_outputs()[0]
-    out = torch.empty(tuple(example.shape[:-1]) + (int(outp.shape[-1]),), dtype=example.dtype, device=example.device)
+    out = torch.empty(
+        tuple(example.shape[:-1]) + (int(outp.shape[-1]),), dtype=example.dtype, device=example.device
+    )
     binding = session.io_binding()
     binding.bind_output(outp.name, "cuda", index, element, tuple(out.shape), out.data_ptr())
     bound = [0]

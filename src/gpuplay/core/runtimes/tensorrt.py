@@ -29,7 +29,9 @@ def dtype_refusal(dtype: str) -> str | None:
 
 
 def notes(device: str, conditions: dict[str, Any]) -> list[str]:
-    return ["runtime: TensorRT, compiled by torch_tensorrt.compile (ir=dynamo) into an engine for these shapes"]
+    return [
+        "runtime: TensorRT, compiled by torch_tensorrt.compile (ir=dynamo) into an engine for these shapes"
+    ]
 
 
 def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float, dict[str, Any]]:
@@ -38,9 +40,15 @@ def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float
 
     precision = {"float32": torch.float32, "float16": torch.float16}[dtype]
     t0 = time.perf_counter()
-    engine = torch_tensorrt.compile(model.eval(), ir="dynamo", inputs=[example], enabled_precisions={precision})
-    return engine, time.perf_counter() - t0, {
-        "runtime": "tensorrt",
-        "torch_tensorrt": getattr(torch_tensorrt, "__version__", "?"),
-        "trt_precisions": dtype,
-    }
+    engine = torch_tensorrt.compile(
+        model.eval(), ir="dynamo", inputs=[example], enabled_precisions={precision}
+    )
+    return (
+        engine,
+        time.perf_counter() - t0,
+        {
+            "runtime": "tensorrt",
+            "torch_tensorrt": getattr(torch_tensorrt, "__version__", "?"),
+            "trt_precisions": dtype,
+        },
+    )

@@ -20,7 +20,9 @@ def dtype_refusal(dtype: str) -> str | None:
 
 
 def notes(device: str, conditions: dict[str, Any]) -> list[str]:
-    return ["runtime: TorchScript is deprecated in favour of torch.compile (PyTorch's words); traced and frozen here"]
+    return [
+        "runtime: TorchScript is deprecated in favour of torch.compile (PyTorch's words); traced and frozen here"
+    ]
 
 
 def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float, dict[str, Any]]:

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from gpuplay.core.workloads.base import EPS, Param, SetupReport, Workload
-from gpuplay.core.workloads.fused import gelu_ops
 from gpuplay.core.workloads.inference import build_torch_model, mlp_forward, model_weights
 
 POOL = 16  # the model sees each image average-pooled to 16×16×3 = 768 features
@@ -49,7 +48,9 @@ def torchvision_refusal() -> str | None:
         import torchvision.io  # noqa: F401
     except Exception as exc:  # an operator library built for another torch fails in many ways
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        return f"torchvision does not load beside this torch ({type(exc).__name__}: {first}): use decode=pillow"
+        return (
+            f"torchvision does not load beside this torch ({type(exc).__name__}: {first}): use decode=pillow"
+        )
     return None
 
 
@@ -204,7 +205,9 @@ class DataLoaderWorkload(Workload):
     params = (
         Param("batch", int, 32, "images per batch (each step decodes them all)", minimum=1, maximum=1024),
         Param("size", int, 128, "image side in pixels (a multiple of 16)", minimum=16, maximum=1024),
-        Param("workers", int, 0, "DataLoader num_workers: 0 decodes in the step itself", minimum=0, maximum=64),
+        Param(
+            "workers", int, 0, "DataLoader num_workers: 0 decodes in the step itself", minimum=0, maximum=64
+        ),
         Param("pin", str, "off", "pinned host memory for the batch (pin_memory)", choices=("off", "on")),
         Param("decode", str, "pillow", "JPEG decoder", choices=("pillow", "torchvision")),
     )
@@ -237,7 +240,9 @@ class DataLoaderWorkload(Workload):
         return [JpegImages.__getitem__, decode, build_model]
 
     def kernel(self, backend: str, xp: Any, p: Mapping[str, Any]) -> Callable[..., Any]:
-        return lambda batches, model, device, dtype: loader_step(xp, batches, model, device, dtype, p["pin"] == "on")
+        return lambda batches, model, device, dtype: loader_step(
+            xp, batches, model, device, dtype, p["pin"] == "on"
+        )
 
     def prepare(
         self, backend: str, device: str, args: tuple[Any, ...], p: Mapping[str, Any]
@@ -247,10 +252,10 @@ class DataLoaderWorkload(Workload):
         (pixels,) = args
         files = jpeg_files(pixels.detach().cpu().numpy())
         workers = p["workers"]
-        loader = torch.utils.data.DataLoader(
+        loader: Any = torch.utils.data.DataLoader(
             JpegImages(files, p["decode"]),  # type: ignore[arg-type]
             batch_size=p["batch"],
-            sampler=Forever(len(files)),  # type: ignore[arg-type]
+            sampler=Forever(len(files)),
             num_workers=workers,
             pin_memory=p["pin"] == "on",
             persistent_workers=workers > 0,
