@@ -80,7 +80,8 @@ class ControlsPanel(Static):
                     cells.append(" ")
                 if why:
                     cells.append(label(v), style="dim strike")
-                    if c.field in ("backend", "device") or len(reasons) < 3:
+                    # the scenario's own parameters (a runtime, a loader's pin) always say why
+                    if c.field in ("backend", "device") or c.lever.is_param or len(reasons) < 3:
                         name = label(v) if c.field in ("backend", "device") else f"{c.title} {label(v)}"
                         reasons.append(f"{name}: {why.removeprefix(f'{name}: ')}")  # no "CuPy: CuPy:"
                 else:
