@@ -249,3 +249,21 @@ def test_the_cpu_package_on_a_gpu_is_refused_naming_onnx_gpu(monkeypatch):
     assert why and "gpuplay[onnx-gpu]" in why and "CUDAExecutionProvider" in why
     monkeypatch.setattr(ortmod, "_gpu_package", lambda: True)
     assert ortmod.available("cuda:0") is None
+
+
+def test_the_numpy_baseline_of_a_runtime_runs_the_forward_pass_by_hand():
+    from gpuplay.core.compare import baseline_spec
+
+    base = baseline_spec(spec("onnxruntime"))
+    assert base.backend == "numpy" and base.params["runtime"] == "eager"
+    assert not isinstance(check(base), Refusal)
+
+
+def test_the_runtimes_deck_loads_with_a_step_per_runtime():
+    from gpuplay.core.decks import load_deck, resolve_deck_path
+    from gpuplay.core.scenarios import load_scenarios
+
+    deck = load_deck(resolve_deck_path("inference-runtimes"), load_scenarios())
+    runtimes_ = [(s.spec.compile, s.spec.params["runtime"], s.spec.device) for s in deck.steps]
+    assert runtimes_ == [("off", "eager", "cpu"), ("default", "eager", "cpu"),
+                         ("off", "onnxruntime", "cpu"), ("off", "tensorrt", "cuda")]  # fmt: skip

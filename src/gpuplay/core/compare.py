@@ -24,12 +24,14 @@ def baseline_spec(spec: RunSpec) -> RunSpec:
     """NumPy on the CPU, same workload and size; same dtype where NumPy can, else float32."""
     dtype = spec.dtype
     workload = get_workload(spec.workload)
-    params = workload.resolve(spec.params)
-    if dtype == "bfloat16" or workload.unsupported("numpy", "cpu", dtype, params):
-        dtype = "float32"
     p = dict(spec.params)
     if "method" in p:
         p["method"] = "auto"  # NumPy has only finite differences
+    if p.get("runtime", "eager") != "eager":
+        p["runtime"] = "eager"  # NumPy runs the forward pass by hand: no exported model to run
+    params = workload.resolve(p)
+    if dtype == "bfloat16" or workload.unsupported("numpy", "cpu", dtype, params):
+        dtype = "float32"
     return RunSpec.make(
         spec.workload,
         p,
