@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplay.core.backends.base import StepTimer
+from gpuplay.core.backends.oom import describe_oom
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, between_steps, minor_faults
@@ -223,7 +224,9 @@ class _Paired:
             failing = self.active
             if failing.plan.backend.is_out_of_memory(exc):
                 result.failure = "out-of-memory"
-                result.message = f"out of memory on {failing.plan.spec.device} at {result.size}"
+                result.message = describe_oom(
+                    failing.plan.backend, failing.plan.spec.device, result.size, exc
+                )
             else:
                 result.failure = result.failure or "error"
                 who = "" if failing is cand else "the NumPy baseline: "
