@@ -216,7 +216,9 @@ def install_cuda_run(
     monkeypatch.setattr(planner, "device_refusal", lambda *a, **k: None)
     real_from_host = torch_backend.TorchBackend.from_host
     monkeypatch.setattr(
-        torch_backend.TorchBackend, "from_host", lambda self, h, device, dtype: real_from_host(self, h, "cpu", dtype)
+        torch_backend.TorchBackend,
+        "from_host",
+        lambda self, h, device, dtype: real_from_host(self, h, "cpu", dtype),
     )
     real_build = steps.build_step
     calls = itertools.count(1)

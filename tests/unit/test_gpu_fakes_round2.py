@@ -124,9 +124,11 @@ def test_the_lock_is_the_gpus_whatever_cuda_visible_devices_says(monkeypatch, tm
         # Another session that sees only board B calls it cuda:0: the same lock, so it waits.
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", GPU_B)
         assert devicelock.lock_path("cuda:0", tmp_path) == path
-        with pytest.raises(devicelock.WaitCancelled):
-            with devicelock.device_lock("cuda:0", root=tmp_path, timeout_s=0.3):
-                pass
+        with (
+            pytest.raises(devicelock.WaitCancelled),
+            devicelock.device_lock("cuda:0", root=tmp_path, timeout_s=0.3),
+        ):
+            pass
         # ...and board A, cuda:0 of a third session, is free.
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", GPU_A)
         notes: list[str] = []
@@ -201,12 +203,21 @@ class CUDARuntimeError(RuntimeError):  # cupy_backends.cuda.api.runtime.CUDARunt
         (CUBLASError(3), "cuBLAS workspace", ""),
         (CUDARuntimeError(2), "CUDA runtime allocation", ""),
         (RuntimeError("cuFFT error: CUFFT_ALLOC_FAILED"), "cuFFT workspace", ""),
-        (RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
-         "cuBLAS workspace", ""),  # fmt: skip
-        (RuntimeError("cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling `cusolverDnCreate`"),
-         "cuSOLVER workspace", ""),  # fmt: skip
-        (MemoryError("Out of memory allocating 1,073,741,824 bytes (allocated so far: 0 bytes)."),
-         "the allocator", "1.00 GiB"),  # fmt: skip
+        (
+            RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"),
+            "cuBLAS workspace",
+            "",
+        ),  # fmt: skip
+        (
+            RuntimeError("cusolver error: CUSOLVER_STATUS_ALLOC_FAILED, when calling `cusolverDnCreate`"),
+            "cuSOLVER workspace",
+            "",
+        ),  # fmt: skip
+        (
+            MemoryError("Out of memory allocating 1,073,741,824 bytes (allocated so far: 0 bytes)."),
+            "the allocator",
+            "1.00 GiB",
+        ),  # fmt: skip
     ],
 )
 def test_library_workspace_failures_are_out_of_memory_with_size_and_free(monkeypatch, error, what, size):
@@ -244,7 +255,9 @@ def test_other_library_statuses_are_not_out_of_memory(monkeypatch, error):
     r = _run()
     assert r.status == "failed" and r.failure == "error" and type(error).__name__ in r.message
     assert not CupyBackend().is_out_of_memory(error)
-    assert CupyBackend().is_out_of_memory(type(error)(2 if isinstance(error, CuFFTError | CUDARuntimeError) else 3))
+    assert CupyBackend().is_out_of_memory(
+        type(error)(2 if isinstance(error, CuFFTError | CUDARuntimeError) else 3)
+    )
 
 
 # -- 6. reduce-overhead's CUDA graph is recorded outside the samples --------------------------------
@@ -266,13 +279,17 @@ def test_a_cudagraph_compile_records_before_the_timed_steps(monkeypatch, mode):
 
         return compiled
 
-    monkeypatch.setattr(torch_backend.TorchBackend, "compile", lambda self, fn, mode: cudagraph_tree(fn, mode))
+    monkeypatch.setattr(
+        torch_backend.TorchBackend, "compile", lambda self, fn, mode: cudagraph_tree(fn, mode)
+    )
     monkeypatch.setattr(torch_backend.TorchBackend, "compile_counts", lambda self: None)
     install_cuda_run(monkeypatch, cuda)
     r = _run(compile=mode, warmup=0, repeat=5)
     assert r.status == "ok", r.message
     assert max(r.samples) < 1e-3, r.samples  # no sample holds the 50 ms recording
-    assert r.conditions["warmup"] >= 2 and "kept out of the timed steps" in r.conditions["cuda_graph_recording"]
+    assert (
+        r.conditions["warmup"] >= 2 and "kept out of the timed steps" in r.conditions["cuda_graph_recording"]
+    )
 
 
 # -- 7. TF32 reaches what each path reads ------------------------------------------------------------------

@@ -14,8 +14,8 @@ from gpuplay.core import levers
 from gpuplay.core.backends.oom import fmt_bytes
 from gpuplay.core.compare import Row
 from gpuplay.core.energy import energy_of
-from gpuplay.core.roofline import roof_cell, roof_text
 from gpuplay.core.result import RunResult
+from gpuplay.core.roofline import roof_cell, roof_text
 from gpuplay.core.safetext import visible
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import host_description, package_version
@@ -196,8 +196,8 @@ def to_markdown(rows: Sequence[Row], title: str = "") -> str:
     out.append(
         f"Machine: {env['cpu']} ({env['cores']} cores), Python {env['python']}, NumPy {env.get('numpy', '?')}, "
         f"PyTorch {env.get('torch', 'not installed')}. Medians of timed steps after warm-up; IQR as ± half its "
-        "width; CPU steps timed with perf_counter_ns (synchronous), GPU steps with CUDA events; compile time "
-        "excluded; errors relative to a float64 NumPy reference.\n"
+        "width; CPU steps timed with perf_counter_ns (synchronous), GPU steps with CUDA events from an idle GPU "
+        "(host dispatch included, warm and cold alike); compile time excluded; errors relative to a float64 NumPy reference.\n"
     )
     out.append("| " + " | ".join(COLUMNS) + " |")
     out.append("|" + "---|" * len(COLUMNS))

@@ -186,7 +186,9 @@ def gpu_fingerprint(device: str) -> dict[str, Any]:
     nvml = telemetry.nvml
     driver = nvml.call("nvmlSystemGetDriverVersion")
     limit = nvml.call("nvmlDeviceGetEnforcedPowerLimit", target.handle)
-    clock = nvml.call("nvmlDeviceGetApplicationsClock", target.handle, getattr(nvml.module, "NVML_CLOCK_SM", 1))
+    clock = nvml.call(
+        "nvmlDeviceGetApplicationsClock", target.handle, getattr(nvml.module, "NVML_CLOCK_SM", 1)
+    )
     profile = nvml.call("nvmlDeviceGetName", target.mig_handle) if target.mig else "off"
     fp.update(
         uuid=target.uuid,

@@ -41,7 +41,9 @@ _UNITS = {"": 1, "B": 1, "BYTES": 1, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "
           "KB": 10**3, "MB": 10**6, "GB": 10**9}  # fmt: skip
 # torch: "Tried to allocate 2.00 GiB"; CuPy: "Out of memory allocating 1,073,741,824 bytes";
 # NumPy: "Unable to allocate 7.45 GiB for an array"
-_SIZE = re.compile(r"(?:tried to allocate|allocating|unable to allocate)\s+([\d,]+(?:\.\d+)?)\s*([KMGT]i?B|bytes|B)?", re.I)
+_SIZE = re.compile(
+    r"(?:tried to allocate|allocating|unable to allocate)\s+([\d,]+(?:\.\d+)?)\s*([KMGT]i?B|bytes|B)?", re.I
+)
 
 
 @dataclass(frozen=True)

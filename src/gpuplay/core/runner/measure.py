@@ -15,8 +15,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from gpuplay.core.backends.base import StepTimer
-from gpuplay.core.backends.oom import describe_oom
 from gpuplay.core.backends.compile_watch import CompileFindings, after_first_call, during_timing
+from gpuplay.core.backends.oom import describe_oom
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import allocation_note, between_steps, cold_probe

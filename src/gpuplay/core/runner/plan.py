@@ -103,8 +103,11 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
         "threads": threads,
         "timer": "CUDA events" if spec.device.startswith("cuda") else "perf_counter_ns (synchronous)",
         **({"timing": GPU_TIMING} if spec.device.startswith("cuda") else {}),
-        **({"fp32_precision": FP32_TF32 if spec.tf32 else FP32_IEEE}
-           if spec.backend == "torch" and spec.device.startswith("cuda") else {}),  # fmt: skip
+        **(
+            {"fp32_precision": FP32_TF32 if spec.tf32 else FP32_IEEE}
+            if spec.backend == "torch" and spec.device.startswith("cuda")
+            else {}
+        ),
         "warmup": spec.warmup,
         "compile_time_excluded": spec.compile != "off",
     }
