@@ -152,6 +152,29 @@ def test_a_lock_without_a_known_uuid_says_it_is_keyed_by_the_ordinal(monkeypatch
     assert any("keyed by the CUDA ordinal" in n for n in notes)
 
 
+def test_the_runs_library_is_loaded_before_the_lock_is_named(monkeypatch):
+    import sys
+
+    import torch
+
+    from gpuplay.core import devicelock
+    from gpuplay.core.backends import get_backend
+    from gpuplay.core.result import RunResult
+
+    # An engine that has not imported torch yet: no library can tell the UUID until it does.
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    loaded = []
+    monkeypatch.setattr(get_backend("torch"), "module", lambda: loaded.append("torch") or torch)
+    named = []
+    real_path = devicelock.lock_path
+    monkeypatch.setattr(devicelock, "lock_path", lambda d, r=None: named.append(list(loaded)) or real_path(d, r))
+    spec = RunSpec.make("matmul", {"n": 8}, backend="torch", device="cuda:0")
+    devicelock.measure_exclusively(spec, lambda: RunResult(spec))
+    assert named == [["torch"]]
+
+
 # -- 4. the run's own peak memory ---------------------------------------------------------------------
 def test_the_runs_peak_memory_is_in_the_result_compare_and_exports(monkeypatch):
     from gpuplay.core import report

@@ -218,6 +218,16 @@ def _others_waiting(path: Path, own: Path) -> bool:
     return found
 
 
+def _load_library(backend: str) -> None:
+    """Import the run's library before the lock is named (the run imports it anyway): the UUIDs
+    come from it, and an engine that had not loaded it yet would key the GPU by its ordinal
+    while another, which had, keys the same GPU by its UUID."""
+    from gpuplay.core.backends import get_backend
+
+    with contextlib.suppress(Exception):
+        get_backend(backend).module()
+
+
 def measure_exclusively(
     spec: RunSpec,
     measure: Callable[[], RunResult],
@@ -228,6 +238,8 @@ def measure_exclusively(
     from gpuplay.core.result import RunResult
 
     notes: list[str] = []
+    if device_key(spec.device).startswith("cuda:"):
+        _load_library(spec.backend)
     started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     on_wait = (lambda message: on_phase(message, "")) if on_phase is not None else None
     try:
