@@ -169,7 +169,9 @@ def test_the_runs_library_is_loaded_before_the_lock_is_named(monkeypatch):
     monkeypatch.setattr(get_backend("torch"), "module", lambda: loaded.append("torch") or torch)
     named = []
     real_path = devicelock.lock_path
-    monkeypatch.setattr(devicelock, "lock_path", lambda d, r=None: named.append(list(loaded)) or real_path(d, r))
+    monkeypatch.setattr(
+        devicelock, "lock_path", lambda d, r=None: named.append(list(loaded)) or real_path(d, r)
+    )
     spec = RunSpec.make("matmul", {"n": 8}, backend="torch", device="cuda:0")
     devicelock.measure_exclusively(spec, lambda: RunResult(spec))
     assert named == [["torch"]]
