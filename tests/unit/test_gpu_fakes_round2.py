@@ -453,3 +453,13 @@ def test_a_cudagraph_compile_records_before_the_profiled_steps(monkeypatch):
     assert out["status"] == "ok", out.get("message")
     # the compiling call, a warm-up call and the recording (the third call) all before the profile
     assert before_profile and before_profile[0] >= 3 + 1
+
+
+def test_gpuplay_info_says_a_cached_roof_is_stale(monkeypatch):
+    from gpuplay.core import roofline
+
+    nvml = _calibrated(monkeypatch, [FakeGpu(GPU_A, "H100")], [GPU_A])
+    assert roofline.summary("cuda:0")["stale"] == ""
+    nvml.gpus[0].power_limit_mw = 350_000  # a power cap since the calibration
+    roofline._cached.cache_clear()
+    assert "power_limit_w 700 → 350" in roofline.summary("cuda:0")["stale"]

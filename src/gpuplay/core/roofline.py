@@ -305,6 +305,8 @@ def summary(device: str) -> dict[str, Any]:
         "measured_at": p.measured_at,
         "bandwidth_gbs": bw.value if bw else None,
         "gflops": {d: c.value for d in dtypes if (c := p.compute(d)) is not None},
+        # what changed since (another board, driver, power limit, MIG profile...): '' when nothing
+        "stale": stale_keys(p.fingerprint, fingerprint(p.device, p.name)),
     }
 
 
