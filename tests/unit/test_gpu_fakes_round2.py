@@ -404,7 +404,9 @@ def test_the_fingerprint_records_mig_profile_and_cuda_runtime(monkeypatch):
     install_nvml(monkeypatch, MigNames([FakeGpu(GPU_B, "H100", mig=[MIG_B])]))
     install_cuda_uuids(monkeypatch, [MIG_B])
     fp = roofline.fingerprint("cuda:0", "NVIDIA H100 80GB HBM3")
-    assert fp["uuid"] == MIG_B and fp["mig_profile"].endswith("MIG 1g.10gb")
+    assert fp["uuid"] == MIG_B.removeprefix("MIG-").replace("-", "") and fp["mig_profile"].endswith(
+        "MIG 1g.10gb"
+    )
     assert fp["power_limit_w"] == 700 and fp["driver"] == "580.95.05" and "cuda_runtime" in fp
 
 

@@ -176,23 +176,26 @@ def gpu_fingerprint(device: str) -> dict[str, Any]:
     """The board behind `device` as NVML sees it, matched by UUID (telemetry's mapping)."""
     from gpuplay.core import telemetry
 
-    fp: dict[str, Any] = {"cuda_runtime": _cuda_runtime()}
+    nvml = telemetry.nvml
+    driver = nvml.call("nvmlSystemGetDriverVersion")  # None without NVML: then not compared
+    fp: dict[str, Any] = {
+        "cuda_runtime": _cuda_runtime(),
+        "driver": driver.decode() if isinstance(driver, bytes) else driver,
+    }
+    # Which board (or MIG instance): its UUID as telemetry spells it (32 hex digits), whether
+    # torch, CuPy, CUDA_VISIBLE_DEVICES or NVML told it, so every process writes it alike.
+    uuids = telemetry.cuda_device_uuids() or []
+    index = int(device.split(":")[1]) if ":" in device else 0
+    fp["uuid"] = uuids[index] if index < len(uuids) else None
     target = telemetry.nvml_handle_for_cuda_device(device)
     if target is None:
-        uuids = telemetry.cuda_device_uuids() or []
-        index = int(device.split(":")[1]) if ":" in device else 0
-        fp["uuid"] = uuids[index] if index < len(uuids) else None
         return fp
-    nvml = telemetry.nvml
-    driver = nvml.call("nvmlSystemGetDriverVersion")
     limit = nvml.call("nvmlDeviceGetEnforcedPowerLimit", target.handle)
     clock = nvml.call(
         "nvmlDeviceGetApplicationsClock", target.handle, getattr(nvml.module, "NVML_CLOCK_SM", 1)
     )
     profile = nvml.call("nvmlDeviceGetName", target.mig_handle) if target.mig else "off"
     fp.update(
-        uuid=target.uuid,
-        driver=driver.decode() if isinstance(driver, bytes) else driver,
         power_limit_w=round(limit / 1000.0) if isinstance(limit, int | float) else None,
         sm_app_clock_mhz=clock if isinstance(clock, int) else None,
         mig_profile=profile.decode() if isinstance(profile, bytes) else profile,
