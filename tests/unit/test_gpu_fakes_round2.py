@@ -200,6 +200,14 @@ def test_the_runs_peak_memory_is_in_the_result_compare_and_exports(monkeypatch):
     (exported,) = csv.DictReader(io.StringIO(report.to_csv([row])))
     assert exported["peak_memory_bytes"] == str(GIB + 256 * 2**20)
     assert '"peak_memory"' in report.to_json([row])
+    # ...and the playground's stats panel, beside the energy
+    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.core.session import LiveSession
+    from gpuplay.tui import viewmodels
+
+    live = LiveSession(load_scenarios([]), threads=1)
+    live.live_result = r
+    assert viewmodels.stats_info(live)["peak_memory"].startswith("1.25 GiB (torch.cuda.max_memory_allocated")
 
 
 # -- 5. out of memory by type and status --------------------------------------------------------------
