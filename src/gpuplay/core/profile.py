@@ -47,15 +47,8 @@ def _warm_up(plan: RunPlan, into: dict[str, Any]) -> Callable[[Callable[[], Any]
     """Compile and warm up outside the profile (two calls at least); its time into `warmup_s`."""
 
     def warm_up(step: Callable[[], Any]) -> None:
-        from gpuplay.core.runner.measure import CUDA_GRAPH_COMPILE_MODES, CUDA_GRAPH_WARMUP
-
         t0 = time.perf_counter()
-        spec, count = plan.spec, max(2, plan.spec.warmup)
-        if spec.compile in CUDA_GRAPH_COMPILE_MODES and spec.device.startswith("cuda"):
-            # The compiling call is one of these: its CUDA graph is recorded on a later call,
-            # which must not be a profiled step.
-            count = max(count, CUDA_GRAPH_WARMUP + 1)
-        for _ in range(count):
+        for _ in range(max(2, plan.spec.warmup)):
             step()
         plan.backend.synchronize(plan.spec.device)
         into["warmup_s"] = time.perf_counter() - t0

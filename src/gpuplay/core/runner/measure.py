@@ -34,9 +34,11 @@ from gpuplay.core.workloads.usercode import UserCodeError
 # cold allocation mode is probed beside the warm one (runner/alloc.py).
 ALLOC_PROBE_MIN_BYTES = 4 << 20
 ALLOC_PROBE_MAX_STEP_S = 0.25
-# torch.compile modes whose code inductor runs through CUDA graphs (cudagraph trees): a compiled
-# function runs once to warm up and is recorded on a later call, only then replayed. The first
-# (compiling) call is timed apart; these many warm-up calls keep the recording out of the samples.
+# torch.compile modes whose code inductor runs through CUDA graphs (cudagraph trees,
+# torch/_inductor/cudagraph_trees.py): the compiling call runs the graph eagerly as its warm-up,
+# the next call records the CUDA graph, later ones replay it (a failed invariant re-records). The
+# compiling call is timed apart; with warm-up 0 the recording was the first sample. Three warm-up
+# calls keep it, and a re-record, out of the samples.
 CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 CUDA_GRAPH_WARMUP = 3
 
