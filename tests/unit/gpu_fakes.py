@@ -136,6 +136,7 @@ class SimStream:
     def __init__(self) -> None:
         self.host = 0.0  # the host's clock, seconds
         self.free = 0.0  # when the device finishes what is queued
+        self.flushes = 0  # cold-cache flushes queued (SimBuffer.zero_)
 
     def launch(self, dispatch_s: float, device_s: float) -> None:
         self.host += dispatch_s
@@ -171,6 +172,7 @@ class SimBuffer:
         self.sim = sim
 
     def zero_(self) -> SimBuffer:
+        self.sim.flushes += 1
         self.sim.launch(2e-6, self.FLUSH_S)
         return self
 

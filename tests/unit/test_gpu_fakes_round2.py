@@ -102,6 +102,23 @@ def test_a_cold_step_never_reads_faster_than_the_warm_one_by_construction(monkey
         assert "idle GPU" in r.conditions["timing"] and "dispatch" in r.conditions["timing"]
 
 
+def test_a_cold_run_paired_with_numpy_flushes_before_each_of_its_paired_steps(monkeypatch):
+    from gpuplay.core.compare import baseline_spec
+    from gpuplay.core.runner.paired import run_paired
+
+    cuda = FakeCuda(1)
+    install_cuda_run(monkeypatch, cuda)
+    spec = RunSpec.make("elementwise", {"n": 4096}, backend="torch", device="cuda:0", cache="cold", repeat=6,
+                        warmup=2)  # fmt: skip
+    r = run_paired(spec, baseline_spec(spec))
+    assert r.status == "ok" and r.speedup is not None, r.message
+    assert r.conditions["cache"].startswith("cold:")
+    # Timed as labelled: a flush before every paired step too, not only in the warm-up
+    # (elementwise at 4096 is µs-fast: several candidate steps per paired element).
+    assert cuda.sim.flushes >= spec.warmup + len(r.samples)
+    assert min(r.samples) >= 52e-6 * (1 - 1e-9)  # the launch-bound step's dispatch, as unpaired
+
+
 # -- 3. the device lock names the GPU, not the ordinal ---------------------------------------------
 def test_the_lock_is_the_gpus_whatever_cuda_visible_devices_says(monkeypatch, tmp_path):
     from gpuplay.core import devicelock
