@@ -145,3 +145,13 @@ def test_refusals_name_the_reason():
     assert isinstance(v, Refusal) and "cpu" in str(v)
     v = check(spec(workers=64))
     assert isinstance(v, Refusal) and "cores" in str(v)
+
+
+def test_a_hostile_split_or_build_time_read_back_is_dropped():
+    from gpuplay.core.result import RunResult
+
+    d = RunResult(spec=spec()).to_dict()
+    d["split"] = {"per_step": {"data_wait_s": [0.1, "x", float("inf"), -1, True, 1e300], "[red]": "no"}}
+    d["build_s"] = float("nan")
+    r = RunResult.from_dict(d)
+    assert r.split == {"data_wait_s": [0.1]} and r.build_s is None

@@ -36,6 +36,8 @@ class RunResult:
     telemetry: dict[str, Any] = field(default_factory=dict)
     roof: dict[str, Any] | None = None  # frozen once read back from a log; else from the cached peaks
     speedup: dict[str, Any] | None = None  # paired with a NumPy baseline (gpuplay.core.runner.paired)
+    # The run's own peak device memory over its timed phase: {"bytes": int, "source": str}
+    peak_memory: dict[str, Any] | None = None
     started: str = ""
     finished: str = ""
 
@@ -143,6 +145,7 @@ class RunResult:
             "unstable": self.unstable,
             "noise_warnings": self.noise_warnings,
             "speedup": self.speedup,
+            "peak_memory": self.peak_memory,
             "started": self.started,
             "finished": self.finished,
         }
@@ -160,7 +163,7 @@ class RunResult:
             warmup=list(d.get("warmup_s") or []),
             setup_s=d.get("setup_s"),
             compile_s=d.get("compile_s"),
-            build_s=d.get("build_s"),
+            build_s=_seconds_of(d.get("build_s")),
             split=split_from_dict(d.get("split")),
             estimate_s=d.get("estimate_s"),
             flops=d.get("flops") or 0.0,
@@ -174,6 +177,7 @@ class RunResult:
             telemetry=d.get("telemetry") or {},
             roof=d.get("roof"),
             speedup=d.get("speedup") if isinstance(d.get("speedup"), dict) else None,
+            peak_memory=peak_memory_of(d.get("peak_memory")),
             started=d.get("started", ""),
             finished=d.get("finished", ""),
         )
@@ -188,16 +192,33 @@ def split_summary(split: dict[str, list[float]]) -> dict[str, Any] | None:
     return out
 
 
+def _seconds_of(x: Any) -> float | None:
+    """A duration read back from a file: a finite, non-negative number under a day, or None."""
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or not 0 <= x < 86_400:
+        return None
+    return float(x)
+
+
 def split_from_dict(d: Any) -> dict[str, list[float]]:
     """The per-step phases back from a result's JSON; anything not a list of finite numbers is dropped."""
     per_step = d.get("per_step") if isinstance(d, dict) else None
     if not isinstance(per_step, dict):
         return {}
     return {
-        str(k): [float(x) for x in v if isinstance(x, int | float) and math.isfinite(x)]
+        str(k)[:40]: [float(x) for x in v if _seconds_of(x) is not None]
         for k, v in per_step.items()
         if isinstance(v, list)
     }
+
+
+def peak_memory_of(d: Any) -> dict[str, Any] | None:
+    """A peak-memory record read back from a log or an export: bounded, or None."""
+    if not isinstance(d, dict):
+        return None
+    n, source = d.get("bytes"), d.get("source")
+    if isinstance(n, bool) or not isinstance(n, int | float) or not math.isfinite(n) or not 0 <= n < 2**60:
+        return None
+    return {"bytes": int(n), "source": str(source)[:200] if source is not None else ""}
 
 
 def _finite_or_str(x: float | None) -> float | str | None:
