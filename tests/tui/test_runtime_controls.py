@@ -34,7 +34,9 @@ async def test_a_refused_runtime_is_struck_through_with_its_reason():
         cells = _row(panel, "runtime")
         struck = [cells.plain[s.start : s.end] for s in cells.spans if "strike" in str(s.style)]
         assert struck == ["tensorrt"]  # torchscript and onnxruntime run here
-        assert any(r.startswith("runtime tensorrt: TensorRT runs on NVIDIA GPUs only") for r in panel.reasons), panel.reasons
+        assert any(
+            r.startswith("runtime tensorrt: TensorRT runs on NVIDIA GPUs only") for r in panel.reasons
+        ), panel.reasons
 
 
 def test_the_runtime_key_skips_the_refused_one_and_other_workloads_have_none():

@@ -156,6 +156,18 @@ def split_note(split: dict[str, list[float]]) -> str:
     return "split: " + ", ".join(parts) + verdict
 
 
+def setup_notes(r: RunResult) -> list[str]:
+    """What was paid once, outside the steps (a compile, a runtime's build), and the step's split."""
+    notes = []
+    if r.compile_s is not None:
+        notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
+    if r.build_s is not None:
+        notes.append(f"{r.conditions.get('runtime', 'runtime')} build {fmt_time(r.build_s)} (excluded)")
+    if r.split:
+        notes.append(split_note(r.split))
+    return notes
+
+
 def row_cells(row: Row, noise: bool = True) -> list[str]:
     """The cells of COLUMNS; `noise=False` leaves the noise warnings out of the notes (the
     terminal prints them apart, in colour)."""
@@ -165,12 +177,7 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     notes = list(row.warnings)
     if r.status != "ok":
         notes.insert(0, f"{r.status}: {r.message}")
-    if r.compile_s is not None:
-        notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
-    if r.build_s is not None:
-        notes.append(f"{r.conditions.get('runtime', 'runtime')} build {fmt_time(r.build_s)} (excluded)")
-    if r.split:
-        notes.append(split_note(r.split))
+    notes.extend(setup_notes(r))
     shown = ("runtime:", "torch.compile failed", "AMP:", "the result holds", "kernels per step", "accuracy:", "INT8:",
              "allocation-bound", "allocation mode could flip", "cold allocation",
              "float16 ", "bfloat16 ")  # fmt: skip
