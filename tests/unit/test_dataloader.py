@@ -155,13 +155,3 @@ def test_a_hostile_split_or_build_time_read_back_is_dropped():
     d["build_s"] = float("nan")
     r = RunResult.from_dict(d)
     assert r.split == {"data_wait_s": [0.1]} and r.build_s is None
-
-
-def test_the_loaders_workers_are_the_runs_own_cpu_not_other_processes():
-    from gpuplay.core.telemetry import RunTelemetry
-
-    r = run(spec(workers=2).replace(repeat=30), telemetry=RunTelemetry())
-    host = r.telemetry["noise"]["host"]
-    named = [t["name"] for t in host["other_top"]]
-    assert "pt_data_worker" not in named, named
-    assert not any("pt_data_worker" in w for w in r.noise_warnings)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,32 +49,18 @@ VIOLATION_POLICIES = {"power": 0, "thermal": 1}  # NVML_PERF_POLICY_POWER, _THER
 ProcKey = tuple[int, float]  # (pid, create time): a reused pid is another process
 
 
-def process_cpu_seconds(exclude: Collection[int]) -> dict[ProcKey, float]:
-    """Every process's user+system CPU seconds so far (those we may read), but `exclude`'s.
+def process_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
+    """Every process's user+system CPU seconds so far (those we may read), but `exclude`.
 
     Names are read later, for the few worth naming: this runs at both ends of every run.
     """
     out: dict[ProcKey, float] = {}
     for p in psutil.process_iter(["cpu_times", "create_time"]):
         ct, created = p.info.get("cpu_times"), p.info.get("create_time")
-        if p.pid in exclude or ct is None or created is None:
+        if p.pid == exclude or ct is None or created is None:
             continue
         out[(p.pid, created)] = ct.user + ct.system
     return out
-
-
-def _own_family(me: Any) -> tuple[float, set[int]]:
-    """CPU seconds of this process and its children (a data loader's workers are the run's own
-    work, not another program's), and their PIDs."""
-    total, pids = 0.0, {me.pid}
-    for p in [me, *me.children(recursive=True)]:
-        try:
-            ct = p.cpu_times()
-        except (psutil.Error, OSError):
-            continue  # exited since
-        total += ct.user + ct.system
-        pids.add(p.pid)
-    return total, pids
 
 
 def _name(pid: int) -> str:
@@ -95,15 +81,18 @@ class HostMark:
     t: float  # monotonic
     wall: float
     cpu: Any  # psutil.cpu_times()
-    own: float  # this process's CPU seconds and its children's (a loader's workers)
+    own: float  # this process's CPU seconds
     procs: dict[ProcKey, float]
 
 
 def host_mark() -> HostMark | None:
     if psutil is None:
         return None
-    own, family = _own_family(psutil.Process())
-    return HostMark(time.monotonic(), time.time(), psutil.cpu_times(), own, process_cpu_seconds(family))
+    me = psutil.Process()
+    ct = me.cpu_times()
+    return HostMark(
+        time.monotonic(), time.time(), psutil.cpu_times(), ct.user + ct.system, process_cpu_seconds(me.pid)
+    )
 
 
 def host_noise(a: HostMark | None, b: HostMark | None) -> dict[str, Any]:
