@@ -48,3 +48,9 @@ def test_the_runtime_key_skips_the_refused_one_and_other_workloads_have_none():
     loader = RunSpec.make("dataloader", {}, backend="torch")
     assert {"workers", "pin"} <= {c.field for c in controls_for(loader)}
     assert cycle(loader, "pin")[1] and "cpu" in cycle(loader, "pin")[1]  # on: no accelerator to pin for
+
+
+def test_a_number_of_workers_is_shown_as_a_number():
+    from gpuplay.tui.controls import label
+
+    assert [label(v) for v in (0, 2, 1, False, True, "torch")] == ["0", "2", "1", "off", "on", "PyTorch"]
