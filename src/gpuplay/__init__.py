@@ -1,3 +1,66 @@
-"""gpuplay: an interactive GPU playground for numerical Python, timed honestly."""
+"""gpuplay: an interactive GPU playground for numerical Python, timed honestly.
+
+From Python: `gpuplay.run`, `compare`, `sweep`, `measure` and `load` (docs/python-api.md). The
+names are loaded on first use (PEP 562), so `import gpuplay` stays cheap: it imports neither
+torch nor the terminal UI. In Jupyter, `%load_ext gpuplay` adds the %gpuplay magics.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from gpuplay.api import (
+        Comparison,
+        MeasurementError,
+        Refused,
+        Result,
+        Results,
+        Sweep,
+        Table,
+        compare,
+        load,
+        measure,
+        run,
+        sweep,
+    )
+
+__all__ = [
+    "Comparison",
+    "MeasurementError",
+    "Refused",
+    "Result",
+    "Results",
+    "Sweep",
+    "Table",
+    "__version__",
+    "compare",
+    "load",
+    "load_ipython_extension",
+    "measure",
+    "run",
+    "sweep",
+]
+
+_API = frozenset(__all__) - {"__version__", "load_ipython_extension"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from gpuplay import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'gpuplay' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext gpuplay`: the %gpuplay line magic and the %%gpuplay cell magic."""
+    from gpuplay.notebook import load_ipython_extension as load
+
+    load(ipython)

@@ -137,16 +137,9 @@ def run(
 
 def _code_scenario(arg: str) -> Any:
     """A code file named on the command line (or by its stem, from code_files in config.toml)."""
-    from gpuplay.core.config import load_config
-    from gpuplay.core.scenarios import scenario_for
-    from gpuplay.core.workloads.usercode import looks_like_code_path
+    from gpuplay.core.scenarios import code_scenario
 
-    if looks_like_code_path(arg):
-        return scenario_for(arg)
-    for path in load_config().code_files:
-        if path.stem == arg:
-            return scenario_for(path)
-    return None
+    return code_scenario(arg)
 
 
 command = run

@@ -245,3 +245,17 @@ def scenario_for(path: Path | str) -> Scenario:
         path=w.path,
         tags=("your code",),
     )
+
+
+def code_scenario(arg: str) -> Scenario | None:
+    """A code file named by its path (or by its stem, from code_files in config.toml); None when
+    `arg` names neither. Shared by `gpuplay run`/`sweep` and the Python API (gpuplay.api)."""
+    from gpuplay.core.config import load_config
+    from gpuplay.core.workloads.usercode import looks_like_code_path
+
+    if looks_like_code_path(arg):
+        return scenario_for(arg)
+    for path in load_config().code_files:
+        if path.stem == arg:
+            return scenario_for(path)
+    return None
