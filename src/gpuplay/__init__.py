@@ -7,25 +7,10 @@ torch nor the terminal UI. In Jupyter, `%load_ext gpuplay` adds the %gpuplay mag
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
-
-if TYPE_CHECKING:
-    from gpuplay.api import (
-        Comparison,
-        MeasurementError,
-        Refused,
-        Result,
-        Results,
-        Sweep,
-        Table,
-        compare,
-        load,
-        measure,
-        run,
-        sweep,
-    )
 
 __all__ = [
     "Comparison",
@@ -49,9 +34,9 @@ _API = frozenset(__all__) - {"__version__", "load_ipython_extension"}
 
 def __getattr__(name: str) -> Any:
     if name in _API:
-        from gpuplay import api
-
-        return getattr(api, name)
+        # import_module, not an import statement: the package's face must not tie every module that
+        # reads __version__ (the core among them) to the API above it. Types: __init__.pyi.
+        return getattr(importlib.import_module("gpuplay.api"), name)
     raise AttributeError(f"module 'gpuplay' has no attribute {name!r}")
 
 
@@ -61,6 +46,4 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext gpuplay`: the %gpuplay line magic and the %%gpuplay cell magic."""
-    from gpuplay.notebook import load_ipython_extension as load
-
-    load(ipython)
+    importlib.import_module("gpuplay.notebook").load_ipython_extension(ipython)

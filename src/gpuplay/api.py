@@ -13,6 +13,7 @@ import html
 import inspect
 import io
 import math
+import re
 import tempfile
 import textwrap
 import threading
@@ -406,10 +407,12 @@ class Sweep:
                 if isinstance(p, dict):
                     out.append({
                         "configuration": s.get("label"), "backend": s.get("backend"), "device": s.get("device"),
-                        "dtype": s.get("dtype"), self.param or "value": p.get("value"),
-                        "median_s": _finite(p.get("median")), "low_s": _finite(p.get("low")),
-                        "high_s": _finite(p.get("high")), "n": p.get("n"), "gflops": _finite(p.get("gflops")),
-                        "gbps": _finite(p.get("gbps")), "status": p.get("status"),
+                        "dtype": s.get("dtype"), "median_s": _finite(p.get("median")),
+                        "low_s": _finite(p.get("low")), "high_s": _finite(p.get("high")),
+                        "samples": p.get("n"), "gflops": _finite(p.get("gflops")), "gbps": _finite(p.get("gbps")),
+                        "status": p.get("status"),
+                        # last: the swept parameter's column wins over any of the above of its name
+                        self.param or "value": p.get("value"),
                     })  # fmt: skip
         return out
 
@@ -881,7 +884,13 @@ def code_file(
     """A code file (docs/your-code.md) from two functions' source: their text, the modules they
     name, PARAMS and PRESETS. Closures and other globals do not travel: only source does."""
     try:
-        sources = [textwrap.dedent(inspect.getsource(f)) for f in (inputs, step)]
+        # Each def renamed to what the protocol names (the file is read without running it, so
+        # `step = saxpy` would not be seen).
+        sources = [
+            re.sub(rf"^def\s+{re.escape(f.__name__)}\s*\(", f"def {role}(", textwrap.dedent(inspect.getsource(f)),
+                   count=1, flags=re.M)  # fmt: skip
+            for f, role in ((inputs, "inputs"), (step, "step"))
+        ]
     except (OSError, TypeError) as exc:
         raise ValueError(f"cannot read the functions' source ({exc}); define them with def in a cell or file") from None
     for f in (inputs, step):
@@ -894,8 +903,7 @@ def code_file(
     text = "\n".join([
         f'"""{doc}"""', *_module_imports(inputs, step),
         f"PARAMS = {dict(params or {})!r}", f"PRESETS = {dict(presets or {})!r}", "", *sources,
-        *([f"inputs = {inputs.__name__}"] if inputs.__name__ != "inputs" else []),
-        *([f"step = {step.__name__}"] if step.__name__ != "step" else []), "",
+        "",
     ])  # fmt: skip
     if not _code_dir:
         _code_dir.append(tempfile.TemporaryDirectory(prefix="gpuplay-measure-"))

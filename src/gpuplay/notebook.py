@@ -160,7 +160,9 @@ def cell_magic(line: str, cell: str) -> Any:
     preset = opts.pop("preset", None)
     params = opts.pop("params", {})
     if params:  # -s NAME=VALUE over the preset: a preset of the cell's own
-        sc.presets = {**sc.presets, "_magic": {**sc.preset_params(preset), **params}}
+        import dataclasses
+
+        sc = dataclasses.replace(sc, presets={**sc.presets, "_magic": {**sc.preset_params(preset), **params}})
         preset = "_magic"
     opts = _typed(opts)
     return api._compare_scenarios(
