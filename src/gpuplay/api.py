@@ -173,9 +173,8 @@ class Result:
         d.pop("result")
         d.pop("notes")
         d.pop("versions")
-        for key in ("interval_s", "speedup_interval"):
+        for key, base in (("interval_s", "interval"), ("speedup_interval", "speedup")):
             iv = d.pop(key)
-            base = key.removesuffix("_s")
             d[f"{base}_low"], d[f"{base}_high"] = (iv[0], iv[1]) if iv else (None, None)
         d.update({f"version_{k}": v for k, v in self.versions.items()})
         return d

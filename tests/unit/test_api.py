@@ -127,6 +127,7 @@ def test_measure_a_function_defined_here_on_numpy_and_torch():
     assert by["torch"].speedup is not None and by["torch"].speedup_interval is not None
     df = res.to_pandas()
     assert list(df["backend"]) == ["numpy", "torch"] and df["median_s"].notna().all()
+    assert df["speedup_low"].iloc[1] <= df["speedup"].iloc[1] <= df["speedup_high"].iloc[1]
 
 
 def test_measure_refuses_a_closure_with_its_reason():
