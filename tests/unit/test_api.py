@@ -22,6 +22,17 @@ from gpuplay import api
 TINY = {"n": 64}
 
 
+def _need(name: str) -> None:
+    """pandas and matplotlib are the notebook extra's: skipped without them, except in CI's notebook
+    step (GPUPLAY_REQUIRE_NOTEBOOK=1), where a missing one fails."""
+    import os
+
+    if os.environ.get("GPUPLAY_REQUIRE_NOTEBOOK") == "1":
+        __import__(name)
+    else:
+        pytest.importorskip(name)
+
+
 @pytest.fixture(autouse=True)
 def _in_process(monkeypatch):
     monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")
@@ -119,6 +130,7 @@ def saxpy(xp, x, y):
 
 
 def test_measure_a_function_defined_here_on_numpy_and_torch():
+    _need("pandas")
     res = gpuplay.measure(saxpy, inputs, params={"n": 4096}, backends=["numpy", "torch"], budget_s=0.05,
                           progress=False)  # fmt: skip
     by = {r.backend: r for r in res}
@@ -141,6 +153,8 @@ def test_measure_refuses_a_closure_with_its_reason():
 
 
 def test_sweep_to_pandas_and_chart():
+    _need("pandas")
+    _need("matplotlib")
     sw = gpuplay.sweep("matmul", {"n": [32, 64]}, backends="numpy", budget_s=0.03, progress=False)
     df = sw.to_pandas()
     assert list(df["n"]) == [32, 64] and df["median_s"].notna().all()
@@ -215,6 +229,7 @@ def test_faster_is_flagged_too():
 
 
 def test_load_reads_back_every_file_gpuplay_writes(tmp_path):
+    _need("pandas")
     from gpuplay.cli import main
     from gpuplay.core.compare import attach_baselines
     from gpuplay.core.sessionlog import list_sessions
@@ -283,3 +298,31 @@ def test_cell_magic_measures_the_cell_as_a_code_file():
     res = notebook.cell_magic("-b numpy,torch -s n=512 --budget 0.03", cell)
     assert [r.backend for r in res] == ["numpy", "torch"] and all(r.check_ok for r in res)
     assert res[1].size and "512" in res[1].size
+
+
+def test_an_interrupt_stops_a_compare_and_keeps_what_finished():
+    """A notebook's stop button is a SIGINT to the kernel: the measurement in progress is
+    cancelled, the finished ones come back, marked interrupted."""
+    import os
+    import signal
+    import threading
+
+    results: list[api.Results] = []
+    finished = threading.Event()
+    original = api._log
+
+    def log_then_interrupt(rs):
+        original(rs)
+        if not finished.is_set():
+            finished.set()  # the first finished measurement: now press stop
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    api._log = log_then_interrupt
+    try:
+        with pytest.warns(UserWarning, match="interrupted"):
+            results.append(gpuplay.compare("matmul", backends=["numpy", "torch"], preset="quick", budget_s=1.0,
+                                           progress=False))  # fmt: skip
+    finally:
+        api._log = original
+    res = results[0]
+    assert res.interrupted and len(res) == 1 and res[0].backend == "numpy" and res[0].median
