@@ -192,7 +192,16 @@ class Result:
         if self.error is not None and math.isfinite(self.error):
             check += f" ({self.error:.1e})"
         median = _fmt_time(self.median) if self.median is not None else self.status
-        return [self.scenario, self.size, self.configuration, median, spread, str(len(self.samples)), speed, check]
+        return [
+            self.scenario,
+            self.size,
+            self.configuration,
+            median,
+            spread,
+            str(len(self.samples)),
+            speed,
+            check,
+        ]
 
     HEAD = ["scenario", "size", "configuration", "median", "IQR", "n", "speedup vs NumPy CPU [95%]", "check"]
 
@@ -216,7 +225,9 @@ class Result:
 def _html_table(results: Sequence[Result], title: str = "") -> str:
     head = "".join(f"<th>{_h(c)}</th>" for c in Result.HEAD)
     body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in r._cells()) + "</tr>" for r in results)
-    notes = sorted({line for r in results for line in (*r.notes, r.message if r.status != "ok" else "") if line})
+    notes = sorted(
+        {line for r in results for line in (*r.notes, r.message if r.status != "ok" else "") if line}
+    )
     conds = sorted({r._conditions_line() for r in results if r._conditions_line()})
     foot = "".join(f"<li>{_h(x)}</li>" for x in [*conds, *notes])
     cap = f"<caption>{_h(title)}</caption>" if title else ""
@@ -302,7 +313,9 @@ class Results(Sequence[Result]):
         old = [r.run_result.to_dict() for r in self]
         new = [r.run_result.to_dict() for r in newer]
         changes = cv.compare_results(old, new)
-        versions = cv.differing_versions(cv.versions_of(self.environment, old), cv.versions_of(newer.environment, new))
+        versions = cv.differing_versions(
+            cv.versions_of(self.environment, old), cv.versions_of(newer.environment, new)
+        )
         return Comparison(changes, versions)
 
     def _repr_html_(self) -> str:
@@ -392,8 +405,14 @@ class Sweep:
         self.param = str(doc.get("param") or "")
         self.values = list(doc.get("values") or [])
         self.series: list[dict[str, Any]] = [s for s in doc.get("series") or [] if isinstance(s, dict)]
-        self.crossovers: list[dict[str, Any]] = [c for c in doc.get("crossovers") or [] if isinstance(c, dict)]
-        self.refused = [(str(x.get("label")), str(x.get("reason"))) for x in doc.get("refused") or [] if isinstance(x, dict)]
+        self.crossovers: list[dict[str, Any]] = [
+            c for c in doc.get("crossovers") or [] if isinstance(c, dict)
+        ]
+        self.refused = [
+            (str(x.get("label")), str(x.get("reason")))
+            for x in doc.get("refused") or []
+            if isinstance(x, dict)
+        ]
         self.interrupted = bool(doc.get("interrupted"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -468,7 +487,9 @@ class Sweep:
 
         head = "".join(f"<th>{_h(s.get('label'))}</th>" for s in self.series)
         body = "".join(
-            f"<tr><td>{_h(sr.fmt_value(v))}</td>" + "".join(f"<td>{_h(sr.cell(p))}</td>" for p in points) + "</tr>"
+            f"<tr><td>{_h(sr.fmt_value(v))}</td>"
+            + "".join(f"<td>{_h(sr.cell(p))}</td>" for p in points)
+            + "</tr>"
             for v, points in sr.rows(self.doc)
         )
         out = f"<table class='gpuplay'><thead><tr><th>{_h(self.param)}</th>{head}</tr></thead><tbody>{body}</tbody></table>"
@@ -508,7 +529,10 @@ def _scenario(name: str | Path, scenario_dirs: Sequence[str | Path] = ()) -> Sce
         return sc
     cfg = load_config()
     sset = load_scenarios([*cfg.scenario_dirs, *scenario_dirs])
-    for problem in [*cfg.problems, *(f"scenario {e.path}: {e.field + ': ' if e.field else ''}{e.detail}" for e in sset.errors)]:
+    for problem in [
+        *cfg.problems,
+        *(f"scenario {e.path}: {e.field + ': ' if e.field else ''}{e.detail}" for e in sset.errors),
+    ]:
         warnings.warn(visible(problem), stacklevel=3)
     if arg not in sset.scenarios:
         raise ValueError(f"unknown scenario {arg!r}; known: {', '.join(sset.scenarios)}")
@@ -562,7 +586,9 @@ def _spec(
         merged = {**sc.preset_params(preset), **dict(params or {})}
         workload = get_workload(sc.workload)
         resolved = workload.resolve(merged)
-        spec = RunSpec.make(sc.workload, resolved, scenario=sc.name, **{k: v for k, v in fields.items() if v is not None})
+        spec = RunSpec.make(
+            sc.workload, resolved, scenario=sc.name, **{k: v for k, v in fields.items() if v is not None}
+        )
         return spec, workload.size_label(resolved)
     except KeyError as exc:
         raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
@@ -689,8 +715,9 @@ def _run_specs(specs: Sequence[RunSpec], show_progress: bool) -> tuple[list[RunR
 
     try:
         _, interrupted = _interruptible(
-            lambda cancel: run_compare(specs, cancel=cancel, on_result=on_result, telemetry=RunTelemetry(),
-                                       measure=engine_measure),  # fmt: skip
+            lambda cancel: run_compare(
+                specs, cancel=cancel, on_result=on_result, telemetry=RunTelemetry(), measure=engine_measure
+            ),  # fmt: skip
             threading.Event(),
         )
     finally:
@@ -704,7 +731,9 @@ def _names(value: str | Sequence[str], what: str, allowed: Sequence[str] | None)
     items = [str(x).strip() for x in items if str(x).strip()]
     bad = [x for x in items if allowed is not None and x not in allowed]
     if bad or not items:
-        raise ValueError(f"unknown {what} {', '.join(map(repr, bad)) or '(none given)'}; choose from {', '.join(allowed or ())}")
+        raise ValueError(
+            f"unknown {what} {', '.join(map(repr, bad)) or '(none given)'}; choose from {', '.join(allowed or ())}"
+        )
     return list(dict.fromkeys(items))
 
 
@@ -727,7 +756,11 @@ def _compare_scenarios(
 
     chosen = _names(backends, "backend(s)", BACKENDS)
     vlist = _names(variants, "variant(s)", tuple(VARIANTS))
-    kw = {k: v for k, v in (("budget_s", budget_s), ("threads", threads), ("max_step_s", max_step_s)) if v is not None}
+    kw = {
+        k: v
+        for k, v in (("budget_s", budget_s), ("threads", threads), ("max_step_s", max_step_s))
+        if v is not None
+    }
     fields = {"dtype": dtype, **kw}
     for name, value in fields.items():
         _check_lever(name, value)
@@ -813,13 +846,18 @@ def sweep(
 
     if not isinstance(over, Mapping) or len(over) != 1:
         raise ValueError("over must name one parameter: over={'n': [256, 512, 1024]}")
-    (param, raw), = over.items()
+    ((param, raw),) = over.items()
     sc = _scenario(scenario, scenario_dirs)
     chosen = _names(backends, "backend(s)", BACKENDS)
     devs = _names(devices, "device(s)", None)
     dts = _names(dtypes, "dtype(s)", DTYPES)
     vs = _names(variants, "variant(s)", tuple(VARIANTS))
-    for name, value in (("budget_s", budget_s), ("warmup", warmup), ("threads", threads), ("max_step_s", max_step_s)):
+    for name, value in (
+        ("budget_s", budget_s),
+        ("warmup", warmup),
+        ("threads", threads),
+        ("max_step_s", max_step_s),
+    ):
         _check_lever(name, value)
     try:
         text = raw if isinstance(raw, str) else ",".join(str(v) for v in raw)
@@ -843,7 +881,9 @@ def sweep(
 
     try:
         _, interrupted = _interruptible(
-            lambda cancel: run_sweep(plan, engine_measure, cancel=cancel, on_point=on_point, telemetry=RunTelemetry()),
+            lambda cancel: run_sweep(
+                plan, engine_measure, cancel=cancel, on_point=on_point, telemetry=RunTelemetry()
+            ),
             threading.Event(),
         )
     finally:
@@ -886,15 +926,24 @@ def code_file(
         # Each def renamed to what the protocol names (the file is read without running it, so
         # `step = saxpy` would not be seen).
         sources = [
-            re.sub(rf"^def\s+{re.escape(f.__name__)}\s*\(", f"def {role}(", textwrap.dedent(inspect.getsource(f)),
-                   count=1, flags=re.M)  # fmt: skip
+            re.sub(
+                rf"^def\s+{re.escape(f.__name__)}\s*\(",
+                f"def {role}(",
+                textwrap.dedent(inspect.getsource(f)),
+                count=1,
+                flags=re.M,
+            )  # fmt: skip
             for f, role in ((inputs, "inputs"), (step, "step"))
         ]
     except (OSError, TypeError) as exc:
-        raise ValueError(f"cannot read the functions' source ({exc}); define them with def in a cell or file") from None
+        raise ValueError(
+            f"cannot read the functions' source ({exc}); define them with def in a cell or file"
+        ) from None
     for f in (inputs, step):
         if f.__code__.co_freevars:
-            raise ValueError(f"{f.__name__} uses variables of an enclosing function ({', '.join(f.__code__.co_freevars)}); define it at the top level")
+            raise ValueError(
+                f"{f.__name__} uses variables of an enclosing function ({', '.join(f.__code__.co_freevars)}); define it at the top level"
+            )
     stem = name or step.__name__
     if not stem.isidentifier():
         raise ValueError(f"name must be an identifier; got {stem!r}")
@@ -986,15 +1035,23 @@ def load(path: str | Path) -> Results | Sweep | Table:
     else:
         doc = _read_json(p)
         if isinstance(doc, dict) and isinstance(doc.get("sweep"), dict):
-            out = Sweep(doc["sweep"], doc.get("environment") if isinstance(doc.get("environment"), dict) else None)
-        elif isinstance(doc, dict) and isinstance(doc.get("results"), list) and doc.get("kind") != "gpuplay-collectives":
+            out = Sweep(
+                doc["sweep"], doc.get("environment") if isinstance(doc.get("environment"), dict) else None
+            )
+        elif (
+            isinstance(doc, dict)
+            and isinstance(doc.get("results"), list)
+            and doc.get("kind") != "gpuplay-collectives"
+        ):
             env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
             results = _results_from(doc["results"], p, problems)
             if not results and doc["results"]:
                 raise ValueError(f"{p}: its results are not gpuplay measurements (no 'spec')")
             out = Results.from_run_results(results, environment=env, source=p.name)
         else:
-            raise ValueError(f"{p}: not a gpuplay result file; write one with gpuplay run/compare/sweep --format json")
+            raise ValueError(
+                f"{p}: not a gpuplay result file; write one with gpuplay run/compare/sweep --format json"
+            )
     for problem in problems:
         warnings.warn(visible(problem), stacklevel=2)
     return out

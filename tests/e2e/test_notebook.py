@@ -26,7 +26,9 @@ def test_example_notebook_runs_in_a_kernel_with_its_figure(tmp_path):
     for name in ("ipykernel", "pandas", "matplotlib"):
         _require(name)
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()  # raises CellExecutionError naming the cell on any error
     outputs = [(c.source, o) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     errors = [o for _, o in outputs if o.get("output_type") == "error"]

@@ -70,7 +70,9 @@ def test_run_through_the_engine_process_numpy_then_torch_with_paired_speedup():
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout.strip().splitlines()[-1])
     assert d["median"] > 0 and d["ok"] is True
-    assert d["speedup"] > 0 and len(d["interval"]) == 2 and d["interval"][0] <= d["speedup"] <= d["interval"][1]
+    assert (
+        d["speedup"] > 0 and len(d["interval"]) == 2 and d["interval"][0] <= d["speedup"] <= d["interval"][1]
+    )
     assert d["baseline"].startswith("numpy cpu")
     assert {"gpuplay", "python", "numpy", "torch"} <= set(d["versions"])
     assert d["torch_here"] is False  # measured in the engine process, never imported by the caller
@@ -215,7 +217,7 @@ def test_across_versions_flags_30_percent_slower_and_not_noise(tmp_path):
     assert "b (64×64) numpy cpu float32: within noise" in out.output
     assert "PyTorch 2.5.0 → 2.6.0" in out.output
     js = CliRunner().invoke(main, ["compare", "--from", str(old), str(new), "--format", "json"])
-    doc = json.loads(js.output[js.output.index("{"):])
+    doc = json.loads(js.output[js.output.index("{") :])
     assert [c["verdict"] for c in doc["across_versions"]["changes"]] == ["slower", "within noise"]
 
 
@@ -238,7 +240,9 @@ def test_load_reads_back_every_file_gpuplay_writes(tmp_path):
     cli = CliRunner()
     base = ["-s", "n=64", "--budget", "0.03"]
     for fmt in ("json", "csv"):
-        res = cli.invoke(main, ["run", "matmul", *base, "--format", fmt, "--out", str(tmp_path / f"run.{fmt}")])
+        res = cli.invoke(
+            main, ["run", "matmul", *base, "--format", fmt, "--out", str(tmp_path / f"run.{fmt}")]
+        )
         assert res.exit_code == 0, res.output
         res = cli.invoke(main, ["sweep", "matmul", "--over", "n=32,64", "--backends", "numpy", "--budget", "0.03",
                                 "--format", fmt, "--out", str(tmp_path / f"sweep.{fmt}")])  # fmt: skip

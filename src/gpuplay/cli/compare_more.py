@@ -99,7 +99,9 @@ def versions_markdown(sources: Sequence[Any], v: _Versions) -> str:
         lines.append(f"- {md_cell(c.text())}")
     lines.append("")
     if v.differ:
-        lines.append("Versions that differ: " + "; ".join(md_cell(f"{n} {a} → {b}") for n, a, b in v.differ) + ".")
+        lines.append(
+            "Versions that differ: " + "; ".join(md_cell(f"{n} {a} → {b}") for n, a, b in v.differ) + "."
+        )
     else:
         lines.append("Versions: the same in both files (as far as they record).")
     lines.append("")

@@ -82,7 +82,11 @@ def _samples(r: Mapping[str, Any]) -> list[float]:
 
 
 def key_of(r: Mapping[str, Any]) -> tuple[str, str, str]:
-    return (str(r.get("scenario") or r.get("workload") or "?"), str(r.get("size") or ""), str(r.get("label") or ""))
+    return (
+        str(r.get("scenario") or r.get("workload") or "?"),
+        str(r.get("size") or ""),
+        str(r.get("label") or ""),
+    )
 
 
 def ratio_interval(
@@ -136,21 +140,26 @@ def compare_results(old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str,
     return changes
 
 
+def _known(pairs: Any) -> dict[str, str]:
+    """The version-like entries of a mapping, as text (anything else a file holds is ignored)."""
+    if not isinstance(pairs, Mapping):
+        return {}
+    return {
+        str(k): str(v)
+        for k, v in pairs.items()
+        if k in VERSION_NAMES and isinstance(v, str | int | float) and v != ""
+    }
+
+
 def versions_of(environment: Mapping[str, Any], results: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """A file's versions: its environment's, then what its results recorded (driver, runtime, UUID)."""
-    out: dict[str, str] = {}
-    for k, v in environment.items():
-        if k in VERSION_NAMES and isinstance(v, str | int | float) and v != "":
-            out[k] = str(v)
+    out = _known(environment)
     for r in results:
         cond = r.get("conditions")
         if not isinstance(cond, Mapping):
             continue
-        found = cond.get("versions")
-        if isinstance(found, Mapping):
-            for k, v in found.items():
-                if k in VERSION_NAMES and isinstance(v, str | int | float):
-                    out.setdefault(str(k), str(v))
+        for k, v in _known(cond.get("versions")).items():
+            out.setdefault(k, v)
         name = cond.get("device_name")
         if isinstance(name, str) and (cond.get("device") or "cpu") != "cpu":
             out.setdefault("device_name", name)
