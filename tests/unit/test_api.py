@@ -330,3 +330,24 @@ def test_an_interrupt_stops_a_compare_and_keeps_what_finished():
         api._log = original
     res = results[0]
     assert res.interrupted and len(res) == 1 and res[0].backend == "numpy" and res[0].median
+
+
+@pytest.mark.gpu_fake
+def test_a_cuda_result_records_the_driver_and_the_device_uuid(monkeypatch):
+    """On a GPU the versions name the driver (NVML's nvmlSystemGetDriverVersion) and the UUID of
+    the CUDA device the run used (torch's device properties), matched by CUDA index."""
+    import torch
+
+    from gpuplay.core import provenance
+    from tests.unit.gpu_fakes import FakeGpu, FakePynvml, install_cuda_uuids, install_nvml
+
+    class Nvml(FakePynvml):
+        def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802 - pynvml's name
+            return "580.65.06"
+
+    install_nvml(monkeypatch, Nvml([FakeGpu("GPU-aaaa", "A"), FakeGpu("GPU-bbbb", "B")]))
+    install_cuda_uuids(monkeypatch, ["GPU-bbbb-0000", "GPU-aaaa-1111"])
+    monkeypatch.setattr(torch.version, "cuda", "13.0", raising=False)
+    v = provenance.versions("cuda:1")
+    assert v["driver"] == "580.65.06" and v["device_uuid"] == "aaaa1111" and v["torch_cuda"] == "13.0"
+    assert "driver" not in provenance.versions("cpu")

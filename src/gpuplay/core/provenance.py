@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from gpuplay.core.telemetry import cuda_device_uuids, nvml
+from gpuplay.core import telemetry
 
 # (key in the record, distribution names to try in order)
 PACKAGES = (
@@ -61,11 +61,11 @@ def device(device_id: str) -> dict[str, Any]:
     if not device_id.startswith("cuda"):
         return {}
     out: dict[str, Any] = {}
-    driver = nvml.call("nvmlSystemGetDriverVersion")
+    driver = telemetry.nvml.call("nvmlSystemGetDriverVersion")
     if driver:
         out["driver"] = driver.decode() if isinstance(driver, bytes) else str(driver)
     index = int(device_id.split(":")[1]) if ":" in device_id else 0
-    uuids = cuda_device_uuids()
+    uuids = telemetry.cuda_device_uuids()
     if uuids and 0 <= index < len(uuids):
         out["device_uuid"] = uuids[index]
     return out
