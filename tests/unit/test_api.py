@@ -351,3 +351,47 @@ def test_a_cuda_result_records_the_driver_and_the_device_uuid(monkeypatch):
     v = provenance.versions("cuda:1")
     assert v["driver"] == "580.65.06" and v["device_uuid"] == "aaaa1111" and v["torch_cuda"] == "13.0"
     assert "driver" not in provenance.versions("cpu")
+
+
+def test_progress_is_a_widget_bar_in_a_kernel_with_ipywidgets(monkeypatch):
+    """ipywidgets' documented pieces (IntProgress(min, max, value), Label(value), HBox(children),
+    bar_style) faked: in a kernel the bar advances once per finished measurement; elsewhere text."""
+    import io
+    import types
+
+    from gpuplay import progress
+
+    shown = []
+
+    class Widget:
+        def __init__(self, *args, **kw):
+            self.__dict__.update(kw)
+            self.children = args[0] if args else []
+
+    fake = types.SimpleNamespace(IntProgress=Widget, Label=Widget, HBox=Widget)
+    monkeypatch.setitem(sys.modules, "ipywidgets", fake)
+    monkeypatch.setattr(progress, "in_kernel", lambda: True)
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    bar = progress.make(2)
+    assert isinstance(bar, progress.WidgetProgress) and shown == [bar.box]
+    bar.step("numpy cpu \x1b[2J: 1 ms")
+    bar.step("torch cpu: 2 ms")
+    bar.close()
+    assert bar.bar.value == 2 and bar.bar.bar_style == "success" and "\x1b" not in bar.label.value
+    monkeypatch.setattr(progress, "in_kernel", lambda: False)
+    out = io.StringIO()
+    text = progress.TextProgress(1, out)
+    text.step("numpy cpu: 1 ms")
+    assert out.getvalue() == "[1/1] numpy cpu: 1 ms\n"
+    assert isinstance(progress.make(1), progress.TextProgress)
+
+
+def test_a_sweep_shows_hostile_labels_as_text():
+    doc = {"scenario": "<b>s</b>", "param": "n", "values": [1, 2],
+           "series": [{"label": "<script>x</script>$\\x1b", "points": [
+               {"value": 1, "median": 1e-3, "low": 9e-4, "high": 1.1e-3, "n": 5, "status": "ok"},
+               {"value": 2, "median": 2e-3, "low": 1.9e-3, "high": 2.1e-3, "n": 5, "status": "ok"}]}]}  # fmt: skip
+    page = api.Sweep(doc)._repr_html_()
+    assert "<script>" not in page and "<b>s" not in page and "&lt;script&gt;" in page
