@@ -226,7 +226,12 @@ def _html_table(results: Sequence[Result], title: str = "") -> str:
     head = "".join(f"<th>{_h(c)}</th>" for c in Result.HEAD)
     body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in r._cells()) + "</tr>" for r in results)
     notes = sorted(
-        {line for r in results for line in (*r.notes, r.message if r.status != "ok" else "") if line}
+        {
+            line
+            for r in results
+            for line in (*r.notes, r.speedup_note, r.message if r.status != "ok" else "")
+            if line
+        }
     )
     conds = sorted({r._conditions_line() for r in results if r._conditions_line()})
     foot = "".join(f"<li>{_h(x)}</li>" for x in [*conds, *notes])
