@@ -42,7 +42,9 @@ def compare_from(files: Sequence[str], fmt: str, out: str | None) -> None:
     except MergeError as exc:
         raise click.UsageError(str(exc)) from None
     rows = merge(sources)
-    versions = across_versions(sources) if len(sources) == 2 else None
+    # Two files of timed runs (collectives' rows hold no samples): the second against the first.
+    timed = len(sources) == 2 and all(any(r.get("samples_s") for r in s.results) for s in sources)
+    versions = across_versions(sources) if timed else None
     if fmt == "json":
         doc = to_dict(sources, rows)
         if versions is not None:
