@@ -124,14 +124,24 @@ def line_magic(line: str) -> Any:
         if len(words) > 1:
             raise MagicUsageError(f"one scenario at a time here\n{USAGE}")
         opts.pop("params", None)
-        return api.compare(words[0] if words else None, **_typed(opts))
+        return _call(api.compare, words[0] if words else None, **_typed(opts))
     if verb == "sweep":
         if len(words) != 1 or "over" not in opts:
             raise MagicUsageError(USAGE)
         param, _, values = str(opts.pop("over")).partition("=")
         opts.pop("params", None)
-        return api.sweep(words[0], {param.strip(): values.strip()}, **_typed(opts))
+        return _call(api.sweep, words[0], {param.strip(): values.strip()}, **_typed(opts))
     raise MagicUsageError(f"unknown verb {verb!r}\n{USAGE}")
+
+
+def _call(f: Any, *args: Any, **kw: Any) -> Any:
+    """An API call with the magic's options: one it does not take is a usage error naming it."""
+    import inspect
+
+    unknown = sorted(set(kw) - set(inspect.signature(f).parameters))
+    if unknown:
+        raise MagicUsageError(f"unknown option(s) {', '.join('--' + u for u in unknown)}\n{USAGE}")
+    return f(*args, **kw)
 
 
 def _typed(opts: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +175,9 @@ def cell_magic(line: str, cell: str) -> Any:
         sc = dataclasses.replace(sc, presets={**sc.presets, "_magic": {**sc.preset_params(preset), **params}})
         preset = "_magic"
     opts = _typed(opts)
+    unknown = sorted(set(opts) - {"backends", "devices", "dtype", "budget_s", "threads", "max_step_s"})
+    if unknown:  # said, never silently dropped: a mistyped option must not measure something else
+        raise MagicUsageError(f"unknown option(s) {', '.join('--' + u for u in unknown)}\n{USAGE}")
     return api._compare_scenarios(
         [sc], backends=opts.pop("backends", ("numpy", "torch")), devices=opts.pop("devices", None),
         variants=("base",), dtype=str(opts.pop("dtype", "float32")), preset=preset,

@@ -299,6 +299,10 @@ def test_cell_magic_measures_the_cell_as_a_code_file():
         def step(xp, x):
             return xp.sin(x) * 2
     """)
+    with pytest.raises(notebook.MagicUsageError, match="--amp"):
+        notebook.cell_magic("-b numpy,torch --amp bf16", cell)
+    with pytest.raises(notebook.MagicUsageError, match="--bogus"):
+        notebook.line_magic("compare matmul --bogus 1")
     res = notebook.cell_magic("-b numpy,torch -s n=512 --budget 0.03", cell)
     assert [r.backend for r in res] == ["numpy", "torch"] and all(r.check_ok for r in res)
     assert res[1].size and "512" in res[1].size
