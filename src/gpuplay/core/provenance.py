@@ -10,6 +10,7 @@ run already loaded torch (a NumPy run must not import it).
 
 from __future__ import annotations
 
+import functools
 import platform
 import sys
 from importlib import metadata
@@ -37,15 +38,19 @@ def package_version(names: tuple[str, ...]) -> str | None:
     return None
 
 
+@functools.cache
+def _installed() -> tuple[tuple[str, str], ...]:
+    """Read once per process (5 ms: every run of a sweep would pay it): what this process loaded
+    stays what it loaded, even if a newer version is installed under it meanwhile."""
+    found = ((key, package_version(names)) for key, names in PACKAGES)
+    return tuple((key, v) for key, v in found if v)
+
+
 def software() -> dict[str, Any]:
     """The versions this process runs with; a library that is not installed is absent."""
     from gpuplay import __version__
 
-    out: dict[str, Any] = {"gpuplay": __version__, "python": platform.python_version()}
-    for key, names in PACKAGES:
-        v = package_version(names)
-        if v:
-            out[key] = v
+    out: dict[str, Any] = {"gpuplay": __version__, "python": platform.python_version(), **dict(_installed())}
     torch = sys.modules.get("torch")  # loaded by this run, or not at all
     version = getattr(torch, "version", None)
     if version is not None:
