@@ -400,3 +400,10 @@ def test_a_sweep_shows_hostile_labels_as_text():
                {"value": 2, "median": 2e-3, "low": 1.9e-3, "high": 2.1e-3, "n": 5, "status": "ok"}]}]}  # fmt: skip
     page = api.Sweep(doc)._repr_html_()
     assert "<script>" not in page and "<b>s" not in page and "&lt;script&gt;" in page
+
+
+def test_to_pandas_without_pandas_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas → ImportError
+    res = api.Results.from_run_results([_result("a", [0.001] * 5)])
+    with pytest.raises(ImportError, match=r"gpuplay\[pandas\]"):
+        res.to_pandas()
