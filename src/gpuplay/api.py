@@ -687,7 +687,8 @@ def run(
         lambda cancel: engine_measure(spec, cancel=cancel, telemetry=telemetry, paired_with=pair),
         threading.Event(),
     )
-    _log([r])
+    if not interrupted:
+        _log([r])  # as the CLI: the measurement an interrupt stopped is not a finished one
     result = Result(attach_baselines([r])[0])
     if interrupted:
         warnings.warn(f"interrupted: {len(r.samples)} step(s) of {spec.label()} were timed", stacklevel=2)
