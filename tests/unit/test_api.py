@@ -407,3 +407,29 @@ def test_to_pandas_without_pandas_names_the_extra(monkeypatch):
     res = api.Results.from_run_results([_result("a", [0.001] * 5)])
     with pytest.raises(ImportError, match=r"gpuplay\[pandas\]"):
         res.to_pandas()
+
+
+def test_an_interrupt_through_the_engine_process_keeps_what_finished():
+    """The real path: a script (or kernel) measuring through the engine process gets SIGINT while
+    the second measurement runs; the engine stops it, the first comes back."""
+    import os
+    import signal
+
+    code = textwrap.dedent("""
+        import sys, warnings, gpuplay
+        warnings.simplefilter("ignore")
+        res = gpuplay.compare("matmul", backends=["numpy", "torch"], preset="quick", budget_s=1.0)
+        print("RESULT", len(res), res.interrupted, res[0].backend if len(res) else None, flush=True)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)  # fmt: skip
+    try:
+        first = proc.stderr.readline()  # "[1/2] matmul numpy cpu float32: …": the baseline finished
+        assert first.startswith("[1/2]"), first
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "RESULT 1 True numpy" in out
