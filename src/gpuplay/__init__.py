@@ -8,7 +8,6 @@ torch nor the terminal UI. In Jupyter, `%load_ext gpuplay` adds the %gpuplay mag
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 __version__ = "0.1.0"
 
@@ -32,7 +31,7 @@ __all__ = [
 _API = frozenset(__all__) - {"__version__", "load_ipython_extension"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:  # typing is not imported here: 50 ms cold
     if name in _API:
         # import_module, not an import statement: the package's face must not tie every module that
         # reads __version__ (the core among them) to the API above it. Types: __init__.pyi.
@@ -44,6 +43,6 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
 
-def load_ipython_extension(ipython: Any) -> None:
+def load_ipython_extension(ipython: object) -> None:
     """`%load_ext gpuplay`: the %gpuplay line magic and the %%gpuplay cell magic."""
     importlib.import_module("gpuplay.notebook").load_ipython_extension(ipython)

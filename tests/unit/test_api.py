@@ -433,3 +433,16 @@ def test_an_interrupt_through_the_engine_process_keeps_what_finished():
         proc.kill()
     assert proc.returncode == 0, err
     assert "RESULT 1 True numpy" in out
+
+
+def test_a_sweep_without_matplotlib_shows_a_text_chart(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    doc = {"scenario": "s", "param": "n", "values": [1, 2],
+           "series": [{"label": "numpy cpu float32", "points": [
+               {"value": 1, "median": 1e-3, "n": 5, "status": "ok"},
+               {"value": 2, "median": 4e-3, "n": 5, "status": "ok"}]}]}  # fmt: skip
+    page = api.Sweep(doc)._repr_html_()
+    assert "<img" not in page and "<pre>" in page and "█" in page
+    with pytest.raises(ImportError, match=r"gpuplay\[notebook\]"):
+        api.Sweep(doc).plot()
