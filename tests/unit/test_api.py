@@ -365,6 +365,8 @@ def test_progress_is_a_widget_bar_in_a_kernel_with_ipywidgets(monkeypatch):
 
     from gpuplay import progress
 
+    _need("IPython")
+
     shown = []
 
     class Widget:
