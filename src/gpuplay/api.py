@@ -128,8 +128,7 @@ def _check_lever(name: str, value: Any) -> None:
 def _spec(
     sc: Scenario, preset: str | None, params: Mapping[str, Any] | None, fields: Mapping[str, Any]
 ) -> tuple[RunSpec, str]:
-    from gpuplay.core.spec import RunSpec
-    from gpuplay.core.workloads import get_workload
+    from gpuplay.core.scenarios import spec_for
 
     for name, value in fields.items():
         _check_lever(name, value)
@@ -138,13 +137,8 @@ def _spec(
         if isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b):
             raise ValueError(f"budget_s must be a finite number of seconds; got {b!r}")
     try:
-        merged = {**sc.preset_params(preset), **dict(params or {})}
-        workload = get_workload(sc.workload)
-        resolved = workload.resolve(merged)
-        spec = RunSpec.make(
-            sc.workload, resolved, scenario=sc.name, **{k: v for k, v in fields.items() if v is not None}
-        )
-        return spec, workload.size_label(resolved)
+        spec, size = spec_for(sc, preset, params, **{k: v for k, v in fields.items() if v is not None})
+        return spec, str(size)
     except KeyError as exc:
         raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
 

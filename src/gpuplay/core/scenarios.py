@@ -259,3 +259,13 @@ def code_scenario(arg: str) -> Scenario | None:
         if path.stem == arg:
             return scenario_for(path)
     return None
+
+
+def spec_for(sc: Scenario, preset: str | None, params: Mapping[str, Any] | None = None, **fields: Any) -> Any:
+    """(RunSpec, size label) of a scenario at a preset, with `params` set over it: what `gpuplay
+    run` and gpuplay.run measure. Bad names and values raise KeyError, ValueError or SpecError."""
+    from gpuplay.core.spec import RunSpec
+
+    workload = get_workload(sc.workload)
+    resolved = workload.resolve({**sc.preset_params(preset), **dict(params or {})})
+    return RunSpec.make(sc.workload, resolved, scenario=sc.name, **fields), workload.size_label(resolved)
