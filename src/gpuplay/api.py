@@ -560,10 +560,31 @@ def _results_from(dicts: Sequence[Any], p: Path, problems: list[str]) -> list[Ru
     return out
 
 
+def _load_json(p: Path, problems: list[str]) -> Results | Sweep | Table:
+    doc = _read_json(p)
+    if not isinstance(doc, dict):
+        doc = {}
+    env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
+    if isinstance(doc.get("sweep"), dict):
+        return Sweep(doc["sweep"], env)
+    if doc.get("kind") == "gpuplay-collectives" and isinstance(doc.get("results"), list):
+        return Table([r for r in doc["results"] if isinstance(r, dict)], source=p.name)
+    if isinstance(doc.get("sources"), list) and isinstance(doc.get("rows"), list):  # compare --from's merge
+        return Table([r for r in doc["rows"] if isinstance(r, dict)], source=p.name)
+    if isinstance(doc.get("results"), list):
+        results = _results_from(doc["results"], p, problems)
+        if not results and doc["results"]:
+            raise ValueError(f"{p}: its results are not gpuplay measurements (no 'spec')")
+        return Results.from_run_results(results, environment=env, source=p.name)
+    raise ValueError(
+        f"{p}: not a gpuplay result file; write one with gpuplay run/compare/sweep --format json"
+    )
+
+
 def load(path: str | Path) -> Results | Sweep | Table:
     """A file gpuplay wrote, read back: a session log (.jsonl) or a run/compare/playground export
-    (JSON) → Results; a sweep's JSON → Sweep; any CSV gpuplay writes → Table (rows of text). A file
-    that is not one of these raises ValueError saying what it is."""
+    (JSON) → Results; a sweep's JSON → Sweep; any CSV gpuplay writes, a collectives JSON or a
+    `compare --from` merge → Table (its rows). A file that is not one of these raises ValueError."""
     from gpuplay.core.safeload import FileReadError, read_text_file
     from gpuplay.core.sessionlog import read_log
 
@@ -583,25 +604,7 @@ def load(path: str | Path) -> Results | Sweep | Table:
     elif p.suffix in (".md", ".markdown"):
         raise ValueError(f"{p}: Markdown is for reading; load the same results' --format json file")
     else:
-        doc = _read_json(p)
-        if isinstance(doc, dict) and isinstance(doc.get("sweep"), dict):
-            out = Sweep(
-                doc["sweep"], doc.get("environment") if isinstance(doc.get("environment"), dict) else None
-            )
-        elif (
-            isinstance(doc, dict)
-            and isinstance(doc.get("results"), list)
-            and doc.get("kind") != "gpuplay-collectives"
-        ):
-            env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
-            results = _results_from(doc["results"], p, problems)
-            if not results and doc["results"]:
-                raise ValueError(f"{p}: its results are not gpuplay measurements (no 'spec')")
-            out = Results.from_run_results(results, environment=env, source=p.name)
-        else:
-            raise ValueError(
-                f"{p}: not a gpuplay result file; write one with gpuplay run/compare/sweep --format json"
-            )
+        out = _load_json(p, problems)
     for problem in problems:
         warnings.warn(visible(problem), stacklevel=2)
     return out

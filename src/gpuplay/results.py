@@ -328,17 +328,18 @@ class Comparison:
         return self.text()
 
 
-class Table(Sequence[dict[str, str]]):
-    """A CSV file gpuplay wrote, as rows of text (CSV holds no samples; JSON files do)."""
+class Table(Sequence[dict[str, Any]]):
+    """Rows of a file gpuplay wrote that holds no measurements to rebuild: a CSV (text cells, no
+    samples), a collectives JSON, a `compare --from --format json` merge."""
 
-    def __init__(self, rows: Sequence[dict[str, str]], source: str = "") -> None:
+    def __init__(self, rows: Sequence[dict[str, Any]], source: str = "") -> None:
         self.rows, self.source = list(rows), source
 
     @overload
-    def __getitem__(self, i: int) -> dict[str, str]: ...
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
     @overload
-    def __getitem__(self, i: slice) -> list[dict[str, str]]: ...
-    def __getitem__(self, i: int | slice) -> dict[str, str] | list[dict[str, str]]:
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
         return self.rows[i]
 
     def __len__(self) -> int:

@@ -216,8 +216,13 @@ def test_across_versions_flags_30_percent_slower_and_not_noise(tmp_path):
     assert "a (64×64) numpy cpu float32: slower" in out.output
     assert "b (64×64) numpy cpu float32: within noise" in out.output
     assert "PyTorch 2.5.0 → 2.6.0" in out.output
-    js = CliRunner().invoke(main, ["compare", "--from", str(old), str(new), "--format", "json"])
-    doc = json.loads(js.output[js.output.index("{") :])
+    merged_path = old.parent / "m.json"
+    CliRunner().invoke(
+        main, ["compare", "--from", str(old), str(new), "--format", "json", "--out", str(merged_path)]
+    )
+    doc = json.loads(merged_path.read_text())
+    merged = gpuplay.load(merged_path)  # the merge itself is a file gpuplay writes
+    assert isinstance(merged, api.Table) and [r["scenario"] for r in merged] == ["a", "b"]
     assert [c["verdict"] for c in doc["across_versions"]["changes"]] == ["slower", "within noise"]
 
 
