@@ -453,3 +453,18 @@ def test_a_sweep_without_matplotlib_shows_a_text_chart(monkeypatch):
     assert "<img" not in page and "<pre>" in page and "█" in page
     with pytest.raises(ImportError, match=r"gpuplay\[notebook\]"):
         api.Sweep(doc).plot()
+
+
+def test_a_failing_step_raises_measurement_error_with_its_result(tmp_path):
+    code = tmp_path / "boom.py"
+    code.write_text(
+        textwrap.dedent("""
+        def inputs(rng, n=16):
+            return rng.standard_normal(n)
+        def step(xp, x):
+            raise RuntimeError("boom \\x1b[2J")
+    """)
+    )
+    with pytest.raises(api.MeasurementError, match="boom") as info:
+        gpuplay.run(str(code), budget_s=0.05)
+    assert info.value.result.status == "failed" and "\x1b" not in str(info.value)
