@@ -12,7 +12,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuplay.core import levers
+from gpuplay.core import levers, provenance
 from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.base import Backend
 from gpuplay.core.planner import assess
@@ -110,4 +110,5 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
         ),
         "warmup": spec.warmup,
         "compile_time_excluded": spec.compile != "off",
+        "versions": provenance.versions(spec.device),  # what `compare --from` holds two files against
     }
