@@ -66,6 +66,7 @@ def run(
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.engine import measure as run_spec
     from gpuplay.core.scenarios import spec_for
+    from gpuplay.core.workloads import get_workload
 
     try:
         sc = _code_scenario(scenario)
