@@ -192,7 +192,7 @@ class Workload:
         return args
 
     def setup_report(self, args: tuple[Any, ...]) -> SetupReport | None:
-        """What `prepare` built (an exported model, a loader's workers), from its prepared args."""
+        """What `prepare` built (an exported model, a data loader's processes), from its prepared args."""
         return None
 
     def needs_backend(self, p: Mapping[str, Any]) -> str | None:
