@@ -267,3 +267,10 @@ def test_the_runtimes_deck_loads_with_a_step_per_runtime():
     runtimes_ = [(s.spec.compile, s.spec.params["runtime"], s.spec.device) for s in deck.steps]
     assert runtimes_ == [("off", "eager", "cpu"), ("default", "eager", "cpu"),
                          ("off", "onnxruntime", "cpu"), ("off", "tensorrt", "cuda")]  # fmt: skip
+
+
+def test_one_build_per_run_the_cost_probes_run_eager():
+    pytest.importorskip("onnxruntime")
+    r = run(spec("onnxruntime").replace(params={**SMALL, "runtime": "onnxruntime", "batch": 16}))
+    assert r.status == "ok" and r.check_ok
+    assert [k[2] for k in runtimes._cache.data] == [(16, 8, 32)]  # no build at a probe's batch

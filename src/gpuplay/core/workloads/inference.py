@@ -203,6 +203,11 @@ class Inference(Workload):
             raise ValueError(f"width must be a multiple of heads; got width={p['width']}, heads={p['heads']}")
         return p
 
+    def scaled(self, p: Mapping[str, Any], factor: float) -> dict[str, Any]:
+        # The step-cost probes run the eager model as the runtime's stand-in: a probe of its own
+        # would export and build the model again at each probe size (seconds each, thrown away).
+        return {**super().scaled(p, factor), "runtime": "eager"}
+
     def size_label(self, p: Mapping[str, Any]) -> str:
         if p["model"] == "mlp":
             return f"MLP {p['batch']}×{p['width']}"
