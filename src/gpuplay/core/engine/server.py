@@ -20,6 +20,7 @@ from typing import Any
 from gpuplay.core.cuda_errors import STICKY_CUDA_ERRORS
 from gpuplay.core.engine.jobs import poisoned, profile_job, run_job
 from gpuplay.core.engine.messages import (
+    PROBED,
     Cancel,
     Event,
     Failed,
@@ -34,7 +35,6 @@ from gpuplay.core.engine.messages import (
     decode,
     encode,
 )
-from gpuplay.core.engine.messages import PROBED
 from gpuplay.core.engine.protocol import probe_data
 
 __all__ = ["STICKY_CUDA_ERRORS", "STICKY_EXIT_CODE", "EngineServer", "main"]
