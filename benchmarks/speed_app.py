@@ -101,9 +101,11 @@ def one_app(src: str, rounds: int) -> tuple[float, dict[str, list[float]], float
                     before = region(key, screen(name), tmux("capture-pane", "-p", "-t", name).splitlines())
                     t1 = time.perf_counter()
                     tmux("send-keys", "-t", name, key)
+
                     def changed() -> bool:
                         lines = screen(name)
                         return region(key, lines, [_plain(x) for x in lines]) != before
+
                     t2 = wait_for(name, changed, 5)
                     keys[key].append((t2 - t1) if t2 is not None else float("inf"))
             time.sleep(0.5)
@@ -149,7 +151,9 @@ def main() -> None:
         for k, v in ks.items():
             keys[k] += v
     every = sorted(x for v in keys.values() for x in v)
-    print(f"first frame: median {med(firsts):.3f} s (min {min(firsts):.3f}, max {max(firsts):.3f}); goal 0.3 s")
+    print(
+        f"first frame: median {med(firsts):.3f} s (min {min(firsts):.3f}, max {max(firsts):.3f}); goal 0.3 s"
+    )
     print(f"key -> repaint over {len(every)} presses: median {med(every) * 1e3:.0f} ms, p95 {p95(every) * 1e3:.0f} ms, "
           f"max {every[-1] * 1e3:.0f} ms; goal p95 50 ms")  # fmt: skip
     for k, v in keys.items():

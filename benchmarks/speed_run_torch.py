@@ -40,8 +40,10 @@ def main() -> None:
         print(describe(f"other ({args.vs})", b))
         print(ratios(a, b))
     wall, goal = med([r.wall for r in a]), imp + BUDGETS_S + SLACK_S
-    print(f"figure: {wall:.3f} s against a goal of {goal:.3f} s ({imp:.3f} + {BUDGETS_S} + {SLACK_S}): "
-          f"{'met' if wall <= goal else 'not met'}; over the import and budgets: {wall - imp - BUDGETS_S:.3f} s")
+    print(
+        f"figure: {wall:.3f} s against a goal of {goal:.3f} s ({imp:.3f} + {BUDGETS_S} + {SLACK_S}): "
+        f"{'met' if wall <= goal else 'not met'}; over the import and budgets: {wall - imp - BUDGETS_S:.3f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -51,7 +51,9 @@ def machine() -> str:
 def parser(doc: str | None) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
     ap.add_argument("-n", "--runs", type=int, default=5, help="counted runs (median of these); default 5")
-    ap.add_argument("--src", default=str(ROOT / "src"), help="the gpuplay source tree to time (default: this one)")
+    ap.add_argument(
+        "--src", default=str(ROOT / "src"), help="the gpuplay source tree to time (default: this one)"
+    )
     ap.add_argument("--vs", default=None, metavar="SRC", help="a second source tree, run alternately: ratios")
     return ap
 

@@ -53,3 +53,33 @@ def test_the_engine_probes_only_what_it_is_asked_for(monkeypatch):
     assert probed[1:] == [("numpy", "torch"), ("numpy", "torch", "cupy")]
     assert [a.final for a in sent[1:]] == [False, True]
     assert started == ["numpy", "numpy", "torch", "cupy"]
+
+
+async def test_a_new_choice_is_painted_before_it_is_measured(tmp_path, monkeypatch):
+    # A key's repaint must not share the machine with the start of a measurement: the app paints
+    # the new choice (the session's "queued" run on screen) and starts the run after that frame.
+    monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")
+    from textual.screen import Screen
+
+    from gpuplay.tui.app import GpuPlayApp
+    from tests.tui_helpers import tiny_scenarios, wait_until
+
+    app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path / "out", budget_s=0.05,
+                     telemetry=False)  # fmt: skip
+    events: list[str] = []
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.session.live_result is not None)
+        real_start, real_refresh = app.runs.start, Screen._refresh_layout
+        monkeypatch.setattr(
+            app.runs, "start", lambda spec, run_id: events.append("start") or real_start(spec, run_id)
+        )
+        monkeypatch.setattr(
+            Screen, "_refresh_layout", lambda *a, **k: events.append("paint") or real_refresh(*a, **k)
+        )
+        names = list(app.scenario_set.scenarios)
+        app.choose_scenario(names[1])
+        assert "start" not in events  # not in the key's handler
+        await wait_until(pilot, lambda: "start" in events)
+        assert events.index("paint") < events.index("start")
+        await wait_until(pilot, lambda: app.session.live_result is not None)
+        assert app.session.live_result.spec.scenario == names[1]
