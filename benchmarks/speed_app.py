@@ -102,7 +102,7 @@ def one_app(src: str, rounds: int) -> tuple[float, dict[str, list[float]], float
                     t1 = time.perf_counter()
                     tmux("send-keys", "-t", name, key)
 
-                    def changed() -> bool:
+                    def changed(key: str = key, before: object = before) -> bool:
                         lines = screen(name)
                         return region(key, lines, [_plain(x) for x in lines]) != before
 
