@@ -20,12 +20,17 @@ def sweep(points: int) -> tuple[str, ...]:
             "--budget", str(BUDGET_S), "--warmup", "1")  # fmt: skip
 
 
+CPU: dict[str, list[float]] = {}
+
+
 def per_point(src: str) -> float:
-    """One pair of sweeps, 16 points then 2, run back to back: their difference per point."""
+    """One pair of sweeps, 16 points then 2, run back to back: their difference per point (wall;
+    the CPU time of both processes per point is kept in CPU: less moved by a loaded machine)."""
     big = run_once(sweep(16), src)
     small = run_once(sweep(2), src)
     if big.code or small.code:
         raise SystemExit(f"a sweep failed (exit {big.code}, {small.code})")
+    CPU.setdefault(src, []).append((big.cpu - small.cpu) / 14)
     return (big.wall - small.wall) / 14
 
 
@@ -38,11 +43,12 @@ def main() -> None:
         if args.vs:
             b.append(per_point(args.vs))
         a.append(per_point(args.src))
-    for label, xs in (("this", a), ("other", b)):
+    for label, xs, src in (("this", a, args.src), ("other", b, args.vs)):
         if xs:
             xs.sort()
             print(f"{label}: a point costs median {med(xs) * 1e3:.0f} ms = {med(xs) / BUDGET_S:.2f}× its budget "
-                  f"(min {xs[0] * 1e3:.0f}, max {xs[-1] * 1e3:.0f} ms)")  # fmt: skip
+                  f"(min {xs[0] * 1e3:.0f}, max {xs[-1] * 1e3:.0f} ms); CPU per point (both processes) "
+                  f"median {med(CPU[src][1:]) * 1e3:.0f} ms")  # fmt: skip
     if b:
         print(f"per-point ratio this/other: {med(a) / med(b):.2f}")
     x = med(a) / BUDGET_S
