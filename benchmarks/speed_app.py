@@ -142,14 +142,22 @@ def main() -> None:
     args = ap.parse_args()
     header("the playground in tmux 120×36", "first frame <= 0.3 s; key -> repaint p95 <= 50 ms for every key; "
            "q -> shell <= 0.2 s", args.runs)  # fmt: skip
-    print(f"# gpuplay from {args.src}")
-    firsts, quits, keys = [], [], {k: [] for k in KEYS}
+    trees = [args.src, *([args.vs] if args.vs else [])]
+    got = {src: ([], [], {k: [] for k in KEYS}) for src in trees}
     for _ in range(args.runs):
-        f, ks, q = one_app(args.src, args.rounds)
-        firsts.append(f)
-        quits.append(q)
-        for k, v in ks.items():
-            keys[k] += v
+        for src in reversed(trees):  # alternating, the other tree first: A B A B … as the CLI rows
+            f, ks, q = one_app(src, args.rounds)
+            firsts, quits, keys = got[src]
+            firsts.append(f)
+            quits.append(q)
+            for k, v in ks.items():
+                keys[k] += v
+    for src in trees:
+        print(f"## gpuplay from {src}")
+        report(*got[src])
+
+
+def report(firsts: list[float], quits: list[float], keys: dict[str, list[float]]) -> None:
     every = sorted(x for v in keys.values() for x in v)
     print(
         f"first frame: median {med(firsts):.3f} s (min {min(firsts):.3f}, max {max(firsts):.3f}); goal 0.3 s"
