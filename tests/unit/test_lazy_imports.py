@@ -33,6 +33,11 @@ def top_level(modules: set[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
+def engines_started(tmp_path: Path) -> int:
+    """How many engine processes wrote to this state folder's engine log (one line each at start)."""
+    return (tmp_path / "state" / "engine.log").read_text().count("--- gpuplay engine pid ")
+
+
 def _gpuplay(tmp_path: Path, *args: str) -> tuple[set[str], set[str]]:
     """Run a gpuplay command: the modules its front end and its engine imported."""
     env = {k: v for k, v in os.environ.items() if k not in ("GPUPLAY_IN_PROCESS", "COLUMNS")}
@@ -61,6 +66,16 @@ def test_a_numpy_sweep_imports_no_torch_in_the_front_end_or_the_engine(tmp_path)
     for side, mods in (("front end", front), ("engine", engine)):
         loaded = sorted(top_level(mods) & {"torch", "cupy", "scipy", "textual"})
         assert not loaded, f"a NumPy-only sweep imported {loaded} in the {side}"
+    assert engines_started(tmp_path) == 1  # one engine for every point
+
+
+def test_a_numpy_compare_uses_one_engine_for_every_row_and_no_torch(tmp_path):
+    front, engine = _gpuplay(tmp_path, "compare", "--scenario", "matmul", "--scenario", "elementwise",
+                             "--backends", "numpy", "--budget", "0.05")  # fmt: skip
+    assert "gpuplay.core.runner.measure" in engine and engines_started(tmp_path) == 1
+    for side, mods in (("front end", front), ("engine", engine)):
+        loaded = sorted(top_level(mods) & {"torch", "cupy", "scipy", "textual"})
+        assert not loaded, f"a NumPy-only compare imported {loaded} in the {side}"
 
 
 WALK = r"""
