@@ -54,6 +54,7 @@ def test_a_numpy_run_imports_no_torch_in_the_front_end_or_the_engine(tmp_path):
     front, engine = _gpuplay(tmp_path, "run", "matmul", "-s", "n=64", "--budget", "0.05", "--warmup", "1")
     assert "gpuplay.core.runner.measure" in engine  # the engine measured: its listing was read
     assert "numpy" in top_level(front)
+    assert not {m for m in front if m.startswith("gpuplay.core.runner")}  # it measures in the engine
     for side, mods in (("front end", front), ("engine", engine)):
         loaded = sorted(top_level(mods) & {"torch", "cupy", "scipy", "textual"})
         assert not loaded, f"a NumPy-only run imported {loaded} in the {side}"
@@ -106,3 +107,14 @@ def test_the_importtime_reader_reads_nested_and_top_level_names():
     text = "import time: self [us] | cumulative | imported package\n" \
            "import time:       712 |        712 |     torch._C\nimport time:    -17 |  9 | numpy\n"  # fmt: skip
     assert imported(text) == {"torch._C", "numpy"} and top_level(imported(text)) == {"torch", "numpy"}
+
+
+def test_the_app_and_the_cli_import_no_runner_before_their_first_frame():
+    # The runner (and importlib.metadata, 30 ms) measure in the engine and fill in a result's
+    # conditions there: the front end's start-up does without them.
+    code = "import sys, gpuplay.cli, gpuplay.tui.app; print(sorted(m for m in sys.modules " \
+           "if m.startswith('gpuplay.core.runner') or m == 'importlib.metadata'))"  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"
