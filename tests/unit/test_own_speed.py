@@ -83,3 +83,29 @@ async def test_a_new_choice_is_painted_before_it_is_measured(tmp_path, monkeypat
         assert events.index("paint") < events.index("start")
         await wait_until(pilot, lambda: app.session.live_result is not None)
         assert app.session.live_result.spec.scenario == names[1]
+
+
+def test_an_engine_started_early_but_never_asked_is_killed_without_waiting(monkeypatch):
+    # `gpuplay run nosuch` starts the engine before it finds the name unknown: quitting must not
+    # wait for an engine still importing to read a polite Shutdown (up to 0.2 s).
+    from gpuplay.core.engine.client import EngineClient
+    from gpuplay.core.engine.messages import Shutdown
+    from gpuplay.core.spec import RunSpec
+
+    def recording(client):
+        sent = []
+        real = client._send
+        monkeypatch.setattr(client, "_send", lambda msg: sent.append(msg) or real(msg))
+        return sent
+
+    idle = EngineClient(backends=("numpy",))
+    idle.start()
+    sent = recording(idle)
+    idle.close()
+    assert not idle.alive() and not any(isinstance(m, Shutdown) for m in sent)
+
+    used = EngineClient(backends=("numpy",))
+    assert used.run(RunSpec.make("matmul", {"n": 16}, budget_s=0.01, warmup=1)).status == "ok"
+    sent = recording(used)
+    used.close()
+    assert not used.alive() and any(isinstance(m, Shutdown) for m in sent)  # it may finish cleanly

@@ -255,6 +255,7 @@ class EngineClient:
         self._send_lock = threading.Lock()
         self._log_path: Path | None = None
         self._closed = False
+        self._asked = False  # a run or a profile was sent to an engine of this client
 
     # -- the process ----------------------------------------------------------------
     @property
@@ -392,7 +393,9 @@ class EngineClient:
     def close(self) -> None:
         """Shut down for good: a polite request, then SIGKILL if it is not gone at once."""
         self._closed = True
-        if self.alive():
+        # An engine that was never asked to measure (a command that stopped at a usage error
+        # after starting it early) holds nothing: it is killed without waiting for it to listen.
+        if self.alive() and self._asked:
             self._send(Shutdown())
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(0.2)
@@ -483,6 +486,7 @@ class EngineClient:
         the engine, a step past the watchdog's limit, or the engine gone."""
         self.start()
         events = self._events
+        self._asked = True
         if not self._send(request):
             return Lost()
         next_check = time.monotonic() + HEALTH_CHECK_S
