@@ -4,6 +4,8 @@
   tell on which device a stream was made, a capture ran or a step was called.
 - FakePynvml: a recorded NVML device list (UUIDs, names, MIG instances, processes), with a
   log of every call, so a test can tell which NVML device was read and when.
+  GPM (nvidia-ml-py's nvmlGpm* calls) over counters a test advances with `work`: a GPU with
+  `arch="hopper"` has them, an Ampere one answers isSupportedDevice = 0, as the driver does.
 - FakeCupy: the parts of CuPy whose caches gpuplay empties (pools, pinned pool, cuFFT plans).
 """
 
@@ -118,6 +120,37 @@ class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's name
     pass
 
 
+class NVMLError_FunctionNotFound(NVMLError):  # noqa: N801 - pynvml's name (a driver without the call)
+    pass
+
+
+NVML_ERROR_NOT_SUPPORTED = 3  # nvmlReturn_t
+
+
+class FakeGpmSample:
+    """An NVML GPM sample buffer: the counters of one device (or MIG instance) at one moment."""
+
+    def __init__(self) -> None:
+        self.key: tuple[int, int | None] | None = None
+        self.t = 0.0
+        self.counts: dict[int, float] = {}
+
+
+class FakeGpmMetric:
+    def __init__(self) -> None:
+        self.metricId, self.nvmlReturn, self.value = 0, 0, 0.0
+
+
+class FakeGpmMetricsGet:
+    """c_nvmlGpmMetricsGet_t: version, numMetrics, sample1, sample2, metrics[NVML_GPM_METRIC_MAX]."""
+
+    def __init__(self) -> None:
+        self.version, self.numMetrics = 0, 0
+        self.sample1: FakeGpmSample | None = None
+        self.sample2: FakeGpmSample | None = None
+        self.metrics = [FakeGpmMetric() for _ in range(98)]
+
+
 @dataclass
 class FakeGpu:
     uuid: str
@@ -126,6 +159,9 @@ class FakeGpu:
     power_mw: int = 300_000
     mig: list[str] = field(default_factory=list)  # MIG instance UUIDs (MIG mode on when any)
     procs: list[tuple[int, int]] = field(default_factory=list)  # (pid, used bytes)
+    arch: str = "hopper"  # GPM counters from Hopper on
+    gpm_mig: bool = True  # the driver samples GPM per MIG instance (nvmlGpmMigSampleGet)
+    gpm_absent: tuple[int, ...] = ()  # GPM metric ids this board lacks (NVLink on a PCIe card)
 
 
 @dataclass(frozen=True)
@@ -144,11 +180,103 @@ class FakePynvml:
     NVML_PCIE_UTIL_RX_BYTES = 1
     NVMLError = NVMLError
     NVMLError_NotSupported = NVMLError_NotSupported
+    NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
+    # nvidia-ml-py's GPM constants (the values of nvml.h's nvmlGpmMetricId_t)
+    NVML_GPM_METRICS_GET_VERSION = 1
+    NVML_GPM_METRIC_SM_UTIL = 2
+    NVML_GPM_METRIC_SM_OCCUPANCY = 3
+    NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5
+    NVML_GPM_METRIC_DFMA_TENSOR_UTIL = 6
+    NVML_GPM_METRIC_HMMA_TENSOR_UTIL = 7
+    NVML_GPM_METRIC_IMMA_TENSOR_UTIL = 9
+    NVML_GPM_METRIC_DRAM_BW_UTIL = 10
+    NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20
+    NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21
+    NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60
+    NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61
+    c_nvmlGpmMetricsGet_t = FakeGpmMetricsGet
 
-    def __init__(self, gpus: list[FakeGpu]) -> None:
+    def __init__(self, gpus: list[FakeGpu], gpm_driver: bool = True) -> None:
         self.gpus = gpus
         self.calls: list[tuple[float, str]] = []
         self._energy = itertools.count(1_000_000, 50_000)
+        self.gpm_driver = gpm_driver  # False: a driver older than R520, without the GPM calls
+        self.gpm_clock = 100.0  # the GPU's own time, advanced by `work`
+        self.gpm_counts: dict[tuple[int, int | None], dict[int, float]] = {}
+        self.gpm_live: set[int] = set()  # ids of sample buffers not yet freed
+        self._steady: dict[int, tuple[dict[int, float], float]] = {}  # gpu -> (activity, since)
+
+    def busy(self, gpu: int, activity: dict[int, float]) -> None:
+        """The device busy at `activity` from now on, in real time (for a run through the runner)."""
+        self._steady[gpu] = (activity, time.monotonic())
+
+    # -- GPM ---------------------------------------------------------------------------------
+    def work(self, gpu: int, seconds: float, activity: dict[int, float], mig: int | None = None) -> None:
+        """The device busy for `seconds` at `activity` (metric id -> % or MiB/s): counters grow."""
+        self.gpm_clock += seconds
+        for key in {(gpu, None), (gpu, mig)}:
+            counts = self.gpm_counts.setdefault(key, {})
+            for metric, rate in activity.items():
+                counts[metric] = counts.get(metric, 0.0) + rate * seconds
+
+    def _gpm_check(self, fn: str) -> None:
+        self._log(fn)
+        if not self.gpm_driver:
+            raise NVMLError_FunctionNotFound(fn)
+
+    def nvmlGpmQueryDeviceSupport(self, h: _Handle) -> Any:  # noqa: N802
+        self._gpm_check("nvmlGpmQueryDeviceSupport")
+        supported = self.gpus[h.gpu].arch in ("hopper", "blackwell")
+        return SimpleNamespace(version=1, isSupportedDevice=int(supported))
+
+    def nvmlGpmSampleAlloc(self) -> FakeGpmSample:  # noqa: N802
+        self._gpm_check("nvmlGpmSampleAlloc")
+        s = FakeGpmSample()
+        self.gpm_live.add(id(s))
+        return s
+
+    def nvmlGpmSampleFree(self, s: FakeGpmSample) -> None:  # noqa: N802
+        self.gpm_live.discard(id(s))
+
+    def _fill(self, s: FakeGpmSample, key: tuple[int, int | None]) -> FakeGpmSample:
+        if self.gpus[key[0]].arch not in ("hopper", "blackwell"):
+            raise NVMLError_NotSupported("nvmlGpmSampleGet")
+        if key[0] in self._steady:
+            activity, since = self._steady[key[0]]
+            now = time.monotonic()
+            self.work(key[0], now - since, activity)
+            self._steady[key[0]] = (activity, now)
+        s.key, s.t, s.counts = key, self.gpm_clock, dict(self.gpm_counts.get(key, {}))
+        return s
+
+    def nvmlGpmSampleGet(self, h: _Handle, s: FakeGpmSample) -> FakeGpmSample:  # noqa: N802
+        self._gpm_check("nvmlGpmSampleGet")
+        return self._fill(s, (h.gpu, None))
+
+    def nvmlGpmMigSampleGet(self, h: _Handle, gi: int, s: FakeGpmSample) -> FakeGpmSample:  # noqa: N802
+        self._gpm_check("nvmlGpmMigSampleGet")
+        if not self.gpus[h.gpu].gpm_mig:
+            raise NVMLError_NotSupported("nvmlGpmMigSampleGet")
+        return self._fill(s, (h.gpu, gi))
+
+    def nvmlDeviceGetGpuInstanceId(self, h: _Handle) -> int:  # noqa: N802
+        if h.mig is None:
+            raise NVMLError("Invalid Argument")
+        return h.mig
+
+    def nvmlGpmMetricsGet(self, mg: FakeGpmMetricsGet) -> FakeGpmMetricsGet:  # noqa: N802
+        self._gpm_check("nvmlGpmMetricsGet")
+        s1, s2 = mg.sample1, mg.sample2
+        if mg.version != 1 or s1 is None or s2 is None or s1.key != s2.key or s2.t <= s1.t:
+            raise NVMLError("Invalid Argument")
+        absent = self.gpus[s1.key[0]].gpm_absent
+        for m in mg.metrics[: mg.numMetrics]:
+            if m.metricId in absent:
+                m.nvmlReturn, m.value = NVML_ERROR_NOT_SUPPORTED, 0.0
+            else:
+                m.nvmlReturn = 0
+                m.value = (s2.counts.get(m.metricId, 0.0) - s1.counts.get(m.metricId, 0.0)) / (s2.t - s1.t)
+        return mg
 
     def _log(self, name: str) -> None:
         self.calls.append((time.monotonic(), name))

@@ -67,6 +67,8 @@ def info(fmt: str, probe_timeout: float) -> None:
                 f"{g['power_w']} W  {g['temp_c']} °C  {g['pstate']}",
                 highlight=False,
             )
+            # GPM: SM, tensor-core and DRAM activity (`gpuplay monitor`, the Telemetry tab, results)
+            con.print(visible(f"    GPM: {g.get('gpm', 'n/a')}"), highlight=False, markup=False)
     else:
         con.print(visible(f"NVML: {nv['status']}"), highlight=False, markup=False)
     for roof in data.get("roofline", []):

@@ -8,7 +8,7 @@ from typing import Any
 from gpuplay.core.backends import all_backends
 from gpuplay.core.config import config_dir, load_config, state_dir
 from gpuplay.core.report import environment
-from gpuplay.core.telemetry import cuda_nvml_mapping, gpu_count, nvml, nvml_status, query_gpu
+from gpuplay.core.telemetry import cuda_nvml_mapping, gpm_status, gpu_count, nvml, nvml_status, query_gpu
 
 
 def cupy_cuda_major() -> int | None:
@@ -93,7 +93,7 @@ def gather(probe_timeout: float = 30.0) -> dict[str, Any]:
     cuda_map: list[dict[str, Any]] = []
     if not status:
         driver = nvml.call("nvmlSystemGetDriverVersion")
-        gpus = [vars(query_gpu(i)) for i in range(gpu_count())]
+        gpus = [{**vars(query_gpu(i)), "gpm": gpm_status(i) or "available"} for i in range(gpu_count())]
         cuda_map = cuda_nvml_mapping()
     cfg = load_config()
     from gpuplay.core.roofline import summary

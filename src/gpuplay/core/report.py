@@ -13,6 +13,7 @@ from gpuplay import __version__
 from gpuplay.core import levers
 from gpuplay.core.compare import Row
 from gpuplay.core.energy import energy_of
+from gpuplay.core.hw import nvidia as gpm
 from gpuplay.core.roofline import roof_cell, roof_text
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import host_description, package_version
@@ -162,6 +163,9 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     energy = energy_of(r.telemetry)
     if energy is not None and energy.status == "ok":
         notes.append(energy.text())
+    activity = gpm.summary(gpu_activity(r.telemetry))
+    if activity:
+        notes.append(f"GPM: {activity} during the timed steps")
     if noise:
         notes.extend(r.noise_warnings)
     return [
@@ -242,6 +246,8 @@ def to_csv(rows: Sequence[Row]) -> str:
             "gflop_per_j",
             "energy_status",
             "energy_scope",
+            *GPM_COLUMNS,
+            "gpm_note",
             "unstable",
             "other_cpu_cores",
             "noise_warnings",
@@ -294,6 +300,7 @@ def to_csv(rows: Sequence[Row]) -> str:
                     )
                 ),
                 *_energy_cells(r.telemetry),
+                *_gpm_cells(r.telemetry),
                 r.unstable,
                 host_noise.get("other_cores", ""),
                 "; ".join(r.noise_warnings),
@@ -320,6 +327,23 @@ def _with_derived(lever_cells: list[Any], device_name: Any, compute_dtype: Any) 
     cells.insert(columns.index("dtype") + 1, compute_dtype)
     cells.insert(columns.index("device") + 1, device_name)  # before dtype: its index still holds
     return cells
+
+
+# GPM's averages over the timed window (core/hw/nvidia.py), one CSV column each.
+GPM_KEYS = ("sm_active", "sm_occupancy", "tensor_active", "hmma_active", "imma_active", "dmma_active", "dram_active")
+GPM_COLUMNS = tuple(f"{k}_pct" for k in GPM_KEYS)
+
+
+def gpu_activity(telemetry: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's GPM figures or {"reason": …}; None for a run with no GPU telemetry."""
+    activity = (telemetry.get("gpu") or {}).get("activity")
+    return activity if isinstance(activity, dict) else None
+
+
+def _gpm_cells(telemetry: dict[str, Any]) -> list[Any]:
+    a = gpu_activity(telemetry) or {}
+    cells = [gpm.bounded(k, a.get(k)) for k in GPM_KEYS]
+    return [*("" if v is None else round(v, 1) for v in cells), str(a.get("reason") or "")]
 
 
 def _energy_cells(telemetry: dict[str, Any]) -> list[Any]:
@@ -357,6 +381,7 @@ def to_json(rows: Sequence[Row], **meta: Any) -> str:
                 "baseline": row.baseline.spec.label() if row.baseline else None,
                 "warnings": row.warnings,
                 **_energy_fields(row.result.telemetry),
+                "gpu_activity": gpu_activity(row.result.telemetry),
             }
             for row in rows
         ],

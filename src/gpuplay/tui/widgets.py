@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
 from gpuplay.core.compare import Row
+from gpuplay.core.hw import nvidia as gpm
 from gpuplay.core.report import fmt_error, fmt_rate, fmt_time
 from gpuplay.core.roofline import NOT_CALIBRATED, roof_text
 from gpuplay.core.safetext import visible
@@ -170,6 +171,10 @@ class StatsPanel(Static):
         self._roof_and_noise(t, info)
         if info.get("energy"):
             t.add_row("energy", Text(info["energy"], style="dim"))
+        if info.get("activity"):  # GPM: what the SMs, tensor cores and DRAM did in the timed steps
+            t.add_row("GPU activity", Text(visible(info["activity"]), style="dim"))
+        if info.get("activity_change"):
+            t.add_row("", Text(visible(info["activity_change"]), style="bold"))
         for note in info.get("notes", [])[:3]:
             t.add_row("note", Text(visible(note), style="dim"))
         self.update(t)
@@ -449,7 +454,9 @@ class TelemetryPanel(Static):
             + (f" · engine {h.engine_rss / 2**20:.0f} MiB" if h.engine_rss else ""),
         )
         if nvml_line:
-            t.add_row("GPU", Text(nvml_line, style="dim"))
+            t.add_row("GPU", Text(visible(nvml_line), style="dim"))
+            # GPM (SM, tensor-core, DRAM activity) reads through NVML too: say so, not just nothing.
+            t.add_row("GPM", Text(visible(f"n/a: {nvml_line}"), style="dim"))
         run_index = int(device.split(":")[1]) if device.startswith("cuda:") else None
         for g in sorted(snap.gpus, key=lambda g: g.index != run_index):
             mark = "▶ " if g.index == run_index else ""
@@ -477,7 +484,23 @@ class TelemetryPanel(Static):
                 f"gen {_na(g.pcie_gen, '')} x{_na(g.pcie_width, '')} · "
                 f"TX {_na(g.pcie_tx_mbs, ' MB/s')} RX {_na(g.pcie_rx_mbs, ' MB/s')}",
             )
+            for label, text in gpm_rows(g.activity):
+                t.add_row(label, Text(visible(text), style="dim" if label == "  GPM" else ""))
         self.update(t)
+
+
+def gpm_rows(activity: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The Telemetry panel's GPM rows of one GPU: its figures, or one row saying why there are none."""
+    if activity is None:
+        return []
+    if activity.get("reason"):
+        return [("  GPM", str(activity["reason"]))]
+    occupancy = gpm.bounded("sm_occupancy", activity.get("sm_occupancy"))
+    return [
+        ("  activity", gpm.summary(activity) + (f" · occupancy {occupancy:.0f} %" if occupancy is not None else "")),
+        ("  tensor pipes", gpm.pipes(activity) or "n/a"),
+        ("  links", gpm.links(activity)),
+    ]
 
 
 class TelemetryChart(CachedPlot):
