@@ -435,6 +435,7 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self.activity = False  # free GPM's open window: nothing samples any more
 
     @property
     def running(self) -> bool:
