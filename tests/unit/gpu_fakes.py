@@ -412,3 +412,161 @@ class FakeCupy:
 
     def get_default_pinned_memory_pool(self) -> Any:
         return self._pinned
+
+
+# -- AMD: ROCm torch and amdsmi --------------------------------------------------------------
+@dataclass
+class FakeAmdGpu:
+    """One AMD GPU as torch (ROCm) and amdsmi both see it."""
+
+    name: str  # torch's and amdsmi's market name
+    arch: str  # torch's gcnArchName, e.g. "gfx942:sramecc+:xnack-"
+    bus: int  # PCI bus number: what maps torch's device to amdsmi's
+    uuid: str
+    gfx: int = 80  # amdsmi's gfx_activity, %
+    watts: float = 600.0
+    vram_used_mb: int = 4096
+    vram_total_mb: int = 196_608
+
+
+class AmdSmiLibraryException(Exception):  # noqa: N818 - amdsmi's name
+    pass
+
+
+class FakeAmdsmi:
+    """The `amdsmi` module (its Python API: amdsmi_init, handles, dicts with 'N/A' strings) over
+    GPUs listed in amdsmi's order; the energy accumulator advances 1000 ticks of 15.3 µJ per read."""
+
+    class AmdSmiClkType:
+        GFX, MEM = 1, 5
+
+    class AmdSmiTemperatureType:
+        EDGE, HOTSPOT, JUNCTION = 0, 1, 1
+
+    class AmdSmiTemperatureMetric:
+        CURRENT = 0
+
+    AmdSmiLibraryException = AmdSmiLibraryException
+
+    def __init__(self, gpus: list[FakeAmdGpu], init_error: bool = False) -> None:
+        self.gpus, self.init_error = gpus, init_error
+        self.ticks = [10_000_000 * (i + 1) for i in range(len(gpus))]
+        self.calls: list[str] = []
+
+    def amdsmi_init(self, *flags: Any) -> None:
+        if self.init_error:
+            raise AmdSmiLibraryException("AMDSMI_STATUS_DRIVER_NOT_LOADED")
+
+    def amdsmi_get_processor_handles(self) -> list[int]:
+        return list(range(len(self.gpus)))
+
+    def amdsmi_get_gpu_device_bdf(self, h: int) -> str:
+        return f"0000:{self.gpus[h].bus:02x}:00.0"
+
+    def amdsmi_get_gpu_device_uuid(self, h: int) -> str:
+        return self.gpus[h].uuid
+
+    def amdsmi_get_gpu_asic_info(self, h: int) -> dict[str, Any]:
+        return {"market_name": self.gpus[h].name, "target_graphics_version": self.gpus[h].arch.split(":")[0]}
+
+    def amdsmi_get_gpu_activity(self, h: int) -> dict[str, Any]:
+        self.calls.append(f"activity {h}")
+        return {"gfx_activity": self.gpus[h].gfx, "umc_activity": 20, "mm_activity": "N/A"}
+
+    def amdsmi_get_gpu_vram_usage(self, h: int) -> dict[str, Any]:
+        return {"vram_total": self.gpus[h].vram_total_mb, "vram_used": self.gpus[h].vram_used_mb}
+
+    def amdsmi_get_power_info(self, h: int) -> dict[str, Any]:
+        # MI300: average_socket_power is 'N/A', current_socket_power carries the figure
+        return {"current_socket_power": self.gpus[h].watts, "average_socket_power": "N/A", "power_limit": 750}
+
+    def amdsmi_get_temp_metric(self, h: int, sensor: int, metric: int) -> int:
+        if sensor == self.AmdSmiTemperatureType.EDGE:
+            raise AmdSmiLibraryException("AMDSMI_STATUS_NOT_SUPPORTED")  # MI300 has no edge sensor
+        return 61
+
+    def amdsmi_get_clock_info(self, h: int, kind: int) -> dict[str, Any]:
+        return {"clk": 2100 if kind == self.AmdSmiClkType.GFX else 1300, "max_clk": 2100, "min_clk": 500}
+
+    def amdsmi_get_energy_count(self, h: int) -> dict[str, Any]:
+        self.ticks[h] += 1000
+        return {"energy_accumulator": self.ticks[h], "counter_resolution": 15.3, "timestamp": 0}
+
+
+def install_rocm(monkeypatch: Any, gpus: list[FakeAmdGpu], amdsmi: FakeAmdsmi | None) -> None:
+    """torch as its ROCm build sees `gpus` (in torch's order) and, when given, the amdsmi module."""
+    import sys
+
+    import torch
+
+    from gpuplay.core.hw import amd
+
+    monkeypatch.setattr(torch.version, "hip", "6.2.41133-dd7f95766")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(gpus))
+
+    def props(i: int) -> Any:
+        g = gpus[i]
+        return SimpleNamespace(name=g.name, gcnArchName=g.arch, uuid=g.uuid, major=9, minor=4,
+                               multi_processor_count=304, total_memory=g.vram_total_mb * 2**20,
+                               pci_domain_id=0, pci_bus_id=g.bus, pci_device_id=0)  # fmt: skip
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", props)
+    if amdsmi is not None:
+        monkeypatch.setitem(sys.modules, "amdsmi", amdsmi)
+    else:
+        monkeypatch.delitem(sys.modules, "amdsmi", raising=False)
+        monkeypatch.setattr(amd, "installed", lambda: False)
+    monkeypatch.setattr(amd, "smi", amd._AMDSMI())  # initialised afresh against this module
+
+
+# -- Intel XPU and Apple MPS through torch ------------------------------------------------------
+class FakeDeviceEvent:
+    """torch.xpu.Event / torch.mps.Event: record, synchronize, elapsed_time (ms)."""
+
+    log: list[str] = []
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.t = 0.0
+
+    def record(self, stream: Any = None) -> None:
+        self.t = time.perf_counter()
+        FakeDeviceEvent.log.append("record")
+
+    def synchronize(self) -> None:
+        FakeDeviceEvent.log.append("synchronize")
+
+    def elapsed_time(self, end: FakeDeviceEvent) -> float:
+        return (end.t - self.t) * 1e3
+
+
+def install_xpu(monkeypatch: Any, name: str = "Intel(R) Data Center GPU Max 1550", has_fp64: bool = True) -> None:
+    """torch.xpu with one device; memory counters torch would give."""
+    import torch
+
+    x = torch.xpu
+    monkeypatch.setattr(x, "is_available", lambda: True)
+    monkeypatch.setattr(x, "device_count", lambda: 1)
+    monkeypatch.setattr(x, "get_device_properties", lambda i=0: SimpleNamespace(
+        name=name, total_memory=64 * 2**30, has_fp64=has_fp64, driver_version="1.3.30049"))  # fmt: skip
+    monkeypatch.setattr(x, "memory_allocated", lambda d=None: 3 * 2**30)
+    monkeypatch.setattr(x, "memory_reserved", lambda d=None: 4 * 2**30)
+    monkeypatch.setattr(x, "max_memory_allocated", lambda d=None: 5 * 2**30)
+    monkeypatch.setattr(x, "reset_peak_memory_stats", lambda d=None: None)
+    monkeypatch.setattr(x, "synchronize", lambda d=None: FakeDeviceEvent.log.append("xpu.synchronize"))
+    monkeypatch.setattr(x, "Event", FakeDeviceEvent)
+
+
+def install_mps(monkeypatch: Any, chip: str = "Apple M2 Pro") -> None:
+    """torch.backends.mps available on a Mac named `chip`; torch.mps's memory counters and events."""
+    import torch
+
+    from gpuplay.core.hw import apple
+
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 768 * 2**20)
+    monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 1536 * 2**20)
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: FakeDeviceEvent.log.append("mps.synchronize"))
+    monkeypatch.setattr(torch.mps, "Event", FakeDeviceEvent)
+    monkeypatch.setattr(apple.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(apple.subprocess, "run", lambda *a, **k: SimpleNamespace(stdout=chip + "\n"))

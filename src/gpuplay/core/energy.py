@@ -154,6 +154,10 @@ def nvml_counter(index: int) -> tuple[NvmlCounter | None, str]:
 
 
 def counter_for(device: str) -> tuple[EnergyCounter | None, str]:
+    from gpuplay.core.hw import amd
+
+    if device.startswith("cuda") and amd.rocm_torch() is not None:  # AMD under ROCm: amdsmi's counter
+        return amd.energy_counter(device)
     if device.startswith("cuda"):
         idx = int(device.split(":")[1]) if ":" in device else 0
         return nvml_counter(idx)

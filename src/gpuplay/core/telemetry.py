@@ -18,7 +18,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuplay.core import noise
+from gpuplay.core.hw import amd
 from gpuplay.core.hw import nvidia as gpm
+from gpuplay.core.hw.devices import run_window
 
 try:  # host figures only: without psutil the GPU's still come
     import psutil
@@ -114,6 +116,7 @@ class GpuSnapshot:
     process_mem: int | None = None  # this process's GPU memory
     energy_mj: int | None = None  # total since driver load, where the GPU counts it
     throttle_reasons: int | None = None  # NVML clock-event reason bits (see core/noise.py)
+    vendor: str = "NVIDIA"  # or "AMD" (amdsmi); `index` is then amdsmi's order
     # GPM figures since the previous snapshot (core/hw/nvidia.py), or {"reason": why not}; None
     # when no view asked for them (GPM is sampled only while one does).
     activity: dict[str, Any] | None = None
@@ -374,7 +377,15 @@ def snapshot(engine_pid: int | None = None, activity: gpm.GpmStream | None = Non
         for g in gpus:
             handle = nvml.call("nvmlDeviceGetHandleByIndex", g.index)
             g.activity = activity.read(g.index, handle, g.name).to_dict()
+    gpus.extend(amd_gpus())
     return Snapshot(time.monotonic(), time.time(), query_host(engine_pid), gpus)
+
+
+def amd_gpus() -> list[GpuSnapshot]:
+    """amdsmi's GPUs as snapshots (vendor "AMD"); none where amdsmi is not installed or fails."""
+    if not amd.installed() or amd.status():
+        return []
+    return [GpuSnapshot(g.index, vendor="AMD", **amd.query(g)) for g in amd.gpus()]
 
 
 def gpm_status(index: int) -> str:
@@ -508,6 +519,7 @@ class _Window:
     sampler: _WindowSampler | None
     gpu_note: str = ""
     activity: gpm.GpmWindow | None = None
+    vendor: Any = None  # AMD, Intel or Apple's own reader (core/hw): NVML's fields stay unused
 
 
 class RunTelemetry:
@@ -525,6 +537,11 @@ class RunTelemetry:
         self.interval = interval
 
     def begin(self, device: str) -> Any:
+        vendor = run_window(device)  # not NVIDIA's: amdsmi (ROCm), torch.xpu or torch.mps answer
+        if vendor is not None:
+            cpu0 = psutil.cpu_times() if psutil is not None else None
+            hmark = noise.host_mark()
+            return _Window(time.monotonic(), cpu0, None, None, hmark, None, None, vendor.note, None, vendor)
         target, gpu0, gmark, note = None, None, None, ""
         if device.startswith("cuda"):
             note = nvml_status()
@@ -554,6 +571,11 @@ class RunTelemetry:
             "process_rss_bytes": _process.memory_info().rss if _process is not None else None,
             "noise": {"host": noise.host_noise(w.hmark, hmark1), "gpu": None},
         }
+        if w.vendor is not None:
+            out["gpu"] = w.vendor.end(t1 - w.t0)
+            if out["gpu"] is None:
+                out["gpu_note"] = w.vendor.note or "no telemetry for this device"
+            return out
         target = w.target
         if target is None or w.gpu0 is None:
             out["gpu"] = None

@@ -459,8 +459,9 @@ class TelemetryPanel(Static):
             t.add_row("GPM", Text(visible(f"n/a: {nvml_line}"), style="dim"))
         run_index = int(device.split(":")[1]) if device.startswith("cuda:") else None
         for g in sorted(snap.gpus, key=lambda g: g.index != run_index):
-            mark = "▶ " if g.index == run_index else ""
-            t.add_row(f"{mark}GPU {g.index}", escape(g.name or "n/a"))
+            mark = "▶ " if g.index == run_index and g.vendor == "NVIDIA" else ""
+            vendor = "" if g.vendor == "NVIDIA" else f"{g.vendor} "  # amdsmi's numbering, not NVML's
+            t.add_row(f"{mark}{vendor}GPU {g.index}", escape(g.name or "n/a"))
             t.add_row("  util", f"{_na(g.util_gpu, '%')} SM · {_na(g.util_mem, '%')} memory")
             mem = (
                 f"{g.mem_used / 2**30:.1f} / {g.mem_total / 2**30:.1f} GiB"

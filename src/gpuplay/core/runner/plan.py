@@ -75,6 +75,10 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
     with contextlib.suppress(Exception):
         threads.update(backend.thread_counts())
     device_name = cpu_name() if spec.device == "cpu" else backend.device_name(spec.device)
+    # torch's timer_name says CUDA, HIP (ROCm), XPU or MPS events; CuPy's steps are CUDA-event timed
+    timer = "CUDA events" if spec.device.startswith("cuda") else "perf_counter_ns (synchronous)"
+    if hasattr(backend, "timer_name"):
+        timer = backend.timer_name(spec.device)
     return {
         "backend": backend.name,
         "backend_version": backend.version(),
@@ -88,7 +92,7 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
         if spec.cache == "warm"
         else "cold",
         "threads": threads,
-        "timer": "CUDA events" if spec.device.startswith("cuda") else "perf_counter_ns (synchronous)",
+        "timer": timer,
         "warmup": spec.warmup,
         "compile_time_excluded": spec.compile != "off",
     }
