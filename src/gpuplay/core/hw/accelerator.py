@@ -19,7 +19,7 @@ class Accelerator:
     vendor: str  # "NVIDIA" | "AMD" | "Intel" | "Apple"
     name: str  # the device's own name ("AMD Instinct MI300X")
     arch: str = ""  # "gfx942", "sm_90", …
-    runtime: str = ""  # "ROCm 6.2.41133", "XPU", "MPS (Metal)"
+    runtime: str = ""  # "ROCm 6.2.41133", "XPU", "MPS"
     memory_bytes: int | None = None
     key: str = ""  # UUID or PCI bus id where known: what telemetry maps the device by
     extra: dict[str, Any] = field(default_factory=dict)  # capability, fp64, …

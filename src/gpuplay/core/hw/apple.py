@@ -44,7 +44,7 @@ def chip_name() -> str:
 def torch_devices(torch: Any) -> list[Accelerator]:
     if mps(torch) is None:
         return []
-    return [Accelerator("mps", "Apple", chip_name(), "", "MPS (Metal)", None, "", {"fp64": False})]
+    return [Accelerator("mps", "Apple", chip_name(), "", "MPS", None, "", {"fp64": False})]
 
 
 def memory(torch: Any) -> dict[str, int | None]:
