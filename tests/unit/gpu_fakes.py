@@ -540,7 +540,9 @@ class FakeDeviceEvent:
         return (end.t - self.t) * 1e3
 
 
-def install_xpu(monkeypatch: Any, name: str = "Intel(R) Data Center GPU Max 1550", has_fp64: bool = True) -> None:
+def install_xpu(
+    monkeypatch: Any, name: str = "Intel(R) Data Center GPU Max 1550", has_fp64: bool = True
+) -> None:
     """torch.xpu with one device; memory counters torch would give."""
     import torch
 

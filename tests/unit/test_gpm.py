@@ -207,4 +207,7 @@ def test_gpm_after_an_amp_flip_the_live_tab_says_whether_tensor_cores_rose():
     assert info["activity_change"] == "tensor-core activity rose after AMP off → bf16: 4 % → 71 %"
     session.results.append(result(replace(on, tf32=True), 70.0))
     session.live_result = session.results[-1]
-    assert stats_info(session)["activity_change"] == "tensor-core activity did not change after TF32 off → on: 71 % → 70 %"
+    assert (
+        stats_info(session)["activity_change"]
+        == "tensor-core activity did not change after TF32 off → on: 71 % → 70 %"
+    )

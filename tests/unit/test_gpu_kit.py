@@ -353,7 +353,10 @@ def _fake_python(argv, timeout, **kw):
         "rawkernel": {"ok": True},
         "compile": {"ok": True, "cold_compile_s": 9.0},
         "overhead": {"overhead_us": 3.2, "gpuplay_empty_step_us": 9.0, "do_bench_noop_us": 5.8},
-        "gpm": {"matmul_bf16": {"tensor_active": 71.0}, "add_fp32": {"dram_active": 80.0, "tensor_active": 0.0}},
+        "gpm": {
+            "matmul_bf16": {"tensor_active": 71.0},
+            "add_fp32": {"dram_active": 80.0, "tensor_active": 0.0},
+        },
         "parity": {
             "rows": [
                 {

@@ -26,7 +26,9 @@ def test_mps_refuses_float64_cuda_graphs_and_tf32_with_reasons(monkeypatch):
     reprobe_torch(monkeypatch)
     base = dict(backend="torch", device="mps")
     f64 = planner.check(RunSpec.make("matmul", {"n": 64}, dtype="float64", **base))
-    assert isinstance(f64, Refusal) and f64.reason.startswith("MPS has no float64") and f64.hint == "use float32"
+    assert (
+        isinstance(f64, Refusal) and f64.reason.startswith("MPS has no float64") and f64.hint == "use float32"
+    )
     graphs = planner.check(RunSpec.make("matmul", {"n": 64}, cuda_graphs=True, **base))
     assert isinstance(graphs, Refusal) and graphs.reason.startswith("MPS has no CUDA graphs")
     tf32 = planner.check(RunSpec.make("matmul", {"n": 64}, tf32=True, **base))

@@ -11,8 +11,22 @@ from tests.unit.hw_helpers import reprobe_torch
 
 pytestmark = pytest.mark.gpu_fake
 
-MI300X = FakeAmdGpu("AMD Instinct MI300X", "gfx942:sramecc+:xnack-", bus=0xC1, uuid="4cff74a1-0000-1000-80aa-000000000001", gfx=93, watts=612.0)
-MI250X = FakeAmdGpu("AMD Instinct MI250X", "gfx90a:sramecc+:xnack-", bus=0x29, uuid="4cff74a1-0000-1000-80aa-000000000002", gfx=12, watts=180.0)
+MI300X = FakeAmdGpu(
+    "AMD Instinct MI300X",
+    "gfx942:sramecc+:xnack-",
+    bus=0xC1,
+    uuid="4cff74a1-0000-1000-80aa-000000000001",
+    gfx=93,
+    watts=612.0,
+)
+MI250X = FakeAmdGpu(
+    "AMD Instinct MI250X",
+    "gfx90a:sramecc+:xnack-",
+    bus=0x29,
+    uuid="4cff74a1-0000-1000-80aa-000000000002",
+    gfx=12,
+    watts=180.0,
+)
 
 
 def test_rocm_devices_are_labelled_amd_with_arch_and_rocm_never_cuda(monkeypatch):
@@ -51,7 +65,11 @@ def test_rocm_energy_counter_and_front_end_snapshot_come_from_amdsmi(monkeypatch
 
     install_rocm(monkeypatch, [MI300X, MI250X], FakeAmdsmi([MI250X, MI300X]))
     counter, reason = counter_for("cuda:1")
-    assert reason == "" and counter.source == "amdsmi energy counter" and counter.gpu.name == "AMD Instinct MI250X"
+    assert (
+        reason == ""
+        and counter.source == "amdsmi energy counter"
+        and counter.gpu.name == "AMD Instinct MI250X"
+    )
     j0, j1 = counter.read_j(), counter.read_j()
     assert j1 - j0 == pytest.approx(1000 * 15.3e-6)  # ticks × µJ resolution
     amd = [g for g in snapshot().gpus if g.vendor == "AMD"]
@@ -66,7 +84,9 @@ def test_rocm_tf32_is_refused_before_mi300_with_the_reason(monkeypatch):
     reprobe_torch(monkeypatch)
     old = planner.check(RunSpec.make("matmul", {"n": 64}, backend="torch", device="cuda:1", tf32=True))
     assert isinstance(old, Refusal)
-    assert "needs CDNA3 (MI300, gfx942) or newer; AMD Instinct MI250X" in old.reason and "gfx90a" in old.reason
+    assert (
+        "needs CDNA3 (MI300, gfx942) or newer; AMD Instinct MI250X" in old.reason and "gfx90a" in old.reason
+    )
     new = planner.check(RunSpec.make("matmul", {"n": 64}, backend="torch", device="cuda:0", tf32=True))
     assert not isinstance(new, Refusal), new
 

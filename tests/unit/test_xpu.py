@@ -31,7 +31,9 @@ def test_xpu_plans_amp_bf16_and_compile_and_refuses_tf32_and_missing_float64(mon
     reprobe_torch(monkeypatch)
     base = dict(backend="torch", device="xpu:0")
     assert not isinstance(planner.check(RunSpec.make("matmul", {"n": 64}, amp="bf16", **base)), Refusal)
-    assert not isinstance(planner.check(RunSpec.make("matmul", {"n": 64}, compile="default", **base)), Refusal)
+    assert not isinstance(
+        planner.check(RunSpec.make("matmul", {"n": 64}, compile="default", **base)), Refusal
+    )
     tf32 = planner.check(RunSpec.make("matmul", {"n": 64}, tf32=True, **base))
     assert isinstance(tf32, Refusal) and "NVIDIA tensor-core format" in tf32.reason
     f64 = planner.check(RunSpec.make("matmul", {"n": 64}, dtype="float64", **base))

@@ -100,8 +100,13 @@ def _accelerators(con: Any, data: dict[str, Any]) -> None:
     con.print(f"accelerators: {len(accs)}", highlight=False, markup=False)
     for a in accs:
         smi = a.get("amdsmi") or {}
-        tele = f"  amdsmi GPU {smi['index']} ({smi.get('pci')}): util {smi.get('util_gpu')}%, {smi.get('power_w')} W" if smi else ""
-        con.print(visible(f"  {a['device']}: {a['vendor']} {a['name']}{tele}"), highlight=False, markup=False)
+        tele = (
+            f"  amdsmi GPU {smi['index']} ({smi.get('pci')}): util {smi.get('util_gpu')}%, {smi.get('power_w')} W"
+            if smi
+            else ""
+        )
+        name = a["name"] if str(a["name"]).startswith(a["vendor"]) else f"{a['vendor']} {a['name']}"
+        con.print(visible(f"  {a['device']}: {name}{tele}"), highlight=False, markup=False)
     for note in notes:
         con.print(visible(f"  {note}"), highlight=False, markup=False)
 

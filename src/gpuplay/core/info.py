@@ -59,14 +59,18 @@ def _accelerators(backends: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     from gpuplay.core.hw.accelerator import Accelerator
     from gpuplay.core.hw.devices import vendor_notes
 
-    torch_entry = next((b for b in backends if b["name"] == "torch"), {"devices": []})
+    torch_entry: dict[str, Any] = next((b for b in backends if b["name"] == "torch"), {"devices": []})
     found = []
     for d in torch_entry["devices"]:
         if d["id"] == "cpu":
             continue
         vendor = d.get("vendor") or ("NVIDIA" if d["id"].startswith("cuda") else "")
-        found.append(Accelerator(d["id"], vendor, d["name"], str(d.get("arch", "")), str(d.get("runtime", ""))))
-    rows: list[dict[str, Any]] = [{"device": a.torch_device, "vendor": a.vendor, "name": a.name} for a in found]
+        found.append(
+            Accelerator(d["id"], vendor, d["name"], str(d.get("arch", "")), str(d.get("runtime", "")))
+        )
+    rows: list[dict[str, Any]] = [
+        {"device": a.torch_device, "vendor": a.vendor, "name": a.name} for a in found
+    ]
     if any(a.vendor == "AMD" for a in found) and not amd.status():
         by_pci = {g.bdf: g for g in amd.gpus()}
         for row in rows:
@@ -126,7 +130,10 @@ def gather(probe_timeout: float = 30.0) -> dict[str, Any]:
     from gpuplay.core.roofline import summary
 
     roof_devices: dict[str, None] = dict.fromkeys(
-        ["cpu", *(d["id"] for b in backends for d in b["devices"] if d["id"].startswith("cuda"))]
+        [
+            "cpu",
+            *(d["id"] for b in backends for d in b["devices"] if d["id"].startswith(("cuda", "xpu", "mps"))),
+        ]
     )
     return {
         "environment": environment(),

@@ -50,7 +50,9 @@ def device_refusal(backend_name: str, device: str, probe_timeout: float | None =
     wanted = "cuda:0" if device == "cuda" else "xpu:0" if device == "xpu" else device
     if wanted not in ids:
         if backend_name == "torch" and wanted.startswith("xpu"):
-            return Refusal(f"PyTorch sees no Intel GPU {wanted} (torch.xpu)", f"devices here: {', '.join(ids)}")
+            return Refusal(
+                f"PyTorch sees no Intel GPU {wanted} (torch.xpu)", f"devices here: {', '.join(ids)}"
+            )
         if backend_name == "torch" and wanted.startswith("cuda"):
             reason = backend.cuda_reason() or f"PyTorch sees no device {wanted} (devices: {', '.join(ids)})"  # type: ignore[attr-defined]
             return Refusal(reason)
@@ -127,7 +129,9 @@ def _accelerator_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
         if spec.cuda_graphs:
             return Refusal(apple.NO_GRAPHS, "turn graphs off")
     if spec.device.startswith("xpu") and info.get("fp64") is False and spec.dtype == "float64":
-        return Refusal(f"{info.get('name', spec.device)} has no float64 (torch.xpu: has_fp64 is False)", "use float32")
+        return Refusal(
+            f"{info.get('name', spec.device)} has no float64 (torch.xpu: has_fp64 is False)", "use float32"
+        )
     if info.get("vendor") == "AMD" and spec.tf32:
         reason = amd.tf32_refusal(str(info.get("arch", "")), str(info.get("name", spec.device)))
         if reason:

@@ -330,7 +330,15 @@ def _with_derived(lever_cells: list[Any], device_name: Any, compute_dtype: Any) 
 
 
 # GPM's averages over the timed window (core/hw/nvidia.py), one CSV column each.
-GPM_KEYS = ("sm_active", "sm_occupancy", "tensor_active", "hmma_active", "imma_active", "dmma_active", "dram_active")
+GPM_KEYS = (
+    "sm_active",
+    "sm_occupancy",
+    "tensor_active",
+    "hmma_active",
+    "imma_active",
+    "dmma_active",
+    "dram_active",
+)
 GPM_COLUMNS = tuple(f"{k}_pct" for k in GPM_KEYS)
 
 

@@ -77,7 +77,12 @@ class RunSpec:
     def validate(self) -> None:
         """Reject values no backend could interpret. Combination checks live in `plan`."""
         self._check_choices()
-        if not (self.device == "cpu" or self.device == "mps" or _is_cuda_device(self.device) or _is_xpu_device(self.device)):
+        if not (
+            self.device == "cpu"
+            or self.device == "mps"
+            or _is_cuda_device(self.device)
+            or _is_xpu_device(self.device)
+        ):
             raise SpecError(f"device must be cpu, cuda, cuda:N, xpu, xpu:N or mps; got {self.device!r}")
         self._check_counts()
         self._check_bounds()

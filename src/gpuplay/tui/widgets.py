@@ -485,8 +485,8 @@ class TelemetryPanel(Static):
                 f"gen {_na(g.pcie_gen, '')} x{_na(g.pcie_width, '')} · "
                 f"TX {_na(g.pcie_tx_mbs, ' MB/s')} RX {_na(g.pcie_rx_mbs, ' MB/s')}",
             )
-            for label, text in gpm_rows(g.activity):
-                t.add_row(label, Text(visible(text), style="dim" if label == "  GPM" else ""))
+            for row, text in gpm_rows(g.activity):
+                t.add_row(row, Text(visible(text), style="dim" if row == "  GPM" else ""))
         self.update(t)
 
 
@@ -498,7 +498,10 @@ def gpm_rows(activity: dict[str, Any] | None) -> list[tuple[str, str]]:
         return [("  GPM", str(activity["reason"]))]
     occupancy = gpm.bounded("sm_occupancy", activity.get("sm_occupancy"))
     return [
-        ("  activity", gpm.summary(activity) + (f" · occupancy {occupancy:.0f} %" if occupancy is not None else "")),
+        (
+            "  activity",
+            gpm.summary(activity) + (f" · occupancy {occupancy:.0f} %" if occupancy is not None else ""),
+        ),
         ("  tensor pipes", gpm.pipes(activity) or "n/a"),
         ("  links", gpm.links(activity)),
     ]

@@ -121,7 +121,11 @@ class TorchBackend(Backend):
         if device.startswith("xpu"):
             return "XPU events (torch.xpu)"
         if device == "mps":
-            return "MPS events (torch.mps)" if hasattr(torch.mps, "Event") else "perf_counter_ns + torch.mps.synchronize"
+            return (
+                "MPS events (torch.mps)"
+                if hasattr(torch.mps, "Event")
+                else "perf_counter_ns + torch.mps.synchronize"
+            )
         return "perf_counter_ns (synchronous)"
 
     def step_timer(self, device: str) -> StepTimer:

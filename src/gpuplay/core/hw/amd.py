@@ -174,7 +174,10 @@ def _clock(h: Any, kind: str) -> tuple[int | None, int | None]:
 
 
 def _temperature(h: Any) -> float | None:
-    types, metric = getattr(smi.module, "AmdSmiTemperatureType", None), getattr(smi.module, "AmdSmiTemperatureMetric", None)
+    types, metric = (
+        getattr(smi.module, "AmdSmiTemperatureType", None),
+        getattr(smi.module, "AmdSmiTemperatureMetric", None),
+    )
     if types is None or metric is None:
         return None
     for sensor in ("EDGE", "HOTSPOT", "JUNCTION"):  # MI300 has no edge sensor
@@ -278,12 +281,16 @@ class RunWindow:
         self.note = status()
         self.gpu = gpu_for_torch_device(device) if not self.note else None
         if self.gpu is None and not self.note:
-            self.note = f"cannot tell which amdsmi GPU {device} is (no PCI bus id or UUID match): no GPU telemetry"
+            self.note = (
+                f"cannot tell which amdsmi GPU {device} is (no PCI bus id or UUID match): no GPU telemetry"
+            )
         self.samples: list[dict[str, Any]] = [query(self.gpu)] if self.gpu is not None else []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if self.gpu is not None:
-            self._thread = threading.Thread(target=self._loop, args=(interval,), daemon=True, name="gpuplay-amdsmi")
+            self._thread = threading.Thread(
+                target=self._loop, args=(interval,), daemon=True, name="gpuplay-amdsmi"
+            )
             self._thread.start()
 
     def _loop(self, interval: float) -> None:

@@ -58,7 +58,10 @@ def memory(torch: Any) -> dict[str, int | None]:
             return None
         return int(v) if v is not None else None
 
-    return {"mem_allocated_bytes": read("current_allocated_memory"), "driver_allocated_bytes": read("driver_allocated_memory")}
+    return {
+        "mem_allocated_bytes": read("current_allocated_memory"),
+        "driver_allocated_bytes": read("driver_allocated_memory"),
+    }
 
 
 class RunWindow:

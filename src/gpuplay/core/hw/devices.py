@@ -40,9 +40,13 @@ def vendor_notes(torch: Any | None, accelerators: list[Accelerator]) -> list[str
         reason = amd.status()
         found = len(amd.gpus()) if not reason else 0
         if reason or found == 0:
-            notes.append(f"AMD: amdsmi is installed but finds no GPU ({reason or 'no AMD GPU on this machine'})")
+            notes.append(
+                f"AMD: amdsmi is installed but finds no GPU ({reason or 'no AMD GPU on this machine'})"
+            )
         elif torch is not None and not getattr(getattr(torch, "version", None), "hip", None):
-            notes.append(f"AMD: amdsmi sees {found} GPU(s) but this PyTorch is not a ROCm build: install torch for ROCm")
+            notes.append(
+                f"AMD: amdsmi sees {found} GPU(s) but this PyTorch is not a ROCm build: install torch for ROCm"
+            )
     return notes
 
 

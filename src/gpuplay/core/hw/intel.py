@@ -11,7 +11,9 @@ from typing import Any
 
 from gpuplay.core.hw.accelerator import Accelerator, number
 
-NO_UTILISATION = "torch.xpu gives memory only: utilisation, power and energy need xpu-smi, which gpuplay does not read"
+NO_UTILISATION = (
+    "torch.xpu gives memory only: utilisation, power and energy need xpu-smi, which gpuplay does not read"
+)
 
 
 def xpu(torch: Any) -> Any:

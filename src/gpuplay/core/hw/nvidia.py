@@ -162,7 +162,9 @@ class GpmSampler:
                 mg.metrics[slot].metricId = metric_id
             pm.nvmlGpmMetricsGet(mg)
         except Exception as exc:
-            return GpmReading(reason=f"GPM n/a: the driver could not compute the metrics ({_error_name(exc)})")
+            return GpmReading(
+                reason=f"GPM n/a: the driver could not compute the metrics ({_error_name(exc)})"
+            )
         values: dict[str, float | None] = {}
         for slot, (key, _) in enumerate(wanted):
             m = mg.metrics[slot]
@@ -274,7 +276,11 @@ def gpm_condition(activity: dict[str, Any]) -> str:
 def activity_change(now: dict[str, Any] | None, before: dict[str, Any] | None, flipped: str) -> str:
     """After a lever flip (AMP, TF32): did tensor-core activity rise? '' when either run lacks it."""
     a = bounded("tensor_active", (now or {}).get("tensor_active")) if now and not now.get("reason") else None
-    b = bounded("tensor_active", (before or {}).get("tensor_active")) if before and not before.get("reason") else None
+    b = (
+        bounded("tensor_active", (before or {}).get("tensor_active"))
+        if before and not before.get("reason")
+        else None
+    )
     if a is None or b is None:
         return ""
     # Below 2 points the counters' own jitter decides; say "unchanged" rather than guess a direction.
