@@ -32,7 +32,7 @@ async def test_gpm_telemetry_tab_says_why_it_is_unavailable_without_nvml(tmp_pat
     async with app.run_test(size=(160, 45)) as pilot:
         await wait_until(pilot, lambda: app.telemetry.latest is not None, timeout=30)
         await pilot.press("4")
-        await wait_until(pilot, lambda: "GPM" in _panel_text(app), timeout=10)
+        await wait_until(pilot, lambda: "GPM" in _panel_text(app), timeout=30)
         gpm_line = next(line for line in _panel_text(app).splitlines() if line.startswith("GPM"))
         assert "n/a: NVML unavailable: the NVIDIA driver library" in gpm_line
 

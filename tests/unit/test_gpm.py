@@ -72,7 +72,12 @@ def test_gpm_is_never_sampled_inside_the_timed_loop(monkeypatch):
     token = tele.begin("cuda:0")
     t0 = time.monotonic()
     fake.work(0, 1.0, MATMUL)
-    time.sleep(0.35)  # the timed loop, during which the utilisation thread samples
+    deadline = t0 + 20  # the timed loop, until the utilisation thread has sampled in it twice
+    while (
+        fake.calls_between(t0, time.monotonic(), "nvmlDeviceGetUtilizationRates") < 2
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
     t1 = time.monotonic()
     out = tele.end(token)
     assert out["gpu"]["samples_during"] >= 2  # the utilisation sampler did run meanwhile
