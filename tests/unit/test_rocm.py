@@ -111,3 +111,29 @@ def test_rocm_amdsmi_that_cannot_start_is_a_reason_not_an_error(monkeypatch):
     out = RunTelemetry().end(RunTelemetry().begin("cuda:0"))
     assert out["gpu"] is None and "amdsmi cannot start" in out["gpu_note"]
     assert "DRIVER_NOT_LOADED" in out["gpu_note"]
+
+
+def test_rocm_results_compare_and_exports_name_the_amd_gpu_and_hip_timing(monkeypatch):
+    import csv
+    import io
+    import json
+
+    from gpuplay.core.compare import Row
+    from gpuplay.core.report import row_cells, to_csv, to_json
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.runner.plan import conditions, plan_run
+
+    install_rocm(monkeypatch, [MI300X, MI250X], FakeAmdsmi([MI250X, MI300X]))
+    reprobe_torch(monkeypatch)
+    spec = RunSpec.make("matmul", {"n": 64}, backend="torch", device="cuda:0", amp="bf16")
+    plan = plan_run(spec)
+    cond = conditions(plan)  # what the runner stores with every result
+    assert cond["device_name"] == "AMD Instinct MI300X (gfx942, ROCm 6.2.41133-dd7f95766)"
+    assert cond["timer"] == "HIP events (torch.cuda on ROCm)"
+    r = RunResult(spec=spec, status="ok", samples=[1e-3, 1.1e-3, 0.9e-3], conditions=cond)
+    line = next(csv.DictReader(io.StringIO(to_csv([Row(r)]))))
+    assert line["device_name"].startswith("AMD Instinct MI300X (gfx942")
+    doc = json.loads(to_json([Row(r)]))
+    assert doc["results"][0]["conditions"]["device_name"].startswith("AMD Instinct MI300X")
+    assert "CUDA" not in json.dumps(doc["results"][0]["conditions"])
+    assert row_cells(Row(r))[0] == "matmul"

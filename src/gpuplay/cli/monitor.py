@@ -44,7 +44,7 @@ def monitor(interval: float, fmt: str, count: int | None) -> None:
             else:
                 h = snap.host
                 gpus = "  ".join(
-                    f"GPU{g.index} {_na(g.util_gpu, '%')} {_na(g.power_w, ' W')} "
+                    f"{'' if g.vendor == 'NVIDIA' else g.vendor + ' '}GPU{g.index} {_na(g.util_gpu, '%')} {_na(g.power_w, ' W')} "
                     f"{_na(g.mem_used and g.mem_used / 2**30, ' GiB', 1)}{_activity(g.activity)}"
                     for g in snap.gpus
                 )
