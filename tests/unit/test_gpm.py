@@ -216,3 +216,38 @@ def test_gpm_after_an_amp_flip_the_live_tab_says_whether_tensor_cores_rose():
         stats_info(session)["activity_change"]
         == "tensor-core activity did not change after TF32 off → on: 71 % → 70 %"
     )
+
+
+def test_gpm_monitor_prints_each_gpus_activity_or_its_reason(monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+
+    fake = _two_gpus(monkeypatch, [H100, A100])
+    fake.busy(0, MATMUL)
+    table = CliRunner().invoke(main, ["monitor", "--count", "2", "--interval", "0.05", "--format", "table"])
+    assert table.exit_code == 0, table.output
+    for line in table.stdout.strip().splitlines():
+        assert "GPU0" in line and "[tensor cores 71 % · SM 93 % · DRAM 12 %]" in line
+        assert "has no GPM counters (they start with Hopper" in line
+    js = CliRunner().invoke(main, ["monitor", "--count", "1", "--interval", "0.05"])
+    gpus = json.loads(js.stdout)["gpus"]
+    assert gpus[0]["activity"]["tensor_active"] == 71.0 and "reason" in gpus[1]["activity"]
+    assert fake.gpm_live == set()  # the stream freed its samples when the monitor stopped
+
+
+def test_gpm_availability_per_gpu_in_gpuplay_info(monkeypatch):
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+
+    _two_gpus(monkeypatch, [H100, A100])
+    monkeypatch.setattr(F, "nvmlSystemGetDriverVersion", lambda self: "580.65", raising=False)
+    out = CliRunner().invoke(main, ["info"])
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    at = [i for i, line in enumerate(lines) if line.strip().startswith("GPU ")]
+    assert lines[at[0] + 1].strip() == "GPM: available"
+    assert lines[at[1] + 1].strip().startswith("GPM n/a: NVIDIA A100-SXM4-80GB has no GPM counters")

@@ -69,7 +69,12 @@ def info(fmt: str, probe_timeout: float) -> None:
                 highlight=False,
             )
             # GPM: SM, tensor-core and DRAM activity (`gpuplay monitor`, the Telemetry tab, results)
-            con.print(visible(f"    GPM: {g.get('gpm', 'n/a')}"), highlight=False, markup=False)
+            gpm = str(g.get("gpm", "GPM n/a"))  # "available", or the reason ("GPM n/a: …")
+            con.print(
+                visible(f"    {gpm if gpm.startswith('GPM') else 'GPM: ' + gpm}"),
+                highlight=False,
+                markup=False,
+            )
     else:
         con.print(visible(f"NVML: {nv['status']}"), highlight=False, markup=False)
     _accelerators(con, data)
