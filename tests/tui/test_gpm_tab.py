@@ -51,4 +51,7 @@ async def test_gpm_telemetry_tab_shows_a_hoppers_activity_and_an_amperes_reason(
         text = _panel_text(app)
         assert "tensor cores 64 % · SM 88 % · DRAM 31 %" in text and "HMMA 63 %" in text
         assert "NVIDIA A100 has no GPM counters (they start with Hopper" in text
+        chart = app.query_one("#tchart-full")
+        await wait_until(pilot, lambda: "tensor cores %" in str(chart.render()), timeout=30)
+        assert "DRAM bw %" in str(chart.render())  # GPM's series beside NVML's utilisation
     assert fake.gpm_live == set()  # the app's end freed the open window's samples
