@@ -536,7 +536,7 @@ class TelemetryChart(CachedPlot):
             color="magenta",
         )
         index = int(device.split(":")[1]) if device.startswith("cuda:") else 0
-        gpu = [next((g for g in s.gpus if g.index == index), None) for s in history]
+        gpu = [next((g for g in s.gpus if g.index == index and g.vendor == "NVIDIA"), None) for s in history]
         if any(g is not None and g.util_gpu is not None for g in gpu):
             plt.plot(
                 xs,
@@ -564,9 +564,21 @@ class TelemetryChart(CachedPlot):
                 label="power % of limit",
                 color="red",
             )
+        _gpm_series(plt, xs, gpu)
         plt.ylim(0, 100)
         plt.title("utilisation, last minutes (s)")
         self.changed()
+
+
+def _gpm_series(plt: Any, xs: list[float], gpu: list[Any]) -> None:
+    """GPM's tensor-core and DRAM activity beside NVML's utilisation, where GPM gives them."""
+    for key, name, color in (
+        ("tensor_active", "tensor cores %", "blue"),
+        ("dram_active", "DRAM bw %", "white"),
+    ):
+        vals = [gpm.bounded(key, (g.activity or {}).get(key)) if g is not None else None for g in gpu]
+        if any(v is not None for v in vals):
+            plt.plot(xs, [v if v is not None else 0 for v in vals], label=name, color=color)
 
 
 def _na(v: Any, unit: str, digits: int = 0) -> str:
