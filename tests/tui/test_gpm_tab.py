@@ -34,7 +34,9 @@ async def test_gpm_telemetry_tab_says_why_it_is_unavailable_without_nvml(tmp_pat
         await pilot.press("4")
         await wait_until(pilot, lambda: "GPM" in _panel_text(app), timeout=30)
         gpm_line = next(line for line in _panel_text(app).splitlines() if line.startswith("GPM"))
-        assert "n/a: NVML unavailable: the NVIDIA driver library" in gpm_line
+        assert "n/a: GPM counters are read through NVML (see GPU)" in gpm_line
+        gpu_line = next(line for line in _panel_text(app).splitlines() if line.startswith("GPU"))
+        assert "NVML unavailable: the NVIDIA driver library" in gpu_line
 
 
 async def test_gpm_telemetry_tab_shows_a_hoppers_activity_and_an_amperes_reason(tmp_path, monkeypatch):

@@ -456,7 +456,7 @@ class TelemetryPanel(Static):
         if nvml_line:
             t.add_row("GPU", Text(visible(nvml_line), style="dim"))
             # GPM (SM, tensor-core, DRAM activity) reads through NVML too: say so, not just nothing.
-            t.add_row("GPM", Text(visible(f"n/a: {nvml_line}"), style="dim"))
+            t.add_row("GPM", Text("n/a: GPM counters are read through NVML (see GPU)", style="dim"))
         run_index = int(device.split(":")[1]) if device.startswith("cuda:") else None
         for g in sorted(snap.gpus, key=lambda g: g.index != run_index):
             mark = "▶ " if g.index == run_index and g.vendor == "NVIDIA" else ""
