@@ -204,9 +204,12 @@ class GpmStream:
         self._lock = threading.Lock()
         self._samplers: dict[int, GpmSampler] = {}
         self._last: dict[int, tuple[Any, float]] = {}
+        self._closed = False
 
     def read(self, index: int, handle: Any, name: str | None = None) -> GpmReading:
         with self._lock:
+            if self._closed:  # closed by the view while a snapshot was under way: keep no sample
+                return GpmReading(reason="GPM: no view shows it now")
             sampler = self._samplers.get(index)
             if sampler is None:
                 sampler = self._samplers[index] = GpmSampler(self.nvml, handle, name)
@@ -224,6 +227,7 @@ class GpmStream:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             for index, (s, _) in self._last.items():
                 self._samplers[index].free(s)
             self._last.clear()
