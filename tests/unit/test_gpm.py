@@ -251,3 +251,15 @@ def test_gpm_availability_per_gpu_in_gpuplay_info(monkeypatch):
     at = [i for i, line in enumerate(lines) if line.strip().startswith("GPU ")]
     assert lines[at[0] + 1].strip() == "GPM: available"
     assert lines[at[1] + 1].strip().startswith("GPM n/a: NVIDIA A100-SXM4-80GB has no GPM counters")
+
+
+def test_gpm_stream_closed_mid_snapshot_keeps_no_sample(monkeypatch):
+    from gpuplay.core import telemetry
+    from gpuplay.core.hw.nvidia import GpmStream
+
+    fake = _two_gpus(monkeypatch, [H100])
+    stream = GpmStream(telemetry.nvml)  # as the app's Sampler holds it
+    stream.read(0, fake.nvmlDeviceGetHandleByIndex(0), "NVIDIA H100 PCIe")
+    stream.close()  # the Telemetry tab left the screen while the sampler thread was reading
+    late = stream.read(0, fake.nvmlDeviceGetHandleByIndex(0), "NVIDIA H100 PCIe")
+    assert "no view shows it" in late.reason and fake.gpm_live == set()
