@@ -11,10 +11,13 @@ from typing import Any
 
 from gpuplay import __version__
 from gpuplay.core import levers
+from gpuplay.core.backends.oom import fmt_bytes
 from gpuplay.core.compare import Row
 from gpuplay.core.energy import energy_of
 from gpuplay.core.hw import nvidia as gpm
+from gpuplay.core.result import RunResult
 from gpuplay.core.roofline import roof_cell, roof_text
+from gpuplay.core.safetext import visible
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import host_description, package_version
 
@@ -166,6 +169,9 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     activity = gpm.summary(gpu_activity(r.telemetry))
     if activity:
         notes.append(f"GPM: {activity} during the timed steps")
+    peak = peak_memory_text(r)
+    if peak:
+        notes.append(peak)
     if noise:
         notes.extend(r.noise_warnings)
     return [
@@ -194,8 +200,8 @@ def to_markdown(rows: Sequence[Row], title: str = "") -> str:
     out.append(
         f"Machine: {env['cpu']} ({env['cores']} cores), Python {env['python']}, NumPy {env.get('numpy', '?')}, "
         f"PyTorch {env.get('torch', 'not installed')}. Medians of timed steps after warm-up; IQR as ± half its "
-        "width; CPU steps timed with perf_counter_ns (synchronous), GPU steps with CUDA events; compile time "
-        "excluded; errors relative to a float64 NumPy reference.\n"
+        "width; CPU steps timed with perf_counter_ns (synchronous), GPU steps with CUDA events from an idle GPU "
+        "(host dispatch included, warm and cold alike); compile time excluded; errors relative to a float64 NumPy reference.\n"
     )
     out.append("| " + " | ".join(COLUMNS) + " |")
     out.append("|" + "---|" * len(COLUMNS))
@@ -248,6 +254,7 @@ def to_csv(rows: Sequence[Row]) -> str:
             "energy_scope",
             *GPM_COLUMNS,
             "gpm_note",
+            "peak_memory_bytes",
             "unstable",
             "other_cpu_cores",
             "noise_warnings",
@@ -301,6 +308,7 @@ def to_csv(rows: Sequence[Row]) -> str:
                 ),
                 *_energy_cells(r.telemetry),
                 *_gpm_cells(r.telemetry),
+                r.peak_memory["bytes"] if r.peak_memory else "",
                 r.unstable,
                 host_noise.get("other_cores", ""),
                 "; ".join(r.noise_warnings),
@@ -352,6 +360,15 @@ def _gpm_cells(telemetry: dict[str, Any]) -> list[Any]:
     a = gpu_activity(telemetry) or {}
     cells = [gpm.bounded(k, a.get(k)) for k in GPM_KEYS]
     return [*("" if v is None else round(v, 1) for v in cells), str(a.get("reason") or "")]
+
+
+def peak_memory_text(r: RunResult) -> str:
+    """The run's own peak device memory in words, with how it was counted ('' when not counted)."""
+    peak = r.peak_memory
+    if not peak:
+        return ""
+    how = f" ({visible(peak['source'], one_line=True)})" if peak.get("source") else ""
+    return f"peak memory {fmt_bytes(peak['bytes'])}{how}"
 
 
 def _energy_cells(telemetry: dict[str, Any]) -> list[Any]:

@@ -13,7 +13,7 @@ from typing import Any
 from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.energy import energy_of
 from gpuplay.core.hw import nvidia as gpm
-from gpuplay.core.report import fmt_time, gpu_activity
+from gpuplay.core.report import fmt_time, gpu_activity, peak_memory_text
 from gpuplay.core.result import RunResult
 from gpuplay.core.safetext import visible
 from gpuplay.core.session import LiveSession
@@ -118,6 +118,8 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
         if e is not None:
             info["energy"] = e.text().removeprefix("energy: ")
         info.update(activity_info(session, r))
+        if r.peak_memory:  # the run's own, from the library's allocator (GPU runs)
+            info["peak_memory"] = peak_memory_text(r).removeprefix("peak memory ")
         info["flops"], info["bytes"] = r.flops or info.get("flops"), r.bytes or info.get("bytes")
     compile_s = session.compile_seconds()
     if compile_s is not None:

@@ -175,6 +175,8 @@ class StatsPanel(Static):
             t.add_row("GPU activity", Text(visible(info["activity"]), style="dim"))
         if info.get("activity_change"):
             t.add_row("", Text(visible(info["activity_change"]), style="bold"))
+        if info.get("peak_memory"):
+            t.add_row("peak mem", Text(info["peak_memory"], style="dim"))
         for note in info.get("notes", [])[:3]:
             t.add_row("note", Text(visible(note), style="dim"))
         self.update(t)
