@@ -89,6 +89,11 @@ def test_rocm_tf32_is_refused_before_mi300_with_the_reason(monkeypatch):
     )
     new = planner.check(RunSpec.make("matmul", {"n": 64}, backend="torch", device="cuda:0", tf32=True))
     assert not isinstance(new, Refusal), new
+    # HIP graphs go through torch.cuda.graph on ROCm: not refused as "CUDA only"
+    graphs = planner.check(
+        RunSpec.make("matmul", {"n": 64}, backend="torch", device="cuda:1", cuda_graphs=True)
+    )
+    assert not isinstance(graphs, Refusal), graphs
 
 
 def test_rocm_info_says_amdsmi_is_missing_and_what_to_install(monkeypatch):

@@ -11,6 +11,7 @@ Verified against a fake amdsmi only (tests/unit/test_rocm.py); no AMD GPU has ru
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from dataclasses import dataclass
@@ -107,9 +108,15 @@ def status() -> str:
 
 
 def installed() -> bool:
+    """Whether amdsmi can be imported (asked by every telemetry snapshot: the search is cached)."""
+    return "amdsmi" in sys.modules or _found()
+
+
+@functools.cache
+def _found() -> bool:
     import importlib.util
 
-    return "amdsmi" in sys.modules or importlib.util.find_spec("amdsmi") is not None
+    return importlib.util.find_spec("amdsmi") is not None
 
 
 @dataclass(frozen=True)
