@@ -56,3 +56,13 @@ def test_mps_steps_are_timed_with_mps_events_that_wait_for_the_gpu(monkeypatch):
     assert backend.timer_name("mps") == "MPS events (torch.mps)"
     backend.synchronize("mps")
     assert FakeDeviceEvent.log[-1] == "mps.synchronize"
+
+
+def test_mps_calibrate_says_it_is_not_supported_yet_rather_than_blaming_cuda():
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+
+    out = CliRunner().invoke(main, ["calibrate", "-d", "mps"])
+    assert out.exit_code == 2 and "calibrating mps is not supported yet" in out.output
+    assert "CUDA)" not in out.output  # not the CPU-only build's CUDA line
