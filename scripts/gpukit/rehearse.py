@@ -121,6 +121,10 @@ def audit_child(child: dict[str, Any], found: Findings) -> None:
         _audit_pytest(child, where, found)
         return
     last = _last_json(stdout)
+    if last is None and _prints_json(argv) and not child.get("timed_out") and child.get("rc") != 2:
+        # The kit reads a probe's verdict from its last line: none (a crash before it, or output
+        # cut short) loses the probe's result on the box.
+        found.code_error(where, "printed no JSON line: " + (stderr or stdout).strip()[-300:])
     if last is not None:
         found.not_installed.update(str(x) for x in last.get("not_installed") or [])
         if last.get("refused"):
@@ -136,6 +140,11 @@ def audit_child(child: dict[str, Any], found: Findings) -> None:
     if child.get("rc") == 2 and not child.get("timed_out"):  # a usage error or a missing file
         tail = (stderr or stdout).strip().splitlines()[-3:]
         found.code_error(where, "exit 2: " + " / ".join(tail))
+
+
+def _prints_json(argv: list[str]) -> bool:
+    """The kit's own children, which end with one JSON line (probes.py, app_drive.py)."""
+    return any(Path(a).name in ("probes.py", "app_drive.py") for a in argv[1:2])
 
 
 def _exception(where: str, text: str, found: Findings) -> None:
@@ -176,6 +185,8 @@ def audit_stage(doc: dict[str, Any], found: Findings) -> None:
             found.code_error(f"{doc.get('stage')}: {c.get('check')}", detail)
         elif c.get("ok") is False:
             found.failed_checks.append(f"{c.get('check')}: {detail[:200]}")
+        elif c.get("ok") is None and detail.startswith("not installed: "):  # looked for, not run
+            found.not_installed.add(detail.removeprefix("not installed: ").split(" (")[0])
     install = doc.get("install") or {}
     if install.get("wheelhouse"):
         found.not_installed.add("the wheelhouse (.whl)")
