@@ -433,6 +433,11 @@ USAGE = {
 def main(argv: list[str]) -> int:
     name, args = (argv[0], argv[1:]) if argv else ("", [])
     try:
+        # Any probe (a new one too) asked for a CUDA device where there is none says so in words.
+        if name != "parity" and f"probe_{name}" in globals():
+            for arg in args:
+                if arg.startswith("cuda"):
+                    _cuda_device(arg)
         if name == "cuda" and not args:
             out = probe_cuda()
         elif name in ("rawkernel", "compile") and len(args) <= 1:

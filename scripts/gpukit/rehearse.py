@@ -47,8 +47,18 @@ _EXC_LINE = re.compile(
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 
+# torch's own words when a CUDA device is asked of a CPU-only build or a machine with no driver.
+_NO_CUDA = (
+    "Torch not compiled with CUDA enabled",
+    "Found no NVIDIA driver on your system",
+    "No CUDA GPUs are available",
+)
+
+
 def absent_module(text: str) -> str | None:
-    """The expected-absent library a `ModuleNotFoundError` line names, or None."""
+    """The expected-absent library an exception line names (a missing module, no CUDA), or None."""
+    if any(words in text for words in _NO_CUDA):
+        return "CUDA"
     m = _NO_MODULE.search(text)
     if m is None:
         return None
@@ -190,6 +200,9 @@ def audit_stage(doc: dict[str, Any], found: Findings) -> None:
     install = doc.get("install") or {}
     if install.get("wheelhouse"):
         found.not_installed.add("the wheelhouse (.whl)")
+    mapping = (doc.get("cuda_probe") or {}).get("mapping") or {}
+    if mapping.get("status") == "no mapping function found":  # gpuplay renamed or moved it
+        found.code_error("probes.py cuda: the CUDA→NVML mapping", json.dumps(mapping))
     for key in ("cupy_error", "nvml_error", "torch_error"):
         # A library's own failure, caught by the probe: the probe's code is at fault only when
         # it called something the library does not have (or with the wrong arguments).

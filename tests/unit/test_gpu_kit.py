@@ -662,6 +662,13 @@ def test_the_audit_tells_code_errors_from_absences():
     assert "resolve" in found["code_errors"][0]["error"]
     assert {"pytest-xdist", "nvidia-smi (NVIDIA driver)", "CuPy"} <= set(found["not_installed"])
     assert not any("ModuleNotFoundError" in x for x in found["not_installed"])
+    # torch asked for cuda on a CPU-only build is CUDA absent; gpuplay's mapping gone is a rename
+    no_cuda = json.dumps({"error": "AssertionError: Torch not compiled with CUDA enabled", "trace": "…"})
+    moved = {"stage": "env", "cuda_probe": {"mapping": {"status": "no mapping function found"}}}
+    got = rehearse.audit([_child([PY, "probes.py", "gpm", "cuda:0"], 1, no_cuda)], moved)
+    assert got.not_installed == {"CUDA"} and [e["where"] for e in got.code_errors] == [
+        "probes.py cuda: the CUDA→NVML mapping"
+    ]
     # a test that failed, or a chunk stopped at its time box, is not a code error
     calm = rehearse.audit(
         [children[4], _child([PY, "-m", "pytest", "tests"], 2, "", timed_out=True, seconds=9)],
