@@ -93,7 +93,7 @@ def probe_cuda() -> dict[str, Any]:
                         "sms": p.multi_processor_count,
                         "memory_gib": round(p.total_memory / 2**30, 1),
                         "l2_mib": round(getattr(p, "L2_cache_size", 0) / 2**20, 1),
-                        "pci": f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0",
+                        "pci": _pci(p),
                     }
                 )
             out["torch_devices"] = devs
@@ -139,6 +139,12 @@ def probe_cuda() -> dict[str, Any]:
         if absent
     ]
     return out
+
+
+def _pci(p: Any) -> str | None:
+    """The PCI id torch reports (not in its type stubs, and absent from older builds)."""
+    ids = [getattr(p, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    return None if None in ids else f"{ids[0]:08x}:{ids[1]:02x}:{ids[2]:02x}.0"
 
 
 def _str(v: Any) -> str:

@@ -782,3 +782,48 @@ def test_the_stage_installs_when_only_a_version_differs(tmp_path, monkeypatch):
     assert not [a for a in calls if "install" in a]
     assert st2.data["install"]["would_install"] == ["rich==15.0.0"]
     assert st2.checks[-1]["ok"] is None and "installs nothing" in st2.checks[-1]["detail"]
+
+
+# -- the cuda probe's CUDA branch, on fakes of torch.cuda and NVML ---------------------------------
+@pytest.mark.gpu_fake
+def test_the_cuda_probe_reads_every_gpu_and_checks_gpuplays_mapping(monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+    from gpukit import probes
+
+    from tests.unit.gpu_fakes import FakeGpu, FakePynvml, install_nvml
+
+    class Nvml(FakePynvml):  # the system queries the probe adds to what gpuplay reads
+        def nvmlSystemGetDriverVersion(self):  # noqa: N802
+            return b"580.159.04"
+
+        def nvmlSystemGetCudaDriverVersion_v2(self):  # noqa: N802
+            return 13000
+
+        def nvmlDeviceGetPciInfo(self, h):  # noqa: N802
+            return SimpleNamespace(busId=f"00000000:{0x1B + h.gpu:02X}:00.0".encode())
+
+    a = FakeGpu("GPU-aaaaaaaa-1111-2222-3333-444444444444", "NVIDIA H100 A")
+    b = FakeGpu("GPU-bbbbbbbb-1111-2222-3333-444444444444", "NVIDIA H100 B")
+    nvml = Nvml([a, b])  # NVML's order is PCI's; CUDA's (fastest first) is b, a
+    install_nvml(monkeypatch, nvml)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    props = [
+        SimpleNamespace(name=g.name, uuid=g.uuid.removeprefix("GPU-"), major=9, minor=0,
+                        multi_processor_count=132, total_memory=80 * 2**30, L2_cache_size=50 * 2**20,
+                        pci_domain_id=0, pci_bus_id=0x1C - i, pci_device_id=0)
+        for i, g in enumerate((b, a))
+    ]  # fmt: skip
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props[i])
+    info = probes.probe_cuda()
+    assert "torch_error" not in info and "nvml_error" not in info, info
+    assert [d["name"] for d in info["torch_devices"]] == ["NVIDIA H100 B", "NVIDIA H100 A"]
+    assert info["torch_devices"][0]["pci"] == "00000000:1c:00.0" and info["driver"] == "580.159.04"
+    assert [g["uuid"] for g in info["nvml_devices"]] == [a.uuid, b.uuid]
+    mapping = info["mapping"]
+    assert mapping["function"] == "gpuplay.core.telemetry.cuda_nvml_mapping" and mapping["status"] == "ok"
+    assert [(r["cuda"], r["gpuplay_nvml"]) for r in mapping["rows"]] == [(0, 1), (1, 0)]
+    assert "CUDA" not in info["not_installed"]
