@@ -139,6 +139,9 @@ def audit_child(child: dict[str, Any], found: Findings) -> None:
         found.not_installed.update(str(x) for x in last.get("not_installed") or [])
         if last.get("refused"):
             found.refused.add(f"{where}: {last['refused']}")
+            if "cpu" in argv and str(last["refused"]).startswith("no CUDA device"):
+                # asked for the CPU, it went for CUDA: the probe dropped its device argument
+                found.code_error(where, f"given cpu, refused for CUDA: {last['refused']}")
         for row in last.get("rows") or []:
             if isinstance(row, dict):
                 _audit_row(row, where, found)

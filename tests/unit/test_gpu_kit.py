@@ -669,6 +669,10 @@ def test_the_audit_tells_code_errors_from_absences():
     assert got.not_installed == {"CUDA"} and [e["where"] for e in got.code_errors] == [
         "probes.py cuda: the CUDA→NVML mapping"
     ]
+    # a probe that drops its device argument goes for CUDA when asked for the CPU
+    dropped = json.dumps({"refused": "no CUDA device here (torch 2.13.0+cpu)", "not_installed": ["CUDA"]})
+    got = rehearse.audit([_child([PY, "probes.py", "overhead", "empty.py", "cpu"], 0, dropped)], {})
+    assert [e["where"] for e in got.code_errors] == ["probes.py overhead empty.py cpu"]
     # a test that failed, or a chunk stopped at its time box, is not a code error
     calm = rehearse.audit(
         [children[4], _child([PY, "-m", "pytest", "tests"], 2, "", timed_out=True, seconds=9)],
