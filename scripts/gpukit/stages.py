@@ -63,7 +63,7 @@ REHEARSAL = Box(
     preset="quick",
     rehearse=True,
     parity_s=60.0,
-    drive_s=20.0,
+    drive_s=30.0,
     monitor_count=4,
     collectives=("--backend", "gloo", "--sizes", "1K:64K", "--iters", "3"),
     calibrate=("-d", "cpu", "--budget", "0.05"),
@@ -77,7 +77,7 @@ REHEARSAL = Box(
 REHEARSAL_QUICK = replace(
     REHEARSAL,
     parity_s=25.0,
-    drive_s=10.0,
+    drive_s=20.0,
     monitor_count=2,
     chunks=(("gpu", ["tests/gpu"], 120),),
     parity_runs=(
@@ -702,6 +702,11 @@ def stage_app(
             f"first frame ≤ {GOALS['first_frame_s']} s",
             None if ff is None else ff <= GOALS["first_frame_s"],
             f"{ff:.2f} s" if ff is not None else "",
+        )
+        st.check(
+            "the backend key switched the live run to torch",
+            drive.get("backend_after_key") == "torch",
+            f"backend after the key: {drive.get('backend_after_key')}",
         )
         st.check(
             "a live result on cuda",

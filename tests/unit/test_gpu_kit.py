@@ -345,7 +345,13 @@ def _fake_python(argv, timeout, **kw):
         return _ok("1 passed")
     if argv[0].endswith("app_drive.py"):
         Path(argv[1], "3-telemetry.svg").write_text("<svg></svg>")
-        drive = {"first_frame_s": 0.4, "results": 3, "cuda_results": 2, "nvml_gpus": 1}
+        drive = {
+            "first_frame_s": 0.4,
+            "results": 3,
+            "cuda_results": 2,
+            "nvml_gpus": 1,
+            "backend_after_key": "torch",
+        }
         return _ok(json.dumps({**drive, "nvml_sample": [{"util_gpu": 0.0, "power_w": 70.0, "temp_c": 31.0}]}))
     probe = argv[1]
     canned = {
@@ -585,10 +591,11 @@ def test_the_app_drive_finds_its_keys_in_the_app():
 
 @pytest.mark.slow
 def test_the_app_drive_drives_the_real_app_here(tmp_path):
-    r = _run(ROOT / "scripts" / "gpukit" / "app_drive.py", tmp_path, "6", timeout=240)
+    r = _run(ROOT / "scripts" / "gpukit" / "app_drive.py", tmp_path, "40", timeout=240)
     doc = json.loads(r.stdout.strip().splitlines()[-1])
     assert "error" not in doc and r.returncode == 0, doc
     assert doc["first_frame_s"] > 0 and doc["results"] >= 1 and doc["result_lines"]
+    assert doc["backend_after_key"] == "torch"  # the drive's keys reach the app's levers
     assert sorted(p.name for p in tmp_path.glob("*.svg")) == [
         "1-live-numpy-cpu.svg",
         "2-live-torch.svg",
