@@ -277,14 +277,13 @@ def _run_specs(specs: Sequence[RunSpec], show_progress: bool) -> tuple[list[RunR
 
 
 def _names(value: str | Sequence[str], what: str, allowed: Sequence[str] | None) -> list[str]:
-    items = [value] if isinstance(value, str) else list(value)
-    items = [str(x).strip() for x in items if str(x).strip()]
-    bad = [x for x in items if allowed is not None and x not in allowed]
-    if bad or not items:
-        raise ValueError(
-            f"unknown {what} {', '.join(map(repr, bad)) or '(none given)'}; choose from {', '.join(allowed or ())}"
-        )
-    return list(dict.fromkeys(items))
+    """`"numpy,torch"` or `["numpy", "torch"]`, as the CLI's list flags take them (core.spec)."""
+    from gpuplay.core.spec import SpecError, pick_names
+
+    try:
+        return pick_names(value, allowed)
+    except SpecError as exc:
+        raise ValueError(f"{what}: {exc}") from None
 
 
 def _compare_scenarios(
