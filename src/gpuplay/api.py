@@ -243,7 +243,9 @@ def run(
     return result
 
 
-def _run_specs(specs: Sequence[RunSpec], show_progress: bool) -> tuple[list[RunResult], bool]:
+def _run_specs(
+    specs: Sequence[RunSpec], show_progress: bool, paired: bool = True
+) -> tuple[list[RunResult], bool]:
     """Each spec in turn, each non-baseline paired with its baseline (core.compare.run_compare),
     logged as it finishes; an interrupt keeps what finished."""
     from gpuplay.core.compare import run_compare
@@ -266,7 +268,8 @@ def _run_specs(specs: Sequence[RunSpec], show_progress: bool) -> tuple[list[RunR
     try:
         _, interrupted = _interruptible(
             lambda cancel: run_compare(
-                specs, cancel=cancel, on_result=on_result, telemetry=RunTelemetry(), measure=engine_measure
+                specs, cancel=cancel, on_result=on_result, telemetry=RunTelemetry(), measure=engine_measure,
+                paired=paired,
             ),  # fmt: skip
             threading.Event(),
         )
@@ -298,6 +301,8 @@ def _compare_scenarios(
     threads: int | None,
     max_step_s: float | None,
     progress: bool,
+    levers: Mapping[str, Any] | None = None,
+    paired: bool = True,
 ) -> Results:
     from gpuplay.core.compare import VARIANTS, plan_compare
     from gpuplay.core.report import environment
@@ -310,6 +315,7 @@ def _compare_scenarios(
         for k, v in (("budget_s", budget_s), ("threads", threads), ("max_step_s", max_step_s))
         if v is not None
     }
+    kw.update(levers or {})  # the cell magic's other `gpuplay run` flags (--warmup, --amp, …)
     fields = {"dtype": dtype, **kw}
     for name, value in fields.items():
         _check_lever(name, value)
@@ -326,7 +332,9 @@ def _compare_scenarios(
 
         specs = [s for s in specs if s.device in devs or is_baseline(s)]
         refused = [(s, w) for s, w in refused if s.device in devs]
-    done, interrupted = _run_specs(specs, progress)
+    if not paired:  # no NumPy baseline the caller did not name, and no interleaved pairs
+        specs = [s for s in specs if s.backend in chosen]
+    done, interrupted = _run_specs(specs, progress, paired)
     if interrupted:
         warnings.warn(f"interrupted: {len(done)} of {len(specs)} measurements finished", stacklevel=3)
     return Results.from_run_results(

@@ -304,8 +304,8 @@ def test_cell_magic_measures_the_cell_as_a_code_file():
         def step(xp, x):
             return xp.sin(x) * 2
     """)
-    with pytest.raises(notebook.MagicUsageError, match="--amp"):
-        notebook.cell_magic("-b numpy,torch --amp bf16", cell)
+    with pytest.raises(notebook.MagicUsageError, match="--format"):
+        notebook.cell_magic("-b numpy,torch --format json", cell)
     with pytest.raises(notebook.MagicUsageError, match="--bogus"):
         notebook.line_magic("compare matmul --bogus 1")
     res = notebook.cell_magic("-b numpy,torch -s n=512 --budget 0.03", cell)
@@ -468,3 +468,31 @@ def test_a_failing_step_raises_measurement_error_with_its_result(tmp_path):
     with pytest.raises(api.MeasurementError, match="boom") as info:
         gpuplay.run(str(code), budget_s=0.05)
     assert info.value.result.status == "failed" and "\x1b" not in str(info.value)
+
+
+def test_magics_take_gpuplay_runs_flags_and_no_baseline():
+    """The cell magic's options are `gpuplay run`'s own (click parses them: --warmup, --seed, a
+    NaN budget refused as the CLI refuses it), and both magics honour --no-baseline: no NumPy row
+    the user did not name, no interleaved pairs."""
+    from gpuplay import notebook
+
+    cell = "def inputs(rng, n=256):\n    return rng.standard_normal(n)\ndef step(xp, x):\n    return xp.sin(x)\n"
+    with pytest.raises(notebook.MagicUsageError, match="finite"):
+        notebook.cell_magic("--budget nan", cell)
+    paired = notebook.cell_magic("-b torch --budget 0.03 --warmup 2 --seed 7", cell)
+    assert [r.backend for r in paired] == ["numpy", "torch"] and paired[1].speedup_interval is not None
+    assert paired[1].run_result.spec.warmup == 2 and paired[1].run_result.spec.seed == 7
+    alone = notebook.cell_magic("-b torch --budget 0.03 --no-baseline", cell)
+    assert [r.backend for r in alone] == ["torch"] and alone[0].speedup_interval is None
+    line = notebook.line_magic("run matmul -s n=64 --budget 0.03 -b torch --no-baseline")
+    assert line.speedup is None
+    assert notebook.line_magic("run matmul -s n=64 --budget 0.03 -b torch").speedup is not None
+
+
+def test_backends_are_a_list_or_comma_separated_text_as_on_the_command_line():
+    with pytest.raises(ValueError, match="'jax'"):
+        gpuplay.compare("matmul", backends="numpy,jax", progress=False)
+    with pytest.raises(ValueError, match="none given"):
+        gpuplay.compare("matmul", backends=" , ", progress=False)
+    res = gpuplay.compare("matmul", backends="numpy, numpy", budget_s=0.02, progress=False)
+    assert [r.backend for r in res] == ["numpy"]
