@@ -181,6 +181,8 @@ def test_html_and_markdown_show_hostile_text_as_text():
     assert "<img" not in page and "\x1b" not in page and "&lt;img" in page
     md = res._repr_markdown_()
     assert "<img" not in md and "\x1b" not in md and "\\|\\*" in md
+    # repr() is what a terminal REPL prints: a loaded file's ESC must not reach the terminal.
+    assert "\x1b" not in repr(res[0]) and "␛[2J" in repr(res[0]) and "\x1b" not in str(res[0])
 
 
 def _write(path, results, environment_torch="2.5.0"):
