@@ -154,19 +154,25 @@ def _interruptible(work: Callable[[threading.Event], Any], cancel: threading.Eve
     this one: the cancel then stops the engine within one step (or the client replaces it), and
     what finished is kept. Returns (work's value, whether it was interrupted)."""
     box: dict[str, Any] = {}
+    finished = threading.Event()
 
     def target() -> None:
         try:
             box["value"] = work(cancel)
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
+        finally:
+            finished.set()
 
     t = threading.Thread(target=target, name="gpuplay-measure", daemon=True)
     t.start()
     interrupted = False
-    while t.is_alive():
+    # Waited on an Event, not t.join(): on CPython 3.11 a KeyboardInterrupt inside join() leaves
+    # is_alive() False while the thread still runs, so the call returned mid-measurement (run()
+    # with no result; compare/sweep with the engine still busy behind them).
+    while not finished.is_set():
         try:
-            t.join(0.1)
+            finished.wait(0.1)
         except KeyboardInterrupt:
             interrupted = True
             cancel.set()

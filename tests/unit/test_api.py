@@ -498,3 +498,24 @@ def test_backends_are_a_list_or_comma_separated_text_as_on_the_command_line():
         gpuplay.compare("matmul", backends=" , ", progress=False)
     res = gpuplay.compare("matmul", backends="numpy, numpy", budget_s=0.02, progress=False)
     assert [r.backend for r in res] == ["numpy"]
+
+
+def test_an_interrupt_returns_only_when_the_measurement_has_stopped():
+    """Ctrl-C (a notebook's stop button) during gpuplay.run: it returns the cancelled Result with the
+    steps timed so far, and only once the measuring thread has ended (never with it running on)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        with pytest.warns(UserWarning, match="interrupted"):
+            r = gpuplay.run("matmul", params={"n": 256}, budget_s=30.0, min_repeat=1000000, max_repeat=1000000)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - t0 < 25  # stopped by the interrupt, not by the budget
+    assert isinstance(r, api.Result) and r.run_result.status == "cancelled" and len(r.samples) > 0
+    assert not [t for t in threading.enumerate() if t.name == "gpuplay-measure"]
