@@ -604,9 +604,9 @@ def load(path: str | Path) -> Results | Sweep | Table:
     p = Path(path).expanduser()
     problems: list[str] = []
     if p.suffix == ".jsonl":
+        if not p.is_file():  # read_log skips what it cannot read; a FIFO is never opened
+            raise ValueError(f"{p}: " + ("not a regular file (a FIFO? a folder?)" if p.exists() else "no such file"))
         results = _results_from(list(read_log(p, problems)), p, problems)
-        if not p.is_file():
-            raise ValueError(f"{p}: no such file")
         out: Results | Sweep | Table = Results.from_run_results(results, source=p.name)
     elif p.suffix == ".csv":
         try:

@@ -519,3 +519,16 @@ def test_an_interrupt_returns_only_when_the_measurement_has_stopped():
     assert time.monotonic() - t0 < 25  # stopped by the interrupt, not by the budget
     assert isinstance(r, api.Result) and r.run_result.status == "cancelled" and len(r.samples) > 0
     assert not [t for t in threading.enumerate() if t.name == "gpuplay-measure"]
+
+
+def test_load_names_a_fifo_and_a_code_file_without_presets_says_so(tmp_path):
+    import os
+
+    for name in ("log.jsonl", "r.json", "t.csv"):
+        os.mkfifo(tmp_path / name)  # never opened: reading one would wait forever
+        with pytest.raises(ValueError, match="not a regular file"):
+            gpuplay.load(tmp_path / name)
+    from gpuplay import notebook
+
+    with pytest.raises(ValueError, match="defines no PRESETS"):
+        notebook.cell_magic("-p quick", "def inputs(rng, n=8):\n    return rng.random(n)\ndef step(xp, x):\n    return x\n")
