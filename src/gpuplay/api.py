@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 PROBE_TIMEOUT_S = 30.0
+MAX_LOAD_WARNINGS = 5  # load(): problems with a file said one by one, the rest counted
 # The RunSpec fields run() takes as its own arguments; every other spec lever is a keyword.
 _OWN = ("backend", "device", "dtype", "budget_s")
 
@@ -618,6 +619,10 @@ def load(path: str | Path) -> Results | Sweep | Table:
         raise ValueError(f"{p}: Markdown is for reading; load the same results' --format json file")
     else:
         out = _load_json(p, problems)
-    for problem in problems:
+    # A few problems said one by one, the rest counted: a damaged log of 100,000 lines must not
+    # flood a notebook's output with 100,000 warnings.
+    for problem in problems[:MAX_LOAD_WARNINGS]:
         warnings.warn(visible(problem), stacklevel=2)
+    if len(problems) > MAX_LOAD_WARNINGS:
+        warnings.warn(visible(f"{p}: {len(problems) - MAX_LOAD_WARNINGS} more problem(s) like these"), stacklevel=2)
     return out

@@ -532,3 +532,16 @@ def test_load_names_a_fifo_and_a_code_file_without_presets_says_so(tmp_path):
 
     with pytest.raises(ValueError, match="defines no PRESETS"):
         notebook.cell_magic("-p quick", "def inputs(rng, n=8):\n    return rng.random(n)\ndef step(xp, x):\n    return x\n")
+
+
+def test_load_of_a_damaged_log_warns_a_few_times_not_once_per_line(tmp_path):
+    import warnings
+
+    log = tmp_path / "damaged.jsonl"
+    log.write_text('{"spec": {"no_such_field": "\\u001b[2J"}}\n' * 2000)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = gpuplay.load(log)
+    assert len(res) == 0 and 2 <= len(caught) <= 6
+    assert "1995 more problem(s)" in str(caught[-1].message)
+    assert not any("\x1b" in str(w.message) for w in caught)
