@@ -66,6 +66,7 @@ def run(
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.engine import measure as run_spec
     from gpuplay.core.scenarios import spec_for
+    from gpuplay.core.workloads import get_workload
 
     try:
         sc = _code_scenario(scenario)
@@ -74,6 +75,7 @@ def run(
                 scenario
             )
         spec, size = spec_for(sc, preset, parse_assignments(sizes), **pop_spec_fields(kw))
+        spec = _needed_backend(spec, get_workload(spec.workload).needs_backend(spec.params))
     except (KeyError, ValueError, SpecError) as exc:
         raise click.UsageError(message(exc)) from None
     err = stderr_console()
@@ -129,6 +131,22 @@ def run(
 
         if not profile_and_print(spec, trace, fmt):
             sys.exit(1)
+
+
+def _needed_backend(spec: Any, needed: str | None) -> Any:
+    """The backend the parameters need (an exported torch model, torch's DataLoader) when -b was
+    not given; said on stderr. An explicit -b stays, and the planner says why it cannot run."""
+    ctx = click.get_current_context()
+    if (
+        needed is None
+        or spec.backend == needed
+        or ctx.get_parameter_source("backend") != click.core.ParameterSource.DEFAULT
+    ):
+        return spec
+    stderr_console().print(
+        f"backend {needed}: these parameters run on {needed}", highlight=False, markup=False
+    )
+    return spec.replace(backend=needed)
 
 
 def _code_scenario(arg: str) -> Any:
