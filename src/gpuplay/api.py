@@ -275,7 +275,11 @@ def _run_specs(
     try:
         _, interrupted = _interruptible(
             lambda cancel: run_compare(
-                specs, cancel=cancel, on_result=on_result, telemetry=RunTelemetry(), measure=engine_measure,
+                specs,
+                cancel=cancel,
+                on_result=on_result,
+                telemetry=RunTelemetry(),
+                measure=engine_measure,
                 paired=paired,
             ),  # fmt: skip
             threading.Event(),
@@ -606,7 +610,9 @@ def load(path: str | Path) -> Results | Sweep | Table:
     problems: list[str] = []
     if p.suffix == ".jsonl":
         if not p.is_file():  # read_log skips what it cannot read; a FIFO is never opened
-            raise ValueError(f"{p}: " + ("not a regular file (a FIFO? a folder?)" if p.exists() else "no such file"))
+            raise ValueError(
+                f"{p}: " + ("not a regular file (a FIFO? a folder?)" if p.exists() else "no such file")
+            )
         results = _results_from(list(read_log(p, problems)), p, problems)
         out: Results | Sweep | Table = Results.from_run_results(results, source=p.name)
     elif p.suffix == ".csv":
@@ -624,5 +630,7 @@ def load(path: str | Path) -> Results | Sweep | Table:
     for problem in problems[:MAX_LOAD_WARNINGS]:
         warnings.warn(visible(problem), stacklevel=2)
     if len(problems) > MAX_LOAD_WARNINGS:
-        warnings.warn(visible(f"{p}: {len(problems) - MAX_LOAD_WARNINGS} more problem(s) like these"), stacklevel=2)
+        warnings.warn(
+            visible(f"{p}: {len(problems) - MAX_LOAD_WARNINGS} more problem(s) like these"), stacklevel=2
+        )
     return out

@@ -478,7 +478,9 @@ def test_magics_take_gpuplay_runs_flags_and_no_baseline():
     the user did not name, no interleaved pairs."""
     from gpuplay import notebook
 
-    cell = "def inputs(rng, n=256):\n    return rng.standard_normal(n)\ndef step(xp, x):\n    return xp.sin(x)\n"
+    cell = (
+        "def inputs(rng, n=256):\n    return rng.standard_normal(n)\ndef step(xp, x):\n    return xp.sin(x)\n"
+    )
     with pytest.raises(notebook.MagicUsageError, match="finite"):
         notebook.cell_magic("--budget nan", cell)
     paired = notebook.cell_magic("-b torch --budget 0.03 --warmup 2 --seed 7", cell)
@@ -513,7 +515,9 @@ def test_an_interrupt_returns_only_when_the_measurement_has_stopped():
     timer.start()
     try:
         with pytest.warns(UserWarning, match="interrupted"):
-            r = gpuplay.run("matmul", params={"n": 256}, budget_s=30.0, min_repeat=1000000, max_repeat=1000000)
+            r = gpuplay.run(
+                "matmul", params={"n": 256}, budget_s=30.0, min_repeat=1000000, max_repeat=1000000
+            )
     finally:
         timer.cancel()
     assert time.monotonic() - t0 < 25  # stopped by the interrupt, not by the budget
@@ -531,7 +535,9 @@ def test_load_names_a_fifo_and_a_code_file_without_presets_says_so(tmp_path):
     from gpuplay import notebook
 
     with pytest.raises(ValueError, match="defines no PRESETS"):
-        notebook.cell_magic("-p quick", "def inputs(rng, n=8):\n    return rng.random(n)\ndef step(xp, x):\n    return x\n")
+        notebook.cell_magic(
+            "-p quick", "def inputs(rng, n=8):\n    return rng.random(n)\ndef step(xp, x):\n    return x\n"
+        )
 
 
 def test_load_of_a_damaged_log_warns_a_few_times_not_once_per_line(tmp_path):
