@@ -300,6 +300,14 @@ def _names(value: str | Sequence[str], what: str, allowed: Sequence[str] | None)
         raise ValueError(f"{what}: {exc}") from None
 
 
+def _device(name: str) -> str:
+    from gpuplay.core.spec import is_device_name
+
+    if not is_device_name(name):
+        raise ValueError(f"device must be cpu, cuda, cuda:N or mps; got {name!r}")
+    return "cuda:0" if name == "cuda" else name
+
+
 def _compare_scenarios(
     scenarios: Sequence[Scenario],
     *,
@@ -330,7 +338,8 @@ def _compare_scenarios(
     fields = {"dtype": dtype, **kw}
     for name, value in fields.items():
         _check_lever(name, value)
-    devs = None if devices is None else _names(devices, "device(s)", None)
+    # "cuda" is the first GPU, as everywhere else ('cuda' would match no planned 'cuda:N' row).
+    devs = None if devices is None else [_device(d) for d in _names(devices, "device(s)", None)]
     try:
         for sc in scenarios:
             sc.preset_params(preset)
@@ -341,6 +350,13 @@ def _compare_scenarios(
     if devs is not None:
         from gpuplay.core.compare import is_baseline
 
+        planned = {s.device for s in specs} | {s.device for s, _ in refused}
+        missing = [d for d in devs if d not in planned]
+        if missing:  # said, never an empty table: a device named wrongly or not here
+            raise ValueError(
+                f"device(s) {', '.join(map(repr, missing))}: not here for these backends "
+                f"(devices here: {', '.join(sorted(planned))})"
+            )
         specs = [s for s in specs if s.device in devs or is_baseline(s)]
         refused = [(s, w) for s, w in refused if s.device in devs]
     if not paired:  # no NumPy baseline the caller did not name, and no interleaved pairs

@@ -551,3 +551,26 @@ def test_load_of_a_damaged_log_warns_a_few_times_not_once_per_line(tmp_path):
     assert len(res) == 0 and 2 <= len(caught) <= 6
     assert "1995 more problem(s)" in str(caught[-1].message)
     assert not any("\x1b" in str(w.message) for w in caught)
+
+
+def test_compare_on_a_device_not_here_says_so_instead_of_an_empty_table(monkeypatch):
+    from gpuplay.core.spec import RunSpec
+
+    with pytest.raises(ValueError, match="device must be"):
+        gpuplay.compare("matmul", backends="numpy,torch", devices="gpu", progress=False)
+    with pytest.raises(ValueError, match="'cuda:7': not here"):
+        gpuplay.compare("matmul", backends="numpy,torch", devices="cuda:7", progress=False)
+    # On a GPU machine the plan has 'cuda:0' rows: devices="cuda" must select them.
+    seen = []
+
+    def plan(scenarios, preset, backends, **kw):
+        specs = [RunSpec.make("matmul", {"n": 64}, backend="numpy"),
+                 RunSpec.make("matmul", {"n": 64}, backend="torch", device="cuda:0")]  # fmt: skip
+        return specs, []
+
+    monkeypatch.setattr("gpuplay.core.compare.plan_compare", plan)
+    monkeypatch.setattr(
+        api, "_run_specs", lambda specs, *a: (seen.extend(specs), (list(specs)[:0], False))[1]
+    )
+    gpuplay.compare("matmul", backends="numpy,torch", devices="cuda", progress=False)
+    assert [s.device for s in seen] == ["cpu", "cuda:0"]

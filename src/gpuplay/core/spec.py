@@ -218,3 +218,8 @@ def pick_names(value: str | Sequence[str], allowed: Sequence[str] | None) -> lis
         choose = f"; choose from {', '.join(allowed)}" if allowed else ""
         raise SpecError(f"unknown {', '.join(map(repr, bad)) or '(none given)'}{choose}")
     return list(dict.fromkeys(chosen))
+
+
+def is_device_name(device: str) -> bool:
+    """A device name RunSpec.validate accepts: cpu, mps, cuda or cuda:N."""
+    return device in ("cpu", "mps") or _is_cuda_device(device)
