@@ -574,3 +574,28 @@ def test_compare_on_a_device_not_here_says_so_instead_of_an_empty_table(monkeypa
     )
     gpuplay.compare("matmul", backends="numpy,torch", devices="cuda", progress=False)
     assert [s.device for s in seen] == ["cpu", "cuda:0"]
+
+
+def test_across_versions_drops_samples_no_step_could_take_and_writes_strict_json(tmp_path):
+    """A file claiming 1e-320 s steps (or a year) is not compared: the ratio would be inf, the
+    verdict 'within noise' and `compare --from --format json` would write Infinity/NaN."""
+    from gpuplay.cli import main
+    from gpuplay.core import crossversion as cv
+
+    rng = np.random.default_rng(3)
+    old = _write(tmp_path / "old.json", [_result("a", [1e-320] * 20), _result("b", [4e7] * 20)])
+    new = _write(tmp_path / "new.json", [_result("a", _times(rng, 1.0)), _result("b", _times(rng, 1.0))])
+    assert (
+        cv.compare_results(json.loads(old.read_text())["results"], json.loads(new.read_text())["results"])
+        == []
+    )
+    out = tmp_path / "m.json"
+    res = CliRunner().invoke(
+        main, ["compare", "--from", str(old), str(new), "--format", "json", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+
+    def strict(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    json.loads(out.read_text(), parse_constant=strict)
