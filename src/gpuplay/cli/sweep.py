@@ -13,18 +13,16 @@ from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import scenario_dirs_option
 from gpuplay.cli.output import ResultLog, emit, load_scenarios, message, report_interruption, stderr_console
 from gpuplay.core import levers
-from gpuplay.core.spec import BACKENDS, DTYPES, SpecError
+from gpuplay.core.spec import BACKENDS, DTYPES, SpecError, pick_names
 
 FORMATS = ("table", "json", "csv", "markdown")
 
 
 def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
-    chosen = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in chosen if allowed is not None and x not in allowed]
-    if bad or not chosen:
-        choose = f"; choose from {', '.join(allowed)}" if allowed else ""
-        raise click.BadParameter(f"unknown {', '.join(bad) or '(none given)'}{choose}", param_hint=hint)
-    return list(dict.fromkeys(chosen))
+    try:
+        return pick_names(text, allowed)
+    except SpecError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
 @click.command()
