@@ -48,6 +48,7 @@ from gpuplay.core.engine.messages import (
     encode,
 )
 from gpuplay.core.engine.protocol import Engine, Listener, PhaseCallback, ProbeCallback, SampleCallback
+from gpuplay.core.lifeline import spawn
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
@@ -278,7 +279,9 @@ class EngineClient:
                 self._log_path, log = None, None
             # A fresh interpreter, not multiprocessing's spawn: it never re-imports the caller's
             # __main__, and its own session keeps the terminal's Ctrl+C for the front end.
-            proc = subprocess.Popen(
+            # Forked from a thread that lives as long as this process, with a parent-death signal:
+            # the engine ends its group if this process dies by SIGKILL (core/lifeline.py).
+            proc = spawn(
                 [sys.executable, "-m", "gpuplay.core.engine.server", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
