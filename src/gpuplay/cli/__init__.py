@@ -14,7 +14,28 @@ from gpuplay import __version__
 from gpuplay.cli.options import scenario_dirs_option
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class _Gpuplay(click.Group):
+    """The group, with one failure every command can meet turned into words: an engine process
+    that cannot start (the interpreter gone or not executable after an upgrade) exits 1 with what
+    could not start and why, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except RuntimeError as exc:
+            from gpuplay.core.engine.client import EngineStartError
+
+            if not isinstance(exc, EngineStartError):
+                raise
+            from gpuplay.core.safetext import visible
+
+            click.echo(f"gpuplay: {visible(exc)}", err=True)
+            ctx.exit(1)
+
+
+@click.group(
+    cls=_Gpuplay, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(__version__, prog_name="gpuplay")
 @scenario_dirs_option
 @click.option(

@@ -115,7 +115,14 @@ class GpuPlayApp(TextApp):
         self.quit_on_signals()  # SIGTERM and SIGHUP quit like `q`: the engine goes first
         # The engine imports torch and probes the devices in its own process; the first frame
         # does not wait for it, and the first measurement does.
-        self.engine.start()
+        try:
+            self.engine.start()
+        except RuntimeError as exc:  # EngineStartError: the interpreter gone or not executable
+            from rich.markup import escape
+
+            from gpuplay.core.safetext import visible
+
+            self.exit(return_code=1, message=escape(visible(exc)))
 
     def _post_probe(self, data: dict[str, Any], final: bool) -> None:
         self.post_message(ProbesDone(final, data))
