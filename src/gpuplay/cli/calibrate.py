@@ -98,9 +98,9 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
             probes = roofline.Probes(stop=stop.cancel)
             try:
                 with err.status(f"calibrating {d} (STREAM copy/triad, matmul per dtype) …"):
-                    probes.on_probe = lambda m, d=d, p=probes: err.print(
+                    probes.on_probe = lambda m, d=d, p=probes, n=planned: err.print(
                         f"{esc(d)}: {'memory' if m.kind == 'memory' else 'matmul'} {esc(m.name)} ({esc(m.library)}) "
-                        f"{m.value:,.1f} {m.unit} [{len(p.done)} of {planned} probes]", highlight=False, markup=False,
+                        f"{m.value:,.1f} {m.unit} [{len(p.done)} of {n} probes]", highlight=False, markup=False,
                     )  # fmt: skip
                     measured.append(roofline.calibrate(d, budget, probes))
             except (roofline.CalibrationStopped, Interrupted):
