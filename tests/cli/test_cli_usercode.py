@@ -80,10 +80,14 @@ def test_code_option_passes_checked_paths_to_the_app(cli, monkeypatch, tmp_path)
     res = cli.invoke(main, ["--code", str(EXAMPLES / "nbody.py")])
     assert res.exit_code == 0, res.output
     assert calls == [[(EXAMPLES / "nbody.py").resolve()]]
+    # A file that does not load yet opens the app (which warns, and loads it once it is fixed);
+    # one that cannot be read is refused here.
     (tmp_path / "nostep.py").write_text("x = 1\n")
     res = cli.invoke(main, ["--code", str(tmp_path / "nostep.py")])
-    assert res.exit_code == 2 and "nostep.py: defines no step() function" in res.stderr
-    assert len(calls) == 1
+    assert res.exit_code == 0 and calls[-1] == [(tmp_path / "nostep.py").resolve()]
+    res = cli.invoke(main, ["--code", str(tmp_path / "missing.py")])
+    assert res.exit_code == 2 and "missing.py" in res.stderr
+    assert len(calls) == 2
 
 
 @pytest.mark.slow

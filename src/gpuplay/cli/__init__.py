@@ -78,13 +78,15 @@ def main(
 
 
 def _code_files(given: tuple[str, ...]) -> list[Path]:
-    """The --code files, each checked now so a bad one is a message, not a broken app."""
-    from gpuplay.core.workloads.usercode import UserCodeError, inspect_code
+    """The --code files: one that cannot be read is a message now. One that does not load yet (a
+    syntax error while it is being written) opens the app with a warning, and is picked up when
+    it is saved fixed: hot reload is what --code is for."""
+    from gpuplay.core.workloads.usercode import UserCodeError, read_source
 
     paths = [Path(g).expanduser().resolve() for g in given]
     for path in paths:
         try:
-            inspect_code(path)
+            read_source(path)
         except UserCodeError as exc:
             raise click.UsageError(exc.summary + (f"\n{exc.detail}" if exc.detail else "")) from None
     return paths
