@@ -76,6 +76,8 @@ def load_scenarios(extra: Sequence[str]) -> Any:
             f"[yellow]warning:[/] {esc(f'scenario {e.path}: ' + (e.field + ': ' if e.field else '') + e.detail)}",
             highlight=False,
         )
+    for w in [*sset.warnings, *sset.replacement_notes()]:  # two files of one name: both named
+        err.print(f"[yellow]warning:[/] {esc(w)}", highlight=False)
     return sset
 
 

@@ -106,6 +106,10 @@ class GpuPlayApp(TextApp):
             self.notify(problem, severity="warning")
         for err in self.scenario_set.errors:
             self.notify(str(err), title="scenario not loaded", severity="warning", timeout=8)
+        # Two of the user's files of one name, both named. (A file replacing a shipped scenario
+        # is said in the palette's entry for it: a folder may replace them all on purpose.)
+        for warning in self.scenario_set.warnings:
+            self.notify(warning, title="scenario name used twice", severity="warning", timeout=8)
         if self.session.scenario is None:
             self.notify("no scenarios found", severity="error")
             return
