@@ -46,5 +46,8 @@ def test_an_array_far_larger_than_the_inputs_is_refused_before_it_is_expanded(tm
 
 
 def test_a_result_within_the_bound_still_runs(tmp_path):
-    res = run_code(tmp_path, "def step(xp, x):\n    return (x * 2, xp.sum(x), xp.reshape(x, (8, 8)) @ xp.reshape(x, (8, 8)))\n")
+    res = run_code(
+        tmp_path,
+        "def step(xp, x):\n    return (x * 2, xp.sum(x), xp.reshape(x, (8, 8)) @ xp.reshape(x, (8, 8)))\n",
+    )
     assert res.returncode == 0, res.stdout + res.stderr

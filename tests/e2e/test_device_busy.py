@@ -35,7 +35,10 @@ def test_a_waiting_run_says_the_device_is_busy_and_who_holds_it(tmp_path):
         assert ready, "gpuplay run said nothing while it waited for the device"
         first = run.stderr.readline()
         assert "cpu busy: measuring in another session" in first, first
-        assert f"(pid {holder.pid}: {sys.executable} -c import sys" in first and "waiting for it to finish" in first
+        assert (
+            f"(pid {holder.pid}: {sys.executable} -c import sys" in first
+            and "waiting for it to finish" in first
+        )
         assert run.poll() is None  # still waiting: the holder has not let go
         holder.communicate("", timeout=10)
         out, rest = run.communicate(timeout=120)

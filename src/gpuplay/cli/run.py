@@ -110,7 +110,9 @@ def run(
             with err.status(f"running {s.label()} …"):
                 # The configuration is timed in interleaved pairs with its baseline: its speedup.
                 pair = baseline_spec(s) if baseline and s is spec and not is_baseline(s) else None
-                r = run_spec(s, cancel=stop.cancel, telemetry=telemetry, paired_with=pair, on_phase=busy.on_phase)
+                r = run_spec(
+                    s, cancel=stop.cancel, telemetry=telemetry, paired_with=pair, on_phase=busy.on_phase
+                )
             if stop.interrupted and r.status == "cancelled":
                 break  # the measurement the signal stopped is not a finished one
             results.append(r)

@@ -562,7 +562,11 @@ def measure_cpu(
 
 
 def _cuda_stream(
-    torch: Any, dev: Any, events: Callable[[Callable[[], Any]], Timed], free: int, budget_s: float,
+    torch: Any,
+    dev: Any,
+    events: Callable[[Callable[[], Any]], Timed],
+    free: int,
+    budget_s: float,
     probes: Probes,
 ) -> list[Measurement]:
     """STREAM copy and triad on one GPU; the arrays are freed when this returns."""
@@ -651,7 +655,11 @@ def calibrate(device: str, budget_s: float | None = None, probes: Probes | None 
     if device == "cpu":
         peaks = measure_cpu(probes=probes) if budget_s is None else measure_cpu(budget_s, probes=probes)
     else:
-        peaks = measure_cuda(device, probes=probes) if budget_s is None else measure_cuda(device, budget_s, probes)
+        peaks = (
+            measure_cuda(device, probes=probes)
+            if budget_s is None
+            else measure_cuda(device, budget_s, probes)
+        )
     peaks.noise = noise.host_noise(before, noise.host_mark())
     save_peaks(peaks)
     return peaks

@@ -53,7 +53,11 @@ class GpuplayCommands(Provider):
         app: Any = self.app
         replaced = app.scenario_set.replaced
         for sc in app.scenario_set.scenarios.values():
-            help_text = sc.name if sc.name not in replaced else f"{sc.name}: your file {sc.path} replaces the shipped one"
+            help_text = (
+                sc.name
+                if sc.name not in replaced
+                else f"{sc.name}: your file {sc.path} replaces the shipped one"
+            )
             yield f"scenario: {sc.title}", partial(app.choose_scenario_from_palette, sc.name), help_text
         spec = app.spec
         if spec is not None:

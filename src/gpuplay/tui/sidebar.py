@@ -54,7 +54,8 @@ class Sidebar(Vertical):
     def _options(self) -> list[Option]:
         # A title is the file's text, not markup: `[/]` in it must not take the app down.
         return [
-            Option(Text(visible(s.title, one_line=True)), id=s.name) for s in self.scenarios.scenarios.values()
+            Option(Text(visible(s.title, one_line=True)), id=s.name)
+            for s in self.scenarios.scenarios.values()
         ]
 
     def highlight(self, name: str) -> None:

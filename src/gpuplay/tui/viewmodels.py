@@ -94,7 +94,11 @@ def chart_title(session: LiveSession) -> str:
 
 def phase_line(session: LiveSession, probed: bool, paused: bool) -> str:
     # A wait for the device names another session's command: said even before the probe, as text.
-    phase = session.phase if probed or is_busy_message(session.phase) else "starting the engine (it imports torch)…"
+    phase = (
+        session.phase
+        if probed or is_busy_message(session.phase)
+        else "starting the engine (it imports torch)…"
+    )
     return visible(phase, one_line=True) + (" (paused)" if paused else "")
 
 
