@@ -33,7 +33,7 @@ def _prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
 
@@ -93,7 +93,7 @@ def spawn(argv: list[str], *, die_with_parent: bool = True, **popen_kw: Any) -> 
     preexec = _death_signal_setter(signal.SIGTERM) if die_with_parent else None
     if preexec is not None:
         popen_kw["preexec_fn"] = preexec
-    return _spawner.call(lambda: subprocess.Popen(argv, **popen_kw))  # type: ignore[no-any-return]
+    return _spawner.call(lambda: subprocess.Popen(argv, **popen_kw))
 
 
 def end_group_and_exit(code: int = 0) -> None:
