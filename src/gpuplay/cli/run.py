@@ -66,8 +66,7 @@ def run(
     """
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.engine import measure as run_spec
-    from gpuplay.core.spec import RunSpec
-    from gpuplay.core.workloads import get_workload
+    from gpuplay.core.scenarios import spec_for
 
     try:
         sc = _code_scenario(scenario)
@@ -75,10 +74,7 @@ def run(
             sc = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs)).get(
                 scenario
             )
-        params = {**sc.preset_params(preset), **parse_assignments(sizes)}
-        params = get_workload(sc.workload).resolve(params)
-        spec = RunSpec.make(sc.workload, params, scenario=sc.name, **pop_spec_fields(kw))
-        size = get_workload(sc.workload).size_label(params)
+        spec, size = spec_for(sc, preset, parse_assignments(sizes), **pop_spec_fields(kw))
     except (KeyError, ValueError, SpecError) as exc:
         raise click.UsageError(message(exc)) from None
     err = stderr_console()
@@ -142,16 +138,9 @@ def run(
 
 def _code_scenario(arg: str) -> Any:
     """A code file named on the command line (or by its stem, from code_files in config.toml)."""
-    from gpuplay.core.config import load_config
-    from gpuplay.core.scenarios import scenario_for
-    from gpuplay.core.workloads.usercode import looks_like_code_path
+    from gpuplay.core.scenarios import code_scenario
 
-    if looks_like_code_path(arg):
-        return scenario_for(arg)
-    for path in load_config().code_files:
-        if path.stem == arg:
-            return scenario_for(path)
-    return None
+    return code_scenario(arg)
 
 
 command = run

@@ -274,3 +274,27 @@ def scenario_for(path: Path | str) -> Scenario:
         path=w.path,
         tags=("your code",),
     )
+
+
+def code_scenario(arg: str) -> Scenario | None:
+    """A code file named by its path (or by its stem, from code_files in config.toml); None when
+    `arg` names neither. Shared by `gpuplay run`/`sweep` and the Python API (gpuplay.api)."""
+    from gpuplay.core.config import load_config
+    from gpuplay.core.workloads.usercode import looks_like_code_path
+
+    if looks_like_code_path(arg):
+        return scenario_for(arg)
+    for path in load_config().code_files:
+        if path.stem == arg:
+            return scenario_for(path)
+    return None
+
+
+def spec_for(sc: Scenario, preset: str | None, params: Mapping[str, Any] | None = None, **fields: Any) -> Any:
+    """(RunSpec, size label) of a scenario at a preset, with `params` set over it: what `gpuplay
+    run` and gpuplay.run measure. Bad names and values raise KeyError, ValueError or SpecError."""
+    from gpuplay.core.spec import RunSpec
+
+    workload = get_workload(sc.workload)
+    resolved = workload.resolve({**sc.preset_params(preset), **dict(params or {})})
+    return RunSpec.make(sc.workload, resolved, scenario=sc.name, **fields), workload.size_label(resolved)
