@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -142,5 +145,49 @@ def test_the_parent_death_signal_ends_the_engine_when_no_eof_comes(tmp_path):
     finally:
         front.kill()
         for pid in (fork, engine):
+            with contextlib.suppress(ProcessLookupError, TypeError):
+                os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+@pytest.mark.parametrize("how", ["SIGKILL", "terminal closed"])
+def test_the_playground_killed_in_a_real_terminal_leaves_nothing(tmp_path, how):
+    """The TUI in tmux measuring a code file whose step started `sleep 300`; then `kill -9` of the
+    app, or the terminal closed (tmux kill-session): no engine and no `sleep` left."""
+    code = tmp_path / "spawner.py"
+    code.write_text(textwrap.dedent(SPAWNS_A_SLEEP))
+    pidfile = tmp_path / "pids"
+    (tmp_path / "cfg").mkdir()
+    before = sleeps_300()
+    env = {"GPUPLAY_STATE_DIR": tmp_path / "state", "GPUPLAY_CONFIG_DIR": tmp_path / "cfg",
+           "OMP_NUM_THREADS": "1", "PIDFILE": pidfile, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # fmt: skip
+    exports = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
+    session = f"gpuplay-orphans-{uuid.uuid4().hex[:8]}"
+    script = (
+        f"env {exports} {shlex.quote(sys.executable)} -m gpuplay --code {shlex.quote(str(code))}; sleep 60"
+    )
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "36", script], check=True)
+    engine = child = app = None
+    try:
+        deadline = time.monotonic() + 120
+        while not (pidfile.exists() and pidfile.read_text().endswith("\n")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        engine, child = map(int, pidfile.read_text().split())
+        app = psutil.Process(engine).ppid()
+        assert "gpuplay" in " ".join(psutil.Process(app).cmdline())
+        if how == "SIGKILL":
+            os.kill(app, signal.SIGKILL)
+        else:
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        deadline = time.monotonic() + 15
+        while (alive(app) or alive(engine) or alive(child)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(engine), "the engine outlived the app"
+        assert not alive(app), f"the app outlived the terminal: {psutil.Process(app).status()}"
+        assert not alive(child), "the measured code's `sleep 300` outlived the app"
+        assert sleeps_300() - before == set()
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        for pid in (app, engine, child):
             with contextlib.suppress(ProcessLookupError, TypeError):
                 os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
