@@ -91,6 +91,9 @@ def sweep(
 
     chosen = _names(backends, BACKENDS, "--backends")
     devs = _names(devices, None, "--devices")
+    busy = BusyNotice(stderr_console())
+    for d in dict.fromkeys(("cpu", *devs)):  # a wait for a device is said at once, before any loading
+        busy.now(d)
     dts = _names(dtypes, DTYPES, "--dtypes")
     vs = _names(variants, tuple(VARIANTS), "--variants")
     try:
@@ -100,10 +103,6 @@ def sweep(
         ).get(scenario)
         values = sweep_values(sc, param, text)
         from gpuplay.core.engine.client import adopt_shared_probe
-
-        busy = BusyNotice(stderr_console())
-        for d in dict.fromkeys(("cpu", *devs)):  # a wait for a device is said at once
-            busy.now(d)
 
         adopt_shared_probe(30.0, final="cupy" in chosen or any(d != "cpu" for d in devs))
         plan = plan_sweep(sc, param, values, chosen, devs, preset=preset, dtypes=dts, variants=vs,
