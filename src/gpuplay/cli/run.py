@@ -64,9 +64,15 @@ def run(
     FILE.py defines step(xp, *arrays) and inputs(rng, **params); it runs with your
     rights, like `python FILE.py` (see docs/your-code.md).
     """
+    from gpuplay.core.engine.client import start_engine_early
+
+    # The engine's interpreter and imports overlap the scenarios' loading and the planning below.
+    needs = (kw.get("backend") or "numpy", *(("numpy",) if baseline else ()))
+    start_engine_early(needs)
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.engine import measure as run_spec
     from gpuplay.core.scenarios import spec_for
+    from gpuplay.core.workloads import get_workload
 
     try:
         sc = _code_scenario(scenario)
@@ -75,6 +81,7 @@ def run(
                 scenario
             )
         spec, size = spec_for(sc, preset, parse_assignments(sizes), **pop_spec_fields(kw))
+        spec = _needed_backend(spec, get_workload(spec.workload).needs_backend(spec.params))
     except (KeyError, ValueError, SpecError) as exc:
         raise click.UsageError(message(exc)) from None
     err = stderr_console()
@@ -85,7 +92,7 @@ def run(
 
     busy = BusyNotice(err)
     busy.now(spec.device)  # a wait for the device is said at once, not after the engine starts
-    adopt_shared_probe(30.0, final=spec.backend == "cupy")  # the engine starts importing torch now
+    adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=needs)
     verdict = check(spec, probe_timeout=30.0)
     if isinstance(verdict, Refusal):
         results = [RunResult(spec=spec, status="refused", message=str(verdict), size=size)]
@@ -134,6 +141,22 @@ def run(
 
         if not profile_and_print(spec, trace, fmt):
             sys.exit(1)
+
+
+def _needed_backend(spec: Any, needed: str | None) -> Any:
+    """The backend the parameters need (an exported torch model, torch's DataLoader) when -b was
+    not given; said on stderr. An explicit -b stays, and the planner says why it cannot run."""
+    ctx = click.get_current_context()
+    if (
+        needed is None
+        or spec.backend == needed
+        or ctx.get_parameter_source("backend") != click.core.ParameterSource.DEFAULT
+    ):
+        return spec
+    stderr_console().print(
+        f"backend {needed}: these parameters run on {needed}", highlight=False, markup=False
+    )
+    return spec.replace(backend=needed)
 
 
 def _code_scenario(arg: str) -> Any:

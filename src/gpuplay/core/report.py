@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -138,6 +139,35 @@ def roof_markdown(roof: dict[str, Any]) -> str:
     return f"{roof_text(roof)} (AI {roof['intensity_flop_per_byte']:.3g} FLOP/B{ridge})"
 
 
+def split_note(split: dict[str, list[float]]) -> str:
+    """Where a step's time went (median per step of each phase), and the loader's verdict."""
+    med = {k: statistics.median(v) for k, v in split.items() if v}
+    total = sum(med.values())
+    if not total:
+        return "split: nothing recorded"
+    words = {"data_wait_s": "data wait", "h2d_s": "h2d", "model_s": "model"}
+    parts = [f"{words.get(k, k)} {fmt_time(v)} ({100 * v / total:.0f} %)" for k, v in med.items()]
+    wait = med.get("data_wait_s", 0.0) / total
+    verdict = (
+        f"; the model is idle {100 * wait:.0f} % of the step: the loader is the bottleneck"
+        if wait > 0.5
+        else ""
+    )
+    return "split: " + ", ".join(parts) + verdict
+
+
+def setup_notes(r: RunResult) -> list[str]:
+    """What was paid once, outside the steps (a compile, a runtime's build), and the step's split."""
+    notes = []
+    if r.compile_s is not None:
+        notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
+    if r.build_s is not None:
+        notes.append(f"{r.conditions.get('runtime', 'runtime')} build {fmt_time(r.build_s)} (excluded)")
+    if r.split:
+        notes.append(split_note(r.split))
+    return notes
+
+
 def row_cells(row: Row, noise: bool = True) -> list[str]:
     """The cells of COLUMNS; `noise=False` leaves the noise warnings out of the notes (the
     terminal prints them apart, in colour)."""
@@ -147,9 +177,8 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     notes = list(row.warnings)
     if r.status != "ok":
         notes.insert(0, f"{r.status}: {r.message}")
-    if r.compile_s is not None:
-        notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
-    shown = ("torch.compile failed", "AMP:", "the result holds", "kernels per step", "accuracy:", "INT8:",
+    notes.extend(setup_notes(r))
+    shown = ("runtime:", "torch.compile failed", "AMP:", "the result holds", "kernels per step", "accuracy:", "INT8:",
              "allocation-bound", "allocation mode could flip", "cold allocation",
              "float16 ", "bfloat16 ")  # fmt: skip
     # ("float16 is emulated and slow on this CPU: …": core/halfprec's note on a CPU half-precision run.)
@@ -225,6 +254,7 @@ def to_csv(rows: Sequence[Row]) -> str:
             "mean_s",
             "n",
             "compile_s",
+            "build_s",
             "gflops",
             "gbps",
             "speedup_vs_numpy_cpu",
@@ -277,6 +307,7 @@ def to_csv(rows: Sequence[Row]) -> str:
                 ),
                 s.n if s else 0,
                 r.compile_s if r.compile_s is not None else "",
+                r.build_s if r.build_s is not None else "",
                 r.gflops if r.gflops is not None else "",
                 r.gbps if r.gbps is not None else "",
                 row.speedup if row.speedup is not None else "",

@@ -151,10 +151,18 @@ class RunSpec:
             parts.append("+cold")
         if self.alloc != "warm":
             parts.append(f"+alloc:{self.alloc}")
+        return " ".join(parts + self._param_parts())
+
+    def _param_parts(self) -> list[str]:
+        """The workload parameters a label names: an inference runtime, an autograd method."""
+        parts = []
+        runtime = self.params.get("runtime")
+        if runtime and runtime != "eager":  # gpuplay.core.runtimes
+            parts.append(f"+{runtime}")
         method = self.params.get("method")
         if method and method != "auto":
             parts.append(f"({method})")
-        return " ".join(parts)
+        return parts
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -12,7 +12,7 @@ from typing import Any
 from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.devicelock import is_busy_message
 from gpuplay.core.energy import energy_of
-from gpuplay.core.report import fmt_time, peak_memory_text
+from gpuplay.core.report import fmt_time, peak_memory_text, split_note
 from gpuplay.core.safetext import visible
 from gpuplay.core.session import LiveSession
 from gpuplay.core.spec import RunSpec
@@ -111,6 +111,8 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
             result=r if r.error is not None else None,
             conditions=r.conditions,
             compile_s=r.compile_s,
+            build_s=r.build_s,
+            split=split_note(r.split) if r.split else "",
             notes=r.notes,
             message=r.message if r.status in ("failed", "refused") else "",
             roof=r.roof_fields(),

@@ -80,7 +80,8 @@ class ControlsPanel(Static):
                     cells.append(" ")
                 if why:
                     cells.append(label(v), style="dim strike")
-                    if c.field in ("backend", "device") or len(reasons) < 3:
+                    # the scenario's own parameters (a runtime, a loader's pin) always say why
+                    if c.field in ("backend", "device") or c.lever.is_param or len(reasons) < 3:
                         name = label(v) if c.field in ("backend", "device") else f"{c.title} {label(v)}"
                         reasons.append(f"{name}: {why.removeprefix(f'{name}: ')}")  # no "CuPy: CuPy:"
                 else:
@@ -150,6 +151,11 @@ class StatsPanel(Static):
             t.add_row("median", "—")
         if info.get("compile_s") is not None:
             t.add_row("compile", f"{fmt_time(info['compile_s'])} (excluded)")
+        if info.get("build_s") is not None:  # an inference runtime's export/build (core/runtimes)
+            runtime = (info.get("conditions") or {}).get("runtime", "runtime")
+            t.add_row("build", Text(f"{visible(str(runtime))} {fmt_time(info['build_s'])} (excluded)"))
+        if info.get("split"):  # a data loader's step: waiting for data vs copy vs model
+            t.add_row("split", Text(info["split"].removeprefix("split: ")))
         if info.get("result") is not None:
             t.add_row("error", fmt_error(info["result"]) + " vs float64")
         if info.get("speedup_reason"):  # beside the big digits' "~": why
