@@ -11,7 +11,15 @@ import click
 from gpuplay.cli import options
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import scenario_dirs_option
-from gpuplay.cli.output import ResultLog, emit, load_scenarios, message, report_interruption, stderr_console
+from gpuplay.cli.output import (
+    BusyNotice,
+    ResultLog,
+    emit,
+    load_scenarios,
+    message,
+    report_interruption,
+    stderr_console,
+)
 from gpuplay.core import levers
 from gpuplay.core.spec import BACKENDS, DTYPES, SpecError, pick_names
 
@@ -84,6 +92,9 @@ def sweep(
 
     start_engine_early(("numpy", *chosen))  # overlaps loading the scenarios and planning
     devs = _names(devices, None, "--devices")
+    busy = BusyNotice(stderr_console())
+    for d in dict.fromkeys(("cpu", *devs)):  # a wait for a device is said at once, before any loading
+        busy.now(d)
     dts = _names(dtypes, DTYPES, "--dtypes")
     vs = _names(variants, tuple(VARIANTS), "--variants")
     try:
@@ -111,7 +122,7 @@ def sweep(
         sys.exit(1)
     _progress(progress_json, {"plan": {"param": param, "values": values,
                                        "series": [s.label for s in plan.series]}})  # fmt: skip
-    done = _measure(plan, err, progress_json)
+    done = _measure(plan, err, progress_json, busy)
     _print(plan, fmt, out)
     if done.interrupted:
         report_interruption(done.name, sum(len(s.points) for s in plan.series), plan.total, done.log)
@@ -129,8 +140,12 @@ def _progress(enabled: bool, event: dict[str, Any]) -> None:
         print(json.dumps(event, default=str), file=sys.stderr, flush=True)
 
 
-def _measure(plan: Any, err: Any, progress_json: bool) -> _Done:
-    from gpuplay.core.engine import measure
+def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Done:
+    import functools
+
+    from gpuplay.core.engine import measure as measure_one
+
+    measure = functools.partial(measure_one, on_phase=busy.on_phase)  # a wait for the device is said
     from gpuplay.core.report import fmt_time
     from gpuplay.core.sweep import run_sweep
     from gpuplay.core.telemetry import RunTelemetry
