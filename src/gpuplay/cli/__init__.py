@@ -40,6 +40,9 @@ def main(
     ctx.ensure_object(dict)
     ctx.obj["scenario_dirs"] = scenario_dirs
     if ctx.invoked_subcommand is None:
+        from gpuplay.cli.terminal import require_terminal
+
+        require_terminal("the playground")
         from gpuplay.tui.app import run_app
 
         try:
