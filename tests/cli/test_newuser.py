@@ -39,3 +39,39 @@ def test_a_terminal_on_stdin_only_names_stdout():
         os.close(leader)
     assert proc.returncode == 2
     assert "and stdout is not one" in proc.stderr
+
+
+# -- (3) only a .py path is code; a .toml path is data; anything else is refused -----------------
+PYTHON_TEXT = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\ndef inputs(rng, n=8):\n    return rng.random(n)\ndef step(xp, x):\n    return x\n"
+
+
+@pytest.mark.parametrize("name", ["scen.toml", "scen.txt", "scen"])
+def test_a_file_that_is_not_py_is_never_run_as_code(tmp_path, name):
+    marker = tmp_path / "marker"
+    (tmp_path / name).write_text(PYTHON_TEXT.format(marker=str(marker)))
+    proc = gpuplay("run", f"./{name}", "-p", "quick", "--repeat", "2", cwd=tmp_path)
+    assert not marker.exists(), "a file that is not .py was executed as Python"
+    assert proc.returncode == 2, proc.stderr
+    if name.endswith(".toml"):
+        assert "scen.toml: not valid TOML" in proc.stderr  # read as a scenario file: data
+    else:
+        assert "a FILE.py is your code, a FILE.toml is a scenario (data)" in proc.stderr
+
+
+def test_a_toml_path_runs_as_a_scenario_file(tmp_path):
+    scen = tmp_path / "mine.toml"
+    scen.write_text('name = "mine"\nworkload = "matmul"\n[params]\nn = 16\n')
+    proc = gpuplay("run", str(scen), "--repeat", "2", "--warmup", "0", "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    result = json.loads(proc.stdout)["results"][0]
+    assert result["spec"]["scenario"] == "mine" and result["check_ok"]
+
+
+def test_a_py_path_is_still_code(tmp_path):
+    marker = tmp_path / "marker"
+    (tmp_path / "mine.py").write_text(PYTHON_TEXT.format(marker=str(marker)))
+    proc = gpuplay("run", "mine.py", "--repeat", "2", "--warmup", "0", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists()

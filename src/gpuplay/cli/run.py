@@ -136,13 +136,14 @@ def run(
 
 
 def _code_scenario(arg: str) -> Any:
-    """A code file named on the command line (or by its stem, from code_files in config.toml)."""
+    """A file named on the command line (FILE.py: code; FILE.toml: a scenario, data), or a code
+    file by its stem from code_files in config.toml; None for a scenario's name."""
     from gpuplay.core.config import load_config
-    from gpuplay.core.scenarios import scenario_for
-    from gpuplay.core.workloads.usercode import looks_like_code_path
+    from gpuplay.core.scenarios import scenario_for, scenario_from_argument
 
-    if looks_like_code_path(arg):
-        return scenario_for(arg)
+    named = scenario_from_argument(arg)
+    if named is not None:
+        return named
     for path in load_config().code_files:
         if path.stem == arg:
             return scenario_for(path)
