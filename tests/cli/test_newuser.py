@@ -75,3 +75,62 @@ def test_a_py_path_is_still_code(tmp_path):
     proc = gpuplay("run", "mine.py", "--repeat", "2", "--warmup", "0", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert marker.exists()
+
+
+# -- (4) a failed correctness check exits 3, after everything is printed ------------------------
+OFF_BY_ONE_PERCENT = """
+def inputs(rng, n=64):
+    return rng.random(n) + 1.0
+
+def step(xp, x):
+    # 1 % off everywhere but on NumPy, which is also where the float64 reference comes from
+    return x * 1.01 if "numpy" not in xp.__name__ else x
+"""
+
+
+def test_run_of_a_code_file_whose_check_fails_exits_3_after_printing(tmp_path):
+    (tmp_path / "off.py").write_text(OFF_BY_ONE_PERCENT)
+    proc = gpuplay("run", "off.py", "-b", "torch", "--repeat", "2", "--warmup", "0", "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    import json
+
+    assert json.loads(proc.stdout)["results"][0]["check_ok"] is False  # printed in full first
+    assert "check failed: off torch cpu" in proc.stderr and "> tolerance" in proc.stderr
+    ok = gpuplay("run", "off.py", "-b", "numpy", "--repeat", "2", "--warmup", "0", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+
+
+@pytest.fixture
+def matmul_never_agrees(monkeypatch):
+    """A tolerance no float32 product meets: the engine (in-process here) then fails the check."""
+    from gpuplay.core.workloads import get_workload
+
+    monkeypatch.setattr(type(get_workload("matmul")), "tolerance", lambda self, dtype, p: 1e-300)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", "-p", "quick", "--scenario", "matmul", "--backends", "numpy", "--budget", "0.02"],
+        ["sweep", "matmul", "--over", "n=16..32", "--backends", "numpy", "--budget", "0.02"],
+    ],
+)
+def test_compare_and_sweep_exit_3_on_a_failed_check(args, matmul_never_agrees):
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 3, res.output
+    assert "check failed: matmul numpy cpu" in res.stderr
+    assert res.stdout.strip()  # the table came first
+
+
+def test_help_documents_the_exit_codes():
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+
+    for args in ([], ["run"], ["compare"], ["sweep"]):
+        text = " ".join(CliRunner().invoke(main, [*args, "--help"]).output.split())
+        assert "3 a result failed its correctness check" in text and "130/143" in text and "2 a usage error" in text

@@ -11,10 +11,13 @@ from pathlib import Path
 import click
 
 from gpuplay import __version__
+from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.options import scenario_dirs_option
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_HELP
+)
 @click.version_option(__version__, prog_name="gpuplay")
 @scenario_dirs_option
 @click.option(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuplay.cli import options
+from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import FiniteFloat, ThreadCount, scenario_dirs_option
 from gpuplay.cli.output import (
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 FORMATS = ("table", "markdown", "json", "csv")
 
 
-@click.command()
+@click.command(epilog=EXIT_HELP)
 @click.option("--preset", "-p", default="quick", show_default=True)
 @click.option(
     "--backends",
@@ -208,6 +209,9 @@ def compare(
     if stop.interrupted:
         report_interruption(stop.name, len(results), len(specs), log)
         sys.exit(stop.exit_code)
+    from gpuplay.cli.exitcodes import exit_if_checks_failed
+
+    exit_if_checks_failed(results, err)
 
 
 command = compare

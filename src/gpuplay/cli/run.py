@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from gpuplay.cli import options
+from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import parse_assignments, pop_spec_fields, scenario_dirs_option, spec_options
 from gpuplay.cli.output import (
@@ -25,7 +26,7 @@ from gpuplay.core.spec import Refusal, SpecError
 FORMATS = ("table", "markdown", "json", "csv")
 
 
-@click.command()
+@click.command(epilog=EXIT_HELP)
 @click.argument("scenario", metavar="SCENARIO|FILE.py")
 @spec_options
 @click.option("--preset", "-p", default=None, help="quick, published, or a preset the scenario defines.")
@@ -133,6 +134,9 @@ def run(
 
         if not profile_and_print(spec, trace, fmt):
             sys.exit(1)
+    from gpuplay.cli.exitcodes import exit_if_checks_failed
+
+    exit_if_checks_failed(results, err)
 
 
 def _code_scenario(arg: str) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from gpuplay.cli import options
+from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import scenario_dirs_option
 from gpuplay.cli.output import ResultLog, emit, load_scenarios, message, report_interruption, stderr_console
@@ -27,7 +28,7 @@ def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
-@click.command()
+@click.command(epilog=EXIT_HELP)
 @click.argument("scenario", metavar="SCENARIO|FILE.py")
 @click.option("--over", "over", required=True, metavar="PARAM=V1,V2,…|LO..HI[:K]",
               help="The parameter to sweep: a list, LO..HI (doubling from LO), or LO..HI:K (K sizes, geometric).")  # fmt: skip
@@ -114,6 +115,9 @@ def sweep(
     if done.interrupted:
         report_interruption(done.name, sum(len(s.points) for s in plan.series), plan.total, done.log)
         sys.exit(done.exit_code)
+    from gpuplay.cli.exitcodes import exit_if_checks_failed
+
+    exit_if_checks_failed((p.result for s in plan.series for p in s.points), err)
 
 
 class _Done:
