@@ -90,7 +90,9 @@ def step(xp, x):
 
 def test_run_of_a_code_file_whose_check_fails_exits_3_after_printing(tmp_path):
     (tmp_path / "off.py").write_text(OFF_BY_ONE_PERCENT)
-    proc = gpuplay("run", "off.py", "-b", "torch", "--repeat", "2", "--warmup", "0", "--format", "json", cwd=tmp_path)
+    proc = gpuplay(
+        "run", "off.py", "-b", "torch", "--repeat", "2", "--warmup", "0", "--format", "json", cwd=tmp_path
+    )
     assert proc.returncode == 3, proc.stderr
     import json
 
@@ -133,4 +135,89 @@ def test_help_documents_the_exit_codes():
 
     for args in ([], ["run"], ["compare"], ["sweep"]):
         text = " ".join(CliRunner().invoke(main, [*args, "--help"]).output.split())
-        assert "3 a result failed its correctness check" in text and "130/143" in text and "2 a usage error" in text
+        assert (
+            "3 a result failed its correctness check" in text
+            and "130/143" in text
+            and "2 a usage error" in text
+        )
+
+
+# -- (5) every option a hint names is accepted by the command that prints it -------------------
+MEASURING = ("run", "compare", "sweep")
+FLAG = r"(?<![\w-])--[a-z][a-z0-9-]+"
+# Texts of the core that only some measuring commands can print, and why; every other text of
+# the core can reach the output of run, compare and sweep alike (notes, refusals, warnings).
+ONLY = {
+    ("levers.py", "--budget"): ("run",),  # the help of run's own --repeat/--budget options
+    ("levers.py", "--repeat"): ("run",),
+    ("alloc.py", "--alloc"): ("run",),  # allocation notes: only run sets --alloc
+    ("planner.py", "--graphs"): ("run",),  # graphs with transfers: only run takes both
+    ("planner.py", "--transfers"): ("run", "sweep"),  # compare never times transfers
+    ("fused.py", "--compile"): ("run",),  # compare and sweep say --variants compile
+    ("devices_compare.py", "--devices"): ("compare", "sweep"),  # many devices: those two only
+}
+
+
+def _command_options():
+    from gpuplay.cli import main
+
+    def names(cmd):
+        return {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+
+    return {"": names(main), **{name: names(cmd) for name, cmd in main.commands.items()}}
+
+
+def _texts(folder: str):
+    import ast
+    from pathlib import Path
+
+    import gpuplay
+
+    root = Path(gpuplay.__file__).parent / folder
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(n.body[0].value)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.body
+            and isinstance(n.body[0], ast.Expr)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                yield path.name, node.value
+
+
+def test_every_option_a_hint_names_is_accepted_by_the_commands_that_print_it():
+    import re
+
+    options = _command_options()
+    wrong = []
+    for folder in ("core", "cli"):
+        for name, text in _texts(folder):
+            for m in re.finditer(FLAG, text):
+                flag = m.group(0)
+                before = text[: m.start()]
+                named = re.findall(r"(?:gpuplay |`)(?!gpuplay\b)(\w+)\b[^`;()]*$", before)
+                if before.endswith("gpuplay "):  # "gpuplay --code FILE.py": the group's own
+                    targets: tuple[str, ...] = ("",)
+                elif named and named[-1] in options:  # "gpuplay sweep --format json"
+                    targets = (named[-1],)
+                elif folder == "core":
+                    targets = ONLY.get((name, flag), MEASURING)
+                else:
+                    continue  # a command's own help and messages: its options, checked by click
+                wrong += [f"{name}: {flag} in {text!r} ({t})" for t in targets if flag not in options[t]]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_unstable_advice_names_options_every_measuring_command_takes():
+    import re
+
+    from gpuplay.core.noise import unstable_advice
+
+    options = _command_options()
+    flags = re.findall(FLAG, unstable_advice(1e-4))
+    assert flags  # it does name some
+    for command in MEASURING:
+        assert set(flags) <= options[command], (command, flags)
