@@ -221,3 +221,47 @@ def test_the_unstable_advice_names_options_every_measuring_command_takes():
     assert flags  # it does name some
     for command in MEASURING:
         assert set(flags) <= options[command], (command, flags)
+
+
+# -- (6) small CLI edges -----------------------------------------------------------------------
+def test_compare_takes_a_scenario_name_as_run_and_sweep_do():
+    import json
+
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+
+    args = ["-p", "quick", "--backends", "numpy", "--budget", "0.02", "--format", "json"]
+    res = CliRunner().invoke(main, ["compare", "reductions", *args])
+    assert res.exit_code == 0, res.output
+    assert {r["spec"]["scenario"] for r in json.loads(res.stdout)["results"]} == {"reductions"}
+    bad = CliRunner().invoke(main, ["compare", "matmuk", *args])
+    assert bad.exit_code == 2
+    said = " ".join(bad.stderr.split())
+    assert "'matmuk' is not a scenario" in said and "--scenario NAME" in said and "--from A.json" in said
+
+
+@pytest.mark.parametrize(
+    "args", [["list"], ["run", "reductions", "-p", "quick", "--repeat", "2", "--warmup", "0"]]
+)
+def test_piped_tables_have_no_trailing_spaces(args):
+    proc = gpuplay(*args)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) > 3
+    assert [line for line in lines if line != line.rstrip()] == []
+
+
+def test_threads_reads_the_same_in_every_command():
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+
+    helps = set()
+    for command in ("run", "compare", "sweep"):
+        cmd = main.commands[command]
+        (option,) = [p for p in cmd.params if "--threads" in p.opts]
+        helps.add((option.help, option.type.get_metavar(option, None)))
+    assert len(helps) == 1, helps
+    res = CliRunner().invoke(main, ["sweep", "matmul", "--over", "n=16..32", "--threads", "100000"])
+    assert res.exit_code == 2 and "logical cores" in res.output

@@ -11,7 +11,7 @@ import click
 from gpuplay.cli import options
 from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.interrupt import Interruption
-from gpuplay.cli.options import scenario_dirs_option
+from gpuplay.cli.options import scenario_dirs_option, threads_option
 from gpuplay.cli.output import ResultLog, emit, load_scenarios, message, report_interruption, stderr_console
 from gpuplay.core import levers
 from gpuplay.core.spec import BACKENDS, DTYPES, SpecError
@@ -44,7 +44,7 @@ def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
 @click.option("--budget", type=click.FloatRange(min=0.001), default=0.5, show_default=True,
               help="Seconds of timed steps per size and configuration.")  # fmt: skip
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads for torch and BLAS.")
+@threads_option
 @click.option("--max-step", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
               help="Stop a configuration at the first size whose step is estimated longer (seconds).")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
