@@ -265,3 +265,25 @@ def test_threads_reads_the_same_in_every_command():
     assert len(helps) == 1, helps
     res = CliRunner().invoke(main, ["sweep", "matmul", "--over", "n=16..32", "--threads", "100000"])
     assert res.exit_code == 2 and "logical cores" in res.output
+
+
+# -- (1) install lines that can work: never a bare name the package index does not have --------
+def test_no_text_tells_a_user_to_install_gpuplay_from_the_index():
+    import re
+    from pathlib import Path
+
+    import gpuplay
+
+    checkout = Path(gpuplay.__file__).resolve().parents[2]
+    bad = [
+        f"{name}: {text!r}"
+        for folder in ("core", "cli", "tui")
+        for name, text in _texts(folder)
+        if "gpuplay[" in text
+    ]
+    readme = (checkout / "README.md").read_text()
+    bare = r"(?:pip|pipx|uv tool|uv pip) install (?:--\S+ )*['\"]?gpuplay\b"
+    bad += [line for line in readme.splitlines() if re.search(bare, line) or "gpuplay[" in line]
+    assert not bad, "\n".join(bad)
+    assert "uv tool install ./dist/gpuplay-" in readme and "pipx install ./dist/gpuplay-" in readme
+    assert "scripts/check-wheel" in (checkout / ".ci" / "run").read_text()
