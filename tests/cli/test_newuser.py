@@ -287,3 +287,21 @@ def test_no_text_tells_a_user_to_install_gpuplay_from_the_index():
     assert not bad, "\n".join(bad)
     assert "uv tool install ./dist/gpuplay-" in readme and "pipx install ./dist/gpuplay-" in readme
     assert "scripts/check-wheel" in (checkout / ".ci" / "run").read_text()
+
+
+# -- (10) a step-limit refusal never reads "estimated at 2.0 s (limit 2.0 s)" ---------------------
+@pytest.mark.parametrize(
+    ("estimate", "said"),
+    [(2.04, "estimated at 2.04 s (limit 2.00 s)"), (2.0004, "estimated at 2.0004 s (limit 2.0000 s)"),
+     (2.00000001, "estimated above its limit of 2.0 s"), (3.5, "estimated at 3.5 s (limit 2.0 s)")],
+)  # fmt: skip
+def test_a_step_limit_refusal_shows_figures_that_differ(monkeypatch, estimate, said):
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+    from gpuplay.core.runner import measure
+
+    monkeypatch.setattr(measure, "estimate_step_seconds", lambda *a, **kw: estimate)
+    res = CliRunner().invoke(main, ["run", "reductions", "-p", "quick", "--max-step", "2"])
+    assert res.exit_code == 1, res.output
+    assert said in " ".join(res.stderr.split())
