@@ -305,3 +305,32 @@ def test_a_step_limit_refusal_shows_figures_that_differ(monkeypatch, estimate, s
     res = CliRunner().invoke(main, ["run", "reductions", "-p", "quick", "--max-step", "2"])
     assert res.exit_code == 1, res.output
     assert said in " ".join(res.stderr.split())
+
+
+# -- (12) a step over its limit is said on stderr, with when it will be stopped -------------------
+@pytest.mark.real_engine
+def test_a_step_that_never_returns_is_said_to_be_over_its_limit_while_it_waits(tmp_path):
+    import re
+    import time
+
+    (tmp_path / "hang.py").write_text(
+        "import time\ndef inputs(rng, n=8):\n    return rng.random(n)\ndef step(xp, x):\n    time.sleep(3600)\n"
+    )
+    args = [sys.executable, "-m", "gpuplay", "run", "hang.py", "--max-step", "0.5", "--warmup", "0"]
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUPLAY_IN_PROCESS", "COLUMNS")}
+    proc = subprocess.Popen(args, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        first = proc.stderr.readline()  # before the fix: nothing until the engine was ended
+        while first and "past its limit" not in first:
+            first = proc.stderr.readline()
+        told = time.monotonic()
+        out, rest = proc.communicate(timeout=120)
+        stopped = time.monotonic()
+    finally:
+        proc.kill()
+    assert "past its limit of 0.5 s (--max-step)" in first, first + rest
+    when = re.search(r"stopped in (\d+) s, at (\d\d:\d\d:\d\d)", first)
+    assert when, first
+    assert stopped - told < float(when.group(1)) + 30  # it said when, and that came to pass
+    assert proc.returncode == 1 and "was stopped by ending the engine" in rest

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from gpuplay.cli.output import (
     ResultLog,
     load_scenarios,
     message,
+    notice_printer,
     print_rows,
     progress_line,
     report_interruption,
@@ -197,7 +199,7 @@ def compare(
             on_start=on_start,
             on_result=on_result,
             telemetry=RunTelemetry(),
-            measure=measure,
+            measure=functools.partial(measure, on_notice=notice_printer(progress.console)),
         )
     results = done
     rows = attach_baselines(results)

@@ -90,6 +90,15 @@ class TrimmedLines:
         return getattr(self._stream, name)
 
 
+def notice_printer(console: Any) -> Any:
+    """What prints the engine's notices (a step over its limit, when it will be stopped) on stderr."""
+
+    def notice(text: str) -> None:
+        console.print(visible(text), style="yellow", highlight=False, markup=False)
+
+    return notice
+
+
 def stderr_console() -> Any:
     return _console(stderr=True)
 

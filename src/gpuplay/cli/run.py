@@ -15,6 +15,7 @@ from gpuplay.cli.output import (
     ResultLog,
     load_scenarios,
     message,
+    notice_printer,
     print_rows,
     progress_line,
     report_interruption,
@@ -108,7 +109,8 @@ def run(
             with err.status(f"running {s.label()} …"):
                 # The configuration is timed in interleaved pairs with its baseline: its speedup.
                 pair = baseline_spec(s) if baseline and s is spec and not is_baseline(s) else None
-                r = run_spec(s, cancel=stop.cancel, telemetry=telemetry, paired_with=pair)
+                r = run_spec(s, cancel=stop.cancel, telemetry=telemetry, paired_with=pair,
+                             on_notice=notice_printer(err))  # fmt: skip
             if stop.interrupted and r.status == "cancelled":
                 break  # the measurement the signal stopped is not a finished one
             results.append(r)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from typing import Any
@@ -12,7 +13,15 @@ from gpuplay.cli import options
 from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import scenario_dirs_option, threads_option
-from gpuplay.cli.output import ResultLog, emit, load_scenarios, message, report_interruption, stderr_console
+from gpuplay.cli.output import (
+    ResultLog,
+    emit,
+    load_scenarios,
+    message,
+    notice_printer,
+    report_interruption,
+    stderr_console,
+)
 from gpuplay.core import levers
 from gpuplay.core.spec import BACKENDS, DTYPES, SpecError
 
@@ -164,7 +173,7 @@ def _measure(plan: Any, err: Any, progress_json: bool) -> _Done:
         if status is not None:
             status.start()
         try:
-            run_sweep(plan, measure, cancel=stop.cancel, on_start=on_start, on_point=on_point,
+            run_sweep(plan, functools.partial(measure, on_notice=notice_printer(err)), cancel=stop.cancel, on_start=on_start, on_point=on_point,
                       telemetry=RunTelemetry())  # fmt: skip
         finally:
             if status is not None:
