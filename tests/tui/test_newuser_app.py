@@ -8,7 +8,9 @@ from tests.tui_helpers import tiny_scenarios, wait_until
 
 
 def make_app(tmp_path):
-    return GpuPlayApp([tiny_scenarios(tmp_path / "sc")], autostart=False, telemetry=False, export_dir=tmp_path)
+    return GpuPlayApp(
+        [tiny_scenarios(tmp_path / "sc")], autostart=False, telemetry=False, export_dir=tmp_path
+    )
 
 
 async def test_the_roofline_is_redrawn_for_the_size_it_settles_at(tmp_path):
