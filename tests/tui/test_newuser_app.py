@@ -50,3 +50,38 @@ async def test_the_profile_tab_says_why_a_refused_configuration_has_no_profile(t
         await wait_until(pilot, lambda: "refused:" in str(summary.render()), timeout=60)
         text = " ".join(str(summary.render()).split())
         assert "CuPy" in text and "key 5" in text and "b backend" in text
+
+
+async def test_a_speedup_that_points_against_the_medians_says_why(tmp_path):
+    """Paired 1.05× beside torch 9.63 ms and NumPy 6.99 ms (issue 39): the figure is marked and
+    says which statistic it is and why the medians shown read the other way."""
+    from gpuplay.tui.widgets import SpeedupDigits
+    from tests.snapshot_feed import fixed_result, fixed_samples
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        spec, base = app.spec.replace(backend="torch"), app.spec.replace(backend="numpy")
+        base_r, live_r = fixed_result(base, 0.00699, 3e-7), fixed_result(spec, 0.00963, 3e-7)
+        live_r.speedup = {"point": 1.05, "interval": [1.02, 1.08], "pairs": 24,
+                          "baseline_dtype": "float32", "baseline_median_s": base_r.median}  # fmt: skip
+        s = app.session
+        s.spec, s.results, s.baselines, s.speedups = (
+            spec,
+            [base_r, live_r],
+            {base: base_r},
+            {spec: live_r.speedup},
+        )
+        s.samples, s.live_result, s.phase = fixed_samples(live_r.median), live_r, "done"
+        app.refresh_all()
+        await pilot.pause()
+        digits = app.query_one(SpeedupDigits)
+        assert digits.marker == "~"
+        assert "1.05× is the median of 24 paired ratios" in (digits.tooltip or "")
+        assert "read 0.724×, the other way" in (digits.tooltip or "")
+        import html
+
+        screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        # Under the digits (wrapped to the column) and in the stats panel's ⚠ speedup line:
+        assert "~ unstable: the medians" in screen and "shown point the other" in screen
+        assert "0.724×, the other way" in screen

@@ -52,11 +52,34 @@ def speedup_view(session: LiveSession, baseline_problem: str = "") -> SpeedupVie
         if live is not None and live.spec == spec and (live.unstable or live.noise_warnings):
             reasons.append("the noise check fired during this run")
             shorts.append("noisy run")
+        against = _medians_disagree(paired, summary.median, base_s if isinstance(base_s, float) else None)
+        if against:
+            reasons.append(against)
+            shorts.append("the medians shown point the other way")
         reason = "; ".join(r for r in reasons if r)
         return SpeedupView(paired.point, note, "~" if reason else "", reason, ", ".join(shorts))
     if session.baseline_running:
         return SpeedupView(None, "measuring the speedup: paired with NumPy on the CPU…")
     return SpeedupView(None, missing_speedup_reason(session, baseline_problem))
+
+
+def _medians_disagree(paired: PairedSpeedup, median_s: float, base_s: float | None) -> str:
+    """Why the paired speedup and the two medians on screen point different ways, or ''.
+
+    The big number is the median of per-pair ratios (each step timed beside a NumPy step); the
+    medians beside it are each run's own. On a machine whose load changed they can disagree in
+    direction (9.63 ms against NumPy's 6.99 ms, shown as ~1.05×): say which is which, and why.
+    """
+    if not base_s or not median_s or base_s <= 0 or median_s <= 0:
+        return ""
+    shown = base_s / median_s
+    if (paired.point - 1.0) * (shown - 1.0) >= 0:
+        return ""
+    return (
+        f"{paired.point:.3g}× is the median of {paired.pairs} paired ratios (each step timed beside a NumPy "
+        f"step); the medians shown, {fmt_time(median_s)} here and {fmt_time(base_s)} for NumPy, read "
+        f"{shown:.3g}×, the other way: the machine's load changed between the runs; rerun (r) when it is quiet"
+    )
 
 
 def missing_speedup_reason(session: LiveSession, baseline_problem: str) -> str:
