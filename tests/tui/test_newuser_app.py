@@ -85,3 +85,26 @@ async def test_a_speedup_that_points_against_the_medians_says_why(tmp_path):
         # Under the digits (wrapped to the column) and in the stats panel's ⚠ speedup line:
         assert "~ unstable: the medians" in screen and "shown point the other" in screen
         assert "0.724×, the other way" in screen
+
+
+async def test_the_reason_under_the_big_digits_is_not_cut_on_a_projector(tmp_path):
+    """At 1920×1080 (a 200-column terminal in the browser) the '~' reason under the digits was
+    cut: "is wide (high/low 1.43 > 1.2…" (issue 39). It has a line of its own now, read whole."""
+    import html
+
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.tui.presenter import PresenterApp
+    from tests.tui.test_presenter import deck_of
+
+    scenarios = load_scenarios([tiny_scenarios(tmp_path / "sc")])
+    app = PresenterApp(deck_of(scenarios), remember=False, autostart=False)
+    async with app.run_test(size=(200, 56)) as pilot:
+        await pilot.press("pagedown")
+        spec = app.deck.steps[1].spec
+        app.measured[spec] = RunResult(spec, samples=[0.00963] * 9, size="64×64",
+                                       speedup={"point": 1.21, "interval": [1.02, 1.46], "pairs": 9})  # fmt: skip
+        app.refresh_figures()
+        await pilot.pause()
+        screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        assert "~ wide interval 1.02–1.46× (high/low 1.43 > 1.2): noisy, or too few pairs" in screen
