@@ -108,3 +108,31 @@ async def test_the_reason_under_the_big_digits_is_not_cut_on_a_projector(tmp_pat
         await pilot.pause()
         screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
         assert "~ wide interval 1.02–1.46× (high/low 1.43 > 1.2): noisy, or too few pairs" in screen
+
+
+async def test_compare_at_80x24_keeps_what_each_row_is_of(tmp_path):
+    """Rows of matmul 1024² and SVD 384² read alike at 80×24 once scenario and size were the
+    first columns to go (issue 39): they are kept, abbreviated, before the secondary ones."""
+    import html
+
+    from gpuplay.core.compare import attach_baselines
+    from gpuplay.tui.widgets import CompareView
+    from tests.snapshot_feed import fixed_result
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        results = []
+        for scenario, n, base_s, torch_s in (("matmul", 1024, 0.0212, 0.0244), ("svd", 384, 0.0300, 0.0191)):
+            spec = app.spec.replace(scenario=scenario, workload=scenario, params_items=(("n", n),))
+            results += [fixed_result(spec.replace(backend="numpy"), base_s, 3e-7),
+                        fixed_result(spec.replace(backend="torch"), torch_s, 3e-7)]  # fmt: skip
+        app.session.results = results
+        await pilot.press("2")
+        await pilot.pause()
+        view = app.query_one(CompareView)
+        view.show(attach_baselines(results), None)
+        await pilot.pause()
+        assert "scenario" in view.columns, view.columns
+        screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        assert "1024² matmul" in screen and "384² svd" in screen

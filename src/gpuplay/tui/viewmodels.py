@@ -220,9 +220,13 @@ def telemetry_pace(session: LiveSession, sample_interval: float) -> TelemetryPac
 # The Compare table's columns, most important first: it exists for the speedup and the error,
 # so those stay beside the configuration at any width; the rest go, from the end, when the
 # table is narrower than their natural width.
-COMPARE_COLUMNS = ("configuration", "speedup", "error", "median", "±", "compute", "size", "scenario")
-COMPARE_KEPT = 3  # configuration, speedup, error: never dropped
-COMPARE_ESSENTIAL = 5  # ... then median and ±, before the configuration gets its full width
+# What identifies a row (the scenario and its size, one column) is kept before the secondary
+# columns: at 80×24 "torch cpu 0.869×" and "torch cpu 1.57×" of matmul 1024² and SVD 384² read
+# alike once it was the first to go (issue 39).
+COMPARE_COLUMNS = ("configuration", "speedup", "error", "scenario", "median", "±", "compute")
+COMPARE_KEPT = 4  # configuration, speedup, error, scenario (with its size): never dropped
+COMPARE_ESSENTIAL = 6  # ... then median and ±, before the configuration gets its full width
+MAX_SCENARIO = 20  # a longer scenario · size is shortened with … (its size stays readable first)
 MIN_CONFIGURATION = 12  # below this the configuration is shortened (with …), not other columns dropped
 MAX_CONFIGURATION = 44
 CELL_PADDING = 2  # DataTable pads each cell by one column on both sides
@@ -242,27 +246,43 @@ def compare_cells(row: Any) -> dict[str, str]:
         "median": fmt_time(s.median if s else None),
         "±": f"±{100 * s.rel_iqr / 2:.1f}%" if s and math.isfinite(s.rel_iqr) else "—",
         "compute": str(r.compute_dtype or "—"),
-        "size": str(r.size or "—"),
-        "scenario": str(r.spec.scenario or r.spec.workload),
+        "scenario": f"{short_size(r.size)} {r.spec.scenario or r.spec.workload}"
+        if r.size
+        else str(r.spec.scenario or r.spec.workload),
     }
+
+
+def short_size(size: str | None) -> str:
+    """'1024×1024' → '1024²': a square's size in the few cells a narrow table has."""
+    parts = str(size or "").split("×")
+    if len(parts) == 2 and parts[0] == parts[1]:
+        return f"{parts[0]}²"
+    return str(size or "")
 
 
 def fit_columns(cells: list[dict[str, str]], width: int) -> list[tuple[str, int]]:
     """The columns that fit in `width` terminal columns, with their widths.
 
-    The first COMPARE_KEPT always; then median and ± while the configuration keeps
-    MIN_CONFIGURATION; the configuration then grows to its natural width (up to
-    MAX_CONFIGURATION) before compute, size and scenario are added. A configuration
+    The first COMPARE_KEPT always (the scenario with its size among them); then median and ±
+    while the configuration keeps MIN_CONFIGURATION; the configuration then grows to its natural
+    width (up to MAX_CONFIGURATION) before compute is added. A configuration
     narrower than its text is shortened with an ellipsis (ellipsize)."""
     natural = {name: max([len(name), *(len(c[name]) for c in cells)]) for name in COMPARE_COLUMNS}
+    natural["scenario"] = min(natural["scenario"], MAX_SCENARIO)
     config_natural = min(natural["configuration"], MAX_CONFIGURATION)
 
     def fixed(names: list[str]) -> int:
         return sum(natural[n] + CELL_PADDING for n in names if n != "configuration") + CELL_PADDING
 
-    chosen = list(COMPARE_COLUMNS[:COMPARE_KEPT])
-    for i, name in enumerate(COMPARE_COLUMNS[COMPARE_KEPT:], COMPARE_KEPT):
-        wanted = MIN_CONFIGURATION if i < COMPARE_ESSENTIAL else config_natural
+    order, kept, essential = COMPARE_COLUMNS, COMPARE_KEPT, COMPARE_ESSENTIAL
+    if len({c["scenario"] for c in cells}) <= 1:
+        # One scenario and size for every row: the column tells rows nothing (the chart's title
+        # names it), so it goes last and the configuration keeps the room.
+        order = (*(n for n in COMPARE_COLUMNS if n != "scenario"), "scenario")
+        kept, essential = COMPARE_KEPT - 1, COMPARE_ESSENTIAL - 1
+    chosen = list(order[:kept])
+    for i, name in enumerate(order[kept:], kept):
+        wanted = MIN_CONFIGURATION if i < essential else config_natural
         if fixed([*chosen, name]) + min(wanted, config_natural) > width:
             break
         chosen.append(name)
