@@ -24,6 +24,9 @@ def test_wheel_ships_scenarios_and_finds_them(tmp_path):
     assert "gpuplay/scenarios/fft2d.toml" in names and "gpuplay/tui/app.tcss" in names
     assert "gpuplay/scenarios/decks/numpy-to-gpu.toml" in names and "gpuplay/tui/presenter.tcss" in names
     assert {f"gpuplay/cli/web/{f}" for f in ("index.html", "gpuplay.js", "gpuplay.css")} <= set(names)
+    assert {"gpuplay/py.typed", "gpuplay/__init__.pyi", "gpuplay/api.py"} <= set(
+        names
+    )  # the typed Python API
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     probe = (

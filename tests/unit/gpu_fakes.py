@@ -5,6 +5,9 @@
 - FakePynvml: a recorded NVML device list (UUIDs, names, MIG instances, processes), with a
   log of every call, so a test can tell which NVML device was read and when.
 - FakeCupy: the parts of CuPy whose caches gpuplay empties (pools, pinned pool, cuFFT plans).
+- SimStream, install_cuda_run: a whole `runner.run` on "cuda:0" over a CPU torch, its CUDA
+  events on a simulated stream clock (host dispatch and device time apart), its allocator's
+  peak count and free memory faked, so a test drives the very path a GPU run takes.
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ class FakeCuda:
         self.streams: list[FakeStream] = []
         self.stream_ctx: list[int] = []  # device of the stream made current by torch.cuda.stream
         self._default = {i: FakeStream(i) for i in range(count)}
+        self.sim = SimStream()  # the simulated stream its events time
+        self.allocated = 0  # bytes the caching allocator has handed out, the run's inputs
+        self.peak = 0
+        self.resets = 0  # reset_peak_memory_stats calls
+        self.free_bytes = 3 * 2**30  # what mem_get_info answers
+        self.emptied = 0
 
     @contextlib.contextmanager
     def device(self, index: Any) -> Any:
@@ -83,13 +92,153 @@ class FakeCuda:
         yield
 
     def synchronize(self, device: Any = None) -> None:
-        pass
+        self.sim.sync()
 
     def is_available(self) -> bool:
         return True
 
     def device_count(self) -> int:
         return self.count
+
+    # -- events on the simulated stream, the allocator's counts, free memory -------------------
+    def Event(self, enable_timing: bool = False, **_: Any) -> SimEvent:  # noqa: N802 - torch's name
+        return SimEvent(self.sim)
+
+    def get_device_properties(self, i: int) -> Any:
+        return SimpleNamespace(
+            name="NVIDIA H100 80GB HBM3", total_memory=80 * 2**30, major=9, minor=0,
+            multi_processor_count=132, L2_cache_size=50 * 2**20, uuid=f"GPU-{i:08x}-fake",
+        )  # fmt: skip
+
+    def mem_get_info(self, device: Any = None) -> tuple[int, int]:
+        return self.free_bytes, 80 * 2**30
+
+    def empty_cache(self) -> None:
+        self.emptied += 1
+
+    def allocate(self, nbytes: int) -> None:
+        """A step's transient allocation: the peak counts it, then it is freed."""
+        self.peak = max(self.peak, self.allocated + nbytes)
+
+    def reset_peak_memory_stats(self, device: Any = None) -> None:
+        self.resets += 1
+        self.peak = self.allocated
+
+    def max_memory_allocated(self, device: Any = None) -> int:
+        return self.peak
+
+
+class SimStream:
+    """One CUDA stream on a simulated clock. The host pays each op's dispatch; the device runs ops
+    in order, each from when it is issued or when the one before it ends, whichever is later.
+    An event records the time the stream reaches it; synchronising moves the host up to it."""
+
+    def __init__(self) -> None:
+        self.host = 0.0  # the host's clock, seconds
+        self.free = 0.0  # when the device finishes what is queued
+        self.flushes = 0  # cold-cache flushes queued (SimBuffer.zero_)
+
+    def launch(self, dispatch_s: float, device_s: float) -> None:
+        self.host += dispatch_s
+        self.free = max(self.host, self.free) + device_s
+
+    def reached(self) -> float:
+        return max(self.host, self.free)
+
+    def sync(self) -> None:
+        self.host = self.reached()
+
+
+class SimEvent:
+    def __init__(self, sim: SimStream) -> None:
+        self.sim, self.t = sim, 0.0
+
+    def record(self, stream: Any = None) -> None:
+        self.t = self.sim.reached()
+
+    def synchronize(self) -> None:
+        self.sim.host = max(self.sim.host, self.t)
+
+    def elapsed_time(self, end: SimEvent) -> float:
+        return (end.t - self.t) * 1e3  # milliseconds, as torch answers
+
+
+class SimBuffer:
+    """A device buffer (the cold-cache flush's): zeroing it is one long kernel on the stream."""
+
+    FLUSH_S = 100e-6
+
+    def __init__(self, sim: SimStream) -> None:
+        self.sim = sim
+
+    def zero_(self) -> SimBuffer:
+        self.sim.flushes += 1
+        self.sim.launch(2e-6, self.FLUSH_S)
+        return self
+
+
+class CudaTorch:
+    """The installed (CPU) torch with torch.cuda replaced by a FakeCuda, and 'cuda' buffers
+    made by torch.empty simulated: what TorchBackend reaches through its _torch()."""
+
+    def __init__(self, real: Any, cuda: FakeCuda) -> None:
+        self._real, self.cuda = real, cuda
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def empty(self, *size: Any, device: Any = None, **kw: Any) -> Any:
+        if str(device).startswith("cuda"):
+            return SimBuffer(self.cuda.sim)
+        return self._real.empty(*size, device=device, **kw)
+
+
+# Five small element-wise kernels: 10 µs of Python dispatch each, 2 µs on the device (launch-bound).
+LAUNCH_BOUND = ((10e-6, 2e-6),) * 5
+
+
+def install_cuda_run(
+    monkeypatch: Any, cuda: FakeCuda, kernels: Any = LAUNCH_BOUND, on_step: Any = None
+) -> None:
+    """`runner.run(spec on cuda:0)` through the real runner, planner and torch backend: torch.cuda
+    is `cuda`, inputs stay on the host, and each call of the step issues `kernels` (dispatch,
+    device seconds) on the simulated stream, then calls `on_step(n)` (n: calls so far)."""
+    import torch
+
+    from gpuplay.core import planner
+    from gpuplay.core.backends import get_backend, torch_backend
+    from gpuplay.core.backends.base import Availability, DeviceInfo
+    from gpuplay.core.runner import steps
+
+    proxy = CudaTorch(torch, cuda)
+    monkeypatch.setattr(torch_backend, "_torch", lambda: proxy)
+    backend = get_backend("torch")
+    devices = [DeviceInfo("cpu", "cpu"), DeviceInfo("cuda:0", "NVIDIA H100 80GB HBM3", 80 * 2**30)]
+    monkeypatch.setattr(backend, "probe", lambda timeout=None: (Availability(True), devices))
+    monkeypatch.setattr(planner, "device_refusal", lambda *a, **k: None)
+    real_from_host = torch_backend.TorchBackend.from_host
+    monkeypatch.setattr(
+        torch_backend.TorchBackend,
+        "from_host",
+        lambda self, h, device, dtype: real_from_host(self, h, "cpu", dtype),
+    )
+    real_build = steps.build_step
+    calls = itertools.count(1)
+
+    def build(*a: Any, **k: Any) -> Any:
+        step = real_build(*a, **k)
+
+        def on_device() -> Any:
+            out = step()
+            for dispatch, device_s in kernels:
+                cuda.sim.launch(dispatch, device_s)
+            if on_step is not None:
+                on_step(next(calls))
+            return out
+
+        return on_device
+
+    monkeypatch.setattr(steps, "build_step", build)
 
 
 def fake_torch(cuda: FakeCuda) -> Any:
@@ -124,6 +273,7 @@ class FakeGpu:
     name: str
     util: int = 50
     power_mw: int = 300_000
+    power_limit_mw: int = 700_000
     mig: list[str] = field(default_factory=list)  # MIG instance UUIDs (MIG mode on when any)
     procs: list[tuple[int, int]] = field(default_factory=list)  # (pid, used bytes)
 
@@ -196,6 +346,12 @@ class FakePynvml:
 
     def nvmlDeviceGetPowerUsage(self, h: _Handle) -> int:  # noqa: N802
         return self.gpus[h.gpu].power_mw
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: _Handle) -> int:  # noqa: N802
+        return self.gpus[h.gpu].power_limit_mw
+
+    def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
+        return getattr(self, "driver", "580.95.05")
 
     def nvmlDeviceGetTotalEnergyConsumption(self, h: _Handle) -> int:  # noqa: N802
         return next(self._energy)

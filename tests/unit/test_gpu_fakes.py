@@ -96,7 +96,8 @@ def test_cuda_index_is_mapped_to_nvml_by_uuid_not_by_index(monkeypatch):
     # a run on cuda:0 reports board B's figures
     tele = telemetry.RunTelemetry()
     gpu = tele.end(tele.begin("cuda:0"))["gpu"]
-    assert gpu["name"] == "board B" and gpu["index"] == 1 and gpu["util_mean_percent"] == 90.0
+    # (a window shorter than NVML's 1-second averaging keeps its reading apart: issue 32)
+    assert gpu["name"] == "board B" and gpu["index"] == 1 and gpu["util_nvml_percent"] == 90.0
     # through the public mapping the GPU kit uses
     target = telemetry.nvml_handle_for_cuda_device("cuda:0")
     assert target is not None and target.nvml_index == 1 and target.uuid == GPU_B and not target.mig

@@ -42,12 +42,74 @@ def compare_from(files: Sequence[str], fmt: str, out: str | None) -> None:
     except MergeError as exc:
         raise click.UsageError(str(exc)) from None
     rows = merge(sources)
+    # Two files of timed runs (collectives' rows hold no samples): the second against the first.
+    timed = len(sources) == 2 and all(any(r.get("samples_s") for r in s.results) for s in sources)
+    versions = across_versions(sources) if timed else None
     if fmt == "json":
-        emit(json.dumps(to_dict(sources, rows), indent=2, default=str), out)
+        doc = to_dict(sources, rows)
+        if versions is not None:
+            doc["across_versions"] = versions.to_dict()
+        emit(json.dumps(doc, indent=2, default=str), out)
     elif fmt == "csv":
         emit(to_csv(sources, rows), out)
     else:
-        emit(to_markdown(sources, rows), out)
+        text = to_markdown(sources, rows)
+        if versions is not None:
+            text = text.rstrip("\n") + "\n\n" + versions_markdown(sources, versions)
+        emit(text, out)
+
+
+def across_versions(sources: Sequence[Any]) -> Any:
+    """The first file as the older, the second as the newer: per configuration in both, faster,
+    slower or within noise, and which versions differ (core/crossversion.py)."""
+    from gpuplay.core import crossversion as cv
+
+    old, new = sources
+    changes = cv.compare_results(old.results, new.results)
+    differ = cv.differing_versions(cv.versions_of(old.environment, old.results),
+                                   cv.versions_of(new.environment, new.results))  # fmt: skip
+    return _Versions(changes, differ)
+
+
+def md_cell(text: object) -> str:
+    """A file's text (a scenario name, a version) in Markdown: controls shown, markup escaped."""
+    import html
+
+    from gpuplay.core.safetext import visible
+
+    out = html.escape(visible(text, one_line=True))
+    for ch in "\\`*_[]|#":
+        out = out.replace(ch, "\\" + ch)
+    return out
+
+
+class _Versions:
+    def __init__(self, changes: Sequence[Any], differ: Sequence[tuple[str, str, str]]) -> None:
+        self.changes, self.differ = list(changes), list(differ)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"changes": [c.to_dict() for c in self.changes],
+                "versions": [{"name": n, "old": a, "new": b} for n, a, b in self.differ]}  # fmt: skip
+
+
+def versions_markdown(sources: Sequence[Any], v: _Versions) -> str:
+    old, new = sources
+    lines = [f"## {md_cell(new.name)} against {md_cell(old.name)}", ""]
+    if not v.changes:
+        lines.append("No configuration is in both files with timed samples.")
+    for c in v.changes:
+        lines.append(f"- {md_cell(c.text())}")
+    lines.append("")
+    if v.differ:
+        lines.append(
+            "Versions that differ: " + "; ".join(md_cell(f"{n} {a} → {b}") for n, a, b in v.differ) + "."
+        )
+    else:
+        lines.append("Versions: the same in both files (as far as they record).")
+    lines.append("")
+    lines.append("Ratio: new median over old (above 1: slower), its 95% interval from resampling each file's "
+                 "samples; a change under 2% or an interval holding 1 is within noise.")  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def resolve(devices: str) -> list[str]:

@@ -77,6 +77,9 @@ def info(fmt: str, probe_timeout: float) -> None:
                 f"(measured {roof['measured_at']})",
                 highlight=False,
             )
+            if roof.get("stale"):  # measured on another board, driver, power limit or MIG profile
+                stale = f"  stale since: {roof['stale']}: run gpuplay calibrate {roof['device']}"
+                con.print(visible(stale), style="yellow", highlight=False, markup=False)
         else:
             con.print(visible(f"roofline {roof['device']}: {roof['problem']}"), highlight=False, markup=False)
     con.print(f"config: {data['paths']['config']}\nstate:  {data['paths']['state']}", highlight=False)

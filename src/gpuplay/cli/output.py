@@ -165,9 +165,12 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
         if shown:
             con.print(rich_table(shown, title))  # the title is Text there: a file's words
             env = report.environment()
+            # The GPU timing convention (docs/engine.md), said where a GPU figure is shown
+            idle = any(r.result.spec.device.startswith("cuda") for r in shown)
+            gpu = "GPU: CUDA events from an idle GPU, dispatch included" if idle else "GPU: CUDA events"
             con.print(
                 f"{env['cpu']} ({env['cores']} cores) · medians after warm-up, ± = half the IQR · "
-                "CPU: perf_counter_ns, GPU: CUDA events · compile time excluded · error vs float64 NumPy",
+                f"CPU: perf_counter_ns, {gpu} · compile time excluded · error vs float64 NumPy",
                 style="dim",
                 highlight=False,
                 markup=False,

@@ -67,8 +67,7 @@ def run(
     """
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.engine import measure as run_spec
-    from gpuplay.core.spec import RunSpec
-    from gpuplay.core.workloads import get_workload
+    from gpuplay.core.scenarios import spec_for
 
     try:
         sc = _code_scenario(scenario)
@@ -76,10 +75,7 @@ def run(
             sc = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs)).get(
                 scenario
             )
-        params = {**sc.preset_params(preset), **parse_assignments(sizes)}
-        params = get_workload(sc.workload).resolve(params)
-        spec = RunSpec.make(sc.workload, params, scenario=sc.name, **pop_spec_fields(kw))
-        size = get_workload(sc.workload).size_label(params)
+        spec, size = spec_for(sc, preset, parse_assignments(sizes), **pop_spec_fields(kw))
     except (KeyError, ValueError, SpecError) as exc:
         raise click.UsageError(message(exc)) from None
     err = stderr_console()
@@ -142,18 +138,10 @@ def run(
 
 
 def _code_scenario(arg: str) -> Any:
-    """A file named on the command line (FILE.py: code; FILE.toml: a scenario, data), or a code
-    file by its stem from code_files in config.toml; None for a scenario's name."""
-    from gpuplay.core.config import load_config
-    from gpuplay.core.scenarios import scenario_for, scenario_from_argument
+    """A code file named on the command line (or by its stem, from code_files in config.toml)."""
+    from gpuplay.core.scenarios import code_scenario
 
-    named = scenario_from_argument(arg)
-    if named is not None:
-        return named
-    for path in load_config().code_files:
-        if path.stem == arg:
-            return scenario_for(path)
-    return None
+    return code_scenario(arg)
 
 
 command = run

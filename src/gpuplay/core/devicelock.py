@@ -52,9 +52,35 @@ def device_key(device: str) -> str:
     return device
 
 
+def device_uuid(device: str) -> str | None:
+    """The UUID of the physical GPU (or MIG instance) behind 'cuda:N' in this process, or None.
+
+    CUDA's ordinal names a different board in each session whose CUDA_VISIBLE_DEVICES differs:
+    the lock is keyed by what the ordinal names. Found as telemetry finds it (core/telemetry.py
+    cuda_device_uuids): from torch or CuPy where loaded, else a CUDA_VISIBLE_DEVICES listing
+    UUIDs, or NVML's UUIDs under CUDA_DEVICE_ORDER=PCI_BUS_ID.
+    """
+    key = device_key(device)
+    if not key.startswith("cuda:"):
+        return None
+    from gpuplay.core.telemetry import cuda_device_uuids
+
+    # One spelling whoever tells it (32 hex digits, as telemetry matches them): NVML's "GPU-…",
+    # torch's and a CUDA_VISIBLE_DEVICES entry name the same lock. A MIG instance has its own.
+    index = key.split(":")[1]
+    uuids = cuda_device_uuids() or []
+    return uuids[int(index)] if index.isdigit() and int(index) < len(uuids) else None
+
+
+def lock_name(device: str) -> str:
+    """The lock file's stem: the GPU's UUID where known ('cuda-<32 hex digits>'), else the device key."""
+    uuid = device_uuid(device)
+    key = f"cuda-{uuid}" if uuid else device_key(device).replace(":", "-")
+    return _SAFE.sub("-", key)
+
+
 def lock_path(device: str, root: Path | None = None) -> Path:
-    key = _SAFE.sub("-", device_key(device).replace(":", "-"))
-    return (root or state_dir()) / "locks" / f"{key}.lock"
+    return (root or state_dir()) / "locks" / f"{lock_name(device)}.lock"
 
 
 def holder_pid(path: Path) -> int | None:
@@ -86,6 +112,11 @@ def device_lock(
     Raises WaitCancelled when `cancel` is set, or `timeout_s` passes, before the lock is free.
     """
     path = lock_path(device, root)
+    if notes is not None and device_key(device).startswith("cuda:") and device_uuid(device) is None:
+        notes.append(
+            f"device lock keyed by the CUDA ordinal ({device_key(device)}): its GPU's UUID is unknown, "
+            "so a session with another CUDA_VISIBLE_DEVICES may overlap on the same GPU"
+        )
     try:
         if fcntl is None:
             raise OSError("advisory locks are not available on this platform")
@@ -187,6 +218,16 @@ def _others_waiting(path: Path, own: Path) -> bool:
     return found
 
 
+def _load_library(backend: str) -> None:
+    """Import the run's library before the lock is named (the run imports it anyway): the UUIDs
+    come from it, and an engine that had not loaded it yet would key the GPU by its ordinal
+    while another, which had, keys the same GPU by its UUID."""
+    from gpuplay.core.backends import get_backend
+
+    with contextlib.suppress(Exception):
+        get_backend(backend).module()
+
+
 def measure_exclusively(
     spec: RunSpec,
     measure: Callable[[], RunResult],
@@ -197,6 +238,8 @@ def measure_exclusively(
     from gpuplay.core.result import RunResult
 
     notes: list[str] = []
+    if device_key(spec.device).startswith("cuda:"):
+        _load_library(spec.backend)
     started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     on_wait = (lambda message: on_phase(message, "")) if on_phase is not None else None
     try:

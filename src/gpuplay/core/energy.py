@@ -80,9 +80,9 @@ class NvmlCounter:
     source = "NVML total-energy counter"
     update_s = 0.1
 
-    def __init__(self, nvml: Any, handle: Any, index: int) -> None:
+    def __init__(self, nvml: Any, handle: Any, index: int, scope: str = "") -> None:
         self.nvml, self.handle = nvml, handle
-        self.scope = f"whole board of GPU {index}, every process on it"
+        self.scope = scope or f"whole board of GPU {index}, every process on it"
 
     def read_j(self) -> float | None:
         try:
@@ -139,15 +139,25 @@ def rapl_counter(root: str = RAPL_ROOT) -> tuple[RaplCounter | None, str]:
     return RaplCounter(domains), ""
 
 
-def nvml_counter(index: int) -> tuple[NvmlCounter | None, str]:
-    from gpuplay.core.telemetry import nvml
+def nvml_counter(device: str) -> tuple[NvmlCounter | None, str]:
+    """The energy counter of the board `device` ('cuda:N') runs on, matched by UUID as
+    telemetry matches it: CUDA's ordinal is not NVML's (CUDA_VISIBLE_DEVICES reorders and
+    hides boards, CUDA numbers fastest first, NVML by PCI bus), so an index would read another
+    board's joules. A MIG instance has no counter of its own: its parent GPU's is read, said so."""
+    from gpuplay.core import telemetry
 
-    if nvml.ensure() is not None:
+    if telemetry.nvml_status():
         return None, "n/a (no NVML)"
-    handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
-    if handle is None:
-        return None, "n/a (no NVML handle)"
-    counter = NvmlCounter(nvml.module, handle, index)
+    target = telemetry.nvml_handle_for_cuda_device(device)
+    if target is None:
+        return None, f"n/a (cannot tell which NVML board {device} is: no UUID match)"
+    scope = f"whole board of NVML GPU {target.nvml_index} ({target.uuid}), every process on it"
+    if target.mig:
+        scope = (
+            f"whole parent GPU {target.nvml_index} of MIG instance {target.uuid}, "
+            "its other instances and every process on it"
+        )
+    counter = NvmlCounter(telemetry.nvml.module, target.handle, target.nvml_index, scope)
     if counter.read_j() is None:
         return None, "n/a (this GPU has no energy counter)"
     return counter, ""
@@ -155,8 +165,7 @@ def nvml_counter(index: int) -> tuple[NvmlCounter | None, str]:
 
 def counter_for(device: str) -> tuple[EnergyCounter | None, str]:
     if device.startswith("cuda"):
-        idx = int(device.split(":")[1]) if ":" in device else 0
-        return nvml_counter(idx)
+        return nvml_counter(device)
     if device == "cpu":
         return rapl_counter()
     return None, "n/a (no energy counter for this device)"

@@ -11,9 +11,12 @@ from typing import Any
 
 from gpuplay import __version__
 from gpuplay.core import levers
+from gpuplay.core.backends.oom import fmt_bytes
 from gpuplay.core.compare import Row
 from gpuplay.core.energy import energy_of
+from gpuplay.core.result import RunResult
 from gpuplay.core.roofline import roof_cell, roof_text
+from gpuplay.core.safetext import visible
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import host_description, package_version
 
@@ -162,6 +165,9 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     energy = energy_of(r.telemetry)
     if energy is not None and energy.status == "ok":
         notes.append(energy.text())
+    peak = peak_memory_text(r)
+    if peak:
+        notes.append(peak)
     if noise:
         notes.extend(r.noise_warnings)
     return [
@@ -190,8 +196,8 @@ def to_markdown(rows: Sequence[Row], title: str = "") -> str:
     out.append(
         f"Machine: {env['cpu']} ({env['cores']} cores), Python {env['python']}, NumPy {env.get('numpy', '?')}, "
         f"PyTorch {env.get('torch', 'not installed')}. Medians of timed steps after warm-up; IQR as ± half its "
-        "width; CPU steps timed with perf_counter_ns (synchronous), GPU steps with CUDA events; compile time "
-        "excluded; errors relative to a float64 NumPy reference.\n"
+        "width; CPU steps timed with perf_counter_ns (synchronous), GPU steps with CUDA events from an idle GPU "
+        "(host dispatch included, warm and cold alike); compile time excluded; errors relative to a float64 NumPy reference.\n"
     )
     out.append("| " + " | ".join(COLUMNS) + " |")
     out.append("|" + "---|" * len(COLUMNS))
@@ -242,6 +248,7 @@ def to_csv(rows: Sequence[Row]) -> str:
             "gflop_per_j",
             "energy_status",
             "energy_scope",
+            "peak_memory_bytes",
             "unstable",
             "other_cpu_cores",
             "noise_warnings",
@@ -294,6 +301,7 @@ def to_csv(rows: Sequence[Row]) -> str:
                     )
                 ),
                 *_energy_cells(r.telemetry),
+                r.peak_memory["bytes"] if r.peak_memory else "",
                 r.unstable,
                 host_noise.get("other_cores", ""),
                 "; ".join(r.noise_warnings),
@@ -320,6 +328,15 @@ def _with_derived(lever_cells: list[Any], device_name: Any, compute_dtype: Any) 
     cells.insert(columns.index("dtype") + 1, compute_dtype)
     cells.insert(columns.index("device") + 1, device_name)  # before dtype: its index still holds
     return cells
+
+
+def peak_memory_text(r: RunResult) -> str:
+    """The run's own peak device memory in words, with how it was counted ('' when not counted)."""
+    peak = r.peak_memory
+    if not peak:
+        return ""
+    how = f" ({visible(peak['source'], one_line=True)})" if peak.get("source") else ""
+    return f"peak memory {fmt_bytes(peak['bytes'])}{how}"
 
 
 def _energy_cells(telemetry: dict[str, Any]) -> list[Any]:

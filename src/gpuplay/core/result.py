@@ -33,6 +33,8 @@ class RunResult:
     telemetry: dict[str, Any] = field(default_factory=dict)
     roof: dict[str, Any] | None = None  # frozen once read back from a log; else from the cached peaks
     speedup: dict[str, Any] | None = None  # paired with a NumPy baseline (gpuplay.core.runner.paired)
+    # The run's own peak device memory over its timed phase: {"bytes": int, "source": str}
+    peak_memory: dict[str, Any] | None = None
     started: str = ""
     finished: str = ""
 
@@ -138,6 +140,7 @@ class RunResult:
             "unstable": self.unstable,
             "noise_warnings": self.noise_warnings,
             "speedup": self.speedup,
+            "peak_memory": self.peak_memory,
             "started": self.started,
             "finished": self.finished,
         }
@@ -167,9 +170,20 @@ class RunResult:
             telemetry=d.get("telemetry") or {},
             roof=d.get("roof"),
             speedup=d.get("speedup") if isinstance(d.get("speedup"), dict) else None,
+            peak_memory=peak_memory_of(d.get("peak_memory")),
             started=d.get("started", ""),
             finished=d.get("finished", ""),
         )
+
+
+def peak_memory_of(d: Any) -> dict[str, Any] | None:
+    """A peak-memory record read back from a log or an export: bounded, or None."""
+    if not isinstance(d, dict):
+        return None
+    n, source = d.get("bytes"), d.get("source")
+    if isinstance(n, bool) or not isinstance(n, int | float) or not math.isfinite(n) or not 0 <= n < 2**60:
+        return None
+    return {"bytes": int(n), "source": str(source)[:200] if source is not None else ""}
 
 
 def _finite_or_str(x: float | None) -> float | str | None:

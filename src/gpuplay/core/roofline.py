@@ -28,6 +28,7 @@ from typing import Any
 
 from gpuplay.core.config import state_dir
 from gpuplay.core.safeload import FileReadError, json_loads, read_text_file
+from gpuplay.core.safetext import visible
 from gpuplay.core.system import cpu_count, cpu_name, package_version
 
 SCHEMA = 1
@@ -157,11 +158,62 @@ def cache_path(device: str) -> Path:
 
 
 def fingerprint(device: str, name: str) -> dict[str, Any]:
-    """What must not change for cached peaks to stay valid: the device and the libraries."""
+    """What must not change for cached peaks to stay valid: the device and the libraries.
+
+    A GPU's peaks belong to one board under one driver, CUDA runtime, power limit, clock and MIG
+    profile: the name alone would hand an H100's peaks to another H100 (or the same one after a
+    power cap or a MIG split). Values this process cannot read are None and are not compared.
+    """
     fp: dict[str, Any] = {"name": name, "numpy": package_version("numpy"), "torch": package_version("torch")}
     if normalize_device(device) == "cpu":
         fp["cores"] = cpu_count()
+    elif normalize_device(device).startswith("cuda"):
+        fp.update(gpu_fingerprint(normalize_device(device)))
     return fp
+
+
+def gpu_fingerprint(device: str) -> dict[str, Any]:
+    """The board behind `device` as NVML sees it, matched by UUID (telemetry's mapping)."""
+    from gpuplay.core import telemetry
+
+    nvml = telemetry.nvml
+    driver = nvml.call("nvmlSystemGetDriverVersion")  # None without NVML: then not compared
+    fp: dict[str, Any] = {
+        "cuda_runtime": _cuda_runtime(),
+        "driver": driver.decode() if isinstance(driver, bytes) else driver,
+    }
+    # Which board (or MIG instance): its UUID as telemetry spells it (32 hex digits), whether
+    # torch, CuPy, CUDA_VISIBLE_DEVICES or NVML told it, so every process writes it alike.
+    uuids = telemetry.cuda_device_uuids() or []
+    index = int(device.split(":")[1]) if ":" in device else 0
+    fp["uuid"] = uuids[index] if index < len(uuids) else None
+    target = telemetry.nvml_handle_for_cuda_device(device)
+    if target is None:
+        return fp
+    limit = nvml.call("nvmlDeviceGetEnforcedPowerLimit", target.handle)
+    clock = nvml.call(
+        "nvmlDeviceGetApplicationsClock", target.handle, getattr(nvml.module, "NVML_CLOCK_SM", 1)
+    )
+    profile = nvml.call("nvmlDeviceGetName", target.mig_handle) if target.mig else "off"
+    fp.update(
+        power_limit_w=round(limit / 1000.0) if isinstance(limit, int | float) else None,
+        sm_app_clock_mhz=clock if isinstance(clock, int) else None,
+        mig_profile=profile.decode() if isinstance(profile, bytes) else profile,
+    )
+    return fp
+
+
+def _cuda_runtime() -> str | None:
+    """The CUDA runtime torch was built with: torch.version.cuda where torch is loaded, else the
+    wheel's local version tag (2.13.0+cu130 → 13.0), so the front end never imports torch."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    version = getattr(getattr(torch, "version", None), "cuda", None)
+    if isinstance(version, str):
+        return version
+    m = re.search(r"\+cu(\d+)(\d)$", package_version("torch") or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
 
 
 def save_peaks(peaks: DevicePeaks) -> Path:
@@ -225,12 +277,21 @@ def _cached(path: str, _mtime: int, device: str, name: str | None) -> Lookup:
     if peaks.schema != SCHEMA or peaks.device != device:
         return Lookup(None, f"roofline cache {path} is from another gpuplay version: run gpuplay calibrate")
     if name is not None:
-        now = fingerprint(device, name)
-        changed = [k for k in now if peaks.fingerprint.get(k) != now[k]]
-        if changed:
-            was = ", ".join(f"{k} {peaks.fingerprint.get(k)} → {now[k]}" for k in changed)
-            return Lookup(None, f"peaks of {device} are stale ({was}): run gpuplay calibrate")
+        stale = stale_keys(peaks.fingerprint, fingerprint(device, name))
+        if stale:
+            return Lookup(None, f"peaks of {device} are stale ({stale}): run gpuplay calibrate")
     return Lookup(peaks, "")
+
+
+def stale_keys(cached: dict[str, Any], now: dict[str, Any]) -> str:
+    """What changed since the peaks were measured, in words ('' when nothing did). A value this
+    process cannot read now (None) is not compared; one the cache lacks (an older cache) is."""
+    changed = [k for k, v in now.items() if v is not None and cached.get(k) != v]
+    return ", ".join(f"{k} {safe_value(cached.get(k))} → {safe_value(now[k])}" for k in changed)
+
+
+def safe_value(v: Any) -> str:
+    return visible(str(v), one_line=True)[:80]
 
 
 def summary(device: str) -> dict[str, Any]:
@@ -247,6 +308,8 @@ def summary(device: str) -> dict[str, Any]:
         "measured_at": p.measured_at,
         "bandwidth_gbs": bw.value if bw else None,
         "gflops": {d: c.value for d in dtypes if (c := p.compute(d)) is not None},
+        # what changed since (another board, driver, power limit, MIG profile...): '' when nothing
+        "stale": stale_keys(p.fingerprint, fingerprint(p.device, p.name)),
     }
 
 

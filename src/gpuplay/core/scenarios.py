@@ -268,3 +268,28 @@ def scenario_for(path: Path | str) -> Scenario:
         path=w.path,
         tags=("your code",),
     )
+
+
+def code_scenario(arg: str) -> Scenario | None:
+    """A file named by its path (FILE.py: code; FILE.toml: a scenario file, data; any other path is
+    refused: scenario_from_argument), or a code file by its stem from code_files in config.toml;
+    None for a scenario's name. Shared by `gpuplay run`/`sweep` and the Python API (gpuplay.api)."""
+    from gpuplay.core.config import load_config
+
+    named = scenario_from_argument(arg)
+    if named is not None:
+        return named
+    for path in load_config().code_files:
+        if path.stem == arg:
+            return scenario_for(path)
+    return None
+
+
+def spec_for(sc: Scenario, preset: str | None, params: Mapping[str, Any] | None = None, **fields: Any) -> Any:
+    """(RunSpec, size label) of a scenario at a preset, with `params` set over it: what `gpuplay
+    run` and gpuplay.run measure. Bad names and values raise KeyError, ValueError or SpecError."""
+    from gpuplay.core.spec import RunSpec
+
+    workload = get_workload(sc.workload)
+    resolved = workload.resolve({**sc.preset_params(preset), **dict(params or {})})
+    return RunSpec.make(sc.workload, resolved, scenario=sc.name, **fields), workload.size_label(resolved)

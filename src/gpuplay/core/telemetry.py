@@ -435,6 +435,7 @@ class Sampler:
 
 # -- tying telemetry to a run's timed phase -----------------------------------------
 WINDOW_INTERVAL_S = 0.1  # GPU samples during a timed phase
+NVML_AVERAGING_S = 1.0  # NVML's power (and at most its utilisation) averaging window
 
 
 class _WindowSampler:
@@ -554,10 +555,31 @@ class RunTelemetry:
                 f"{target.uuid} is a MIG instance: utilisation n/a under MIG; power, memory and energy "
                 "are the whole GPU's (its other instances included)"
             )
+        if t1 - w.t0 < NVML_AVERAGING_S:
+            _short_window(gpu, t1 - w.t0)
         out["gpu"] = gpu
         if w.gmark is not None:
             out["noise"]["gpu"] = noise.gpu_noise(nvml, index, w.gmark, noise.gpu_mark(nvml, index), snaps)
         return out
+
+
+def _short_window(gpu: dict[str, Any], seconds: float) -> None:
+    """A run shorter than NVML's averaging: its power and utilisation are not the run's own.
+
+    NVML's power reading is a 1-second average on Ampere (except GA100) and later, Hopper
+    included, and utilisation is the busy fraction over a sample period of 1/6 s to 1 s: over a
+    shorter run both mostly describe the time before it. They are kept apart, named for what
+    they are, and the run's own means are n/a.
+    """
+    gpu["power_nvml_w"], gpu["util_nvml_percent"] = gpu["power_mean_w"], gpu["util_mean_percent"]
+    gpu["power_mean_w"] = gpu["util_mean_percent"] = None
+    if str(gpu.get("energy_source", "")).startswith("mean power"):  # power × time: not this run's either
+        gpu.pop("energy_j", None)
+        gpu["energy_source"] = "n/a: no energy counter, and NVML's power is a 1-second average"
+    gpu["averaging_note"] = (
+        f"power and utilisation n/a for this {seconds:.2f} s window: NVML reports them as 1-second "
+        "averages (Hopper and later), most of which lie before the run"
+    )
 
 
 def _cpu_busy_percent(cpu0: Any) -> float | None:

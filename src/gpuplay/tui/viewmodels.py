@@ -11,7 +11,7 @@ from typing import Any
 
 from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.energy import energy_of
-from gpuplay.core.report import fmt_time
+from gpuplay.core.report import fmt_time, peak_memory_text
 from gpuplay.core.safetext import visible
 from gpuplay.core.session import LiveSession
 from gpuplay.core.spec import RunSpec
@@ -137,6 +137,8 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
         e = energy_of(r.telemetry)
         if e is not None:
             info["energy"] = e.text().removeprefix("energy: ")
+        if r.peak_memory:  # the run's own, from the library's allocator (GPU runs)
+            info["peak_memory"] = peak_memory_text(r).removeprefix("peak memory ")
         info["flops"], info["bytes"] = r.flops or info.get("flops"), r.bytes or info.get("bytes")
     compile_s = session.compile_seconds()
     if compile_s is not None:

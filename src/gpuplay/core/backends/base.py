@@ -151,6 +151,15 @@ class Backend(ABC):
         """Bytes free on `device` for the memory check before a run; None for host memory."""
         return None
 
+    def reset_peak_memory(self, device: str) -> None:
+        """Start counting the run's own peak device memory from here (before the timed phase)."""
+        return None
+
+    def peak_memory(self, device: str) -> tuple[int, str] | None:
+        """(bytes, how it was counted): the run's own peak device memory since reset_peak_memory;
+        None where the library keeps no such count (host memory, MPS)."""
+        return None
+
     # -- what only some libraries have (the planner refuses the others first) ----
     def compile(self, fn: Callable[..., Any], mode: str) -> Callable[..., Any]:
         """`fn` compiled by the library's compiler (torch.compile); `mode` as the spec names it."""

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, widen
+from gpuplay.core.backends.oom import out_of_memory
 from gpuplay.core.spec import RunSpec
 
 CUPY_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
@@ -122,16 +123,22 @@ class CupyBackend(Backend):
         return CacheFlusher(lambda: buf.fill(0), nbytes, f"L2 {l2 / 2**20:.0f} MiB" if l2 else "L2", "zeroed")
 
     def is_out_of_memory(self, exc: BaseException) -> bool:
-        try:
-            oom = _cupy().cuda.memory.OutOfMemoryError
-        except ImportError:
-            return isinstance(exc, MemoryError)
-        return isinstance(exc, oom | MemoryError)
+        # OutOfMemoryError from CuPy's pool, CuFFTError(CUFFT_ALLOC_FAILED) from a plan's
+        # workspace, CUBLASError / CUSOLVERError / CUDARuntimeError with an allocation status.
+        return out_of_memory(exc) is not None
 
     def device_memory_free(self, device: str) -> int | None:
         with self._device(device):
             free, _total = _cupy().cuda.runtime.memGetInfo()
         return int(free)
+
+    def peak_memory(self, device: str) -> tuple[int, str] | None:
+        # CuPy's pool keeps every block it acquired until free_all_blocks (run at the end of
+        # each run): what it holds after the timed phase is its high-water mark for this run,
+        # rounded up to its block sizes. It keeps no count of its own to reset.
+        with self._device(device):
+            held = int(_cupy().get_default_memory_pool().total_bytes())
+        return held, "CuPy memory pool high-water mark (bytes held), timed phase"
 
     def free_memory(self, device: str) -> None:
         """Empty every cache a run leaves behind, on every device this process used.

@@ -11,6 +11,7 @@ import numpy as np
 
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, host_timer, widen
 from gpuplay.core.backends.compile_watch import DynamoCounts, read_counters
+from gpuplay.core.backends.oom import out_of_memory
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import cpu_count, cpu_name
 
@@ -134,13 +135,9 @@ class TorchBackend(Backend):
         return timed
 
     def is_out_of_memory(self, exc: BaseException) -> bool:
-        torch = _torch()
-        oom = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
-        text = str(exc).lower()
-        # CUDA: torch.OutOfMemoryError. CPU: a RuntimeError from DefaultCPUAllocator.
-        return (
-            isinstance(exc, oom | MemoryError) or "out of memory" in text or "can't allocate memory" in text
-        )
+        # torch.OutOfMemoryError, a cuFFT/cuBLAS/cuSOLVER workspace that could not be allocated
+        # (a RuntimeError naming the status), or the CPU allocator's RuntimeError.
+        return out_of_memory(exc) is not None
 
     def free_memory(self, device: str) -> None:
         torch = _torch()
@@ -152,6 +149,17 @@ class TorchBackend(Backend):
             return None
         free, _total = _torch().cuda.mem_get_info(device)
         return int(free)
+
+    def reset_peak_memory(self, device: str) -> None:
+        if device.startswith("cuda"):
+            _torch().cuda.reset_peak_memory_stats(device)
+
+    def peak_memory(self, device: str) -> tuple[int, str] | None:
+        if not device.startswith("cuda"):
+            return None
+        # The caching allocator's own count: this process's tensors on this device, the run's
+        # inputs included; its cached free blocks, the CUDA context and other processes not.
+        return int(_torch().cuda.max_memory_allocated(device)), "torch.cuda.max_memory_allocated, timed phase"
 
     def cache_flusher(self, device: str) -> Any:
         if not device.startswith("cuda"):
@@ -258,16 +266,25 @@ def fp32_matmul_precision(torch: Any, tf32: bool) -> Iterator[None]:
     Through the installed torch's own API: the fp32_precision attributes where they exist (torch
     2.9+, which deprecates mixing them with the legacy switch), else set_float32_matmul_precision
     with cuDNN's allow_tf32. The legacy torch.backends.cuda.matmul.allow_tf32 is never touched.
+
+    Every flag a path reads is set: cuBLAS reads cuda.matmul's, cuDNN's convolutions cudnn.conv's,
+    inductor's convolution templates the cuDNN-wide cudnn.fp32_precision (torch 2.13,
+    _inductor/kernel/conv.py) and its backward templates cudnn.allow_tf32, whose getter raises
+    when conv and rnn differ: so rnn is set alike.
     """
-    matmul, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    conv, rnn = getattr(cudnn, "conv", None), getattr(cudnn, "rnn", None)
     if hasattr(matmul, "fp32_precision") and conv is not None and hasattr(conv, "fp32_precision"):
-        saved = (matmul.fp32_precision, conv.fp32_precision)
+        flags = [f for f in (matmul, cudnn, conv, rnn) if f is not None and hasattr(f, "fp32_precision")]
+        saved = [f.fp32_precision for f in flags]
         want = "tf32" if tf32 else "ieee"
-        matmul.fp32_precision, conv.fp32_precision = want, want
+        for f in flags:  # the cuDNN-wide flag before its sub-flags: setting it may reset them
+            f.fp32_precision = want
         try:
             yield
         finally:
-            matmul.fp32_precision, conv.fp32_precision = saved
+            for f, value in zip(flags, saved, strict=True):
+                f.fp32_precision = value
         return
     saved_precision, saved_cudnn = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
     torch.set_float32_matmul_precision("high" if tf32 else "highest")

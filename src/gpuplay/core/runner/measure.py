@@ -16,6 +16,7 @@ import numpy as np
 
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.backends.compile_watch import CompileFindings, after_first_call, during_timing
+from gpuplay.core.backends.oom import describe_oom
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import allocation_note, between_steps, cold_probe
@@ -33,6 +34,13 @@ from gpuplay.core.workloads.usercode import UserCodeError
 # cold allocation mode is probed beside the warm one (runner/alloc.py).
 ALLOC_PROBE_MIN_BYTES = 4 << 20
 ALLOC_PROBE_MAX_STEP_S = 0.25
+# torch.compile modes whose code inductor runs through CUDA graphs (cudagraph trees,
+# torch/_inductor/cudagraph_trees.py): the compiling call runs the graph eagerly as its warm-up,
+# the next call records the CUDA graph, later ones replay it (a failed invariant re-records). The
+# compiling call is timed apart; with warm-up 0 the recording was the first sample. Three warm-up
+# calls keep it, and a re-record, out of the samples.
+CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
+CUDA_GRAPH_WARMUP = 3
 
 
 class TelemetryWindow(Protocol):
@@ -125,8 +133,8 @@ class _Measurement:
             result.status = "failed"
             if backend.is_out_of_memory(exc):
                 result.failure = "out-of-memory"
-                result.message = f"out of memory on {device} at {result.size}: choose a smaller size"
                 clear_caches()
+                result.message = describe_oom(backend, device, result.size, exc)
             else:
                 result.failure = result.failure or "error"
                 result.message = f"{type(exc).__name__}: {_first_line(exc)}"
@@ -185,10 +193,30 @@ class _Measurement:
         # No output outlives its step (the loop keeps none): a user's timing holds one
         # output at a time, and a second one, alive through the timed loop, changed the
         # allocator's state (fft2d's two modes).
-        warm = self.loop(step, timer, "warmup", count=spec.warmup)
+        warm = self.loop(step, timer, "warmup", count=self.warmup_count())
         result.warmup = warm.samples
         if warm.cancelled:
             raise Cancelled
+
+    def warmup_count(self) -> int:
+        """The warm-up steps asked for, raised where a compile mode records a CUDA graph."""
+        spec, result = self.plan.spec, self.result
+        graphs = (
+            spec.compile in CUDA_GRAPH_COMPILE_MODES
+            and spec.device.startswith("cuda")
+            and result.conditions.get("compile") == spec.compile  # not fallen back to eager
+        )
+        if not graphs:
+            return spec.warmup
+        count = max(spec.warmup, CUDA_GRAPH_WARMUP)
+        result.conditions["warmup"] = count
+        result.conditions["cuda_graph_recording"] = (
+            f"kept out of the timed steps: {count} warm-up steps after the compile "
+            f"({spec.compile} records its CUDA graph on an early call"
+            + (f"; {spec.warmup} asked" if count != spec.warmup else "")
+            + ")"
+        )
+        return count
 
     def timed(self, step: Callable[[], Any], timer: StepTimer) -> Callable[[], Any]:
         """The timed phase: samples, telemetry and page faults into the result; the step."""
@@ -196,6 +224,8 @@ class _Measurement:
         self.phase("timed")
         timed_mark = backend.compile_counts() if self.compiled_mark is not None else None
         telemetry = self.telemetry
+        with contextlib.suppress(Exception):  # no count on this device: no figure, never a failure
+            backend.reset_peak_memory(spec.device)
         token = telemetry.begin(spec.device) if telemetry is not None else None
         faults0 = _minor_faults()
         timed = self.loop(
@@ -208,6 +238,7 @@ class _Measurement:
             max_count=spec.max_repeat,
         )
         faults1 = _minor_faults()
+        self.peak_memory()
         if telemetry is not None:
             result.telemetry = telemetry.end(token)
             gpu = result.telemetry.get("gpu")
@@ -225,6 +256,15 @@ class _Measurement:
         self.energy(step)
         result.notes.extend(plan.workload.after_run(step, backend.name, spec.device, plan.params))
         return step
+
+    def peak_memory(self) -> None:
+        """The run's own peak device memory over the timed phase, where the library counts it."""
+        spec, backend = self.plan.spec, self.plan.backend
+        peak = None
+        with contextlib.suppress(Exception):
+            peak = backend.peak_memory(spec.device)
+        if peak is not None:
+            self.result.peak_memory = {"bytes": int(peak[0]), "source": peak[1]}
 
     def energy(self, step: Callable[[], Any]) -> None:
         """Energy per step over its own window after the timed one (gpuplay.core.energy)."""
@@ -306,7 +346,20 @@ class _Measurement:
 
     def between(self) -> Callable[[], Any] | None:
         """What runs between steps, outside the interval: the cache flush, the page return."""
-        return both(self.flush, between_steps(self.plan.spec.alloc))
+        flush, spec, backend = self.flush, self.plan.spec, self.plan.backend
+        if flush is not None and spec.device != "cpu":
+            device, flush_only = spec.device, flush
+
+            def flush_then_idle() -> None:
+                # The flush is queued on the device: waiting for it makes a cold step start as a
+                # warm one does, on an idle device, so both count the step's host dispatch.
+                # Otherwise the dispatch hides behind the flush and a launch-bound cold step
+                # reads faster than the warm one (docs/engine.md, "What a GPU step's time is").
+                flush_only()
+                backend.synchronize(device)
+
+            flush = flush_then_idle
+        return both(flush, between_steps(spec.alloc))
 
     def check(self, out: Any) -> None:
         """Compare the last output with the float64 reference."""

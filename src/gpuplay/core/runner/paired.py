@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplay.core.backends.base import StepTimer
+from gpuplay.core.backends.oom import describe_oom
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
-from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, between_steps, minor_faults
+from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, minor_faults
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
 from gpuplay.core.runner.measure import TelemetryWindow, _Measurement, _now, run
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
@@ -68,12 +69,15 @@ def interleave(
     pause: threading.Event | None = None,
     on_sample: SampleCallback | None = None,
     between: Callable[[], Any] | None = None,
+    between_b: Callable[[], Any] | None = None,
 ) -> PairedOutcome:
     """Time A and B in ABBA blocks until `pairs`, or `budget_s` and `min_pairs`, or a cancel.
 
     As in the timed loop, each step's interval is the call and the release of its output; the
-    bookkeeping runs between elements.
+    bookkeeping runs between elements. `between` runs before each step of A, and of B too
+    unless B has its own `between_b` (each side's cache flush).
     """
+    between_b = between_b or between
     times_a: list[float] = []
     times_b: list[float] = []
     deadline = None if budget_s is None else time.perf_counter() + budget_s
@@ -84,9 +88,9 @@ def interleave(
             cancel.wait(0.05)
         if len(times_a) % 2 == 0:  # A then B ...
             ta = _element(a, timer_a, inner_a, between)
-            tb = _element(b, timer_b, inner_b, between)
+            tb = _element(b, timer_b, inner_b, between_b)
         else:  # ... then B then A: the block ABBA
-            tb = _element(b, timer_b, inner_b, between)
+            tb = _element(b, timer_b, inner_b, between_b)
             ta = _element(a, timer_a, inner_a, between)
         times_a.append(ta)
         times_b.append(tb)
@@ -109,7 +113,7 @@ def _element(fn: Callable[[], Any], timer: StepTimer, inner: int, between: Calla
     """One element of a block: the mean of `inner` timed steps."""
     total = 0.0
     for _ in range(inner):
-        if between is not None:  # the cold allocation mode's page return, outside the interval
+        if between is not None:  # a cold step's cache flush, the page return: outside the interval
             between()
         total += timer(fn)[0]
     return total / inner
@@ -223,7 +227,9 @@ class _Paired:
             failing = self.active
             if failing.plan.backend.is_out_of_memory(exc):
                 result.failure = "out-of-memory"
-                result.message = f"out of memory on {failing.plan.spec.device} at {result.size}"
+                result.message = describe_oom(
+                    failing.plan.backend, failing.plan.spec.device, result.size, exc
+                )
             else:
                 result.failure = result.failure or "error"
                 who = "" if failing is cand else "the NumPy baseline: "
@@ -255,7 +261,10 @@ class _Paired:
             cancel=self.cancel,
             pause=self.pause,
             on_sample=self.on_sample,
-            between=between_steps(spec.alloc),
+            # Each side as its own measurement times it: a cold run's flush (then an idle
+            # device) before each of its steps, as in its warm-up and in an unpaired run.
+            between=base.between(),
+            between_b=cand.between(),
         )
         faults1 = minor_faults()
         if self.telemetry is not None:

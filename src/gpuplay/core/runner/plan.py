@@ -12,7 +12,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuplay.core import levers
+from gpuplay.core import levers, provenance
 from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.base import Backend
 from gpuplay.core.planner import assess
@@ -66,6 +66,19 @@ def plan_run(spec: RunSpec, probe_timeout: float | None = None) -> RunPlan | Ref
     return RunPlan(spec, found.workload, backend, found.compute_dtype, params, tuple(found.notes))
 
 
+# One convention for warm and cold steps alike (docs/engine.md, "What a GPU step's time is").
+GPU_TIMING = (
+    "each step starts on an idle GPU (the previous step, and a cold step's flush, waited for): "
+    "its time runs from the start event to its last kernel, host dispatch of each op included"
+)
+
+FP32_TF32 = "TF32 for float32 matmuls and convolutions (cuBLAS, cuDNN and inductor's templates)"
+FP32_IEEE = (
+    "IEEE float32 for matmuls and convolutions (tf32=off; torch's own default lets cuDNN "
+    "convolutions use TF32)"
+)
+
+
 def conditions(plan: RunPlan) -> dict[str, Any]:
     """The settings a result is reported with: library, device, precision, threads, timer."""
     from gpuplay.core.backends.numpy_backend import blas_threads
@@ -89,6 +102,13 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
         else "cold",
         "threads": threads,
         "timer": "CUDA events" if spec.device.startswith("cuda") else "perf_counter_ns (synchronous)",
+        **({"timing": GPU_TIMING} if spec.device.startswith("cuda") else {}),
+        **(
+            {"fp32_precision": FP32_TF32 if spec.tf32 else FP32_IEEE}
+            if spec.backend == "torch" and spec.device.startswith("cuda")
+            else {}
+        ),
         "warmup": spec.warmup,
         "compile_time_excluded": spec.compile != "off",
+        "versions": provenance.versions(spec.device),  # what `compare --from` holds two files against
     }

@@ -1,0 +1,610 @@
+"""gpuplay from Python: `run`, `compare`, `sweep`, `measure` and `load`.
+
+A thin face over what the CLI uses: the same scenario files, planner (`core.planner.check`),
+engine process (`core.engine.measure`), NumPy baselines and pairing (`core.compare`), sweep plan
+(`core.sweep`) and session log. Nothing here imports torch or CuPy: the engine process does.
+docs/python-api.md describes every name.
+"""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import io
+import math
+import re
+import tempfile
+import textwrap
+import threading
+import types
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpuplay import progress as _progress
+from gpuplay.core.safetext import visible
+from gpuplay.results import Comparison, Result, Results, Sweep, Table
+
+if TYPE_CHECKING:
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.scenarios import Scenario
+    from gpuplay.core.spec import RunSpec
+
+__all__ = [
+    "Comparison",
+    "MeasurementError",
+    "Refused",
+    "Result",
+    "Results",
+    "Sweep",
+    "Table",
+    "compare",
+    "load",
+    "measure",
+    "run",
+    "sweep",
+]
+
+PROBE_TIMEOUT_S = 30.0
+# The RunSpec fields run() takes as its own arguments; every other spec lever is a keyword.
+_OWN = ("backend", "device", "dtype", "budget_s")
+
+
+class Refused(Exception):
+    """The configuration cannot run here; `reason` says why, `hint` what to do instead."""
+
+    def __init__(self, reason: str, hint: str = "", configuration: str = "") -> None:
+        self.reason, self.hint, self.configuration = reason, hint, configuration
+        text = f"{configuration}: {reason}" if configuration else reason
+        super().__init__(f"{text} ({hint})" if hint else text)
+
+
+class MeasurementError(RuntimeError):
+    """The measurement ran and failed (out of memory, an exception in the step, a compile
+    error); `result` holds what it recorded."""
+
+    def __init__(self, message: str, result: Result) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+# -- measuring -----------------------------------------------------------------------------------
+def _scenario(name: str | Path, scenario_dirs: Sequence[str | Path] = ()) -> Scenario:
+    from gpuplay.core.config import load_config
+    from gpuplay.core.scenarios import code_scenario, load_scenarios
+    from gpuplay.core.workloads.usercode import UserCodeError
+
+    arg = str(name)
+    try:
+        sc = code_scenario(arg)
+    except (UserCodeError, OSError, SyntaxError) as exc:
+        raise ValueError(f"code file {arg!r}: {exc}") from None
+    if sc is not None:
+        return sc
+    cfg = load_config()
+    sset = load_scenarios([*cfg.scenario_dirs, *scenario_dirs])
+    for problem in [
+        *cfg.problems,
+        *(f"scenario {e.path}: {e.field + ': ' if e.field else ''}{e.detail}" for e in sset.errors),
+    ]:
+        warnings.warn(visible(problem), stacklevel=3)
+    if arg not in sset.scenarios:
+        raise ValueError(f"unknown scenario {arg!r}; known: {', '.join(sset.scenarios)}")
+    return sset.scenarios[arg]
+
+
+def _check_lever(name: str, value: Any) -> None:
+    """A lever keyword's value of the right kind and within its bounds (the CLI's click types do
+    this for flags); RunSpec.validate then checks choices."""
+    from gpuplay.core import bounds, levers
+
+    lever = levers.BY_NAME.get(name)
+    if lever is None or lever.is_param:
+        known = ", ".join(lv.name for lv in levers.spec_levers() if lv.name not in _OWN)
+        raise ValueError(f"unknown lever {name!r}; known: {known} (workload parameters go in params=)")
+    if value is None:  # not given: the spec's default
+        return
+    if lever.kind is bool:
+        ok = isinstance(value, bool)
+    elif lever.kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif lever.kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, lever.kind)
+    if not ok:
+        raise ValueError(f"{name} must be {lever.kind.__name__}; got {value!r}")
+    if lever.choices and value not in lever.choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(str, lever.choices))}; got {value!r}")
+    limits = lever.limits() if callable(lever.limits) else lever.limits
+    if limits is not None and lever.kind in (int, float):
+        try:
+            bounds.check_number(name, value, limits, integer=lever.kind is int)
+        except bounds.BoundsError as exc:
+            raise ValueError(str(exc)) from None
+
+
+def _spec(
+    sc: Scenario, preset: str | None, params: Mapping[str, Any] | None, fields: Mapping[str, Any]
+) -> tuple[RunSpec, str]:
+    from gpuplay.core.scenarios import spec_for
+
+    for name, value in fields.items():
+        _check_lever(name, value)
+    if "budget_s" in fields and fields["budget_s"] is not None:
+        b = fields["budget_s"]
+        if isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b):
+            raise ValueError(f"budget_s must be a finite number of seconds; got {b!r}")
+    try:
+        spec, size = spec_for(sc, preset, params, **{k: v for k, v in fields.items() if v is not None})
+        return spec, str(size)
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
+
+
+def _adopt_probe(gpu: bool) -> None:
+    from gpuplay.core.engine.client import adopt_shared_probe
+
+    adopt_shared_probe(PROBE_TIMEOUT_S, final=gpu)  # starts the engine; it imports torch, not us
+
+
+def _interruptible(work: Callable[[threading.Event], Any], cancel: threading.Event) -> tuple[Any, bool]:
+    """Run `work` in a thread so a KeyboardInterrupt (a notebook's interrupt button, Ctrl-C) reaches
+    this one: the cancel then stops the engine within one step (or the client replaces it), and
+    what finished is kept. Returns (work's value, whether it was interrupted)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work(cancel)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=target, name="gpuplay-measure", daemon=True)
+    t.start()
+    interrupted = False
+    while t.is_alive():
+        try:
+            t.join(0.1)
+        except KeyboardInterrupt:
+            interrupted = True
+            cancel.set()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value"), interrupted
+
+
+def _log(results: Sequence[RunResult]) -> None:
+    """Into this process's session log, as the CLI does (gpuplay history reads it)."""
+    from gpuplay.core.sessionlog import SessionLog
+
+    log = _session_log[0] if _session_log else None
+    if log is None:
+        log = SessionLog()
+        _session_log.append(log)
+    for r in results:
+        if r.usable:
+            log.append(r)
+
+
+_session_log: list[Any] = []
+
+
+def run(
+    scenario: str | Path,
+    *,
+    backend: str = "numpy",
+    device: str = "cpu",
+    dtype: str | None = None,
+    preset: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    budget_s: float | None = None,
+    baseline: bool = True,
+    scenario_dirs: Sequence[str | Path] = (),
+    **levers: Any,
+) -> Result:
+    """Time one scenario (or code file) in one configuration, as `gpuplay run` does.
+
+    With `baseline` (the default) a configuration other than NumPy on the CPU is timed in
+    interleaved pairs with that baseline, so the Result has a speedup with its 95% interval.
+    Raises Refused when the configuration cannot run here, ValueError for an unknown scenario,
+    lever or parameter or a bad value (NaN budget_s included), MeasurementError when it failed.
+    Interrupting (Ctrl-C, a notebook's stop button) stops it and returns what was timed.
+    """
+    from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
+    from gpuplay.core.engine import measure as engine_measure
+    from gpuplay.core.planner import check
+    from gpuplay.core.spec import Refusal
+    from gpuplay.core.telemetry import RunTelemetry
+
+    sc = _scenario(scenario, scenario_dirs)
+    fields = {"backend": backend, "device": device, "dtype": dtype, "budget_s": budget_s, **levers}
+    spec, size = _spec(sc, preset, params, fields)
+    _adopt_probe(spec.backend == "cupy" or spec.device != "cpu")
+    verdict = check(spec, probe_timeout=PROBE_TIMEOUT_S)
+    if isinstance(verdict, Refusal):
+        raise Refused(verdict.reason, verdict.hint, spec.label())
+    pair = baseline_spec(spec) if baseline and not is_baseline(spec) else None
+    telemetry = RunTelemetry()
+    r, interrupted = _interruptible(
+        lambda cancel: engine_measure(spec, cancel=cancel, telemetry=telemetry, paired_with=pair),
+        threading.Event(),
+    )
+    if not interrupted:
+        _log([r])  # as the CLI: the measurement an interrupt stopped is not a finished one
+    result = Result(attach_baselines([r])[0])
+    if interrupted:
+        warnings.warn(f"interrupted: {len(r.samples)} step(s) of {spec.label()} were timed", stacklevel=2)
+    elif r.status == "refused":
+        raise Refused(r.message, "", spec.label())
+    elif r.status == "failed":
+        raise MeasurementError(visible(f"{spec.label()}: {r.message}"), result)
+    return result
+
+
+def _run_specs(specs: Sequence[RunSpec], show_progress: bool) -> tuple[list[RunResult], bool]:
+    """Each spec in turn, each non-baseline paired with its baseline (core.compare.run_compare),
+    logged as it finishes; an interrupt keeps what finished."""
+    from gpuplay.core.compare import run_compare
+    from gpuplay.core.engine import measure as engine_measure
+    from gpuplay.core.report import fmt_time
+    from gpuplay.core.telemetry import RunTelemetry
+
+    bar = _progress.make(len(specs), show_progress)
+    done: list[RunResult] = []
+
+    def on_result(i: int, r: RunResult) -> None:
+        if r.status == "cancelled":
+            return  # stopped by the interrupt: not a finished measurement
+        done.append(r)
+        _log([r])
+        if bar is not None:
+            what = fmt_time(r.median) if r.status == "ok" else f"{r.status}: {r.message}"
+            bar.step(f"{r.spec.scenario} {r.spec.label()}: {what}")
+
+    try:
+        _, interrupted = _interruptible(
+            lambda cancel: run_compare(
+                specs, cancel=cancel, on_result=on_result, telemetry=RunTelemetry(), measure=engine_measure
+            ),  # fmt: skip
+            threading.Event(),
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    return done, interrupted
+
+
+def _names(value: str | Sequence[str], what: str, allowed: Sequence[str] | None) -> list[str]:
+    items = [value] if isinstance(value, str) else list(value)
+    items = [str(x).strip() for x in items if str(x).strip()]
+    bad = [x for x in items if allowed is not None and x not in allowed]
+    if bad or not items:
+        raise ValueError(
+            f"unknown {what} {', '.join(map(repr, bad)) or '(none given)'}; choose from {', '.join(allowed or ())}"
+        )
+    return list(dict.fromkeys(items))
+
+
+def _compare_scenarios(
+    scenarios: Sequence[Scenario],
+    *,
+    backends: str | Sequence[str],
+    devices: str | Sequence[str] | None,
+    variants: str | Sequence[str],
+    dtype: str,
+    preset: str | None,
+    budget_s: float | None,
+    threads: int | None,
+    max_step_s: float | None,
+    progress: bool,
+) -> Results:
+    from gpuplay.core.compare import VARIANTS, plan_compare
+    from gpuplay.core.report import environment
+    from gpuplay.core.spec import BACKENDS
+
+    chosen = _names(backends, "backend(s)", BACKENDS)
+    vlist = _names(variants, "variant(s)", tuple(VARIANTS))
+    kw = {
+        k: v
+        for k, v in (("budget_s", budget_s), ("threads", threads), ("max_step_s", max_step_s))
+        if v is not None
+    }
+    fields = {"dtype": dtype, **kw}
+    for name, value in fields.items():
+        _check_lever(name, value)
+    devs = None if devices is None else _names(devices, "device(s)", None)
+    try:
+        for sc in scenarios:
+            sc.preset_params(preset)
+        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs or ()))
+        specs, refused = plan_compare(scenarios, preset, chosen, dtype=dtype, variants=vlist, **kw)
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
+    if devs is not None:
+        from gpuplay.core.compare import is_baseline
+
+        specs = [s for s in specs if s.device in devs or is_baseline(s)]
+        refused = [(s, w) for s, w in refused if s.device in devs]
+    done, interrupted = _run_specs(specs, progress)
+    if interrupted:
+        warnings.warn(f"interrupted: {len(done)} of {len(specs)} measurements finished", stacklevel=3)
+    return Results.from_run_results(
+        done,
+        refused=[(f"{s.scenario}: {s.label()}", str(w)) for s, w in refused],
+        interrupted=interrupted,
+        environment=environment(),
+    )
+
+
+def compare(
+    scenario: str | Path | Sequence[str | Path] | None,
+    *,
+    backends: str | Sequence[str] = ("numpy", "torch", "cupy"),
+    devices: str | Sequence[str] | None = None,
+    variants: str | Sequence[str] = ("base",),
+    dtype: str = "float32",
+    preset: str | None = "quick",
+    budget_s: float | None = None,
+    threads: int | None = None,
+    max_step_s: float | None = None,
+    scenario_dirs: Sequence[str | Path] = (),
+    progress: bool = True,
+) -> Results:
+    """A scenario (a list of them, or None for all) on each backend and device that can run it,
+    each paired with NumPy on the CPU, as `gpuplay compare` does. Configurations that cannot run
+    here are in `Results.refused` with the reason. An interrupt keeps what finished."""
+    if scenario is None:
+        from gpuplay.core.config import load_config
+        from gpuplay.core.scenarios import load_scenarios
+
+        scs = list(load_scenarios([*load_config().scenario_dirs, *scenario_dirs]).scenarios.values())
+    elif isinstance(scenario, str | Path):
+        scs = [_scenario(scenario, scenario_dirs)]
+    else:
+        scs = [_scenario(s, scenario_dirs) for s in scenario]
+    return _compare_scenarios(scs, backends=backends, devices=devices, variants=variants, dtype=dtype,
+                              preset=preset, budget_s=budget_s, threads=threads, max_step_s=max_step_s,
+                              progress=progress)  # fmt: skip
+
+
+def sweep(
+    scenario: str | Path,
+    over: Mapping[str, Sequence[float] | str],
+    *,
+    backends: str | Sequence[str] = ("numpy", "torch"),
+    devices: str | Sequence[str] = ("cpu",),
+    dtypes: str | Sequence[str] = ("float32",),
+    variants: str | Sequence[str] = ("base",),
+    transfers: str = "off",
+    preset: str | None = "quick",
+    budget_s: float = 0.5,
+    warmup: int = 3,
+    threads: int | None = None,
+    max_step_s: float = 10.0,
+    scenario_dirs: Sequence[str | Path] = (),
+    progress: bool = True,
+) -> Sweep:
+    """Each configuration at each value of one parameter, smallest first, as `gpuplay sweep`:
+    `over={"n": [256, 512, 1024]}` or `over={"n": "256..4096"}`. An interrupt keeps what finished."""
+    from gpuplay.core.engine import measure as engine_measure
+    from gpuplay.core.report import environment, fmt_time
+    from gpuplay.core.spec import BACKENDS, DTYPES
+    from gpuplay.core.sweep import VARIANTS, SweepError, plan_sweep, run_sweep, sweep_values
+    from gpuplay.core.telemetry import RunTelemetry
+
+    if not isinstance(over, Mapping) or len(over) != 1:
+        raise ValueError("over must name one parameter: over={'n': [256, 512, 1024]}")
+    ((param, raw),) = over.items()
+    sc = _scenario(scenario, scenario_dirs)
+    chosen = _names(backends, "backend(s)", BACKENDS)
+    devs = _names(devices, "device(s)", None)
+    dts = _names(dtypes, "dtype(s)", DTYPES)
+    vs = _names(variants, "variant(s)", tuple(VARIANTS))
+    for name, value in (
+        ("budget_s", budget_s),
+        ("warmup", warmup),
+        ("threads", threads),
+        ("max_step_s", max_step_s),
+    ):
+        _check_lever(name, value)
+    try:
+        text = raw if isinstance(raw, str) else ",".join(str(v) for v in raw)
+        values = sweep_values(sc, str(param), text)
+        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs))
+        plan = plan_sweep(sc, str(param), values, chosen, devs, preset=preset, dtypes=dts, variants=vs,
+                          transfers=transfers, budget_s=budget_s, warmup=warmup, threads=threads,
+                          max_step_s=max_step_s)  # fmt: skip
+    except SweepError as exc:
+        raise ValueError(f"over: {exc}") from None
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
+    bar = _progress.make(plan.total, progress)
+
+    def on_point(series: Any, point: Any) -> None:
+        if point.result is not None:
+            _log([point.result])
+        if bar is not None:
+            what = fmt_time(point.median) if point.median else f"{point.status}: {point.message}"
+            bar.step(f"{series.label} {param}={point.value}: {what}")
+
+    try:
+        _, interrupted = _interruptible(
+            lambda cancel: run_sweep(
+                plan, engine_measure, cancel=cancel, on_point=on_point, telemetry=RunTelemetry()
+            ),
+            threading.Event(),
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    plan.interrupted = plan.interrupted or interrupted
+    if interrupted:
+        warnings.warn("interrupted: the sweep keeps the points that finished", stacklevel=2)
+    return Sweep(plan.to_dict(), environment())
+
+
+# The notebook functions' files: kept until the kernel exits (the engine reads them by path).
+_code_dir: list[tempfile.TemporaryDirectory[str]] = []
+
+
+def _module_imports(*functions: Callable[..., Any]) -> list[str]:
+    """`import numpy as np` for each module a function names from its globals, so its source
+    runs in the engine's file as it ran in the notebook."""
+    lines = []
+    for f in functions:
+        for name in f.__code__.co_names:
+            value = f.__globals__.get(name)
+            if isinstance(value, types.ModuleType):
+                line = f"import {value.__name__}" + ("" if value.__name__ == name else f" as {name}")
+                if line not in lines:
+                    lines.append(line)
+    return lines
+
+
+def code_file(
+    step: Callable[..., Any],
+    inputs: Callable[..., Any],
+    params: Mapping[str, Any] | None = None,
+    presets: Mapping[str, Mapping[str, Any]] | None = None,
+    name: str | None = None,
+) -> Path:
+    """A code file (docs/your-code.md) from two functions' source: their text, the modules they
+    name, PARAMS and PRESETS. Closures and other globals do not travel: only source does."""
+    try:
+        # Each def renamed to what the protocol names (the file is read without running it, so
+        # `step = saxpy` would not be seen).
+        sources = [
+            re.sub(
+                rf"^def\s+{re.escape(f.__name__)}\s*\(",
+                f"def {role}(",
+                textwrap.dedent(inspect.getsource(f)),
+                count=1,
+                flags=re.M,
+            )  # fmt: skip
+            for f, role in ((inputs, "inputs"), (step, "step"))
+        ]
+    except (OSError, TypeError) as exc:
+        raise ValueError(
+            f"cannot read the functions' source ({exc}); define them with def in a cell or file"
+        ) from None
+    for f in (inputs, step):
+        if f.__code__.co_freevars:
+            raise ValueError(
+                f"{f.__name__} uses variables of an enclosing function ({', '.join(f.__code__.co_freevars)}); define it at the top level"
+            )
+    stem = name or step.__name__
+    if not stem.isidentifier():
+        raise ValueError(f"name must be an identifier; got {stem!r}")
+    doc = (inspect.getdoc(step) or f"{stem}: a function measured from Python").replace('"""', "'''")
+    text = "\n".join([
+        f'"""{doc}"""', *_module_imports(inputs, step),
+        f"PARAMS = {dict(params or {})!r}", f"PRESETS = {dict(presets or {})!r}", "", *sources,
+        "",
+    ])  # fmt: skip
+    if not _code_dir:
+        _code_dir.append(tempfile.TemporaryDirectory(prefix="gpuplay-measure-"))
+    path = Path(_code_dir[0].name) / f"{stem}.py"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def measure(
+    step: Callable[..., Any],
+    inputs: Callable[..., Any],
+    *,
+    params: Mapping[str, Any] | None = None,
+    backends: str | Sequence[str] = ("numpy", "torch"),
+    devices: str | Sequence[str] | None = None,
+    dtype: str = "float32",
+    budget_s: float | None = None,
+    name: str | None = None,
+    progress: bool = True,
+) -> Results:
+    """Time a function defined in the notebook on each backend, each paired with NumPy on the CPU:
+    `inputs(rng, **params)` returns NumPy arrays, `step(xp, *arrays)` is the timed work on the
+    backend's array namespace (docs/your-code.md). Their source is written to a code file the
+    engine process runs, so they must be self-contained: modules they use are imported there too,
+    other globals are not."""
+    path = code_file(step, inputs, params, name=name)
+    sc = _scenario(path)
+    return _compare_scenarios([sc], backends=backends, devices=devices, variants=("base",), dtype=dtype,
+                              preset=None, budget_s=budget_s, threads=None, max_step_s=None,
+                              progress=progress)  # fmt: skip
+
+
+# -- reading files back --------------------------------------------------------------------------
+def _read_json(p: Path) -> Any:
+    from gpuplay.core.safeload import FileReadError, json_loads, read_text_file
+
+    try:
+        return json_loads(read_text_file(p))
+    except FileReadError as exc:
+        raise ValueError(str(exc)) from None
+    except ValueError as exc:
+        raise ValueError(f"{p}: not JSON ({exc})") from None
+
+
+def _results_from(dicts: Sequence[Any], p: Path, problems: list[str]) -> list[RunResult]:
+    from gpuplay.core.result import RunResult
+
+    out = []
+    for i, d in enumerate(dicts, 1):
+        if not isinstance(d, dict) or not isinstance(d.get("spec"), dict):
+            continue
+        try:
+            out.append(RunResult.from_dict(d))
+        except (KeyError, TypeError, ValueError) as exc:
+            problems.append(f"{p}: result {i} skipped ({exc})")
+    return out
+
+
+def _load_json(p: Path, problems: list[str]) -> Results | Sweep | Table:
+    doc = _read_json(p)
+    if not isinstance(doc, dict):
+        doc = {}
+    env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}
+    if isinstance(doc.get("sweep"), dict):
+        return Sweep(doc["sweep"], env)
+    if doc.get("kind") == "gpuplay-collectives" and isinstance(doc.get("results"), list):
+        return Table([r for r in doc["results"] if isinstance(r, dict)], source=p.name)
+    if isinstance(doc.get("sources"), list) and isinstance(doc.get("rows"), list):  # compare --from's merge
+        return Table([r for r in doc["rows"] if isinstance(r, dict)], source=p.name)
+    if isinstance(doc.get("results"), list):
+        results = _results_from(doc["results"], p, problems)
+        if not results and doc["results"]:
+            raise ValueError(f"{p}: its results are not gpuplay measurements (no 'spec')")
+        return Results.from_run_results(results, environment=env, source=p.name)
+    raise ValueError(
+        f"{p}: not a gpuplay result file; write one with gpuplay run/compare/sweep --format json"
+    )
+
+
+def load(path: str | Path) -> Results | Sweep | Table:
+    """A file gpuplay wrote, read back: a session log (.jsonl) or a run/compare/playground export
+    (JSON) → Results; a sweep's JSON → Sweep; any CSV gpuplay writes, a collectives JSON or a
+    `compare --from` merge → Table (its rows). A file that is not one of these raises ValueError."""
+    from gpuplay.core.safeload import FileReadError, read_text_file
+    from gpuplay.core.sessionlog import read_log
+
+    p = Path(path).expanduser()
+    problems: list[str] = []
+    if p.suffix == ".jsonl":
+        results = _results_from(list(read_log(p, problems)), p, problems)
+        if not p.is_file():
+            raise ValueError(f"{p}: no such file")
+        out: Results | Sweep | Table = Results.from_run_results(results, source=p.name)
+    elif p.suffix == ".csv":
+        try:
+            text = read_text_file(p)
+        except FileReadError as exc:
+            raise ValueError(str(exc)) from None
+        out = Table(list(csv.DictReader(io.StringIO(text))), source=p.name)
+    elif p.suffix in (".md", ".markdown"):
+        raise ValueError(f"{p}: Markdown is for reading; load the same results' --format json file")
+    else:
+        out = _load_json(p, problems)
+    for problem in problems:
+        warnings.warn(visible(problem), stacklevel=2)
+    return out

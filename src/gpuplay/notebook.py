@@ -1,0 +1,219 @@
+"""gpuplay in Jupyter: `%load_ext gpuplay`, then
+
+    %gpuplay run matmul -b torch -p quick      a line magic taking `gpuplay run`'s arguments
+    %gpuplay compare matmul -p quick           (also compare and sweep: the API's arguments)
+    %%gpuplay -b numpy,torch -p quick          a cell magic: the cell is a code file (PARAMS,
+                                               PRESETS, inputs, step) measured on each backend
+
+Each returns the API's object (Result, Results, Sweep), which displays itself as a table (and a
+sweep as a chart). `gpuplay run`'s flags are parsed by its own click command, so they mean here
+exactly what they mean on the command line.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from gpuplay import api
+
+USAGE = (
+    "usage: %gpuplay run SCENARIO|FILE.py [gpuplay run options]  ·  "
+    "%gpuplay compare SCENARIO [-b numpy,torch] [-p PRESET]  ·  "
+    "%gpuplay sweep SCENARIO --over n=256..4096 [-b numpy,torch]  ·  "
+    "%%gpuplay [-b numpy,torch] [-d cpu] [-p PRESET] [-s NAME=VALUE] (cell: a code file)"
+)
+
+
+class MagicUsageError(ValueError):
+    """Arguments a magic cannot use, said with its usage."""
+
+
+def _run_args(argv: list[str]) -> dict[str, Any]:
+    """`gpuplay run`'s command line, parsed by its click command, as api.run keywords."""
+    import click
+
+    from gpuplay.cli.options import SPEC_FIELDS, parse_assignments
+    from gpuplay.cli.run import run as run_command
+
+    try:
+        ctx = run_command.make_context("gpuplay run", list(argv), resilient_parsing=False)
+    except click.exceptions.Exit:
+        raise MagicUsageError(USAGE) from None
+    except click.ClickException as exc:
+        raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
+    p = ctx.params
+    unsupported = [flag for flag, on in (("--format", p.get("fmt") != "table"), ("--out", p.get("out")),
+                                         ("--profile", p.get("profile")), ("--trace", p.get("trace"))) if on]  # fmt: skip
+    if unsupported:
+        raise MagicUsageError(f"{', '.join(unsupported)}: not in a notebook (the result displays itself)")
+    try:
+        params = parse_assignments(tuple(p.get("sizes") or ()))
+    except click.ClickException as exc:
+        raise MagicUsageError(exc.format_message()) from None
+    levers = {k: p[k] for k in SPEC_FIELDS if k in p}
+    return {
+        "scenario": p["scenario"],
+        "preset": p.get("preset"),
+        "params": params,
+        "baseline": True,  # as the API: paired with NumPy, so the table has a speedup
+        "scenario_dirs": tuple(p.get("scenario_dirs") or ()),
+        **levers,
+    }
+
+
+def _options(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """Positional words and `--name value` options (compare, sweep, the cell magic)."""
+    short = {"-b": "backends", "-d": "devices", "-p": "preset", "-s": "size", "-t": "dtype"}
+    words: list[str] = []
+    opts: dict[str, Any] = {}
+    it = iter(argv)
+    for a in it:
+        if a.startswith("-"):
+            key = short.get(a) or a.lstrip("-").replace("-", "_")
+            try:
+                value = next(it)
+            except StopIteration:
+                raise MagicUsageError(f"{a} needs a value\n{USAGE}") from None
+            if key == "size":
+                opts.setdefault("params", {}).update(_assignment(value))
+            else:
+                opts[key] = value
+        else:
+            words.append(a)
+    return words, opts
+
+
+def _assignment(text: str) -> dict[str, Any]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise MagicUsageError(f"expected NAME=VALUE, got {text!r}")
+    return {name.strip(): _number(value.strip())}
+
+
+def _number(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def _split(key: str, opts: dict[str, Any]) -> None:
+    if key in opts and isinstance(opts[key], str):
+        opts[key] = [x.strip() for x in opts[key].split(",") if x.strip()]
+
+
+def line_magic(line: str) -> Any:
+    try:
+        argv = shlex.split(line)
+    except ValueError as exc:
+        raise MagicUsageError(f"{exc}\n{USAGE}") from None
+    if not argv:
+        raise MagicUsageError(USAGE)
+    verb, rest = argv[0], argv[1:]
+    if verb == "run":
+        kw = _run_args(rest)
+        return api.run(kw.pop("scenario"), **kw)
+    words, opts = _options(rest)
+    for key in ("backends", "devices", "dtypes", "variants"):
+        _split(key, opts)
+    if verb == "compare":
+        if len(words) > 1:
+            raise MagicUsageError(f"one scenario at a time here\n{USAGE}")
+        opts.pop("params", None)
+        return _call(api.compare, words[0] if words else None, **_typed(opts))
+    if verb == "sweep":
+        if len(words) != 1 or "over" not in opts:
+            raise MagicUsageError(USAGE)
+        param, _, values = str(opts.pop("over")).partition("=")
+        opts.pop("params", None)
+        return _call(api.sweep, words[0], {param.strip(): values.strip()}, **_typed(opts))
+    raise MagicUsageError(f"unknown verb {verb!r}\n{USAGE}")
+
+
+def _call(f: Any, *args: Any, **kw: Any) -> Any:
+    """An API call with the magic's options: one it does not take is a usage error naming it."""
+    import inspect
+
+    unknown = sorted(set(kw) - set(inspect.signature(f).parameters))
+    if unknown:
+        raise MagicUsageError(f"unknown option(s) {', '.join('--' + u for u in unknown)}\n{USAGE}")
+    return f(*args, **kw)
+
+
+def _typed(opts: dict[str, Any]) -> dict[str, Any]:
+    for key in ("budget", "budget_s", "max_step", "max_step_s"):
+        if key in opts:
+            opts[key if key.endswith("_s") else f"{key}_s"] = float(opts.pop(key))
+    for key in ("warmup", "threads"):
+        if key in opts:
+            opts[key] = int(opts[key])
+    return opts
+
+
+def cell_magic(line: str, cell: str) -> Any:
+    """The cell as a code file, measured on each backend named (NumPy and PyTorch by default)."""
+    try:
+        argv = shlex.split(line)
+    except ValueError as exc:
+        raise MagicUsageError(f"{exc}\n{USAGE}") from None
+    words, opts = _options(argv)
+    if words:
+        raise MagicUsageError(f"the cell magic takes options only, not {' '.join(words)!r}\n{USAGE}")
+    _split("backends", opts)
+    _split("devices", opts)
+    path = _cell_file(cell, str(opts.pop("name", "cell")))
+    sc = api._scenario(path)
+    preset = opts.pop("preset", None)
+    params = opts.pop("params", {})
+    if params:  # -s NAME=VALUE over the preset: a preset of the cell's own
+        import dataclasses
+
+        sc = dataclasses.replace(sc, presets={**sc.presets, "_magic": {**sc.preset_params(preset), **params}})
+        preset = "_magic"
+    opts = _typed(opts)
+    unknown = sorted(set(opts) - {"backends", "devices", "dtype", "budget_s", "threads", "max_step_s"})
+    if unknown:  # said, never silently dropped: a mistyped option must not measure something else
+        raise MagicUsageError(f"unknown option(s) {', '.join('--' + u for u in unknown)}\n{USAGE}")
+    return api._compare_scenarios(
+        [sc], backends=opts.pop("backends", ("numpy", "torch")), devices=opts.pop("devices", None),
+        variants=("base",), dtype=str(opts.pop("dtype", "float32")), preset=preset,
+        budget_s=opts.pop("budget_s", None), threads=opts.pop("threads", None),
+        max_step_s=opts.pop("max_step_s", None), progress=True,
+    )  # fmt: skip
+
+
+def _cell_file(cell: str, name: str) -> Path:
+    if not name.isidentifier():
+        raise MagicUsageError(f"--name must be an identifier; got {name!r}")
+    if not api._code_dir:
+        import tempfile
+
+        api._code_dir.append(tempfile.TemporaryDirectory(prefix="gpuplay-measure-"))
+    path = Path(api._code_dir[0].name) / f"{name}.py"
+    path.write_text(cell, encoding="utf-8")
+    return path
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    from gpuplay.core.safetext import visible
+
+    def gpuplay_line(line: str) -> Any:
+        try:
+            return line_magic(line)
+        except (ValueError, api.Refused) as exc:  # the user's own input: said, not a traceback
+            print(visible(f"gpuplay: {exc}"))
+            return None
+
+    def gpuplay_cell(line: str, cell: str) -> Any:
+        try:
+            return cell_magic(line, cell)
+        except (ValueError, api.Refused) as exc:
+            print(visible(f"gpuplay: {exc}"))
+            return None
+
+    ipython.register_magic_function(gpuplay_line, "line", "gpuplay")
+    ipython.register_magic_function(gpuplay_cell, "cell", "gpuplay")

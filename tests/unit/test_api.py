@@ -1,0 +1,470 @@
+"""The public Python API (gpuplay.run/compare/sweep/measure/load) and the notebook magics.
+
+Measurements run in-process here (GPUPLAY_IN_PROCESS=1, as the CLI tests do) except the tests that
+check the real path: a fresh interpreter doing `import gpuplay; gpuplay.run(...)` through the
+engine process."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import gpuplay
+from gpuplay import api
+
+TINY = {"n": 64}
+
+
+def _need(name: str) -> None:
+    """pandas and matplotlib are the notebook extra's: skipped without them, except in CI's notebook
+    step (GPUPLAY_REQUIRE_NOTEBOOK=1), where a missing one fails."""
+    import os
+
+    if os.environ.get("GPUPLAY_REQUIRE_NOTEBOOK") == "1":
+        __import__(name)
+    else:
+        pytest.importorskip(name)
+
+
+@pytest.fixture(autouse=True)
+def _in_process(monkeypatch):
+    monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")
+
+
+def _python(code: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=env)  # fmt: skip
+
+
+def test_import_gpuplay_loads_no_torch_textual_or_api():
+    out = _python("""
+        import sys, gpuplay
+        heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'textual', 'rich', 'click', 'cupy'))
+        print(heavy, 'gpuplay.api' in sys.modules)
+        gpuplay.Result  # the lazy re-export resolves
+        print('gpuplay.api' in sys.modules, 'torch' in sys.modules)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["[] False", "True False"]
+
+
+def test_run_through_the_engine_process_numpy_then_torch_with_paired_speedup():
+    out = _python("""
+        import json, sys, gpuplay
+        r = gpuplay.run('matmul', backend='numpy', params={'n': 64}, budget_s=0.05)
+        t = gpuplay.run('matmul', backend='torch', params={'n': 64}, budget_s=0.1)
+        print(json.dumps({'median': r.median, 'ok': r.check_ok, 'speedup': t.speedup,
+                          'interval': t.speedup_interval, 'baseline': t.baseline,
+                          'versions': t.versions, 'torch_here': 'torch' in sys.modules}))
+    """)
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout.strip().splitlines()[-1])
+    assert d["median"] > 0 and d["ok"] is True
+    assert (
+        d["speedup"] > 0 and len(d["interval"]) == 2 and d["interval"][0] <= d["speedup"] <= d["interval"][1]
+    )
+    assert d["baseline"].startswith("numpy cpu")
+    assert {"gpuplay", "python", "numpy", "torch"} <= set(d["versions"])
+    assert d["torch_here"] is False  # measured in the engine process, never imported by the caller
+
+
+def test_result_fields_and_to_dict():
+    r = gpuplay.run("matmul", params=TINY, budget_s=0.05)
+    assert r.median is not None and r.interval is not None and r.interval[0] <= r.median <= r.interval[1]
+    assert len(r.samples) >= 5 and r.check_ok is True and r.error is not None
+    assert r.speedup == pytest.approx(1.0)  # NumPy on the CPU is its own baseline
+    d = r.to_dict()
+    json.dumps(d)  # JSON-ready
+    assert d["median_s"] == r.median and d["versions"]["numpy"] == np.__version__
+    assert d["result"]["spec"]["workload"] == "matmul"
+
+
+@pytest.mark.parametrize(
+    ("kw", "named"),
+    [
+        ({"scenario": "no-such-scenario"}, "no-such-scenario"),
+        ({"amp": "fp8"}, "amp"),
+        ({"tf32": "yes"}, "tf32"),
+        ({"not_a_lever": 1}, "not_a_lever"),
+        ({"budget_s": math.nan}, "budget"),
+        ({"budget_s": math.inf}, "budget"),
+        ({"params": {"n": -3}}, "n"),
+        ({"backend": "jax"}, "backend"),
+    ],
+)
+def test_bad_arguments_raise_value_error_naming_them(kw, named):
+    scenario = kw.pop("scenario", "matmul")
+    with pytest.raises(ValueError, match=named):
+        gpuplay.run(scenario, **{"params": TINY, **kw})
+
+
+def test_a_refused_configuration_raises_refused_with_the_reason():
+    with pytest.raises(gpuplay.Refused) as info:
+        gpuplay.run("matmul", backend="torch", device="cuda", params=TINY)
+    assert info.value.reason and "torch cuda" in str(info.value)
+
+
+def test_all_names_are_exported_and_typed():
+    assert set(api.__all__) <= set(gpuplay.__all__)
+    for name in api.__all__:
+        assert getattr(gpuplay, name) is getattr(api, name)
+    from pathlib import Path
+
+    assert (Path(gpuplay.__file__).parent / "py.typed").is_file()
+
+
+def inputs(rng, n):
+    return rng.standard_normal(n), rng.standard_normal(n)
+
+
+def saxpy(xp, x, y):
+    return 2.5 * x + y
+
+
+def test_measure_a_function_defined_here_on_numpy_and_torch():
+    _need("pandas")
+    res = gpuplay.measure(saxpy, inputs, params={"n": 4096}, backends=["numpy", "torch"], budget_s=0.05,
+                          progress=False)  # fmt: skip
+    by = {r.backend: r for r in res}
+    assert set(by) == {"numpy", "torch"}
+    assert all(r.check_ok for r in res)
+    assert by["torch"].speedup is not None and by["torch"].speedup_interval is not None
+    df = res.to_pandas()
+    assert list(df["backend"]) == ["numpy", "torch"] and df["median_s"].notna().all()
+    assert df["speedup_low"].iloc[1] <= df["speedup"].iloc[1] <= df["speedup_high"].iloc[1]
+
+
+def test_measure_refuses_a_closure_with_its_reason():
+    k = 3.0
+
+    def step(xp, x):
+        return k * x
+
+    with pytest.raises(ValueError, match="enclosing function"):
+        gpuplay.measure(step, inputs, params={"n": 8})
+
+
+def test_sweep_to_pandas_and_chart():
+    _need("pandas")
+    _need("matplotlib")
+    sw = gpuplay.sweep("matmul", {"n": [32, 64]}, backends="numpy", budget_s=0.03, progress=False)
+    df = sw.to_pandas()
+    assert list(df["n"]) == [32, 64] and df["median_s"].notna().all()
+    assert "█" in sw.text_chart()
+    fig = sw.plot()
+    assert fig.axes and fig.axes[0].get_lines()
+
+
+def _result(scenario: str, samples, torch_version: str = "2.5.0", label_backend: str = "numpy"):
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.spec import RunSpec
+
+    spec = RunSpec.make("matmul", {"n": 64}, scenario=scenario, backend=label_backend)
+    return RunResult(spec=spec, samples=list(samples), size="64×64", error=1e-7, tolerance=1e-5,
+                     conditions={"versions": {"gpuplay": "0.1.0", "torch": torch_version}})  # fmt: skip
+
+
+def test_html_and_markdown_show_hostile_text_as_text():
+    r = _result("<img src=x onerror=alert(1)>\x1b[2J|*", [0.001] * 5)
+    res = api.Results.from_run_results([r])
+    page = res._repr_html_()
+    assert "<img" not in page and "\x1b" not in page and "&lt;img" in page
+    md = res._repr_markdown_()
+    assert "<img" not in md and "\x1b" not in md and "\\|\\*" in md
+
+
+def _write(path, results, environment_torch="2.5.0"):
+    from gpuplay.core import report
+    from gpuplay.core.compare import attach_baselines
+
+    doc = json.loads(report.to_json(attach_baselines(results)))
+    doc["environment"]["torch"] = environment_torch
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _times(rng, scale, n=60):
+    return list(1e-3 * scale * np.exp(rng.normal(0, 0.03, n)))
+
+
+def test_across_versions_flags_30_percent_slower_and_not_noise(tmp_path):
+    rng = np.random.default_rng(1)
+    old = _write(tmp_path / "old.json", [_result("a", _times(rng, 1.0)), _result("b", _times(rng, 1.0))])
+    new = _write(tmp_path / "new.json", [_result("a", _times(rng, 1.3), "2.6.0"), _result("b", _times(rng, 1.0), "2.6.0")],
+                 environment_torch="2.6.0")  # fmt: skip
+    cmp = gpuplay.load(old).compare(gpuplay.load(new))
+    verdicts = {c.key[0]: c.verdict for c in cmp.changes}
+    assert verdicts == {"a": "slower", "b": "within noise"}
+    a = next(c for c in cmp.changes if c.key[0] == "a")
+    assert a.low is not None and 1.2 < a.low < a.ratio < a.high < 1.4
+    assert ("PyTorch", "2.5.0", "2.6.0") in cmp.versions
+
+    from gpuplay.cli import main
+
+    out = CliRunner().invoke(main, ["compare", "--from", str(old), str(new)])
+    assert out.exit_code == 0, out.output
+    assert "a (64×64) numpy cpu float32: slower" in out.output
+    assert "b (64×64) numpy cpu float32: within noise" in out.output
+    assert "PyTorch 2.5.0 → 2.6.0" in out.output
+    merged_path = old.parent / "m.json"
+    CliRunner().invoke(
+        main, ["compare", "--from", str(old), str(new), "--format", "json", "--out", str(merged_path)]
+    )
+    doc = json.loads(merged_path.read_text())
+    merged = gpuplay.load(merged_path)  # the merge itself is a file gpuplay writes
+    assert isinstance(merged, api.Table) and [r["scenario"] for r in merged] == ["a", "b"]
+    assert [c["verdict"] for c in doc["across_versions"]["changes"]] == ["slower", "within noise"]
+
+
+def test_faster_is_flagged_too():
+    from gpuplay.core import crossversion as cv
+
+    rng = np.random.default_rng(2)
+    old = [_result("a", _times(rng, 1.0)).to_dict()]
+    new = [_result("a", _times(rng, 0.7)).to_dict()]
+    assert [c.verdict for c in cv.compare_results(old, new)] == ["faster"]
+
+
+def test_load_reads_back_every_file_gpuplay_writes(tmp_path):
+    _need("pandas")
+    from gpuplay.cli import main
+    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.sessionlog import list_sessions
+    from gpuplay.tui.exports import export_session
+
+    cli = CliRunner()
+    base = ["-s", "n=64", "--budget", "0.03"]
+    for fmt in ("json", "csv"):
+        res = cli.invoke(
+            main, ["run", "matmul", *base, "--format", fmt, "--out", str(tmp_path / f"run.{fmt}")]
+        )
+        assert res.exit_code == 0, res.output
+        res = cli.invoke(main, ["sweep", "matmul", "--over", "n=32,64", "--backends", "numpy", "--budget", "0.03",
+                                "--format", fmt, "--out", str(tmp_path / f"sweep.{fmt}")])  # fmt: skip
+        assert res.exit_code == 0, res.output
+    res = cli.invoke(main, ["compare", "--scenario", "matmul", "--backends", "numpy", "--budget", "0.03",
+                            "--format", "json", "--out", str(tmp_path / "compare.json")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    run_json = gpuplay.load(tmp_path / "run.json")
+    assert isinstance(run_json, api.Results) and run_json[0].median and run_json[0].samples
+    assert run_json[0].versions.get("numpy") == np.__version__
+    assert isinstance(gpuplay.load(tmp_path / "compare.json"), api.Results)
+    sw = gpuplay.load(tmp_path / "sweep.json")
+    assert isinstance(sw, api.Sweep) and list(sw.to_pandas()["n"]) == [32, 64]
+    for name in ("run.csv", "sweep.csv"):
+        table = gpuplay.load(tmp_path / name)
+        assert isinstance(table, api.Table) and len(table) >= 1
+    logs = list_sessions()
+    assert logs, "the CLI wrote no session log"
+    logged = gpuplay.load(logs[0])
+    assert isinstance(logged, api.Results) and logged[0].samples
+    export_session([r.run_result for r in run_json], tmp_path)
+    exported = sorted(tmp_path.glob("gpuplay-session-*"))
+    assert {p.suffix for p in exported} == {".json", ".csv", ".md"}
+    for p in exported:
+        if p.suffix == ".md":
+            with pytest.raises(ValueError, match="Markdown"):
+                gpuplay.load(p)
+        else:
+            assert len(gpuplay.load(p)) == 1
+    assert attach_baselines  # imported for the export's rows
+    (tmp_path / "junk.json").write_text('{"hello": 1}')
+    with pytest.raises(ValueError, match="not a gpuplay result file"):
+        gpuplay.load(tmp_path / "junk.json")
+
+
+def test_line_magic_parses_gpuplay_run_arguments():
+    from gpuplay import notebook
+
+    r = notebook.line_magic("run matmul -s n=64 --budget 0.03 --seed 3")
+    assert isinstance(r, api.Result) and r.run_result.spec.seed == 3 and r.size == "64×64"
+    with pytest.raises(notebook.MagicUsageError, match="--format"):
+        notebook.line_magic("run matmul --format json")
+    with pytest.raises(notebook.MagicUsageError, match="No such option"):
+        notebook.line_magic("run matmul --no-such-flag")
+
+
+def test_cell_magic_measures_the_cell_as_a_code_file():
+    from gpuplay import notebook
+
+    cell = textwrap.dedent("""
+        PARAMS = {"n": 2048}
+        def inputs(rng, n):
+            return rng.standard_normal(n)
+        def step(xp, x):
+            return xp.sin(x) * 2
+    """)
+    with pytest.raises(notebook.MagicUsageError, match="--amp"):
+        notebook.cell_magic("-b numpy,torch --amp bf16", cell)
+    with pytest.raises(notebook.MagicUsageError, match="--bogus"):
+        notebook.line_magic("compare matmul --bogus 1")
+    res = notebook.cell_magic("-b numpy,torch -s n=512 --budget 0.03", cell)
+    assert [r.backend for r in res] == ["numpy", "torch"] and all(r.check_ok for r in res)
+    assert res[1].size and "512" in res[1].size
+
+
+def test_an_interrupt_stops_a_compare_and_keeps_what_finished():
+    """A notebook's stop button is a SIGINT to the kernel: the measurement in progress is
+    cancelled, the finished ones come back, marked interrupted."""
+    import os
+    import signal
+    import threading
+
+    results: list[api.Results] = []
+    finished = threading.Event()
+    original = api._log
+
+    def log_then_interrupt(rs):
+        original(rs)
+        if not finished.is_set():
+            finished.set()  # the first finished measurement: now press stop
+            threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+
+    api._log = log_then_interrupt
+    try:
+        with pytest.warns(UserWarning, match="interrupted"):
+            results.append(gpuplay.compare("matmul", backends=["numpy", "torch"], preset="quick", budget_s=1.0,
+                                           progress=False))  # fmt: skip
+    finally:
+        api._log = original
+    res = results[0]
+    assert res.interrupted and len(res) == 1 and res[0].backend == "numpy" and res[0].median
+
+
+@pytest.mark.gpu_fake
+def test_a_cuda_result_records_the_driver_and_the_device_uuid(monkeypatch):
+    """On a GPU the versions name the driver (NVML's nvmlSystemGetDriverVersion) and the UUID of
+    the CUDA device the run used (torch's device properties), matched by CUDA index."""
+    import torch
+
+    from gpuplay.core import provenance
+    from tests.unit.gpu_fakes import FakeGpu, FakePynvml, install_cuda_uuids, install_nvml
+
+    class Nvml(FakePynvml):
+        def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802 - pynvml's name
+            return "580.65.06"
+
+    install_nvml(monkeypatch, Nvml([FakeGpu("GPU-aaaa", "A"), FakeGpu("GPU-bbbb", "B")]))
+    install_cuda_uuids(monkeypatch, ["GPU-bbbb-0000", "GPU-aaaa-1111"])
+    monkeypatch.setattr(torch.version, "cuda", "13.0", raising=False)
+    v = provenance.versions("cuda:1")
+    assert v["driver"] == "580.65.06" and v["device_uuid"] == "aaaa1111" and v["torch_cuda"] == "13.0"
+    assert "driver" not in provenance.versions("cpu")
+
+
+def test_progress_is_a_widget_bar_in_a_kernel_with_ipywidgets(monkeypatch):
+    """ipywidgets' documented pieces (IntProgress(min, max, value), Label(value), HBox(children),
+    bar_style) faked: in a kernel the bar advances once per finished measurement; elsewhere text."""
+    import io
+    import types
+
+    from gpuplay import progress
+
+    _need("IPython")
+
+    shown = []
+
+    class Widget:
+        def __init__(self, *args, **kw):
+            self.__dict__.update(kw)
+            self.children = args[0] if args else []
+
+    fake = types.SimpleNamespace(IntProgress=Widget, Label=Widget, HBox=Widget)
+    monkeypatch.setitem(sys.modules, "ipywidgets", fake)
+    monkeypatch.setattr(progress, "in_kernel", lambda: True)
+    import IPython.display
+
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    bar = progress.make(2)
+    assert isinstance(bar, progress.WidgetProgress) and shown == [bar.box]
+    bar.step("numpy cpu \x1b[2J: 1 ms")
+    assert "\x1b" not in bar.label.value and "␛[2J" in bar.label.value
+    bar.step("torch cpu: 2 ms")
+    bar.close()
+    assert bar.bar.value == 2 and bar.bar.bar_style == "success"
+    monkeypatch.setattr(progress, "in_kernel", lambda: False)
+    out = io.StringIO()
+    text = progress.TextProgress(1, out)
+    text.step("numpy cpu: 1 ms")
+    assert out.getvalue() == "[1/1] numpy cpu: 1 ms\n"
+    assert isinstance(progress.make(1), progress.TextProgress)
+
+
+def test_a_sweep_shows_hostile_labels_as_text():
+    doc = {"scenario": "<b>s</b>", "param": "n", "values": [1, 2],
+           "series": [{"label": "<script>x</script>$\\x1b", "points": [
+               {"value": 1, "median": 1e-3, "low": 9e-4, "high": 1.1e-3, "n": 5, "status": "ok"},
+               {"value": 2, "median": 2e-3, "low": 1.9e-3, "high": 2.1e-3, "n": 5, "status": "ok"}]}]}  # fmt: skip
+    page = api.Sweep(doc)._repr_html_()
+    assert "<script>" not in page and "<b>s" not in page and "&lt;script&gt;" in page
+
+
+def test_to_pandas_without_pandas_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas → ImportError
+    res = api.Results.from_run_results([_result("a", [0.001] * 5)])
+    with pytest.raises(ImportError, match=r"gpuplay\[pandas\]"):
+        res.to_pandas()
+
+
+def test_an_interrupt_through_the_engine_process_keeps_what_finished():
+    """The real path: a script (or kernel) measuring through the engine process gets SIGINT while
+    the second measurement runs; the engine stops it, the first comes back."""
+    import os
+    import signal
+
+    code = textwrap.dedent("""
+        import sys, warnings, gpuplay
+        warnings.simplefilter("ignore")
+        res = gpuplay.compare("matmul", backends=["numpy", "torch"], preset="quick", budget_s=1.0)
+        print("RESULT", len(res), res.interrupted, res[0].backend if len(res) else None, flush=True)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)  # fmt: skip
+    try:
+        first = proc.stderr.readline()  # "[1/2] matmul numpy cpu float32: …": the baseline finished
+        assert first.startswith("[1/2]"), first
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "RESULT 1 True numpy" in out
+
+
+def test_a_sweep_without_matplotlib_shows_a_text_chart(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    doc = {"scenario": "s", "param": "n", "values": [1, 2],
+           "series": [{"label": "numpy cpu float32", "points": [
+               {"value": 1, "median": 1e-3, "n": 5, "status": "ok"},
+               {"value": 2, "median": 4e-3, "n": 5, "status": "ok"}]}]}  # fmt: skip
+    page = api.Sweep(doc)._repr_html_()
+    assert "<img" not in page and "<pre>" in page and "█" in page
+    with pytest.raises(ImportError, match=r"gpuplay\[notebook\]"):
+        api.Sweep(doc).plot()
+
+
+def test_a_failing_step_raises_measurement_error_with_its_result(tmp_path):
+    code = tmp_path / "boom.py"
+    code.write_text(
+        textwrap.dedent("""
+        def inputs(rng, n=16):
+            return rng.standard_normal(n)
+        def step(xp, x):
+            raise RuntimeError("boom \\x1b[2J")
+    """)
+    )
+    with pytest.raises(api.MeasurementError, match="boom") as info:
+        gpuplay.run(str(code), budget_s=0.05)
+    assert info.value.result.status == "failed" and "\x1b" not in str(info.value)
