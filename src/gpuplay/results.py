@@ -208,7 +208,9 @@ def _pandas() -> Any:
     try:
         import pandas
     except ImportError:
-        raise ImportError("to_pandas() needs pandas: pip install pandas (from a checkout: pip install -e '.[pandas]')") from None
+        raise ImportError(
+            "to_pandas() needs pandas: pip install pandas (from a checkout: pip install -e '.[pandas]')"
+        ) from None
     return pandas
 
 
@@ -401,7 +403,9 @@ class Sweep:
         try:
             import matplotlib.pyplot as plt
         except ImportError:
-            raise ImportError("plot() needs matplotlib: pip install matplotlib (from a checkout: pip install -e '.[notebook]')") from None
+            raise ImportError(
+                "plot() needs matplotlib: pip install matplotlib (from a checkout: pip install -e '.[notebook]')"
+            ) from None
         fig = None
         if ax is None:
             fig, ax = plt.subplots(figsize=(6.4, 4.0))

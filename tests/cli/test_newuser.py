@@ -283,7 +283,9 @@ def test_no_text_tells_a_user_to_install_gpuplay_from_the_index():
     readme = (checkout / "README.md").read_text()
     bare = r"(?:pip|pipx|uv tool|uv pip) install (?:--\S+ )*['\"]?gpuplay\b"
     docs = [readme, *(p.read_text() for p in (checkout / "docs").glob("*.md"))]
-    bad += [line for text in docs for line in text.splitlines() if re.search(bare, line) or "gpuplay[" in line]
+    bad += [
+        line for text in docs for line in text.splitlines() if re.search(bare, line) or "gpuplay[" in line
+    ]
     assert not bad, "\n".join(bad)
     assert "uv tool install ./dist/gpuplay-" in readme and "pipx install ./dist/gpuplay-" in readme
     assert "scripts/check-wheel" in (checkout / ".ci" / "run").read_text()

@@ -51,8 +51,10 @@ def _console(stderr: bool = False) -> Any:
     # Piped or redirected: Rich pads every table line to the table's width; a file or `| cat`
     # then carries trailing spaces on every line (diffs and `grep ' $'` see them). Trim them.
     import sys
+    from typing import IO, cast
 
-    trimmed = TrimmedLines(sys.stderr if stderr else sys.stdout)
+    # A text stream by duck typing (write, flush, isatty, the stream's own encoding and fileno).
+    trimmed = cast(IO[str], TrimmedLines(sys.stderr if stderr else sys.stdout))
     if os.environ.get("COLUMNS"):
         return Console(file=trimmed)
     return Console(file=trimmed, width=PIPED_TABLE_WIDTH, soft_wrap=True)

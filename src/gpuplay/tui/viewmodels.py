@@ -276,7 +276,8 @@ def fit_columns(cells: list[dict[str, str]], width: int) -> list[tuple[str, int]
     def fixed(names: list[str]) -> int:
         return sum(natural[n] + CELL_PADDING for n in names if n != "configuration") + CELL_PADDING
 
-    order, kept, essential = COMPARE_COLUMNS, COMPARE_KEPT, COMPARE_ESSENTIAL
+    order: tuple[str, ...] = COMPARE_COLUMNS
+    kept, essential = COMPARE_KEPT, COMPARE_ESSENTIAL
     if len({c["scenario"] for c in cells}) <= 1:
         # One scenario and size for every row: the column tells rows nothing (the chart's title
         # names it), so it goes last and the configuration keeps the room.
