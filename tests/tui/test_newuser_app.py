@@ -136,3 +136,28 @@ async def test_compare_at_80x24_keeps_what_each_row_is_of(tmp_path):
         assert "scenario" in view.columns, view.columns
         screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
         assert "1024² matmul" in screen and "384² svd" in screen
+
+
+async def test_the_compare_chart_names_what_it_has_no_measurement_of(tmp_path):
+    """After switching scenario the chart said "no finished measurement of this scenario yet"
+    above five finished rows (issue 39): it names the scenario and accounts for the rows."""
+    from gpuplay.tui.widgets import CompareChart
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        feed(app)  # two finished matmul rows
+        await pilot.press("2")
+        await pilot.pause()
+        # The view as the tab draws it when the scenario on screen (svd) has no finished row yet
+        # (the switch starts its measurement; here the rows stay those of matmul).
+        from gpuplay.core.compare import attach_baselines
+        from gpuplay.tui.widgets import CompareView
+
+        app.query_one(CompareView).show(attach_baselines(app.session.results), ("svd", "32×32"))
+        await pilot.pause()
+        assert app.query_one(CompareChart).size.height > 0
+        import html
+
+        screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        assert "no finished svd 32×32 yet · the 2 rows above are of others" in screen
