@@ -161,3 +161,22 @@ async def test_the_compare_chart_names_what_it_has_no_measurement_of(tmp_path):
 
         screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
         assert "no finished svd 32×32 yet · the 2 rows above are of others" in screen
+
+
+async def test_a_refused_talk_step_says_why_under_its_digits(tmp_path):
+    """A step refused here showed a bare grey block (issue 39): its reason is under the digits."""
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.tui.presenter import PresenterApp
+    from tests.tui.test_presenter import deck_of, text
+
+    scenarios = load_scenarios([tiny_scenarios(tmp_path / "sc")])
+    app = PresenterApp(deck_of(scenarios), remember=False, autostart=False)
+    async with app.run_test(size=(200, 56)) as pilot:
+        await pilot.press("pagedown")
+        spec = app.deck.steps[1].spec
+        app.failed[spec] = RunResult(spec, status="refused", message="no CUDA device here")
+        app.refresh_figures()
+        await pilot.pause()
+        note = " ".join(text(app, "#speedup-note").split())
+        assert "refused here: no CUDA device here" in note, note

@@ -701,6 +701,12 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
         if fig is not None and fig.source != "unavailable":
             label.append("\n")
             label.append(visible(fig.tag, one_line=True), style="italic")
+        elif fig is not None and fig.detail:
+            # A step that cannot run here says why under its grey digits, where the figure would
+            # be read (it was a bare grey block; the reason only in the smaller line below).
+            why = fig.detail.split(" · ")[0]
+            label = Text(visible(why, one_line=True), style=f"bold {_theme_colour(self.screen, '$warning')}")
+            label.append("\nno figure for this step here", style="italic")
         note.update(label)
         note.set_class(
             fig is not None and fig.origin == "recorded" and fig.source != "unavailable", "recorded"
