@@ -26,6 +26,7 @@ TINY = {
     "sparse": ("sparse", "n = 64\ndensity = 0.05"),
     "sparse_dense": ("sparse", 'n = 64\ndensity = 0.05\nformat = "dense"'),
     "scan": ("scan", "n = 20000"),
+    "dataloader": ("dataloader", "batch = 4\nsize = 32"),
 }
 
 

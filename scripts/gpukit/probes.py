@@ -6,6 +6,8 @@ rawkernel a CuPy RawKernel compiled by NVRTC and checked
 compile   a torch.compile smoke test on cuda, checked
 parity    gpuplay's median against triton's do_bench / cupyx's benchmark on the same step
 overhead  an empty step through gpuplay's runner against do_bench of a no-op
+gpm       GPM activity over a bf16 matmul (tensor cores busy) and an element-wise add (DRAM busy,
+          tensor cores idle), each bracketed by gpuplay's RunTelemetry as a run's timed steps are
 """
 
 from __future__ import annotations
@@ -345,6 +347,31 @@ def probe_overhead(code_file: str) -> dict[str, Any]:
     }
 
 
+def probe_gpm(device: str = "cuda:0", seconds: float = 2.0) -> dict[str, Any]:
+    """What GPM said about two kernels whose hardware use is known: a bf16 matmul and an add."""
+    import torch
+
+    from gpuplay.core.telemetry import RunTelemetry
+
+    def window(step: Any) -> dict[str, Any]:
+        tele = RunTelemetry()
+        token = tele.begin(device)
+        t_end = time.monotonic() + seconds
+        while time.monotonic() < t_end:
+            for _ in range(20):
+                step()
+            torch.cuda.synchronize(device)
+        gpu = tele.end(token).get("gpu") or {}
+        return gpu.get("activity") or {"reason": "no GPU telemetry for this device"}
+
+    n = 8192
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    x = torch.randn(2**28, device=device)
+    y = torch.randn(2**28, device=device)
+    return {"device": device, "matmul_bf16": window(lambda: a @ b), "add_fp32": window(lambda: x + y)}
+
+
 def main(argv: list[str]) -> int:
     name, args = argv[0], argv[1:]
     try:
@@ -359,6 +386,8 @@ def main(argv: list[str]) -> int:
             out = probe_parity(scenarios, backend, dtype, preset, float(budget), device)
         elif name == "overhead":
             out = probe_overhead(args[0])
+        elif name == "gpm":
+            out = probe_gpm(*args[:1])
         else:
             out = {"error": f"no probe {name!r}"}
     except Exception as exc:

@@ -243,6 +243,7 @@ def stage_env(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -> 
                 st.data[name] = res
                 st.check(label, bool(res.get("ok")), res.get("error") or json.dumps(res)[:200])
         st.step("ncu", lambda: _ncu(st), need=30)
+        st.step("GPM activity", lambda: gpm_env(st), need=30)
     else:
         st.check("CuPy RawKernel, torch.compile, ncu", None, "need a CUDA GPU")
     st.flush()
@@ -607,8 +608,40 @@ def stage_app(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, dri
             len(samples) == 20 and mon.get("rc") == 0,
             f"{len(samples)} samples, GPUs {'seen' if has_gpu else 'not seen'}",
         )
+        gpm_app(st, samples)
     st.flush()
     return st.status
+
+
+# -- GPM (issue 37): SM, tensor-core and DRAM activity from NVML's GPM counters ----------------
+def gpm_env(st: Stage) -> None:
+    """A bf16 matmul must keep the tensor cores busy and an add must not; n/a with GPM's reason
+    on a GPU without GPM (pre-Hopper, MIG without support, an older driver)."""
+    r = proc.python([PROBES, "gpm", "cuda:0"], st.deadline.give(120))
+    res = last_json(r.get("stdout", "")) or {"error": _brief(r)}
+    st.data["gpm"] = res
+    mm, add = res.get("matmul_bf16") or {}, res.get("add_fp32") or {}
+    reason = res.get("error") or mm.get("reason") or add.get("reason")
+    if reason:
+        st.check("GPM: bf16 matmul on the tensor cores, add on DRAM", None if mm.get("reason") else False, reason)
+        return
+    st.check("GPM: bf16 matmul keeps the tensor cores busy (> 30 %)", (mm.get("tensor_active") or 0) > 30,
+             json.dumps(mm)[:300])  # fmt: skip
+    st.check("GPM: an add uses DRAM (> 30 %) and no tensor core (< 5 %)",
+             (add.get("dram_active") or 0) > 30 and (add.get("tensor_active") or 0) < 5, json.dumps(add)[:300])  # fmt: skip
+
+
+def gpm_app(st: Stage, samples: list[dict[str, Any]]) -> None:
+    """`gpuplay monitor` carries each GPU's GPM figures or the reason there are none."""
+    gpus = [g for s in samples[1:] for g in s.get("gpus") or []]
+    if not gpus:
+        st.check("gpuplay monitor: GPM per GPU", None, "no GPU in the samples")
+        return
+    acts = [g.get("activity") or {} for g in gpus]
+    with_figures = sum(1 for a in acts if a.get("sm_active") is not None)
+    reasons = sorted({str(a.get("reason")) for a in acts if a.get("reason")})
+    st.check("gpuplay monitor: GPM per GPU (figures or a reason)", all(acts),
+             f"{with_figures}/{len(acts)} readings with figures; {'; '.join(reasons)[:200]}")  # fmt: skip
 
 
 NVML_FIELDS = ("util_gpu", "mem_used", "power_w", "temp_c", "sm_clock_mhz")

@@ -58,7 +58,10 @@ def test_option_mistakes_are_usage_errors(tmp_path):
     r = CliRunner().invoke(main, ["demo", str(deck), "--replay", str(bad)])
     assert r.exit_code == 2 and "not a gpuplay deck recording" in r.output
     r = CliRunner().invoke(main, ["demo", "no-such-deck"])
-    assert r.exit_code == 2 and "shipped decks: gpu-pays-off, numpy-to-gpu, the-7633x-question" in r.output
+    assert (
+        r.exit_code == 2
+        and "shipped decks: gpu-pays-off, inference-runtimes, numpy-to-gpu, the-7633x-question" in r.output
+    )
 
 
 def test_a_deck_with_a_non_finite_budget_is_a_usage_error(tmp_path):

@@ -335,7 +335,8 @@ def _fake_python(argv, timeout, **kw):
     if argv[0] == "-m" and argv[1] == "gpuplay":
         cmd = argv[2]
         if cmd == "monitor":
-            line = json.dumps({"gpus": [{"index": 0, "power_w": 70.0}], "host": {}})
+            gpu = {"index": 0, "power_w": 70.0, "activity": {"sm_active": 3.0, "tensor_active": 0.0}}
+            line = json.dumps({"gpus": [gpu], "host": {}})
             return _ok("\n".join([line] * 20))
         if cmd == "demo":
             Path(argv[argv.index("--out") + 1]).write_text('{"steps": []}')
@@ -352,6 +353,10 @@ def _fake_python(argv, timeout, **kw):
         "rawkernel": {"ok": True},
         "compile": {"ok": True, "cold_compile_s": 9.0},
         "overhead": {"overhead_us": 3.2, "gpuplay_empty_step_us": 9.0, "do_bench_noop_us": 5.8},
+        "gpm": {
+            "matmul_bf16": {"tensor_active": 71.0},
+            "add_fp32": {"dram_active": 80.0, "tensor_active": 0.0},
+        },
         "parity": {
             "rows": [
                 {

@@ -46,6 +46,7 @@ PERVASIVE = {
     "mode": "an ordinary word (inference's autograd mode)",
     "op": "an ordinary word (transfers' operation)",
     "format": "str.format and the export formats",
+    "runtime": "an ordinary word (CUDA runtime, an inference runtime's own package core/runtimes/)",
 }
 
 
@@ -123,7 +124,9 @@ def test_every_live_lever_has_a_binding_with_its_name_as_id() -> None:
 
 def test_variants_are_generated_for_compare_and_sweep() -> None:
     expected = {"base": {}, "amp-bf16": {"amp": "bf16"}, "amp-fp16": {"amp": "fp16"},
-                "compile": {"compile": "default"}, "tf32": {"tf32": True}, "graphs": {"cuda_graphs": True}}  # fmt: skip
+                "compile": {"compile": "default"}, "tf32": {"tf32": True}, "graphs": {"cuda_graphs": True},
+                "torchscript": {"runtime": "torchscript"}, "onnxruntime": {"runtime": "onnxruntime"},
+                "tensorrt": {"runtime": "tensorrt"}}  # fmt: skip
     assert COMPARE_VARIANTS == SWEEP_VARIANTS == expected
 
 

@@ -19,7 +19,7 @@ n = 64
 def test_all_builtin_scenarios_load_with_quick_and_published_presets():
     sset = load_scenarios()
     assert not sset.errors
-    assert len(sset.scenarios) == 21
+    assert len(sset.scenarios) == 22
     for sc in sset.scenarios.values():
         assert {"quick", "published"} <= set(sc.presets), sc.name
         sc.preset_params("quick")

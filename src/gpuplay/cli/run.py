@@ -65,9 +65,15 @@ def run(
     FILE.py defines step(xp, *arrays) and inputs(rng, **params); it runs with your
     rights, like `python FILE.py` (see docs/your-code.md).
     """
+    from gpuplay.core.engine.client import start_engine_early
+
+    # The engine's interpreter and imports overlap the scenarios' loading and the planning below.
+    needs = (kw.get("backend") or "numpy", *(("numpy",) if baseline else ()))
+    start_engine_early(needs)
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.engine import measure as run_spec
     from gpuplay.core.scenarios import spec_for
+    from gpuplay.core.workloads import get_workload
 
     try:
         sc = _code_scenario(scenario)
@@ -76,6 +82,7 @@ def run(
                 scenario
             )
         spec, size = spec_for(sc, preset, parse_assignments(sizes), **pop_spec_fields(kw))
+        spec = _needed_backend(spec, get_workload(spec.workload).needs_backend(spec.params))
     except (KeyError, ValueError, SpecError) as exc:
         raise click.UsageError(message(exc)) from None
     err = stderr_console()
@@ -84,7 +91,7 @@ def run(
     from gpuplay.core.planner import check
     from gpuplay.core.result import RunResult
 
-    adopt_shared_probe(30.0, final=spec.backend == "cupy")  # the engine starts importing torch now
+    adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=needs)
     verdict = check(spec, probe_timeout=30.0)
     if isinstance(verdict, Refusal):
         results = [RunResult(spec=spec, status="refused", message=str(verdict), size=size)]
@@ -135,6 +142,22 @@ def run(
     from gpuplay.cli.exitcodes import exit_if_checks_failed
 
     exit_if_checks_failed(results, err)
+
+
+def _needed_backend(spec: Any, needed: str | None) -> Any:
+    """The backend the parameters need (an exported torch model, torch's DataLoader) when -b was
+    not given; said on stderr. An explicit -b stays, and the planner says why it cannot run."""
+    ctx = click.get_current_context()
+    if (
+        needed is None
+        or spec.backend == needed
+        or ctx.get_parameter_source("backend") != click.core.ParameterSource.DEFAULT
+    ):
+        return spec
+    stderr_console().print(
+        f"backend {needed}: these parameters run on {needed}", highlight=False, markup=False
+    )
+    return spec.replace(backend=needed)
 
 
 def _code_scenario(arg: str) -> Any:

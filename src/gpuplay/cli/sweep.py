@@ -92,6 +92,9 @@ def sweep(
     from gpuplay.core.sweep import VARIANTS, SweepError, parse_over, plan_sweep, sweep_values
 
     chosen = _names(backends, BACKENDS, "--backends")
+    from gpuplay.core.engine.client import start_engine_early
+
+    start_engine_early(("numpy", *chosen))  # overlaps loading the scenarios and planning
     devs = _names(devices, None, "--devices")
     dts = _names(dtypes, DTYPES, "--dtypes")
     vs = _names(variants, tuple(VARIANTS), "--variants")
@@ -103,7 +106,8 @@ def sweep(
         values = sweep_values(sc, param, text)
         from gpuplay.core.engine.client import adopt_shared_probe
 
-        adopt_shared_probe(30.0, final="cupy" in chosen or any(d != "cpu" for d in devs))
+        adopt_shared_probe(30.0, final="cupy" in chosen or any(d != "cpu" for d in devs),
+                           backends=("numpy", *chosen))  # fmt: skip
         plan = plan_sweep(sc, param, values, chosen, devs, preset=preset, dtypes=dts, variants=vs,
                           transfers=transfers, budget_s=budget, warmup=warmup, threads=threads,
                           max_step_s=max_step)  # fmt: skip

@@ -5,16 +5,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpuplay.core import levers
 from gpuplay.core.backends import get_backend
 from gpuplay.core.planner import check, compute_dtype
 from gpuplay.core.result import RunResult
-from gpuplay.core.runner import TelemetryWindow
 from gpuplay.core.scenarios import Scenario
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.stats import PairedSpeedup
 from gpuplay.core.workloads import get_workload
+
+if TYPE_CHECKING:  # the runner measures in the engine: a front end that compares never imports it
+    from gpuplay.core.runner import TelemetryWindow
 
 # Levers a compare can add on top of each torch configuration.
 VARIANTS: dict[str, dict[str, object]] = levers.variants()  # generated from core/levers.py
@@ -24,12 +27,14 @@ def baseline_spec(spec: RunSpec) -> RunSpec:
     """NumPy on the CPU, same workload and size; same dtype where NumPy can, else float32."""
     dtype = spec.dtype
     workload = get_workload(spec.workload)
-    params = workload.resolve(spec.params)
-    if dtype == "bfloat16" or workload.unsupported("numpy", "cpu", dtype, params):
-        dtype = "float32"
     p = dict(spec.params)
     if "method" in p:
         p["method"] = "auto"  # NumPy has only finite differences
+    if p.get("runtime", "eager") != "eager":
+        p["runtime"] = "eager"  # NumPy runs the forward pass by hand: no exported model to run
+    params = workload.resolve(p)
+    if dtype == "bfloat16" or workload.unsupported("numpy", "cpu", dtype, params):
+        dtype = "float32"
     return RunSpec.make(
         spec.workload,
         p,
@@ -153,11 +158,15 @@ def plan_compare(
             ids = [d.id for d in devs] if avail.ok else ["cuda:0" if b == "cupy" else "cpu"]
             for dev in ids:
                 for v in variants if b == "torch" else ("base",):
+                    split = levers.split_variant(v, sc.workload)
+                    if split is None:  # a parameter variant of other workloads (runtime: inference)
+                        continue
+                    fields, extra = split
                     methods: list[str | None] = [None]
                     if sc.workload == "autograd" and b == "torch" and params.get("method") == "auto":
                         methods = ["autograd", "fd"]  # device and algorithm told apart
                     for method in methods:
-                        p = dict(params) if method is None else {**params, "method": method}
+                        p = {**params, **extra} if method is None else {**params, **extra, "method": method}
                         spec = RunSpec.make(
                             sc.workload,
                             p,
@@ -165,7 +174,7 @@ def plan_compare(
                             backend=b,
                             device=dev,
                             dtype=dtype,
-                            **VARIANTS[v],
+                            **fields,
                             **spec_kw,
                         )
                         verdict = check(spec, probe_timeout)

@@ -139,6 +139,8 @@ def _after_backend(spec: RunSpec) -> dict[str, Any]:
         kw["dtype"] = "float32"
     if spec.params.get("method") == "autograd" and spec.backend != "torch":
         kw["params"] = {**spec.params, "method": "auto"}
+    if spec.params.get("runtime", "eager") != "eager" and spec.backend != "torch":
+        kw["params"] = {**kw.get("params", spec.params), "runtime": "eager"}  # runtimes take a torch model
     return kw
 
 
@@ -168,11 +170,18 @@ def _after_graphs(spec: RunSpec) -> dict[str, Any]:
     return {"compile": "default"} if spec.cuda_graphs and spec.compile == "reduce-overhead" else {}
 
 
+def _after_runtime(spec: RunSpec) -> dict[str, Any]:
+    # a runtime other than eager takes the torch.nn model: on NumPy or CuPy there is none
+    if spec.params.get("runtime", "eager") == "eager" or spec.backend == "torch":
+        return {}
+    return {"backend": "torch", **({"device": "cpu"} if spec.device == "mps" else {})}
+
+
 LEVERS: tuple[Lever, ...] = (
     # -- where and in what precision -------------------------------------------------------
     Lever("backend", str, "numpy", "Array library.", choices=BACKENDS, short="-b", key="b",
           adjust=_after_backend, refused_by="planner.device_refusal"),
-    Lever("device", str, "cpu", "cpu, cuda, cuda:N or mps.", short="-d", key="d",
+    Lever("device", str, "cpu", "cpu, cuda, cuda:N (NVIDIA, or AMD on ROCm), xpu:N (Intel) or mps.", short="-d", key="d",
           adjust=_after_device, refused_by="planner.device_refusal"),
     Lever("dtype", str, "float32", "Element type of the inputs.", choices=DTYPES, key="t",
           adjust=_after_dtype, refused_by="planner.assess (bfloat16, workload.unsupported)"),
@@ -223,6 +232,15 @@ LEVERS: tuple[Lever, ...] = (
           workloads=("attention",), refused_by="workloads.attention.unsupported"),
     Lever("mode", str, None, "torch autograd mode.", title="inference mode", key="m", shown=False,
           workloads=("inference",)),
+    Lever("runtime", str, None, "Who runs the model: eager, torchscript, onnxruntime, tensorrt (build time apart).",
+          title="runtime", key="u", shown=False, workloads=("inference",),
+          variants=(("torchscript", "torchscript"), ("onnxruntime", "onnxruntime"), ("tensorrt", "tensorrt")),
+          adjust=_after_runtime, refused_by="workloads.inference.runtime_refusal (core/runtimes)"),
+    Lever("workers", int, None, "DataLoader worker processes (0: decode in the step).", title="loader workers",
+          live_values=(0, 2, 4), key="w", shown=False, workloads=("dataloader",),
+          refused_by="workloads.dataloader.unsupported (bounded by the cores)"),
+    Lever("pin", str, None, "Pinned host memory for the batch.", title="pin memory", key="j", shown=False,
+          workloads=("dataloader",), refused_by="workloads.dataloader.unsupported (an accelerator only)"),
     Lever("op", str, None, "Transfer operation.", title="transfer op", key="o", shown=False,
           workloads=("transfers",), refused_by="workloads.transfers.unsupported"),
     Lever("density", float, None, "Fraction of non-zero entries.", title="density",
@@ -262,6 +280,19 @@ def variants() -> dict[str, dict[str, object]]:
         for name, value in lv.variants:
             out[name] = {lv.name: value}
     return out
+
+
+def split_variant(name: str, workload: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """A variant as (RunSpec fields, workload parameters); None where it is a parameter of other
+    workloads (the `runtime` variants mean something for inference only)."""
+    fields: dict[str, Any] = {}
+    params: dict[str, Any] = {}
+    for lever_name, value in variants()[name].items():
+        lv = BY_NAME[lever_name]
+        if lv.is_param and workload not in lv.workloads:
+            return None
+        (params if lv.is_param else fields)[lever_name] = value
+    return fields, params
 
 
 def shared_with_baseline(spec: RunSpec) -> dict[str, Any]:

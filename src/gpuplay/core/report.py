@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from gpuplay.core import levers
 from gpuplay.core.backends.oom import fmt_bytes
 from gpuplay.core.compare import Row
 from gpuplay.core.energy import energy_of
+from gpuplay.core.hw import nvidia as gpm
 from gpuplay.core.result import RunResult
 from gpuplay.core.roofline import roof_cell, roof_text
 from gpuplay.core.safetext import visible
@@ -138,6 +140,35 @@ def roof_markdown(roof: dict[str, Any]) -> str:
     return f"{roof_text(roof)} (AI {roof['intensity_flop_per_byte']:.3g} FLOP/B{ridge})"
 
 
+def split_note(split: dict[str, list[float]]) -> str:
+    """Where a step's time went (median per step of each phase), and the loader's verdict."""
+    med = {k: statistics.median(v) for k, v in split.items() if v}
+    total = sum(med.values())
+    if not total:
+        return "split: nothing recorded"
+    words = {"data_wait_s": "data wait", "h2d_s": "h2d", "model_s": "model"}
+    parts = [f"{words.get(k, k)} {fmt_time(v)} ({100 * v / total:.0f} %)" for k, v in med.items()]
+    wait = med.get("data_wait_s", 0.0) / total
+    verdict = (
+        f"; the model is idle {100 * wait:.0f} % of the step: the loader is the bottleneck"
+        if wait > 0.5
+        else ""
+    )
+    return "split: " + ", ".join(parts) + verdict
+
+
+def setup_notes(r: RunResult) -> list[str]:
+    """What was paid once, outside the steps (a compile, a runtime's build), and the step's split."""
+    notes = []
+    if r.compile_s is not None:
+        notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
+    if r.build_s is not None:
+        notes.append(f"{r.conditions.get('runtime', 'runtime')} build {fmt_time(r.build_s)} (excluded)")
+    if r.split:
+        notes.append(split_note(r.split))
+    return notes
+
+
 def row_cells(row: Row, noise: bool = True) -> list[str]:
     """The cells of COLUMNS; `noise=False` leaves the noise warnings out of the notes (the
     terminal prints them apart, in colour)."""
@@ -147,9 +178,8 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     notes = list(row.warnings)
     if r.status != "ok":
         notes.insert(0, f"{r.status}: {r.message}")
-    if r.compile_s is not None:
-        notes.append(f"compile {fmt_time(r.compile_s)} (excluded)")
-    shown = ("torch.compile failed", "AMP:", "the result holds", "kernels per step", "accuracy:", "INT8:",
+    notes.extend(setup_notes(r))
+    shown = ("runtime:", "torch.compile failed", "AMP:", "the result holds", "kernels per step", "accuracy:", "INT8:",
              "allocation-bound", "allocation mode could flip", "cold allocation",
              "float16 ", "bfloat16 ")  # fmt: skip
     # ("float16 is emulated and slow on this CPU: …": core/halfprec's note on a CPU half-precision run.)
@@ -165,6 +195,9 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     energy = energy_of(r.telemetry)
     if energy is not None and energy.status == "ok":
         notes.append(energy.text())
+    activity = gpm.summary(gpu_activity(r.telemetry))
+    if activity:
+        notes.append(f"GPM: {activity} during the timed steps")
     peak = peak_memory_text(r)
     if peak:
         notes.append(peak)
@@ -225,6 +258,7 @@ def to_csv(rows: Sequence[Row]) -> str:
             "mean_s",
             "n",
             "compile_s",
+            "build_s",
             "gflops",
             "gbps",
             "speedup_vs_numpy_cpu",
@@ -248,6 +282,8 @@ def to_csv(rows: Sequence[Row]) -> str:
             "gflop_per_j",
             "energy_status",
             "energy_scope",
+            *GPM_COLUMNS,
+            "gpm_note",
             "peak_memory_bytes",
             "unstable",
             "other_cpu_cores",
@@ -277,6 +313,7 @@ def to_csv(rows: Sequence[Row]) -> str:
                 ),
                 s.n if s else 0,
                 r.compile_s if r.compile_s is not None else "",
+                r.build_s if r.build_s is not None else "",
                 r.gflops if r.gflops is not None else "",
                 r.gbps if r.gbps is not None else "",
                 row.speedup if row.speedup is not None else "",
@@ -301,6 +338,7 @@ def to_csv(rows: Sequence[Row]) -> str:
                     )
                 ),
                 *_energy_cells(r.telemetry),
+                *_gpm_cells(r.telemetry),
                 r.peak_memory["bytes"] if r.peak_memory else "",
                 r.unstable,
                 host_noise.get("other_cores", ""),
@@ -328,6 +366,31 @@ def _with_derived(lever_cells: list[Any], device_name: Any, compute_dtype: Any) 
     cells.insert(columns.index("dtype") + 1, compute_dtype)
     cells.insert(columns.index("device") + 1, device_name)  # before dtype: its index still holds
     return cells
+
+
+# GPM's averages over the timed window (core/hw/nvidia.py), one CSV column each.
+GPM_KEYS = (
+    "sm_active",
+    "sm_occupancy",
+    "tensor_active",
+    "hmma_active",
+    "imma_active",
+    "dmma_active",
+    "dram_active",
+)
+GPM_COLUMNS = tuple(f"{k}_pct" for k in GPM_KEYS)
+
+
+def gpu_activity(telemetry: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's GPM figures or {"reason": …}; None for a run with no GPU telemetry."""
+    activity = (telemetry.get("gpu") or {}).get("activity")
+    return activity if isinstance(activity, dict) else None
+
+
+def _gpm_cells(telemetry: dict[str, Any]) -> list[Any]:
+    a = gpu_activity(telemetry) or {}
+    cells = [gpm.bounded(k, a.get(k)) for k in GPM_KEYS]
+    return [*("" if v is None else round(v, 1) for v in cells), str(a.get("reason") or "")]
 
 
 def peak_memory_text(r: RunResult) -> str:
@@ -374,6 +437,7 @@ def to_json(rows: Sequence[Row], **meta: Any) -> str:
                 "baseline": row.baseline.spec.label() if row.baseline else None,
                 "warnings": row.warnings,
                 **_energy_fields(row.result.telemetry),
+                "gpu_activity": gpu_activity(row.result.telemetry),
             }
             for row in rows
         ],

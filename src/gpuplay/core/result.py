@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,8 @@ class RunResult:
     warmup: list[float] = field(default_factory=list)
     setup_s: float | None = None
     compile_s: float | None = None
+    build_s: float | None = None  # an inference runtime's export/build (gpuplay.core.runtimes), excluded
+    split: dict[str, list[float]] = field(default_factory=dict)  # per-step phases: data wait, h2d, model
     estimate_s: float | None = None  # predicted step time before running
     flops: float = 0.0
     bytes: float = 0.0
@@ -38,9 +41,18 @@ class RunResult:
     started: str = ""
     finished: str = ""
 
+    # The last summary and the samples it was computed from: a result is read many times (median,
+    # GFLOP/s, GB/s, the log line, the table) and sorting 25,000 samples costs ~10 ms each time.
+    _summary_of: tuple[tuple[float, ...], Summary | None] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
     @property
     def summary(self) -> Summary | None:
-        return summarize(self.samples)
+        key = tuple(self.samples)  # the samples may still grow (a live run): the cache checks them
+        if self._summary_of is None or self._summary_of[0] != key:
+            self._summary_of = (key, summarize(key))
+        return self._summary_of[1]
 
     @property
     def median(self) -> float | None:
@@ -124,6 +136,8 @@ class RunResult:
             "warmup_s": self.warmup,
             "setup_s": self.setup_s,
             "compile_s": self.compile_s,
+            "build_s": self.build_s,
+            "split": split_summary(self.split),
             "estimate_s": self.estimate_s,
             "flops": self.flops,
             "bytes": self.bytes,
@@ -158,6 +172,8 @@ class RunResult:
             warmup=list(d.get("warmup_s") or []),
             setup_s=d.get("setup_s"),
             compile_s=d.get("compile_s"),
+            build_s=_seconds_of(d.get("build_s")),
+            split=split_from_dict(d.get("split")),
             estimate_s=d.get("estimate_s"),
             flops=d.get("flops") or 0.0,
             bytes=d.get("bytes") or 0.0,
@@ -174,6 +190,34 @@ class RunResult:
             started=d.get("started", ""),
             finished=d.get("finished", ""),
         )
+
+
+def split_summary(split: dict[str, list[float]]) -> dict[str, Any] | None:
+    """Each phase's median seconds per step beside its per-step values (`per_step`)."""
+    if not split:
+        return None
+    out: dict[str, Any] = {k: float(statistics.median(v)) if v else None for k, v in split.items()}
+    out["per_step"] = {k: list(v) for k, v in split.items()}
+    return out
+
+
+def _seconds_of(x: Any) -> float | None:
+    """A duration read back from a file: a finite, non-negative number under a day, or None."""
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or not 0 <= x < 86_400:
+        return None
+    return float(x)
+
+
+def split_from_dict(d: Any) -> dict[str, list[float]]:
+    """The per-step phases back from a result's JSON; anything not a list of finite numbers is dropped."""
+    per_step = d.get("per_step") if isinstance(d, dict) else None
+    if not isinstance(per_step, dict):
+        return {}
+    return {
+        str(k)[:40]: [float(x) for x in v if _seconds_of(x) is not None]
+        for k, v in per_step.items()
+        if isinstance(v, list)
+    }
 
 
 def peak_memory_of(d: Any) -> dict[str, Any] | None:

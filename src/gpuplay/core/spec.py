@@ -77,8 +77,13 @@ class RunSpec:
     def validate(self) -> None:
         """Reject values no backend could interpret. Combination checks live in `plan`."""
         self._check_choices()
-        if not (self.device == "cpu" or self.device == "mps" or _is_cuda_device(self.device)):
-            raise SpecError(f"device must be cpu, cuda, cuda:N or mps; got {self.device!r}")
+        if not (
+            self.device == "cpu"
+            or self.device == "mps"
+            or _is_cuda_device(self.device)
+            or _is_xpu_device(self.device)
+        ):
+            raise SpecError(f"device must be cpu, cuda, cuda:N, xpu, xpu:N or mps; got {self.device!r}")
         self._check_counts()
         self._check_bounds()
 
@@ -151,10 +156,18 @@ class RunSpec:
             parts.append("+cold")
         if self.alloc != "warm":
             parts.append(f"+alloc:{self.alloc}")
+        return " ".join(parts + self._param_parts())
+
+    def _param_parts(self) -> list[str]:
+        """The workload parameters a label names: an inference runtime, an autograd method."""
+        parts = []
+        runtime = self.params.get("runtime")
+        if runtime and runtime != "eager":  # gpuplay.core.runtimes
+            parts.append(f"+{runtime}")
         method = self.params.get("method")
         if method and method != "auto":
             parts.append(f"({method})")
-        return " ".join(parts)
+        return parts
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -170,6 +183,12 @@ class RunSpec:
         if unknown:
             raise SpecError(f"unknown spec field(s): {', '.join(sorted(unknown))}")
         return cls.make(params=params, **d)
+
+
+def _is_xpu_device(device: str) -> bool:
+    """Intel GPUs through torch.xpu: 'xpu' or 'xpu:N'."""
+    head, sep, idx = device.partition(":")
+    return head == "xpu" and (not sep or idx.isdigit())
 
 
 def _is_cuda_device(device: str) -> bool:

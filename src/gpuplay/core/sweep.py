@@ -333,8 +333,11 @@ def plan_sweep(
     first = {**base, param: checked[0]}
     configurations = _configurations(backends, devices, dtypes, variants, transfers)
     for b, dev, dtype, v, moves in configurations:
-        spec = RunSpec.make(sc.workload, first, scenario=sc.name, backend=b, device=dev,
-                            dtype=dtype, transfers=moves, **VARIANTS[v], **spec_kw)  # fmt: skip
+        split = levers.split_variant(v, sc.workload)
+        if split is None:  # a parameter variant of other workloads (runtime: inference)
+            continue
+        spec = RunSpec.make(sc.workload, {**first, **split[1]}, scenario=sc.name, backend=b, device=dev,
+                            dtype=dtype, transfers=moves, **split[0], **spec_kw)  # fmt: skip
         verdict = check(spec, probe_timeout)
         if isinstance(verdict, Refusal):
             sweep.refused.append((spec.label(), str(verdict)))

@@ -141,7 +141,8 @@ def cycle(spec: RunSpec, field: str, step: int = 1) -> tuple[RunSpec, str | None
 def label(value: Any) -> str:
     if isinstance(value, bool):
         return LABELS[value]
-    return LABELS.get(value, str(value))
+    # only a name has a label: 0 == False to a dict, and a count of 0 is not "off"
+    return LABELS.get(value, value) if isinstance(value, str) else str(value)
 
 
 def live_threads(cores: int) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.backends.compile_watch import CompileFindings, after_first_call, during_timing
 from gpuplay.core.backends.oom import describe_oom
+from gpuplay.core.hw.nvidia import gpm_condition
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import allocation_note, between_steps, cold_probe
@@ -28,6 +29,7 @@ from gpuplay.core.runner.preflight import estimate_step_seconds, memory_shortfal
 from gpuplay.core.runner.steps import prepare_step
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads import relative_error
+from gpuplay.core.workloads.base import SetupReport
 from gpuplay.core.workloads.usercode import UserCodeError
 
 # A step moving this much host memory may be served by mmap and fault its output in: the
@@ -101,6 +103,7 @@ class _Measurement:
         self.on_sample, self.on_phase, self.telemetry = on_sample, on_phase, telemetry
         self.flush: Any = None  # the cold-cache flusher (prepare sets it)
         self.compiled_mark: Any = None  # dynamo's counters after the compile (prepare sets it)
+        self.split: Any = None  # phases the step times itself (a data loader's wait, copy, model)
 
     def phase(self, name: str, detail: str = "") -> None:
         if self.on_phase is not None:
@@ -175,7 +178,18 @@ class _Measurement:
             on_phase=self.phase,
         )
         self.result.setup_s = prepared.setup_s
+        self.take_report(prepared.report)
         return prepared.step
+
+    def take_report(self, report: SetupReport | None) -> None:
+        """What the workload's set-up built (a runtime's export, a loader) into the result."""
+        if report is None:
+            return
+        result = self.result
+        result.build_s = report.build_s
+        result.conditions.update(report.conditions)
+        result.notes.extend(report.notes)
+        self.split = report.split
 
     def warm_up(self, step: Callable[[], Any], timer: StepTimer) -> None:
         """The warm-up loop, after the compile's counters are marked and the cache flusher is made."""
@@ -228,6 +242,8 @@ class _Measurement:
             backend.reset_peak_memory(spec.device)
         token = telemetry.begin(spec.device) if telemetry is not None else None
         faults0 = _minor_faults()
+        if self.split is not None:
+            self.split.reset()  # the warm-up's phases are not the timed steps'
         timed = self.loop(
             step,
             timer,
@@ -238,12 +254,16 @@ class _Measurement:
             max_count=spec.max_repeat,
         )
         faults1 = _minor_faults()
+        if self.split is not None:
+            result.split = self.split.take()
         self.peak_memory()
         if telemetry is not None:
             result.telemetry = telemetry.end(token)
             gpu = result.telemetry.get("gpu")
             if gpu and gpu.get("energy_j") is not None and timed.samples:
                 gpu["energy_per_step_j"] = gpu["energy_j"] / len(timed.samples)
+            if gpu and gpu.get("activity"):  # GPM over the timed steps: the figures, or why none
+                result.conditions["gpu_activity"] = gpm_condition(gpu["activity"])
         result.samples = timed.samples
         if timed.cancelled:
             raise Cancelled

@@ -7,6 +7,7 @@ import functools
 from gpuplay.core.workloads import (
     attention,
     autodiff,
+    dataloader,
     fused,
     inference,
     linalg,
@@ -35,6 +36,7 @@ def registry() -> dict[str, Workload]:
         fused,
         sparse,
         scan,
+        dataloader,
     ):
         for cls in module.WORKLOADS:
             w = cls()

@@ -6,8 +6,8 @@ import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -77,6 +77,25 @@ class Param:
             raise ValueError(f"{self.name} must be >= {self.minimum:g}; got {value!r}")
         if self.maximum is not None and value > self.maximum:
             raise ValueError(f"{self.name} must be <= {self.maximum:g}; got {value!r}")
+
+
+class StepSplit(Protocol):
+    """Phases a step times inside itself (waiting for data, the copy, the model), per step."""
+
+    def reset(self) -> None: ...  # forget what was recorded (before the timed loop)
+
+    def take(self) -> dict[str, list[float]]: ...  # seconds per phase, one entry per step since reset
+
+
+@dataclass(frozen=True)
+class SetupReport:
+    """What a workload's one-off set-up (`prepare`) built and decided, for the result to say."""
+
+    build_s: float | None = None  # an export or engine build, shown apart like compile time
+    built_now: bool = True  # False: reused from an earlier run in this process (not in setup_s)
+    conditions: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    split: StepSplit | None = None
 
 
 class Workload:
@@ -171,6 +190,14 @@ class Workload:
         one, pinned host buffers, a torch.nn model. Default: the inputs as they are.
         """
         return args
+
+    def setup_report(self, args: tuple[Any, ...]) -> SetupReport | None:
+        """What `prepare` built (an exported model, a data loader's processes), from its prepared args."""
+        return None
+
+    def needs_backend(self, p: Mapping[str, Any]) -> str | None:
+        """The one backend these parameters run on (a torch DataLoader, an exported torch model)."""
+        return None
 
     def notes(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> list[str]:
         """What a result of this configuration must say beside its figure (known before running)."""

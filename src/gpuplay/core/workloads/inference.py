@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from gpuplay.core import runtimes
 from gpuplay.core.workloads.attention import attention
-from gpuplay.core.workloads.base import EPS, Param, Workload
+from gpuplay.core.workloads.base import EPS, Param, SetupReport, Workload
 from gpuplay.core.workloads.fused import gelu_ops
 
 INT8_TOLERANCE = 5e-2  # dynamic INT8 activations and weights: ~1e-2 relative error is typical
@@ -89,6 +90,28 @@ def build_torch_model(torch: Any, kind: str, w: Mapping[str, Any]) -> Any:
             return x + self.mlp(self.ln2(x))
 
     return Block()
+
+
+class RuntimeModel:
+    """A runtime's forward pass (gpuplay.core.runtimes) where the step calls `model(x)`."""
+
+    def __init__(self, built: runtimes.Built) -> None:
+        self.built, self.run = built, built.run
+
+    def __call__(self, x: Any) -> Any:
+        return self.run(x)
+
+
+def build_runtime(torch: Any, runtime: str, p: Mapping[str, Any], x: Any) -> RuntimeModel:
+    """The model handed to `runtime` (cached per model, shapes, dtype, device in this engine)."""
+    dtype = str(x.dtype).removeprefix("torch.")
+    device = str(x.device) if x.device.type != "cuda" else f"cuda:{x.device.index or 0}"
+    w = model_weights(p["model"], p["width"], p["heads"])
+
+    def make() -> Any:
+        return build_torch_model(torch, p["model"], w).to(device=x.device, dtype=x.dtype).eval()
+
+    return RuntimeModel(runtimes.build(runtime, (p["model"], p["width"], p["heads"]), make, x, dtype, device))
 
 
 @functools.lru_cache(maxsize=4)
@@ -166,6 +189,13 @@ class Inference(Workload):
         Param("seq", int, 128, "tokens per sequence (block)", minimum=1, maximum=1 << 15),
         Param("width", int, 256, "model width (d_model)", minimum=8, maximum=16384),
         Param("heads", int, 8, "attention heads (block)", minimum=1, maximum=256),
+        Param(
+            "runtime",
+            str,
+            "eager",
+            "who runs the torch model: eager, torchscript, onnxruntime, tensorrt (export/build time apart)",
+            choices=runtimes.RUNTIMES,
+        ),
     )
     amp_eligible = True
     tol_scale = 10.0
@@ -175,6 +205,11 @@ class Inference(Workload):
         if p["model"] == "block" and p["width"] % p["heads"]:
             raise ValueError(f"width must be a multiple of heads; got width={p['width']}, heads={p['heads']}")
         return p
+
+    def scaled(self, p: Mapping[str, Any], factor: float) -> dict[str, Any]:
+        # The step-cost probes run the eager model as the runtime's stand-in: a probe of its own
+        # would export and build the model again at each probe size (seconds each, thrown away).
+        return {**super().scaled(p, factor), "runtime": "eager"}
 
     def size_label(self, p: Mapping[str, Any]) -> str:
         if p["model"] == "mlp":
@@ -191,6 +226,8 @@ class Inference(Workload):
         return mlp_forward if p["model"] == "mlp" else block_forward
 
     def helper_functions(self, backend: str, p: Mapping[str, Any]) -> list[Callable[..., Any]]:
+        if backend == "torch" and p["runtime"] != "eager":
+            return [build_torch_model, build_runtime, runtimes.module(p["runtime"]).build]
         if backend == "torch":
             return [build_torch_model]
         helpers: list[Callable[..., Any]] = [gelu_ops]
@@ -211,6 +248,8 @@ class Inference(Workload):
         if backend == "torch":
             import torch
 
+            if p["runtime"] != "eager":
+                return build_runtime(torch, p["runtime"], p, x), x
             model = build_torch_model(torch, p["model"], w).to(device=x.device, dtype=x.dtype).eval()
             if p["quant"] == "int8":
                 model = quantize_int8(model)
@@ -220,6 +259,17 @@ class Inference(Workload):
         else:
             xp = np
         return {k: xp.asarray(v, dtype=x.dtype) if isinstance(v, np.ndarray) else v for k, v in w.items()}, x
+
+    def setup_report(self, args: tuple[Any, ...]) -> SetupReport | None:
+        model = args[0] if args else None
+        if not isinstance(model, RuntimeModel):
+            return None
+        b = model.built
+        reused = ("runtime: reused the build of an earlier run in this engine process",) if b.cached else ()
+        return SetupReport(b.build_s, not b.cached, b.conditions, (*b.notes, *reused))
+
+    def needs_backend(self, p: Mapping[str, Any]) -> str | None:
+        return "torch" if p.get("runtime", "eager") != "eager" else None
 
     def reference(self, p: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> np.ndarray:
         w = model_weights(p["model"], p["width"], p["heads"])
@@ -254,9 +304,19 @@ class Inference(Workload):
 
     def unsupported(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:
         # Decided where torch is already loaded (the planner probes it first); never imported here.
+        if p["runtime"] != "eager":
+            return self.runtime_refusal(backend, device, dtype, p)
         if backend == "torch" and p["quant"] == "int8" and "torch" in sys.modules:
             return int8_refusal(device, dtype)
         return None
+
+    def runtime_refusal(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:
+        rt = p["runtime"]
+        if backend != "torch":
+            return f"runtime={rt} runs the torch.nn model (exported or traced from it): use backend torch"
+        if p["quant"] != "none":
+            return f"quant={p['quant']} is torchao on the eager model; runtime={rt} builds its own: use one"
+        return runtimes.refusal(rt, device, dtype)
 
     def notes(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> list[str]:
         notes = ["accuracy: checked against the float32 forward pass (NumPy), not float64"]
@@ -265,6 +325,11 @@ class Inference(Workload):
             notes.append(
                 f"{backend} runs the forward pass by hand with the same weights; no autograd, no INT8"
                 + (f" ({', '.join(ignored)} applies to torch only)" if ignored else "")
+            )
+        elif p["runtime"] in ("onnxruntime", "tensorrt"):
+            notes.append(
+                f"runtime: {p['runtime']} runs its own kernels: AMP, compile and CUDA graphs wrap only the call"
+                " into it, and mode does nothing there"
             )
         elif p["quant"] == "int8":
             notes.append("INT8: torchao dynamic quantization (int8 weights, activations quantized per step)")

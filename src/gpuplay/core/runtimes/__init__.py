@@ -1,0 +1,103 @@
+"""Inference runtimes: who runs a torch.nn model's forward pass (the `runtime` lever).
+
+One module per runtime (eager, torchscript, onnxruntime, tensorrt), each with
+`available(device) -> reason | None` (cheap: no import of the runtime's package, so the
+front end's planner can ask it) and `build(model, example, dtype, device) -> (callable,
+build_seconds, conditions)`. This registry adds what they share: the refusal words, the
+notes, and a cache of what was built, per model, shapes, dtype, device and runtime, for the
+life of the engine process (an ONNX export takes seconds; a second run of the same
+configuration reuses the session, and says so).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+RUNTIMES = ("eager", "torchscript", "onnxruntime", "tensorrt")
+CACHE_SIZE = 4  # a model and its session each: a compare of four runtimes keeps all four
+
+
+@dataclass(frozen=True)
+class Built:
+    """A runtime's forward pass, ready to call on the example's shapes."""
+
+    run: Callable[[Any], Any]  # x → output tensor (on the run's device)
+    build_s: float  # export + build, measured when it was built
+    conditions: dict[str, Any] = field(default_factory=dict)  # what the runtime decided (providers, …)
+    notes: tuple[str, ...] = ()
+    cached: bool = False  # reused from an earlier run in this engine process
+
+
+def module(name: str) -> ModuleType:
+    if name not in RUNTIMES:
+        raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}; got {name!r}")
+    return importlib.import_module(f"gpuplay.core.runtimes.{name}")
+
+
+def refusal(name: str, device: str, dtype: str) -> str | None:
+    """Why `name` cannot run a model in `dtype` on `device` here (the package or device missing)."""
+    return module(name).available(device) or module(name).dtype_refusal(dtype)
+
+
+def installed(package: str) -> bool:
+    """Whether `package` can be imported, without importing it (the front end asks this)."""
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+class _Cache:
+    def __init__(self, size: int) -> None:
+        self.size, self.data = size, OrderedDict[Hashable, Built]()
+        self.lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Built | None:
+        with self.lock:
+            if key in self.data:
+                self.data.move_to_end(key)
+                return self.data[key]
+        return None
+
+    def put(self, key: Hashable, built: Built) -> None:
+        with self.lock:
+            self.data[key] = built
+            while len(self.data) > self.size:
+                self.data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.data.clear()
+
+
+_cache = _Cache(CACHE_SIZE)
+
+
+def build(
+    name: str, key: Hashable, make_model: Callable[[], Any], example: Any, dtype: str, device: str
+) -> Built:
+    """`name`'s forward pass of the model `make_model` builds, for `example`'s shapes; cached per
+    `key` (the caller's model identity), shapes, dtype, device and runtime in this process."""
+    full_key = (name, key, tuple(example.shape), dtype, device)
+    hit = _cache.get(full_key)
+    if hit is not None:
+        return Built(hit.run, hit.build_s, dict(hit.conditions), hit.notes, cached=True)
+    mod = module(name)
+    why = refusal(name, device, dtype)
+    if why:  # the planner refused it already; an engine whose packages differ says so here
+        raise RuntimeError(why)
+    run, build_s, conditions = mod.build(make_model(), example, dtype, device)
+    built = Built(run, build_s, conditions, tuple(mod.notes(device, conditions)))
+    _cache.put(full_key, built)
+    return built
+
+
+def clear_cache() -> None:
+    _cache.clear()

@@ -1,0 +1,175 @@
+"""ONNX Runtime: the model exported with torch.onnx.export, run by an InferenceSession.
+
+On the CPU the CPUExecutionProvider runs it on NumPy views of the tensors (no copy). On cuda:N
+the CUDAExecutionProvider (the TensorRT provider first, when the package has it) runs it with
+I/O binding on torch's own stream, so the input and output stay on the device and the step's
+CUDA events bracket ORT's kernels. What the session really used is read back from it: a session
+asked for CUDA that runs on the CPU is said in the conditions and notes, not hidden.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import time
+import warnings
+from importlib import metadata
+from typing import Any
+
+from gpuplay.core.runtimes import installed
+
+# The packages themselves (gpuplay is not on the package index; the extras need a checkout).
+EXTRA_CPU = "pip install onnxruntime onnx onnxscript (from a checkout: pip install -e '.[onnx]')"
+EXTRA_GPU = (
+    "pip install onnxruntime-gpu onnx onnxscript, in place of onnxruntime: both provide the onnxruntime "
+    "module (from a checkout: pip install -e '.[onnx-gpu]')"
+)
+NUMPY_TYPES = {"float32": "float32", "float16": "float16", "float64": "float64"}
+
+
+def _gpu_package() -> bool:
+    """Whether the installed onnxruntime is a GPU build, read from its distribution's name."""
+    for dist in ("onnxruntime-gpu", "onnxruntime_gpu"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            metadata.version(dist)
+            return True
+    return False
+
+
+def available(device: str) -> str | None:
+    missing = [p for p in ("onnxruntime", "onnx", "onnxscript") if not installed(p)]
+    if missing:
+        extra = EXTRA_GPU if device.startswith("cuda") else EXTRA_CPU
+        return f"ONNX Runtime needs {', '.join(missing)}, not installed here: {extra}"
+    if device == "mps":
+        return "ONNX Runtime has no execution provider for Apple's MPS device in gpuplay: use cpu"
+    if device.startswith("cuda") and not _gpu_package():
+        return (
+            f"the onnxruntime installed here is the CPU package: it has no CUDAExecutionProvider for {device}; "
+            + EXTRA_GPU
+        )
+    return None
+
+
+def dtype_refusal(dtype: str) -> str | None:
+    if dtype not in NUMPY_TYPES:
+        return f"ONNX Runtime has too few {dtype} kernels for this model; use float32 or float16"
+    return None
+
+
+def notes(device: str, conditions: dict[str, Any]) -> list[str]:
+    fell = (
+        [f"runtime: ONNX Runtime fell back: {conditions['ort_fallback']}"]
+        if "ort_fallback" in conditions
+        else []
+    )
+    return fell + [
+        "runtime: ONNX Runtime, the model exported with torch.onnx.export, run by onnxruntime.InferenceSession"
+    ]
+
+
+def export(model: Any, example: Any) -> bytes:
+    """The model as ONNX bytes (torch's dynamo exporter, which needs onnxscript)."""
+    import torch
+
+    quiet = [logging.getLogger(n) for n in ("torch.onnx", "torch.onnx._internal.exporter._registration")]
+    levels = [lg.level for lg in quiet]
+    for lg in quiet:
+        lg.setLevel(logging.ERROR)  # "torchvision is not installed. Skipping …" is not the user's concern
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the exporter's progress lines and its own deprecations
+            program = torch.onnx.export(model.eval(), (example,), dynamo=True, verbose=False)
+        if program is None:  # only with an f= path given, which is not
+            raise RuntimeError("torch.onnx.export returned no program")
+        proto: bytes = program.model_proto.SerializeToString()
+        return proto
+    finally:
+        for lg, level in zip(quiet, levels, strict=True):
+            lg.setLevel(level)
+
+
+def providers_for(ort: Any, device: str, stream: int | None) -> list[Any]:
+    """The providers to ask for, best first; the CPU's always last (ORT's own fallback)."""
+    if not device.startswith("cuda"):
+        return ["CPUExecutionProvider"]
+    index = int(device.partition(":")[2] or 0)
+    have = set(ort.get_available_providers())
+    cuda: dict[str, Any] = {"device_id": index}
+    if stream is not None:
+        cuda["user_compute_stream"] = str(stream)  # ORT's kernels on torch's stream: the events see them
+    asked: list[Any] = []
+    if "TensorrtExecutionProvider" in have:
+        asked.append(("TensorrtExecutionProvider", {"device_id": index}))
+    asked.append(("CUDAExecutionProvider", cuda))
+    return [*asked, "CPUExecutionProvider"]
+
+
+def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float, dict[str, Any]]:
+    import onnxruntime as ort
+    import torch
+
+    t0 = time.perf_counter()
+    proto = export(model, example)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = torch.get_num_threads()  # as many as torch's: like for like on the CPU
+    stream = torch.cuda.current_stream().cuda_stream if device.startswith("cuda") else None
+    asked = providers_for(ort, device, stream)
+    session = ort.InferenceSession(proto, opts, providers=asked)
+    used = list(session.get_providers())
+    conditions: dict[str, Any] = {
+        "runtime": "onnxruntime",
+        "onnxruntime": getattr(ort, "__version__", "?"),
+        "ort_providers": ", ".join(used),
+        "ort_graph_optimization": "ORT_ENABLE_ALL",
+        "ort_intra_op_threads": opts.intra_op_num_threads,
+    }
+    wanted = asked[0][0] if isinstance(asked[0], tuple) else asked[0]
+    if wanted not in used:
+        conditions["ort_fallback"] = f"{wanted} asked, the session runs on {used[0] if used else 'nothing'}"
+    if device.startswith("cuda") and (used[0] if used else "") == "CPUExecutionProvider":
+        run = _cpu_run(session)  # it fell back: time what it does, copies and all
+    elif device.startswith("cuda"):
+        run = _bound_run(session, example, dtype, device)
+    else:
+        run = _cpu_run(session)
+    return run, time.perf_counter() - t0, conditions
+
+
+def _cpu_run(session: Any) -> Any:
+    import torch
+
+    name = session.get_inputs()[0].name
+
+    def run(x: Any) -> Any:
+        # x.cpu() is x itself on the CPU; on a GPU (a session that fell back) it is the copy ORT needs
+        return torch.from_numpy(session.run(None, {name: x.detach().cpu().numpy()})[0]).to(x.device)
+
+    return run
+
+
+def _bound_run(session: Any, example: Any, dtype: str, device: str) -> Any:
+    """I/O binding: ORT reads the input and writes the output in place on the device."""
+    import numpy as np
+    import torch
+
+    index = int(device.partition(":")[2] or 0)
+    element = np.dtype(NUMPY_TYPES[dtype])
+    inp, outp = session.get_inputs()[0], session.get_outputs()[0]
+    out = torch.empty(
+        tuple(example.shape[:-1]) + (int(outp.shape[-1]),), dtype=example.dtype, device=example.device
+    )
+    binding = session.io_binding()
+    binding.bind_output(outp.name, "cuda", index, element, tuple(out.shape), out.data_ptr())
+    bound = [0]
+
+    def run(x: Any) -> Any:
+        if x.data_ptr() != bound[0]:  # the same input tensor every step: bound once
+            binding.bind_input(inp.name, "cuda", index, element, tuple(x.shape), x.data_ptr())
+            bound[0] = x.data_ptr()
+        session.run_with_iobinding(binding)
+        return out
+
+    return run

@@ -1,0 +1,56 @@
+"""The inference runtime and the data loader's levers in the live controls."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import App, ComposeResult
+
+from gpuplay.core.backends import get_backend
+from gpuplay.core.spec import RunSpec
+from gpuplay.tui.controls import controls_for, cycle
+from gpuplay.tui.widgets import ControlsPanel
+
+
+class _Panel(App[None]):
+    def compose(self) -> ComposeResult:
+        yield ControlsPanel()
+
+
+def _row(panel: ControlsPanel, title: str):
+    """The cells of the controls row titled `title`, as the panel drew them."""
+    renderable = panel.content  # what show() handed to update()
+    table = next(r for r in getattr(renderable, "renderables", [renderable]) if isinstance(r, Table))
+    titles = list(table.columns[1].cells)
+    return list(table.columns[2].cells)[titles.index(title)]
+
+
+async def test_a_refused_runtime_is_struck_through_with_its_reason():
+    get_backend("torch").probe(120)  # the verdicts wait for no probe: answer it first
+    spec = RunSpec.make("inference", {"runtime": "eager"}, backend="torch")
+    assert "runtime" in [c.field for c in controls_for(spec)]
+    async with _Panel().run_test(size=(160, 45)) as pilot:
+        panel = pilot.app.query_one(ControlsPanel)
+        panel.show(spec, "quick", 30.0, False)
+        cells = _row(panel, "runtime")
+        struck = [cells.plain[s.start : s.end] for s in cells.spans if "strike" in str(s.style)]
+        assert struck == ["tensorrt"]  # torchscript and onnxruntime run here
+        assert any(
+            r.startswith("runtime tensorrt: TensorRT runs on NVIDIA GPUs only") for r in panel.reasons
+        ), panel.reasons
+
+
+def test_the_runtime_key_skips_the_refused_one_and_other_workloads_have_none():
+    get_backend("torch").probe(120)
+    spec = RunSpec.make("inference", {"runtime": "onnxruntime"}, backend="torch")
+    after, why = cycle(spec, "runtime")
+    assert why is None and after.params["runtime"] == "eager"  # tensorrt is passed over
+    assert "runtime" not in [c.field for c in controls_for(RunSpec.make("matmul", {}))]
+    loader = RunSpec.make("dataloader", {}, backend="torch")
+    assert {"workers", "pin"} <= {c.field for c in controls_for(loader)}
+    assert cycle(loader, "pin")[1] and "cpu" in cycle(loader, "pin")[1]  # on: no accelerator to pin for
+
+
+def test_a_number_of_workers_is_shown_as_a_number():
+    from gpuplay.tui.controls import label
+
+    assert [label(v) for v in (0, 2, 1, False, True, "torch")] == ["0", "2", "1", "off", "on", "PyTorch"]
