@@ -93,7 +93,11 @@ def test_a_missing_package_is_a_refusal_naming_the_extra(monkeypatch):
 
     monkeypatch.setattr(ortmod, "installed", runtimes.installed)
     verdict = check(spec("onnxruntime"))
-    assert isinstance(verdict, Refusal) and "pip install onnxruntime onnx onnxscript" in str(verdict) and "onnxruntime" in str(verdict)
+    assert (
+        isinstance(verdict, Refusal)
+        and "pip install onnxruntime onnx onnxscript" in str(verdict)
+        and "onnxruntime" in str(verdict)
+    )
 
 
 def test_tensorrt_without_its_package_names_the_extra(monkeypatch):
