@@ -89,6 +89,9 @@ def run(
     from gpuplay.core.planner import check
     from gpuplay.core.result import RunResult
 
+    # The backend the parameters need (torch for a runtime or the DataLoader) may not be -b's: the
+    # probe must cover the one that runs, or the planner sees it "still being probed" and refuses.
+    needs = (spec.backend, *(("numpy",) if baseline else ()))
     adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=needs)
     verdict = check(spec, probe_timeout=30.0)
     if isinstance(verdict, Refusal):
