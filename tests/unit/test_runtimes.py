@@ -274,3 +274,20 @@ def test_one_build_per_run_the_cost_probes_run_eager():
     r = run(spec("onnxruntime").replace(params={**SMALL, "runtime": "onnxruntime", "batch": 16}))
     assert r.status == "ok" and r.check_ok
     assert [k[2] for k in runtimes._cache.data] == [(16, 8, 32)]  # no build at a probe's batch
+
+
+def test_the_python_api_switches_to_the_backend_a_runtime_needs_as_the_cli_does(monkeypatch):
+    """gpuplay.run without backend= runs runtime=torchscript on torch (core.scenarios.on_needed_backend,
+    shared with `gpuplay run`); a backend named explicitly stays, and is refused with the reason."""
+    import gpuplay
+
+    monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")
+    params = {**SMALL, "runtime": "torchscript"}
+    r = gpuplay.run("inference", params=params, budget_s=0.05, baseline=False)
+    assert r.to_dict()["result"]["spec"]["backend"] == "torch" and r.check_ok is True
+    with pytest.raises(gpuplay.Refused, match="backend torch"):
+        gpuplay.run("inference", backend="numpy", params=params, baseline=False)
+    # a workload that needs no particular backend keeps NumPy, the API's default
+    assert gpuplay.run("matmul", params={"n": 32}, budget_s=0.02, baseline=False).to_dict()["result"]["spec"][
+        "backend"
+    ] == "numpy"
