@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -472,6 +472,7 @@ class _Window:
     gmark: Any
     sampler: _WindowSampler | None
     gpu_note: str = ""
+    own_pids: frozenset[int] = frozenset()
 
 
 class RunTelemetry:
@@ -488,7 +489,8 @@ class RunTelemetry:
         self.sampler = sampler
         self.interval = interval
 
-    def begin(self, device: str) -> Any:
+    def begin(self, device: str, own_pids: Collection[int] = ()) -> Any:
+        """Start the window; `own_pids` (a data loader's workers) count as the run's own CPU."""
         target, gpu0, gmark, note = None, None, None, ""
         if device.startswith("cuda"):
             note = nvml_status()
@@ -503,7 +505,7 @@ class RunTelemetry:
         window = _WindowSampler(target.nvml_index, self.interval) if target is not None and own else None
         cpu0 = psutil.cpu_times() if psutil is not None else None
         hmark = noise.host_mark()  # last: the window starts as close to the timed loop as it can
-        return _Window(time.monotonic(), cpu0, target, gpu0, hmark, gmark, window, note)
+        return _Window(time.monotonic(), cpu0, target, gpu0, hmark, gmark, window, note, frozenset(own_pids))
 
     def end(self, token: Any) -> dict[str, Any]:
         w: _Window = token
@@ -514,7 +516,7 @@ class RunTelemetry:
             "duration_s": t1 - w.t0,
             "host_cpu_mean_percent": _cpu_busy_percent(w.cpu0),
             "process_rss_bytes": _process.memory_info().rss if _process is not None else None,
-            "noise": {"host": noise.host_noise(w.hmark, hmark1), "gpu": None},
+            "noise": {"host": noise.host_noise(w.hmark, hmark1, w.own_pids), "gpu": None},
         }
         target = w.target
         if target is None or w.gpu0 is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 import numpy as np
@@ -47,7 +47,7 @@ CUDA_GRAPH_WARMUP = 3
 class TelemetryWindow(Protocol):
     """What the runner needs from a telemetry sampler: bracket the timed phase."""
 
-    def begin(self, device: str) -> Any: ...
+    def begin(self, device: str, own_pids: Collection[int] = ()) -> Any: ...
 
     def end(self, token: Any) -> dict[str, Any]: ...
 
@@ -103,6 +103,7 @@ class _Measurement:
         self.flush: Any = None  # the cold-cache flusher (prepare sets it)
         self.compiled_mark: Any = None  # dynamo's counters after the compile (prepare sets it)
         self.split: Any = None  # phases the step times itself (a data loader's wait, copy, model)
+        self.own_pids: tuple[int, ...] = ()  # processes the workload started for the run
 
     def phase(self, name: str, detail: str = "") -> None:
         if self.on_phase is not None:
@@ -189,6 +190,7 @@ class _Measurement:
         result.conditions.update(report.conditions)
         result.notes.extend(report.notes)
         self.split = report.split
+        self.own_pids = report.own_pids  # a loader's workers: the noise check counts them as the run's
 
     def warm_up(self, step: Callable[[], Any], timer: StepTimer) -> None:
         """The warm-up loop, after the compile's counters are marked and the cache flusher is made."""
@@ -239,7 +241,7 @@ class _Measurement:
         telemetry = self.telemetry
         with contextlib.suppress(Exception):  # no count on this device: no figure, never a failure
             backend.reset_peak_memory(spec.device)
-        token = telemetry.begin(spec.device) if telemetry is not None else None
+        token = telemetry.begin(spec.device, own_pids=self.own_pids) if telemetry is not None else None
         faults0 = _minor_faults()
         if self.split is not None:
             self.split.reset()  # the warm-up's phases are not the timed steps'

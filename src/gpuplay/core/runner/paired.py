@@ -245,7 +245,8 @@ class _Paired:
         cand, base, spec = self.cand, self.base, self.cand.plan.spec
         if self.on_phase is not None:
             self.on_phase("paired", "")
-        token = self.telemetry.begin(spec.device) if self.telemetry is not None else None
+        own = (*cand.own_pids, *base.own_pids)  # a loader's workers are the run's own CPU
+        token = self.telemetry.begin(spec.device, own_pids=own) if self.telemetry is not None else None
         faults0 = minor_faults()
         outcome = interleave(
             base_step,
