@@ -57,6 +57,20 @@ def test_onnxruntime_says_its_session_options():
     assert "ort_fallback" not in r.conditions
 
 
+def test_a_cached_onnx_session_is_not_reused_at_another_thread_count():
+    """The session's intra-op threads are torch's at build time: a later run with another `threads`
+    (the live app's key, a sweep over threads) must not time the old session's thread count."""
+    pytest.importorskip("onnxruntime")
+    first = run(spec("onnxruntime", threads=2))
+    assert first.conditions["ort_intra_op_threads"] == 2
+    second = run(spec("onnxruntime", threads=1))
+    assert second.status == "ok", second.message
+    assert second.conditions["ort_intra_op_threads"] == 1
+    assert second.conditions["threads"]["torch_intraop"] == 1
+    third = run(spec("onnxruntime", threads=1))  # the same configuration again: reused, and said
+    assert third.conditions["ort_intra_op_threads"] == 1 and any("reused" in n for n in third.notes)
+
+
 def test_a_perturbed_onnx_output_fails_its_check(monkeypatch):
     ort = pytest.importorskip("onnxruntime")
     real = ort.InferenceSession.run
