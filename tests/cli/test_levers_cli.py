@@ -42,3 +42,15 @@ def test_refused_attention_backend_exits_1_with_torchs_reason():
         main, ["run", "attention", "-b", "torch", "-s", "sdpa=efficient", "-s", "seq=32", *TINY]
     )
     assert res.exit_code == 1 and "No viable backend" in res.stderr
+
+
+def test_a_runtime_without_b_runs_on_torch_and_says_so_and_an_explicit_b_stays():
+    """`-s runtime=…` needs the torch model: without -b the run takes torch (the choice made in
+    core.scenarios.on_needed_backend, shared with gpuplay.run) and says so; -b numpy is refused."""
+    small = ["-s", "runtime=torchscript", "-s", "batch=2", "-s", "seq=8", "-s", "width=32", "-s", "heads=4"]
+    res = CliRunner().invoke(main, ["run", "inference", *small, *TINY, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    assert "backend torch: these parameters run on torch" in res.stderr
+    assert json.loads(res.stdout)["results"][0]["spec"]["backend"] == "torch"
+    res = CliRunner().invoke(main, ["run", "inference", "-b", "numpy", *small, *TINY])
+    assert res.exit_code == 1 and "use backend torch" in res.output, res.output
