@@ -159,8 +159,8 @@ def test_a_cpu_burner_during_a_real_run_is_named_with_about_one_core():
     class Witness(RunTelemetry):
         """Also reads the burner's own CPU time over the same window, to check the attribution."""
 
-        def begin(self, device, own_pids=()):
-            token = super().begin(device, own_pids)
+        def begin(self, device):
+            token = super().begin(device)
             self.cpu0 = sum(psutil.Process(burner.pid).cpu_times()[:2])
             return token
 

@@ -177,8 +177,8 @@ class _AsCuda:
     def __init__(self, inner):
         self.inner = inner
 
-    def begin(self, device, own_pids=()):
-        return self.inner.begin("cuda:0", own_pids)
+    def begin(self, device):
+        return self.inner.begin("cuda:0")
 
     def end(self, token):
         return self.inner.end(token)

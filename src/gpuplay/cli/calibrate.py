@@ -28,6 +28,10 @@ def _devices(wanted: tuple[str, ...]) -> list[str]:
     out = []
     for d in wanted:
         d = "cuda:0" if d == "cuda" else d
+        if d == "mps" or d.startswith("xpu"):  # the roofs are measured with torch.cuda's API only
+            raise click.UsageError(
+                f"calibrating {d} is not supported yet: gpuplay measures the CPU's and CUDA/ROCm roofs"
+            )
         if d != "cpu" and d not in cuda:
             why = get_backend("torch").cuda_reason() or f"PyTorch sees {', '.join(cuda) or 'no CUDA device'}"  # type: ignore[attr-defined]
             raise click.UsageError(f"no device {d} to calibrate: {why}")

@@ -109,6 +109,9 @@ def compare(
             f"unknown variant(s) {', '.join(badv) or '(none)'}; choose from {', '.join(VARIANTS)}",
             param_hint="--variants",
         )
+    from gpuplay.core.engine.client import start_engine_early
+
+    start_engine_early(("numpy", *chosen))  # overlaps loading the scenarios and planning
     sset = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs))
     try:
         scenarios = [sset.get(n) for n in only] if only else list(sset.scenarios.values())
@@ -116,7 +119,7 @@ def compare(
             sc.preset_params(preset)
         from gpuplay.core.engine.client import adopt_shared_probe
 
-        adopt_shared_probe(30.0, final="cupy" in chosen)
+        adopt_shared_probe(30.0, final="cupy" in chosen, backends=("numpy", *chosen))
         specs, refused = plan_compare(
             scenarios,
             preset,

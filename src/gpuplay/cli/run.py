@@ -63,6 +63,11 @@ def run(
     FILE.py defines step(xp, *arrays) and inputs(rng, **params); it runs with your
     rights, like `python FILE.py` (see docs/your-code.md).
     """
+    from gpuplay.core.engine.client import start_engine_early
+
+    # The engine's interpreter and imports overlap the scenarios' loading and the planning below.
+    needs = (kw.get("backend") or "numpy", *(("numpy",) if baseline else ()))
+    start_engine_early(needs)
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.engine import measure as run_spec
     from gpuplay.core.scenarios import spec_for
@@ -83,7 +88,7 @@ def run(
     from gpuplay.core.planner import check
     from gpuplay.core.result import RunResult
 
-    adopt_shared_probe(30.0, final=spec.backend == "cupy")  # the engine starts importing torch now
+    adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=needs)
     verdict = check(spec, probe_timeout=30.0)
     if isinstance(verdict, Refusal):
         results = [RunResult(spec=spec, status="refused", message=str(verdict), size=size)]

@@ -13,18 +13,16 @@ from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import scenario_dirs_option
 from gpuplay.cli.output import ResultLog, emit, load_scenarios, message, report_interruption, stderr_console
 from gpuplay.core import levers
-from gpuplay.core.spec import BACKENDS, DTYPES, SpecError
+from gpuplay.core.spec import BACKENDS, DTYPES, SpecError, pick_names
 
 FORMATS = ("table", "json", "csv", "markdown")
 
 
 def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
-    chosen = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in chosen if allowed is not None and x not in allowed]
-    if bad or not chosen:
-        choose = f"; choose from {', '.join(allowed)}" if allowed else ""
-        raise click.BadParameter(f"unknown {', '.join(bad) or '(none given)'}{choose}", param_hint=hint)
-    return list(dict.fromkeys(chosen))
+    try:
+        return pick_names(text, allowed)
+    except SpecError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
 @click.command()
@@ -82,6 +80,9 @@ def sweep(
     from gpuplay.core.sweep import VARIANTS, SweepError, parse_over, plan_sweep, sweep_values
 
     chosen = _names(backends, BACKENDS, "--backends")
+    from gpuplay.core.engine.client import start_engine_early
+
+    start_engine_early(("numpy", *chosen))  # overlaps loading the scenarios and planning
     devs = _names(devices, None, "--devices")
     dts = _names(dtypes, DTYPES, "--dtypes")
     vs = _names(variants, tuple(VARIANTS), "--variants")
@@ -93,7 +94,8 @@ def sweep(
         values = sweep_values(sc, param, text)
         from gpuplay.core.engine.client import adopt_shared_probe
 
-        adopt_shared_probe(30.0, final="cupy" in chosen or any(d != "cpu" for d in devs))
+        adopt_shared_probe(30.0, final="cupy" in chosen or any(d != "cpu" for d in devs),
+                           backends=("numpy", *chosen))  # fmt: skip
         plan = plan_sweep(sc, param, values, chosen, devs, preset=preset, dtypes=dts, variants=vs,
                           transfers=transfers, budget_s=budget, warmup=warmup, threads=threads,
                           max_step_s=max_step)  # fmt: skip

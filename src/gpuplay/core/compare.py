@@ -5,16 +5,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpuplay.core import levers
 from gpuplay.core.backends import get_backend
 from gpuplay.core.planner import check, compute_dtype
 from gpuplay.core.result import RunResult
-from gpuplay.core.runner import TelemetryWindow
 from gpuplay.core.scenarios import Scenario
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.stats import PairedSpeedup
 from gpuplay.core.workloads import get_workload
+
+if TYPE_CHECKING:  # the runner measures in the engine: a front end that compares never imports it
+    from gpuplay.core.runner import TelemetryWindow
 
 # Levers a compare can add on top of each torch configuration.
 VARIANTS: dict[str, dict[str, object]] = levers.variants()  # generated from core/levers.py

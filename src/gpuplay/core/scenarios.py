@@ -47,9 +47,12 @@ class Scenario:
         base = dict(self.params)
         if preset:
             if preset not in self.presets:
-                raise ValueError(
-                    f"scenario {self.name} has no preset {preset!r} (has: {', '.join(self.presets)})"
+                has = (
+                    f"has: {', '.join(self.presets)}"
+                    if self.presets
+                    else "it defines no PRESETS; leave out the preset"
                 )
+                raise ValueError(f"scenario {self.name} has no preset {preset!r} ({has})")
             base.update(self.presets[preset])
         return get_workload(self.workload).resolve(base)
 

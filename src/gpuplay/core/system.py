@@ -6,7 +6,6 @@ import functools
 import os
 import platform
 import sys
-from importlib import metadata
 
 
 @functools.cache
@@ -30,6 +29,8 @@ def cpu_count() -> int:
 
 
 def package_version(name: str) -> str | None:
+    from importlib import metadata  # ~30 ms at import: only a result's conditions need it
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

@@ -138,8 +138,16 @@ class GpuPlayApp(TextApp):
         """Cancel whatever runs (it stops within one step) and measure the live spec."""
         if self.spec is None or not self.probed:
             return
-        self.runs.start(self.spec, self.session.begin_run())
+        self.runs.cancel.set()  # what was measuring stops now; the new run waits for the paint
+        run_id = self.session.begin_run()
         self.refresh_all()
+        # Measuring starts after the frame that shows the new choice: a key's repaint never
+        # shares the two cores with a measurement's start (issue 34).
+        self.call_after_refresh(self._start_run, self.spec, run_id)
+
+    def _start_run(self, spec: Any, run_id: int) -> None:
+        if run_id == self.session.run_id:  # a later key has already replaced this run
+            self.runs.start(spec, run_id)
 
     # -- messages: the session first, then every tab ---------------------------------------------
     def route(self, message: Message) -> None:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplay.core.engine.messages import (
+    PROBED,
     PROTOCOL_VERSION,
     Answer,
     Cancel,
@@ -35,6 +36,7 @@ from gpuplay.core.engine.messages import (
     Pause,
     Phase,
     ProbeAnswer,
+    ProbeRequest,
     Profiled,
     ProfileRequest,
     Progress,
@@ -233,9 +235,13 @@ class EngineClient:
 
     _ids = itertools.count(1)
 
-    def __init__(self, name: str = "engine", on_probe: ProbeCallback | None = None) -> None:
+    def __init__(
+        self, name: str = "engine", on_probe: ProbeCallback | None = None, backends: tuple[str, ...] = PROBED
+    ) -> None:
         self.name = name
         self.on_probe = on_probe
+        # What the engine probes (and so imports) when it starts: a command names what it needs.
+        self.backends = tuple(b for b in PROBED if b in backends)
         self.probe: dict[str, Any] | None = None  # the latest answer (final or not)
         self.probe_final = False
         self.restarts = 0
@@ -249,6 +255,7 @@ class EngineClient:
         self._send_lock = threading.Lock()
         self._log_path: Path | None = None
         self._closed = False
+        self._asked = False  # a run or a profile was sent to an engine of this client
 
     # -- the process ----------------------------------------------------------------
     @property
@@ -297,6 +304,15 @@ class EngineClient:
             self._events = queue.Queue()
             threading.Thread(target=self._read, args=(parent, self._events), name="gpuplay-engine-client",
                              daemon=True).start()  # fmt: skip
+            self._send(ProbeRequest(self.backends))
+
+    def want(self, backends: tuple[str, ...]) -> None:
+        """Have the engine probe these backends too (a running engine is asked at once)."""
+        more = tuple(b for b in PROBED if b in backends and b not in self.backends)
+        if more:
+            self.backends = tuple(b for b in PROBED if b in self.backends or b in more)
+            if self.alive():
+                self._send(ProbeRequest(self.backends))
 
     def _read(self, conn: Any, events: queue.Queue[Progress | Answer | Lost]) -> None:
         """The engine's messages, in a thread of their own: probe answers are kept here, the rest
@@ -377,7 +393,9 @@ class EngineClient:
     def close(self) -> None:
         """Shut down for good: a polite request, then SIGKILL if it is not gone at once."""
         self._closed = True
-        if self.alive():
+        # An engine that was never asked to measure (a command that stopped at a usage error
+        # after starting it early) holds nothing: it is killed without waiting for it to listen.
+        if self.alive() and self._asked:
             self._send(Shutdown())
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(0.2)
@@ -388,13 +406,20 @@ class EngineClient:
         self.start()
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            if self.probe is not None and (self.probe_final or not final):
+            if self._probe_covers(final):
                 return self.probe
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return None
             self._probe_event.clear()
             self._probe_event.wait(0.1 if left is None else min(0.1, left))
+
+    def _probe_covers(self, final: bool) -> bool:
+        """The latest answer covers every backend asked for (CuPy's only once `final`)."""
+        probe = self.probe
+        if probe is None or (final and not self.probe_final):
+            return False
+        return all(b in probe for b in self.backends if final or b != "cupy")
 
     # -- measuring ----------------------------------------------------------------------
     def run(
@@ -461,6 +486,7 @@ class EngineClient:
         the engine, a step past the watchdog's limit, or the engine gone."""
         self.start()
         events = self._events
+        self._asked = True
         if not self._send(request):
             return Lost()
         next_check = time.monotonic() + HEALTH_CHECK_S
@@ -571,20 +597,32 @@ ENGINE_ENV = ("GPUPLAY_STATE_DIR", "GPUPLAY_CONFIG_DIR", "OMP_NUM_THREADS")
 _shared_env: tuple[str | None, ...] = ()
 
 
-def shared_client() -> EngineClient:
+def shared_client(backends: tuple[str, ...] | None = None) -> EngineClient:
+    """This process's engine; `backends`: those its probe must cover besides those already asked
+    for (None: nothing more, or every backend for a new engine)."""
     global _shared, _shared_env
     env = tuple(os.environ.get(k) for k in ENGINE_ENV)
     stale = None
     with _shared_lock:
         if _shared is not None and env != _shared_env:
             stale, _shared = _shared, None
+            backends = backends or stale.backends
         if _shared is None:
-            _shared, _shared_env = EngineClient(), env
+            _shared, _shared_env = EngineClient(backends=PROBED if backends is None else backends), env
             atexit.register(shutdown_shared)
         client = _shared
     if stale is not None:
         stale.close()
+    if backends is not None:
+        client.want(backends)
     return client
+
+
+def start_engine_early(backends: tuple[str, ...] = ("numpy",)) -> None:
+    """Start this process's engine now, probing `backends`, so that its interpreter and imports
+    overlap the front end's own (options, scenarios, planning) instead of following them."""
+    if not in_process():
+        shared_client(backends).start()
 
 
 _per_device: dict[str, EngineClient] = {}
@@ -610,14 +648,20 @@ def shutdown_shared() -> None:
         client.close()
 
 
-def adopt_shared_probe(timeout: float = 30.0, final: bool = False) -> None:
+def adopt_shared_probe(
+    timeout: float = 30.0, final: bool = False, backends: tuple[str, ...] | None = None
+) -> None:
     """Answer this process's backend questions from the shared engine's probe, so a headless
-    command refuses what cannot run without importing torch itself (the engine already does)."""
+    command refuses what cannot run without importing torch itself (the engine already does).
+
+    `backends`: those the command uses (None: every one); the engine probes only those, and this
+    process marks the others as the engine's too, so nothing here imports them either."""
     if in_process():
         return
-    from gpuplay.core.engine.protocol import adopt_probe
+    from gpuplay.core.engine.protocol import adopt_probe, await_engine_probe
 
-    data = shared_client().wait_probe(timeout, final=final)
+    await_engine_probe()
+    data = shared_client(backends).wait_probe(timeout, final=final)
     if data is not None:
         adopt_probe(data)
 

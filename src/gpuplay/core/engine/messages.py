@@ -23,7 +23,7 @@ from gpuplay.core.spec import RunSpec
 
 # Bump when a message's kind or fields change meaning. The engine announces it in `Ready`; a client
 # that speaks another version stops that engine instead of misreading it.
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3  # 3: the engine probes only the backends a ProbeRequest names
 
 
 class ProtocolError(ValueError):
@@ -68,9 +68,17 @@ class Pause:
     paused: bool
 
 
+# Every backend the engine can probe, in the order it probes them (CuPy's probe can take >10 s).
+PROBED = ("numpy", "torch", "cupy")
+
+
 @dataclass(frozen=True)
 class ProbeRequest:
+    """Probe these backends (import, devices, versions). The engine probes nothing until asked: a
+    NumPy-only command never makes it import torch (0.8 s and ~200 MiB on the development machine)."""
+
     kind: ClassVar[str] = "probe-request"
+    backends: tuple[str, ...] = PROBED
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,13 @@ def _baseline(d: Mapping[str, Any]) -> RunSpec | None:
     return RunSpec.from_dict(d["baseline"]) if d.get("baseline") is not None else None
 
 
+def _backends(d: Mapping[str, Any]) -> tuple[str, ...]:
+    names = d.get("backends", PROBED)
+    if not isinstance(names, list | tuple) or any(n not in PROBED for n in names):
+        raise ValueError(f"unknown backends {str(names)[:80]!r}")
+    return tuple(n for n in PROBED if n in names)
+
+
 def _samples(d: Mapping[str, Any]) -> tuple[tuple[str, float], ...]:
     return tuple((str(phase), float(dt)) for phase, dt in d["samples"])
 
@@ -174,7 +189,7 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], Message]] = {
     ProfileRequest.kind: lambda d: ProfileRequest(int(d["run_id"]), _spec(d, "spec"), int(d["steps"])),
     Cancel.kind: lambda d: Cancel(int(d["run_id"])),
     Pause.kind: lambda d: Pause(int(d["run_id"]), bool(d["paused"])),
-    ProbeRequest.kind: lambda d: ProbeRequest(),
+    ProbeRequest.kind: lambda d: ProbeRequest(_backends(d)),
     Shutdown.kind: lambda d: Shutdown(),
     Ready.kind: lambda d: Ready(int(d["pid"]), int(d["version"])),
     ProbeAnswer.kind: lambda d: ProbeAnswer(dict(d["data"]), bool(d["final"])),

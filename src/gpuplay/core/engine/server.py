@@ -20,6 +20,7 @@ from typing import Any
 from gpuplay.core.cuda_errors import STICKY_CUDA_ERRORS
 from gpuplay.core.engine.jobs import poisoned, profile_job, run_job
 from gpuplay.core.engine.messages import (
+    PROBED,
     Cancel,
     Event,
     Failed,
@@ -78,8 +79,9 @@ class EngineServer:
 
     def serve(self) -> None:
         self.send(Ready(os.getpid()))
+        # No probe here: the client names the backends its command needs (ProbeRequest), so a
+        # NumPy-only command never imports torch in the engine.
         threading.Thread(target=self._read, name="gpuplay-engine-reader", daemon=True).start()
-        threading.Thread(target=self._probe, name="gpuplay-engine-probe", daemon=True).start()
         while not self.stopping.is_set():
             job = self.jobs.get()
             if job is None:
@@ -126,7 +128,8 @@ class EngineServer:
         elif isinstance(msg, Pause) and msg.run_id == self.current:
             (self.pause.set if msg.paused else self.pause.clear)()
         elif isinstance(msg, ProbeRequest):
-            threading.Thread(target=self._probe, daemon=True).start()
+            threading.Thread(target=self._probe, args=(msg.backends,), name="gpuplay-engine-probe",
+                             daemon=True).start()  # fmt: skip
         elif isinstance(msg, Shutdown):
             self.stopping.set()
             self.cancel.set()
@@ -134,14 +137,26 @@ class EngineServer:
             return False
         return True
 
-    def _probe(self) -> None:
-        # NumPy and PyTorch first (the first measurement needs them); CuPy's probe can take >10 s.
+    def _probe(self, names: tuple[str, ...] = PROBED) -> None:
+        # NumPy and PyTorch first (the first measurement needs them); CuPy's probe can take >10 s,
+        # so it comes in a second answer, the final one.
         from gpuplay.core.backends import get_backend
 
-        for b in ("numpy", "torch", "cupy"):
+        for b in names:
             get_backend(b).start_probe()
-        self.send(ProbeAnswer(probe_data(("numpy", "torch")), False))
-        self.send(ProbeAnswer(probe_data(("numpy", "torch", "cupy")), True))
+        quick = tuple(b for b in names if b != "cupy")
+        if quick != names:
+            self.send(ProbeAnswer(probe_data(quick), False))
+        self.send(ProbeAnswer(probe_data(names), True))
+        warm_runner()
+
+
+def warm_runner() -> None:
+    """Import the runner while the front end still plans, so the first run does not wait for it
+    (about 50 ms on the development machine). It imports no array library beyond NumPy."""
+    import gpuplay.core.devicelock
+    import gpuplay.core.runner
+    import gpuplay.core.runner.paired  # noqa: F401
 
 
 def _run_telemetry() -> Any:

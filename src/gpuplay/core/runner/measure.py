@@ -17,6 +17,7 @@ import numpy as np
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.backends.compile_watch import CompileFindings, after_first_call, during_timing
 from gpuplay.core.backends.oom import describe_oom
+from gpuplay.core.hw.nvidia import gpm_condition
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import allocation_note, between_steps, cold_probe
@@ -50,6 +51,14 @@ class TelemetryWindow(Protocol):
     def begin(self, device: str, own_pids: Collection[int] = ()) -> Any: ...
 
     def end(self, token: Any) -> dict[str, Any]: ...
+
+
+def begin_window(telemetry: TelemetryWindow | None, device: str, own_pids: Collection[int]) -> Any:
+    """telemetry.begin, naming the run's own processes only when there are some: a window written
+    before `own_pids` existed (`begin(self, device)`) still brackets every run that starts none."""
+    if telemetry is None:
+        return None
+    return telemetry.begin(device, own_pids=own_pids) if own_pids else telemetry.begin(device)
 
 
 def _now() -> str:
@@ -241,7 +250,7 @@ class _Measurement:
         telemetry = self.telemetry
         with contextlib.suppress(Exception):  # no count on this device: no figure, never a failure
             backend.reset_peak_memory(spec.device)
-        token = telemetry.begin(spec.device, own_pids=self.own_pids) if telemetry is not None else None
+        token = begin_window(telemetry, spec.device, self.own_pids)
         faults0 = _minor_faults()
         if self.split is not None:
             self.split.reset()  # the warm-up's phases are not the timed steps'
@@ -263,6 +272,8 @@ class _Measurement:
             gpu = result.telemetry.get("gpu")
             if gpu and gpu.get("energy_j") is not None and timed.samples:
                 gpu["energy_per_step_j"] = gpu["energy_j"] / len(timed.samples)
+            if gpu and gpu.get("activity"):  # GPM over the timed steps: the figures, or why none
+                result.conditions["gpu_activity"] = gpm_condition(gpu["activity"])
         result.samples = timed.samples
         if timed.cancelled:
             raise Cancelled

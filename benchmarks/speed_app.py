@@ -1,0 +1,173 @@
+"""The playground's own speed, in tmux at 120×36, as a user sees it (issue 34, rows 4–6).
+
+- first frame: from starting `python -m gpuplay` in a new tmux pane to the first screen that
+  shows the scenario list (tmux's own copy of the screen, polled every 2 ms). Goal ≤ 0.3 s.
+- key → repaint: once the first measurement is done, each key of KEYS is sent with
+  `tmux send-keys` and the pane polled until the part of the screen that key changes has changed
+  (the sidebar for a lever or a scenario key, the tab bar for a tab key, the help box for ? and
+  Escape). Several rounds; the median, p95 and max over every key, and each key's worst. Goal:
+  p95 ≤ 50 ms for every key. Telemetry and step timings also repaint the screen, so a key's region
+  is watched, not the whole screen (`a` on NumPy shows only a notice: the whole screen).
+- q → shell: from sending `q` to the shell's marker printed after gpuplay exits. Goal ≤ 0.2 s.
+
+    python benchmarks/speed_app.py [-n 5] [--rounds 3] [--src OTHER/src]
+
+Needs tmux. Each of the n runs starts a fresh app with a state folder of its own.
+"""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from speedbench import env_for, header, med, parser
+
+WIDTH, HEIGHT, SIDEBAR_COLS = 120, 36, 33
+# In an order where each key changes what is on screen (1 after another tab, Escape after ?).
+KEYS = ("t", "a", "2", "4", "5", "1", "?", "Escape", "p", "Down", "Up")
+POLL_S = 0.002
+DONE = "__gpuplay_exited__"
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+
+
+def screen(name: str) -> list[str]:
+    return tmux("capture-pane", "-e", "-p", "-t", name).splitlines()
+
+
+def region(key: str, lines: list[str], plain: list[str]) -> object:
+    """The part of the screen `key` changes (with its colours: a highlight is only a colour)."""
+    if key in ("?", "Escape"):
+        return any("gpuplay keys" in line for line in plain)
+    if key in ("1", "2", "4", "5"):
+        return tuple(lines[1:3])
+    if key == "a":
+        return tuple(lines)
+    return tuple(_cols(line, SIDEBAR_COLS) for line in lines[1 : HEIGHT - 1])  # the sidebar
+
+
+def _cols(line: str, n: int) -> str:
+    """The first n columns of a captured line with its escape sequences (they take no column)."""
+    out, cols, i = [], 0, 0
+    while i < len(line) and cols < n:
+        if line[i] == "\x1b":
+            j = i + 1
+            while j < len(line) and not line[j].isalpha():
+                j += 1
+            out.append(line[i : j + 1])
+            i = j + 1
+            continue
+        out.append(line[i])
+        cols += 1
+        i += 1
+    return "".join(out)
+
+
+def wait_for(name: str, test, timeout: float) -> float | None:
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        if test():
+            return time.perf_counter()
+        time.sleep(POLL_S)
+    return None
+
+
+def one_app(src: str, rounds: int) -> tuple[float, dict[str, list[float]], float]:
+    name = f"gpuplay-speed-{time.monotonic_ns()}"
+    with tempfile.TemporaryDirectory(prefix="gpuplay-app-") as tmp:
+        env = env_for(src, tmp)
+        cmd = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith(("PYTHON", "GPUPLAY")))
+        shell = f"env {cmd} {shlex.quote(sys.executable)} -m gpuplay; echo {DONE}; sleep 60"
+        t0 = time.perf_counter()
+        tmux("new-session", "-d", "-s", name, "-x", str(WIDTH), "-y", str(HEIGHT), shell)
+        try:
+            shown = wait_for(name, lambda: any("scenarios" in x for x in tmux("capture-pane", "-p", "-t", name)
+                                                .splitlines()), 30)  # fmt: skip
+            if shown is None:
+                raise SystemExit("the app never showed its scenario list")
+            first = shown - t0
+            # The keys are timed once the first measurement is done, as a user presses them.
+            wait_for(name, lambda: "phase     done" in tmux("capture-pane", "-p", "-t", name), 120)
+            keys: dict[str, list[float]] = {k: [] for k in KEYS}
+            for _ in range(rounds):
+                for key in KEYS:
+                    time.sleep(0.5)
+                    before = region(key, screen(name), tmux("capture-pane", "-p", "-t", name).splitlines())
+                    t1 = time.perf_counter()
+                    tmux("send-keys", "-t", name, key)
+
+                    def changed(key: str = key, before: object = before) -> bool:
+                        lines = screen(name)
+                        return region(key, lines, [_plain(x) for x in lines]) != before
+
+                    t2 = wait_for(name, changed, 5)
+                    keys[key].append((t2 - t1) if t2 is not None else float("inf"))
+            time.sleep(0.5)
+            t1 = time.perf_counter()
+            tmux("send-keys", "-t", name, "q")
+            t2 = wait_for(name, lambda: DONE in tmux("capture-pane", "-p", "-t", name), 10)
+            quit_s = (t2 - t1) if t2 is not None else float("inf")
+        finally:
+            tmux("kill-session", "-t", name)
+    return first, keys, quit_s
+
+
+def _plain(line: str) -> str:
+    out, i = [], 0
+    while i < len(line):
+        if line[i] == "\x1b":
+            j = i + 1
+            while j < len(line) and not line[j].isalpha():
+                j += 1
+            i = j + 1
+            continue
+        out.append(line[i])
+        i += 1
+    return "".join(out)
+
+
+def p95(xs: list[float]) -> float:
+    return statistics.quantiles(xs, n=20, method="inclusive")[-1] if len(xs) > 1 else xs[0]
+
+
+def main() -> None:
+    ap = parser(__doc__)
+    ap.add_argument("--rounds", type=int, default=3, help="presses of each key per app run")
+    args = ap.parse_args()
+    header("the playground in tmux 120×36", "first frame <= 0.3 s; key -> repaint p95 <= 50 ms for every key; "
+           "q -> shell <= 0.2 s", args.runs)  # fmt: skip
+    trees = [args.src, *([args.vs] if args.vs else [])]
+    got = {src: ([], [], {k: [] for k in KEYS}) for src in trees}
+    for _ in range(args.runs):
+        for src in reversed(trees):  # alternating, the other tree first: A B A B … as the CLI rows
+            f, ks, q = one_app(src, args.rounds)
+            firsts, quits, keys = got[src]
+            firsts.append(f)
+            quits.append(q)
+            for k, v in ks.items():
+                keys[k] += v
+    for src in trees:
+        print(f"## gpuplay from {src}")
+        report(*got[src])
+
+
+def report(firsts: list[float], quits: list[float], keys: dict[str, list[float]]) -> None:
+    every = sorted(x for v in keys.values() for x in v)
+    print(
+        f"first frame: median {med(firsts):.3f} s (min {min(firsts):.3f}, max {max(firsts):.3f}); goal 0.3 s"
+    )
+    print(f"key -> repaint over {len(every)} presses: median {med(every) * 1e3:.0f} ms, p95 {p95(every) * 1e3:.0f} ms, "
+          f"max {every[-1] * 1e3:.0f} ms; goal p95 50 ms")  # fmt: skip
+    for k, v in keys.items():
+        print(f"  {k:7s} median {med(v) * 1e3:5.0f} ms  max {max(v) * 1e3:5.0f} ms")
+    print(f"q -> shell: median {med(quits):.3f} s (min {min(quits):.3f}, max {max(quits):.3f}); goal 0.2 s")
+
+
+if __name__ == "__main__":
+    main()
