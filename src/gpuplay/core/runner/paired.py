@@ -245,16 +245,12 @@ class _Paired:
         cand, base, spec = self.cand, self.base, self.cand.plan.spec
         if self.on_phase is not None:
             self.on_phase("paired", "")
-<<<<<<< HEAD
         own = (*cand.own_pids, *base.own_pids)  # a loader's workers are the run's own CPU
         token = begin_window(self.telemetry, spec.device, own)
-=======
-        token = self.telemetry.begin(spec.device) if self.telemetry is not None else None
         # The run's own peak device memory over the paired phase, as an unpaired run counts it
         # over its timed one (the NumPy baseline holds host memory only).
         with contextlib.suppress(Exception):
             cand.plan.backend.reset_peak_memory(spec.device)
->>>>>>> main
         faults0 = minor_faults()
         outcome = interleave(
             base_step,
