@@ -302,6 +302,9 @@ def test_the_python_api_switches_to_the_backend_a_runtime_needs_as_the_cli_does(
     with pytest.raises(gpuplay.Refused, match="backend torch"):
         gpuplay.run("inference", backend="numpy", params=params, baseline=False)
     # a workload that needs no particular backend keeps NumPy, the API's default
-    assert gpuplay.run("matmul", params={"n": 32}, budget_s=0.02, baseline=False).to_dict()["result"]["spec"][
-        "backend"
-    ] == "numpy"
+    assert (
+        gpuplay.run("matmul", params={"n": 32}, budget_s=0.02, baseline=False).to_dict()["result"]["spec"][
+            "backend"
+        ]
+        == "numpy"
+    )

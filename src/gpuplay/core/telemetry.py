@@ -544,9 +544,9 @@ class RunTelemetry:
         if vendor is not None:
             cpu0 = psutil.cpu_times() if psutil is not None else None
             hmark = noise.host_mark()
-            return _Window(
-                time.monotonic(), cpu0, None, None, hmark, None, None, vendor.note, None, vendor, frozenset(own_pids)
-            )
+            vw = _Window(time.monotonic(), cpu0, None, None, hmark, None, None, vendor.note, None, vendor)
+            vw.own_pids = frozenset(own_pids)
+            return vw
         target, gpu0, gmark, note = None, None, None, ""
         if device.startswith("cuda"):
             note = nvml_status()
@@ -562,9 +562,9 @@ class RunTelemetry:
         cpu0 = psutil.cpu_times() if psutil is not None else None
         activity = _gpm_window(target, gpu0)  # one GPM sample here, one at the end: none between
         hmark = noise.host_mark()  # last: the window starts as close to the timed loop as it can
-        return _Window(
-            time.monotonic(), cpu0, target, gpu0, hmark, gmark, window, note, activity, own_pids=frozenset(own_pids)
-        )
+        w = _Window(time.monotonic(), cpu0, target, gpu0, hmark, gmark, window, note, activity)
+        w.own_pids = frozenset(own_pids)
+        return w
 
     def end(self, token: Any) -> dict[str, Any]:
         w: _Window = token
