@@ -88,7 +88,8 @@ def run(
     from gpuplay.core.planner import check
     from gpuplay.core.result import RunResult
 
-    adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=needs)
+    # with the backend the parameters switched to (inference's runtime, the dataloader: torch)
+    adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=(*needs, spec.backend))
     verdict = check(spec, probe_timeout=30.0)
     if isinstance(verdict, Refusal):
         results = [RunResult(spec=spec, status="refused", message=str(verdict), size=size)]
