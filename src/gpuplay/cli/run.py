@@ -8,12 +8,15 @@ from typing import Any
 import click
 
 from gpuplay.cli import options
+from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import parse_assignments, pop_spec_fields, scenario_dirs_option, spec_options
 from gpuplay.cli.output import (
+    BusyNotice,
     ResultLog,
     load_scenarios,
     message,
+    notice_printer,
     print_rows,
     progress_line,
     report_interruption,
@@ -25,7 +28,7 @@ from gpuplay.core.spec import Refusal, SpecError
 FORMATS = ("table", "markdown", "json", "csv")
 
 
-@click.command()
+@click.command(epilog=EXIT_HELP)
 @click.argument("scenario", metavar="SCENARIO|FILE.py")
 @spec_options
 @click.option("--preset", "-p", default=None, help="quick, published, or a preset the scenario defines.")
@@ -88,6 +91,8 @@ def run(
     from gpuplay.core.planner import check
     from gpuplay.core.result import RunResult
 
+    busy = BusyNotice(err)
+    busy.now(spec.device)  # a wait for the device is said at once, not after the engine starts
     # with the backend the parameters switched to (inference's runtime, the dataloader: torch)
     adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=(*needs, spec.backend))
     verdict = check(spec, probe_timeout=30.0)
@@ -110,7 +115,14 @@ def run(
             with err.status(f"running {s.label()} …"):
                 # The configuration is timed in interleaved pairs with its baseline: its speedup.
                 pair = baseline_spec(s) if baseline and s is spec and not is_baseline(s) else None
-                r = run_spec(s, cancel=stop.cancel, telemetry=telemetry, paired_with=pair)
+                r = run_spec(
+                    s,
+                    cancel=stop.cancel,
+                    telemetry=telemetry,
+                    paired_with=pair,
+                    on_phase=busy.on_phase,
+                    on_notice=notice_printer(err),
+                )
             if stop.interrupted and r.status == "cancelled":
                 break  # the measurement the signal stopped is not a finished one
             results.append(r)
@@ -136,6 +148,9 @@ def run(
 
         if not profile_and_print(spec, trace, fmt):
             sys.exit(1)
+    from gpuplay.cli.exitcodes import exit_if_checks_failed
+
+    exit_if_checks_failed(results, err)
 
 
 def _needed_backend(spec: Any) -> Any:
