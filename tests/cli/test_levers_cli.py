@@ -69,7 +69,18 @@ def test_a_runtime_without_b_is_measured_through_the_engine_with_its_baseline(tm
     env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}
     env["GPUPLAY_STATE_DIR"] = str(tmp_path / "state")
     small = ["-s", "runtime=torchscript", "-s", "batch=2", "-s", "seq=8", "-s", "width=32", "-s", "heads=4"]
-    cmd = [sys.executable, "-m", "gpuplay", "run", "inference", *small, *TINY, "--baseline", "--format", "json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "gpuplay",
+        "run",
+        "inference",
+        *small,
+        *TINY,
+        "--baseline",
+        "--format",
+        "json",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL, env=env)
     assert proc.returncode == 0, proc.stderr
     labels = [r["label"] for r in json.loads(proc.stdout)["results"]]
