@@ -201,7 +201,7 @@ _session_log: list[Any] = []
 def run(
     scenario: str | Path,
     *,
-    backend: str = "numpy",
+    backend: str | None = None,  # numpy, or the one the params need
     device: str = "cpu",
     dtype: str | None = None,
     preset: str | None = None,
@@ -222,12 +222,15 @@ def run(
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.engine import measure as engine_measure
     from gpuplay.core.planner import check
+    from gpuplay.core.scenarios import on_needed_backend
     from gpuplay.core.spec import Refusal
     from gpuplay.core.telemetry import RunTelemetry
 
     sc = _scenario(scenario, scenario_dirs)
     fields = {"backend": backend, "device": device, "dtype": dtype, "budget_s": budget_s, **levers}
     spec, size = _spec(sc, preset, params, fields)
+    if backend is None:  # as `gpuplay run` without -b (runtime=onnxruntime needs torch)
+        spec = on_needed_backend(spec)[0]
     _adopt_probe(spec.backend == "cupy" or spec.device != "cpu")
     verdict = check(spec, probe_timeout=PROBE_TIMEOUT_S)
     if isinstance(verdict, Refusal):
