@@ -170,7 +170,8 @@ class Result:
         return _md_table([self])
 
     def __repr__(self) -> str:
-        cells = self._cells()
+        # The cells hold a file's text when the result was loaded: shown, never sent to a terminal.
+        cells = [visible(c, one_line=True) for c in self._cells()]
         return f"<gpuplay.Result {cells[0]} {cells[2]}: {cells[3]}, speedup {cells[6]}, check {cells[7]}>"
 
 
@@ -208,7 +209,9 @@ def _pandas() -> Any:
     try:
         import pandas
     except ImportError:
-        raise ImportError("to_pandas() needs pandas: pip install 'gpuplay[pandas]'") from None
+        raise ImportError(
+            "to_pandas() needs pandas: pip install pandas (from a checkout: pip install -e '.[pandas]')"
+        ) from None
     return pandas
 
 
@@ -401,7 +404,9 @@ class Sweep:
         try:
             import matplotlib.pyplot as plt
         except ImportError:
-            raise ImportError("plot() needs matplotlib: pip install 'gpuplay[notebook]'") from None
+            raise ImportError(
+                "plot() needs matplotlib: pip install matplotlib (from a checkout: pip install -e '.[notebook]')"
+            ) from None
         fig = None
         if ax is None:
             fig, ax = plt.subplots(figsize=(6.4, 4.0))

@@ -8,12 +8,15 @@ from typing import Any
 import click
 
 from gpuplay.cli import options
+from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import parse_assignments, pop_spec_fields, scenario_dirs_option, spec_options
 from gpuplay.cli.output import (
+    BusyNotice,
     ResultLog,
     load_scenarios,
     message,
+    notice_printer,
     print_rows,
     progress_line,
     report_interruption,
@@ -25,7 +28,7 @@ from gpuplay.core.spec import Refusal, SpecError
 FORMATS = ("table", "markdown", "json", "csv")
 
 
-@click.command()
+@click.command(epilog=EXIT_HELP)
 @click.argument("scenario", metavar="SCENARIO|FILE.py")
 @spec_options
 @click.option("--preset", "-p", default=None, help="quick, published, or a preset the scenario defines.")
@@ -71,7 +74,6 @@ def run(
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.engine import measure as run_spec
     from gpuplay.core.scenarios import spec_for
-    from gpuplay.core.workloads import get_workload
 
     try:
         sc = _code_scenario(scenario)
@@ -80,7 +82,7 @@ def run(
                 scenario
             )
         spec, size = spec_for(sc, preset, parse_assignments(sizes), **pop_spec_fields(kw))
-        spec = _needed_backend(spec, get_workload(spec.workload).needs_backend(spec.params))
+        spec = _needed_backend(spec)
     except (KeyError, ValueError, SpecError) as exc:
         raise click.UsageError(message(exc)) from None
     err = stderr_console()
@@ -89,10 +91,10 @@ def run(
     from gpuplay.core.planner import check
     from gpuplay.core.result import RunResult
 
-    # The backend the parameters need (torch for a runtime or the DataLoader) may not be -b's: the
-    # probe must cover the one that runs, or the planner sees it "still being probed" and refuses.
-    needs = (spec.backend, *(("numpy",) if baseline else ()))
-    adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=needs)
+    busy = BusyNotice(err)
+    busy.now(spec.device)  # a wait for the device is said at once, not after the engine starts
+    # with the backend the parameters switched to (inference's runtime, the dataloader: torch)
+    adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=(*needs, spec.backend))
     verdict = check(spec, probe_timeout=30.0)
     if isinstance(verdict, Refusal):
         results = [RunResult(spec=spec, status="refused", message=str(verdict), size=size)]
@@ -113,7 +115,14 @@ def run(
             with err.status(f"running {s.label()} …"):
                 # The configuration is timed in interleaved pairs with its baseline: its speedup.
                 pair = baseline_spec(s) if baseline and s is spec and not is_baseline(s) else None
-                r = run_spec(s, cancel=stop.cancel, telemetry=telemetry, paired_with=pair)
+                r = run_spec(
+                    s,
+                    cancel=stop.cancel,
+                    telemetry=telemetry,
+                    paired_with=pair,
+                    on_phase=busy.on_phase,
+                    on_notice=notice_printer(err),
+                )
             if stop.interrupted and r.status == "cancelled":
                 break  # the measurement the signal stopped is not a finished one
             results.append(r)
@@ -139,22 +148,22 @@ def run(
 
         if not profile_and_print(spec, trace, fmt):
             sys.exit(1)
+    from gpuplay.cli.exitcodes import exit_if_checks_failed
+
+    exit_if_checks_failed(results, err)
 
 
-def _needed_backend(spec: Any, needed: str | None) -> Any:
-    """The backend the parameters need (an exported torch model, torch's DataLoader) when -b was
-    not given; said on stderr. An explicit -b stays, and the planner says why it cannot run."""
-    ctx = click.get_current_context()
-    if (
-        needed is None
-        or spec.backend == needed
-        or ctx.get_parameter_source("backend") != click.core.ParameterSource.DEFAULT
-    ):
+def _needed_backend(spec: Any) -> Any:
+    """The backend the parameters need when -b was not given (core.scenarios.on_needed_backend,
+    which gpuplay.run shares); said on stderr. An explicit -b stays."""
+    from gpuplay.core.scenarios import on_needed_backend
+
+    if click.get_current_context().get_parameter_source("backend") != click.core.ParameterSource.DEFAULT:
         return spec
-    stderr_console().print(
-        f"backend {needed}: these parameters run on {needed}", highlight=False, markup=False
-    )
-    return spec.replace(backend=needed)
+    spec, said = on_needed_backend(spec)
+    if said:
+        stderr_console().print(said, highlight=False, markup=False)
+    return spec
 
 
 def _code_scenario(arg: str) -> Any:

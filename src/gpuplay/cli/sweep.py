@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from typing import Any
@@ -9,25 +10,33 @@ from typing import Any
 import click
 
 from gpuplay.cli import options
+from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.interrupt import Interruption
-from gpuplay.cli.options import scenario_dirs_option
-from gpuplay.cli.output import ResultLog, emit, load_scenarios, message, report_interruption, stderr_console
+from gpuplay.cli.options import scenario_dirs_option, threads_option
+from gpuplay.cli.output import (
+    BusyNotice,
+    ResultLog,
+    emit,
+    load_scenarios,
+    message,
+    notice_printer,
+    report_interruption,
+    stderr_console,
+)
 from gpuplay.core import levers
-from gpuplay.core.spec import BACKENDS, DTYPES, SpecError
+from gpuplay.core.spec import BACKENDS, DTYPES, SpecError, pick_names
 
 FORMATS = ("table", "json", "csv", "markdown")
 
 
 def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
-    chosen = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in chosen if allowed is not None and x not in allowed]
-    if bad or not chosen:
-        choose = f"; choose from {', '.join(allowed)}" if allowed else ""
-        raise click.BadParameter(f"unknown {', '.join(bad) or '(none given)'}{choose}", param_hint=hint)
-    return list(dict.fromkeys(chosen))
+    try:
+        return pick_names(text, allowed)
+    except SpecError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
-@click.command()
+@click.command(epilog=EXIT_HELP)
 @click.argument("scenario", metavar="SCENARIO|FILE.py")
 @click.option("--over", "over", required=True, metavar="PARAM=V1,V2,…|LO..HI[:K]",
               help="The parameter to sweep: a list, LO..HI (doubling from LO), or LO..HI:K (K sizes, geometric).")  # fmt: skip
@@ -43,7 +52,7 @@ def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
 @click.option("--budget", type=click.FloatRange(min=0.001), default=0.5, show_default=True,
               help="Seconds of timed steps per size and configuration.")  # fmt: skip
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads for torch and BLAS.")
+@threads_option
 @click.option("--max-step", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
               help="Stop a configuration at the first size whose step is estimated longer (seconds).")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
@@ -86,6 +95,9 @@ def sweep(
 
     start_engine_early(("numpy", *chosen))  # overlaps loading the scenarios and planning
     devs = _names(devices, None, "--devices")
+    busy = BusyNotice(stderr_console())
+    for d in dict.fromkeys(("cpu", *devs)):  # a wait for a device is said at once, before any loading
+        busy.now(d)
     dts = _names(dtypes, DTYPES, "--dtypes")
     vs = _names(variants, tuple(VARIANTS), "--variants")
     try:
@@ -113,11 +125,14 @@ def sweep(
         sys.exit(1)
     _progress(progress_json, {"plan": {"param": param, "values": values,
                                        "series": [s.label for s in plan.series]}})  # fmt: skip
-    done = _measure(plan, err, progress_json)
+    done = _measure(plan, err, progress_json, busy)
     _print(plan, fmt, out)
     if done.interrupted:
         report_interruption(done.name, sum(len(s.points) for s in plan.series), plan.total, done.log)
         sys.exit(done.exit_code)
+    from gpuplay.cli.exitcodes import exit_if_checks_failed
+
+    exit_if_checks_failed((p.result for s in plan.series for p in s.points), err)
 
 
 class _Done:
@@ -131,8 +146,11 @@ def _progress(enabled: bool, event: dict[str, Any]) -> None:
         print(json.dumps(event, default=str), file=sys.stderr, flush=True)
 
 
-def _measure(plan: Any, err: Any, progress_json: bool) -> _Done:
-    from gpuplay.core.engine import measure
+def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Done:
+    from gpuplay.core.engine import measure as measure_one
+
+    # A wait for the device is said (on_phase), and so is a step over its limit (on_notice).
+    measure = functools.partial(measure_one, on_phase=busy.on_phase, on_notice=notice_printer(err))
     from gpuplay.core.report import fmt_time
     from gpuplay.core.sweep import run_sweep
     from gpuplay.core.telemetry import RunTelemetry

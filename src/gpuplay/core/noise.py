@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,7 +95,12 @@ def host_mark() -> HostMark | None:
     )
 
 
-def host_noise(a: HostMark | None, b: HostMark | None) -> dict[str, Any]:
+def host_noise(a: HostMark | None, b: HostMark | None, own_pids: Collection[int] = ()) -> dict[str, Any]:
+    """The window's CPU use: this process's, the rest of the machine's, the top others named.
+
+    `own_pids` are processes the run started for itself (a data loader's workers, named by the
+    workload): their CPU time is the run's own, not competition. Only those exact PIDs: a child
+    the run did not name (a user's CPU burner) is still another process."""
     if a is None or b is None:
         return {}
     window = b.t - a.t
@@ -104,6 +109,7 @@ def host_noise(a: HostMark | None, b: HostMark | None) -> dict[str, Any]:
     own = (b.own - a.own) / window
     machine = (_busy(b.cpu) - _busy(a.cpu)) / window
     per: list[tuple[int, float]] = []
+    helpers = 0.0
     for key, secs in b.procs.items():
         if key in a.procs:
             used = secs - a.procs[key]
@@ -111,14 +117,18 @@ def host_noise(a: HostMark | None, b: HostMark | None) -> dict[str, Any]:
             used = secs
         else:
             continue  # existed before but was not readable then
-        if used / window >= 0.01:  # a daemon's tick is not worth naming
+        if key[0] in own_pids:
+            helpers += used / window
+        elif used / window >= 0.01:  # a daemon's tick is not worth naming
             per.append((key[0], used / window))
+    own += helpers
     per.sort(key=lambda x: -x[1])
     steal = (getattr(b.cpu, "steal", 0.0) - getattr(a.cpu, "steal", 0.0)) / window
     return {
         "window_s": window,
         "cores": psutil.cpu_count() or 1,
-        "own_cores": own,
+        "own_cores": own,  # with the run's own helper processes (own_helper_cores of it)
+        "own_helper_cores": helpers,
         # The machine-wide figure also catches processes too short-lived to be named.
         "other_cores": max(0.0, machine - own, sum(c for _, c in per)),
         "other_top": [{"name": _name(pid), "pid": pid, "cores": c} for pid, c in per[:KEEP]],
@@ -302,7 +312,9 @@ def stability(rel_iqr: float | None, n: int) -> str:
 
 
 def unstable_advice(min_step_s: float | None) -> str:
-    advice = "close other programs, use a longer budget or more repeats (--preset published, --repeat)"
+    # Words every measuring command accepts (run, compare and sweep all take --budget and --preset;
+    # only run takes --repeat, and compare once suggested it): tests/cli/test_newuser.py checks.
+    advice = "close other programs, time longer (--budget SECONDS, or --preset published)"
     if min_step_s is not None and min_step_s < 1e-3:
         advice += ", a larger size (steps under 1 ms are at the mercy of the timer and the scheduler)"
     return advice + ", then rerun and compare"

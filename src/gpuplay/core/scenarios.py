@@ -47,9 +47,12 @@ class Scenario:
         base = dict(self.params)
         if preset:
             if preset not in self.presets:
-                raise ValueError(
-                    f"scenario {self.name} has no preset {preset!r} (has: {', '.join(self.presets)})"
+                has = (
+                    f"has: {', '.join(self.presets)}"
+                    if self.presets
+                    else "it defines no PRESETS; leave out the preset"
                 )
+                raise ValueError(f"scenario {self.name} has no preset {preset!r} ({has})")
             base.update(self.presets[preset])
         return get_workload(self.workload).resolve(base)
 
@@ -190,6 +193,20 @@ def builtin_dir() -> Path:
 class ScenarioSet:
     scenarios: dict[str, Scenario]
     errors: list[ScenarioError]
+    # Two files of one name: said, naming both (the later one is used). A user's file that
+    # replaces a shipped scenario hides that scenario's published claim: `replaced` maps the
+    # name to the shipped file, so `list` and the app can say so.
+    warnings: list[str] = field(default_factory=list)
+    replaced: dict[str, Path] = field(default_factory=dict)
+
+    def replacement_notes(self) -> list[str]:
+        """One line per shipped scenario a user's file replaces, naming both files."""
+        return [
+            f"{self.scenarios[name].path} replaces the shipped scenario {name!r} ({old}): its "
+            "published claim and presets are not shown while this file is there"
+            for name, old in self.replaced.items()
+            if name in self.scenarios
+        ]
 
     def get(self, name: str) -> Scenario:
         try:
@@ -199,34 +216,72 @@ class ScenarioSet:
 
 
 def load_scenarios(extra_dirs: Iterable[Path | str] = ()) -> ScenarioSet:
-    """Built-in scenarios, then each extra folder's (a later file of the same name wins)."""
+    """Built-in scenarios, then each extra folder's (a later file of the same name wins, and the
+    set's `warnings` say so, naming both files)."""
     found: dict[str, Scenario] = {}
     errors: list[ScenarioError] = []
-    for folder in [builtin_dir(), *(Path(d).expanduser() for d in extra_dirs)]:
+    sset = ScenarioSet({}, errors)
+    shipped = builtin_dir()
+    for folder in [shipped, *(Path(d).expanduser() for d in extra_dirs)]:
         if not folder.is_dir():
             errors.append(ScenarioError(folder, "", "scenario folder not found"))
             continue
         for path in sorted(folder.glob("*.toml")):
             try:
-                if path.stat().st_size > MAX_FILE_BYTES:
-                    raise ScenarioError(path, "", f"larger than {MAX_FILE_BYTES // 1024} KiB; not a scenario")
-                text = read_text_file(path)
-                scenario = parse_scenario(text, path)
+                scenario = scenario_file(path)
             except ScenarioError as exc:
                 errors.append(exc)
                 continue
-            except (OSError, UnicodeDecodeError) as exc:
-                errors.append(
-                    ScenarioError(path, "", f"cannot read ({getattr(exc, 'strerror', None) or exc})")
-                )
-                continue
-            except RecursionError:  # parsed, but too deep for what reads the values
-                errors.append(ScenarioError(path, "", "nested too deeply"))
-                continue
+            if scenario.name in found:
+                _same_name(sset, found[scenario.name], scenario, shipped)
             found[scenario.name] = scenario
     order = list(registry())
     ranked = sorted(found.values(), key=lambda s: (order.index(s.workload), s.name))
-    return ScenarioSet({s.name: s for s in ranked}, errors)
+    sset.scenarios = {s.name: s for s in ranked}
+    return sset
+
+
+def _same_name(sset: ScenarioSet, before: Scenario, after: Scenario, shipped: Path) -> None:
+    """`after` replaces `before` (same name): said, naming both files."""
+    name, old, new = after.name, before.path, after.path
+    if old is not None and Path(old).parent == shipped:
+        sset.replaced[name] = Path(old)  # said by `replacement_notes`
+    else:  # two of the user's own (a shipped one they replaced stays marked replaced)
+        sset.warnings.append(f"two scenarios named {name!r}: {old} and {new}; the later one ({new}) is used")
+
+
+def scenario_file(path: Path | str) -> Scenario:
+    """One scenario .toml file, read as data; a ScenarioError naming the file and why otherwise."""
+    path = Path(path).expanduser()
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ScenarioError(path, "", f"larger than {MAX_FILE_BYTES // 1024} KiB; not a scenario")
+        return parse_scenario(read_text_file(path), path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(path, "", f"cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    except RecursionError:  # parsed, but too deep for what reads the values
+        raise ScenarioError(path, "", "nested too deeply") from None
+
+
+def scenario_from_argument(arg: str) -> Scenario | None:
+    """What a SCENARIO argument that names a file means, by its suffix alone; None for a name.
+
+    Only a `.py` path is code (run with the user's rights, as they asked); a `.toml` path is a
+    scenario file, parsed as data and never run; any other path is refused with the reason,
+    whatever its text (a `.toml` holding Python was once run as code because it was a file).
+    """
+    if arg.endswith(".py"):
+        return scenario_for(arg)
+    if arg.endswith(".toml"):
+        return scenario_file(arg)
+    if "/" in arg or Path(arg).expanduser().is_file():
+        raise ScenarioError(
+            arg,
+            "",
+            "not something gpuplay runs: a FILE.py is your code, a FILE.toml is a scenario (data), "
+            "anything else is a scenario's name (gpuplay list)",
+        )
+    return None
 
 
 def scenario_for(path: Path | str) -> Scenario:
@@ -248,13 +303,14 @@ def scenario_for(path: Path | str) -> Scenario:
 
 
 def code_scenario(arg: str) -> Scenario | None:
-    """A code file named by its path (or by its stem, from code_files in config.toml); None when
-    `arg` names neither. Shared by `gpuplay run`/`sweep` and the Python API (gpuplay.api)."""
+    """A file named by its path (FILE.py: code; FILE.toml: a scenario file, data; any other path is
+    refused: scenario_from_argument), or a code file by its stem from code_files in config.toml;
+    None for a scenario's name. Shared by `gpuplay run`/`sweep` and the Python API (gpuplay.api)."""
     from gpuplay.core.config import load_config
-    from gpuplay.core.workloads.usercode import looks_like_code_path
 
-    if looks_like_code_path(arg):
-        return scenario_for(arg)
+    named = scenario_from_argument(arg)
+    if named is not None:
+        return named
     for path in load_config().code_files:
         if path.stem == arg:
             return scenario_for(path)
@@ -269,3 +325,14 @@ def spec_for(sc: Scenario, preset: str | None, params: Mapping[str, Any] | None 
     workload = get_workload(sc.workload)
     resolved = workload.resolve({**sc.preset_params(preset), **dict(params or {})})
     return RunSpec.make(sc.workload, resolved, scenario=sc.name, **fields), workload.size_label(resolved)
+
+
+def on_needed_backend(spec: Any) -> tuple[Any, str | None]:
+    """`spec` on the backend its parameters need (an exported torch model, torch's DataLoader),
+    and the sentence that says so; (spec, None) when it needs none or is on it already. For a
+    caller whose user named no backend (`gpuplay run` without -b, gpuplay.run without backend=):
+    one named explicitly stays, and the planner says why it cannot run."""
+    needed = get_workload(spec.workload).needs_backend(spec.params)
+    if needed is None or spec.backend == needed:
+        return spec, None
+    return spec.replace(backend=needed), f"backend {needed}: these parameters run on {needed}"

@@ -19,8 +19,12 @@ from typing import Any
 
 from gpuplay.core.runtimes import installed
 
-EXTRA_CPU = "pip install 'gpuplay[onnx]'"
-EXTRA_GPU = "pip install 'gpuplay[onnx-gpu]' (in place of gpuplay[onnx]: both provide the onnxruntime module)"
+# The packages themselves (gpuplay is not on the package index; the extras need a checkout).
+EXTRA_CPU = "pip install onnxruntime onnx onnxscript (from a checkout: pip install -e '.[onnx]')"
+EXTRA_GPU = (
+    "pip install onnxruntime-gpu onnx onnxscript, in place of onnxruntime: both provide the onnxruntime "
+    "module (from a checkout: pip install -e '.[onnx-gpu]')"
+)
 NUMPY_TYPES = {"float32": "float32", "float16": "float16", "float64": "float64"}
 
 
@@ -63,6 +67,14 @@ def notes(device: str, conditions: dict[str, Any]) -> list[str]:
     return fell + [
         "runtime: ONNX Runtime, the model exported with torch.onnx.export, run by onnxruntime.InferenceSession"
     ]
+
+
+def build_settings() -> Any:
+    """What a session fixes at build time from the run's settings: its intra-op threads are
+    torch's then, so a run at another `threads` builds its own session (like for like)."""
+    import torch
+
+    return torch.get_num_threads()
 
 
 def export(model: Any, example: Any) -> bytes:

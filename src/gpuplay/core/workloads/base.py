@@ -96,6 +96,7 @@ class SetupReport:
     conditions: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     split: StepSplit | None = None
+    own_pids: tuple[int, ...] = ()  # processes prepare started for the run (a loader's workers)
 
 
 class Workload:
