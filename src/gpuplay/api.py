@@ -143,10 +143,11 @@ def _spec(
         raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
 
 
-def _adopt_probe(gpu: bool) -> None:
+def _adopt_probe(gpu: bool, backends: tuple[str, ...]) -> None:
     from gpuplay.core.engine.client import adopt_shared_probe
 
-    adopt_shared_probe(PROBE_TIMEOUT_S, final=gpu)  # starts the engine; it imports torch, not us
+    # Starts the engine (it imports torch, not us), probing only the backends the call uses.
+    adopt_shared_probe(PROBE_TIMEOUT_S, final=gpu, backends=backends)
 
 
 def _interruptible(work: Callable[[threading.Event], Any], cancel: threading.Event) -> tuple[Any, bool]:
@@ -221,7 +222,7 @@ def run(
     sc = _scenario(scenario, scenario_dirs)
     fields = {"backend": backend, "device": device, "dtype": dtype, "budget_s": budget_s, **levers}
     spec, size = _spec(sc, preset, params, fields)
-    _adopt_probe(spec.backend == "cupy" or spec.device != "cpu")
+    _adopt_probe(spec.backend == "cupy" or spec.device != "cpu", ("numpy", spec.backend))
     verdict = check(spec, probe_timeout=PROBE_TIMEOUT_S)
     if isinstance(verdict, Refusal):
         raise Refused(verdict.reason, verdict.hint, spec.label())
@@ -318,7 +319,7 @@ def _compare_scenarios(
     try:
         for sc in scenarios:
             sc.preset_params(preset)
-        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs or ()))
+        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs or ()), ("numpy", *chosen))
         specs, refused = plan_compare(scenarios, preset, chosen, dtype=dtype, variants=vlist, **kw)
     except KeyError as exc:
         raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
