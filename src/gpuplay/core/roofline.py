@@ -648,7 +648,7 @@ def calibrate(device: str, budget_s: float | None = None) -> DevicePeaks:
         peaks = measure_cpu() if budget_s is None else measure_cpu(budget_s)
     else:
         peaks = measure_cuda(device) if budget_s is None else measure_cuda(device, budget_s)
-    peaks.noise = noise.host_noise(before, noise.host_mark())
+    peaks.noise = noise.host_noise(before, noise.host_mark(before))
     save_peaks(peaks)
     return peaks
 

@@ -507,7 +507,7 @@ class RunTelemetry:
 
     def end(self, token: Any) -> dict[str, Any]:
         w: _Window = token
-        hmark1 = noise.host_mark()  # first, for the same reason
+        hmark1 = noise.host_mark(w.hmark)  # first, for the same reason
         t1 = time.monotonic()
         during = w.sampler.stop() if w.sampler is not None else []
         out: dict[str, Any] = {
