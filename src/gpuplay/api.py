@@ -413,7 +413,7 @@ def sweep(
     try:
         text = raw if isinstance(raw, str) else ",".join(str(v) for v in raw)
         values = sweep_values(sc, str(param), text)
-        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs))
+        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs), ("numpy", *chosen))
         plan = plan_sweep(sc, str(param), values, chosen, devs, preset=preset, dtypes=dts, variants=vs,
                           transfers=transfers, budget_s=budget_s, warmup=warmup, threads=threads,
                           max_step_s=max_step_s)  # fmt: skip
