@@ -4,6 +4,8 @@
   tell on which device a stream was made, a capture ran or a step was called.
 - FakePynvml: a recorded NVML device list (UUIDs, names, MIG instances, processes), with a
   log of every call, so a test can tell which NVML device was read and when.
+  GPM (nvidia-ml-py's nvmlGpm* calls) over counters a test advances with `work`: a GPU with
+  `arch="hopper"` has them, an Ampere one answers isSupportedDevice = 0, as the driver does.
 - FakeCupy: the parts of CuPy whose caches gpuplay empties (pools, pinned pool, cuFFT plans).
 - SimStream, install_cuda_run: a whole `runner.run` on "cuda:0" over a CPU torch, its CUDA
   events on a simulated stream clock (host dispatch and device time apart), its allocator's
@@ -267,6 +269,37 @@ class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's name
     pass
 
 
+class NVMLError_FunctionNotFound(NVMLError):  # noqa: N801 - pynvml's name (a driver without the call)
+    pass
+
+
+NVML_ERROR_NOT_SUPPORTED = 3  # nvmlReturn_t
+
+
+class FakeGpmSample:
+    """An NVML GPM sample buffer: the counters of one device (or MIG instance) at one moment."""
+
+    def __init__(self) -> None:
+        self.key: tuple[int, int | None] | None = None
+        self.t = 0.0
+        self.counts: dict[int, float] = {}
+
+
+class FakeGpmMetric:
+    def __init__(self) -> None:
+        self.metricId, self.nvmlReturn, self.value = 0, 0, 0.0
+
+
+class FakeGpmMetricsGet:
+    """c_nvmlGpmMetricsGet_t: version, numMetrics, sample1, sample2, metrics[NVML_GPM_METRIC_MAX]."""
+
+    def __init__(self) -> None:
+        self.version, self.numMetrics = 0, 0
+        self.sample1: FakeGpmSample | None = None
+        self.sample2: FakeGpmSample | None = None
+        self.metrics = [FakeGpmMetric() for _ in range(98)]
+
+
 @dataclass
 class FakeGpu:
     uuid: str
@@ -276,6 +309,9 @@ class FakeGpu:
     power_limit_mw: int = 700_000
     mig: list[str] = field(default_factory=list)  # MIG instance UUIDs (MIG mode on when any)
     procs: list[tuple[int, int]] = field(default_factory=list)  # (pid, used bytes)
+    arch: str = "hopper"  # GPM counters from Hopper on
+    gpm_mig: bool = True  # the driver samples GPM per MIG instance (nvmlGpmMigSampleGet)
+    gpm_absent: tuple[int, ...] = ()  # GPM metric ids this board lacks (NVLink on a PCIe card)
 
 
 @dataclass(frozen=True)
@@ -294,11 +330,103 @@ class FakePynvml:
     NVML_PCIE_UTIL_RX_BYTES = 1
     NVMLError = NVMLError
     NVMLError_NotSupported = NVMLError_NotSupported
+    NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
+    # nvidia-ml-py's GPM constants (the values of nvml.h's nvmlGpmMetricId_t)
+    NVML_GPM_METRICS_GET_VERSION = 1
+    NVML_GPM_METRIC_SM_UTIL = 2
+    NVML_GPM_METRIC_SM_OCCUPANCY = 3
+    NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5
+    NVML_GPM_METRIC_DFMA_TENSOR_UTIL = 6
+    NVML_GPM_METRIC_HMMA_TENSOR_UTIL = 7
+    NVML_GPM_METRIC_IMMA_TENSOR_UTIL = 9
+    NVML_GPM_METRIC_DRAM_BW_UTIL = 10
+    NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20
+    NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21
+    NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC = 60
+    NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC = 61
+    c_nvmlGpmMetricsGet_t = FakeGpmMetricsGet
 
-    def __init__(self, gpus: list[FakeGpu]) -> None:
+    def __init__(self, gpus: list[FakeGpu], gpm_driver: bool = True) -> None:
         self.gpus = gpus
         self.calls: list[tuple[float, str]] = []
         self._energy = itertools.count(1_000_000, 50_000)
+        self.gpm_driver = gpm_driver  # False: a driver older than R520, without the GPM calls
+        self.gpm_clock = 100.0  # the GPU's own time, advanced by `work`
+        self.gpm_counts: dict[tuple[int, int | None], dict[int, float]] = {}
+        self.gpm_live: set[int] = set()  # ids of sample buffers not yet freed
+        self._steady: dict[int, tuple[dict[int, float], float]] = {}  # gpu -> (activity, since)
+
+    def busy(self, gpu: int, activity: dict[int, float]) -> None:
+        """The device busy at `activity` from now on, in real time (for a run through the runner)."""
+        self._steady[gpu] = (activity, time.monotonic())
+
+    # -- GPM ---------------------------------------------------------------------------------
+    def work(self, gpu: int, seconds: float, activity: dict[int, float], mig: int | None = None) -> None:
+        """The device busy for `seconds` at `activity` (metric id -> % or MiB/s): counters grow."""
+        self.gpm_clock += seconds
+        for key in {(gpu, None), (gpu, mig)}:
+            counts = self.gpm_counts.setdefault(key, {})
+            for metric, rate in activity.items():
+                counts[metric] = counts.get(metric, 0.0) + rate * seconds
+
+    def _gpm_check(self, fn: str) -> None:
+        self._log(fn)
+        if not self.gpm_driver:
+            raise NVMLError_FunctionNotFound(fn)
+
+    def nvmlGpmQueryDeviceSupport(self, h: _Handle) -> Any:  # noqa: N802
+        self._gpm_check("nvmlGpmQueryDeviceSupport")
+        supported = self.gpus[h.gpu].arch in ("hopper", "blackwell")
+        return SimpleNamespace(version=1, isSupportedDevice=int(supported))
+
+    def nvmlGpmSampleAlloc(self) -> FakeGpmSample:  # noqa: N802
+        self._gpm_check("nvmlGpmSampleAlloc")
+        s = FakeGpmSample()
+        self.gpm_live.add(id(s))
+        return s
+
+    def nvmlGpmSampleFree(self, s: FakeGpmSample) -> None:  # noqa: N802
+        self.gpm_live.discard(id(s))
+
+    def _fill(self, s: FakeGpmSample, key: tuple[int, int | None]) -> FakeGpmSample:
+        if self.gpus[key[0]].arch not in ("hopper", "blackwell"):
+            raise NVMLError_NotSupported("nvmlGpmSampleGet")
+        if key[0] in self._steady:
+            activity, since = self._steady[key[0]]
+            now = time.monotonic()
+            self.work(key[0], now - since, activity)
+            self._steady[key[0]] = (activity, now)
+        s.key, s.t, s.counts = key, self.gpm_clock, dict(self.gpm_counts.get(key, {}))
+        return s
+
+    def nvmlGpmSampleGet(self, h: _Handle, s: FakeGpmSample) -> FakeGpmSample:  # noqa: N802
+        self._gpm_check("nvmlGpmSampleGet")
+        return self._fill(s, (h.gpu, None))
+
+    def nvmlGpmMigSampleGet(self, h: _Handle, gi: int, s: FakeGpmSample) -> FakeGpmSample:  # noqa: N802
+        self._gpm_check("nvmlGpmMigSampleGet")
+        if not self.gpus[h.gpu].gpm_mig:
+            raise NVMLError_NotSupported("nvmlGpmMigSampleGet")
+        return self._fill(s, (h.gpu, gi))
+
+    def nvmlDeviceGetGpuInstanceId(self, h: _Handle) -> int:  # noqa: N802
+        if h.mig is None:
+            raise NVMLError("Invalid Argument")
+        return h.mig
+
+    def nvmlGpmMetricsGet(self, mg: FakeGpmMetricsGet) -> FakeGpmMetricsGet:  # noqa: N802
+        self._gpm_check("nvmlGpmMetricsGet")
+        s1, s2 = mg.sample1, mg.sample2
+        if mg.version != 1 or s1 is None or s2 is None or s1.key != s2.key or s2.t <= s1.t:
+            raise NVMLError("Invalid Argument")
+        absent = self.gpus[s1.key[0]].gpm_absent
+        for m in mg.metrics[: mg.numMetrics]:
+            if m.metricId in absent:
+                m.nvmlReturn, m.value = NVML_ERROR_NOT_SUPPORTED, 0.0
+            else:
+                m.nvmlReturn = 0
+                m.value = (s2.counts.get(m.metricId, 0.0) - s1.counts.get(m.metricId, 0.0)) / (s2.t - s1.t)
+        return mg
 
     def _log(self, name: str) -> None:
         self.calls.append((time.monotonic(), name))
@@ -440,3 +568,163 @@ class FakeCupy:
 
     def get_default_pinned_memory_pool(self) -> Any:
         return self._pinned
+
+
+# -- AMD: ROCm torch and amdsmi --------------------------------------------------------------
+@dataclass
+class FakeAmdGpu:
+    """One AMD GPU as torch (ROCm) and amdsmi both see it."""
+
+    name: str  # torch's and amdsmi's market name
+    arch: str  # torch's gcnArchName, e.g. "gfx942:sramecc+:xnack-"
+    bus: int  # PCI bus number: what maps torch's device to amdsmi's
+    uuid: str
+    gfx: int = 80  # amdsmi's gfx_activity, %
+    watts: float = 600.0
+    vram_used_mb: int = 4096
+    vram_total_mb: int = 196_608
+
+
+class AmdSmiLibraryException(Exception):  # noqa: N818 - amdsmi's name
+    pass
+
+
+class FakeAmdsmi:
+    """The `amdsmi` module (its Python API: amdsmi_init, handles, dicts with 'N/A' strings) over
+    GPUs listed in amdsmi's order; the energy accumulator advances 1000 ticks of 15.3 µJ per read."""
+
+    class AmdSmiClkType:
+        GFX, MEM = 1, 5
+
+    class AmdSmiTemperatureType:
+        EDGE, HOTSPOT, JUNCTION = 0, 1, 1
+
+    class AmdSmiTemperatureMetric:
+        CURRENT = 0
+
+    AmdSmiLibraryException = AmdSmiLibraryException
+
+    def __init__(self, gpus: list[FakeAmdGpu], init_error: bool = False) -> None:
+        self.gpus, self.init_error = gpus, init_error
+        self.ticks = [10_000_000 * (i + 1) for i in range(len(gpus))]
+        self.calls: list[str] = []
+
+    def amdsmi_init(self, *flags: Any) -> None:
+        if self.init_error:
+            raise AmdSmiLibraryException("AMDSMI_STATUS_DRIVER_NOT_LOADED")
+
+    def amdsmi_get_processor_handles(self) -> list[int]:
+        return list(range(len(self.gpus)))
+
+    def amdsmi_get_gpu_device_bdf(self, h: int) -> str:
+        return f"0000:{self.gpus[h].bus:02x}:00.0"
+
+    def amdsmi_get_gpu_device_uuid(self, h: int) -> str:
+        return self.gpus[h].uuid
+
+    def amdsmi_get_gpu_asic_info(self, h: int) -> dict[str, Any]:
+        return {"market_name": self.gpus[h].name, "target_graphics_version": self.gpus[h].arch.split(":")[0]}
+
+    def amdsmi_get_gpu_activity(self, h: int) -> dict[str, Any]:
+        self.calls.append(f"activity {h}")
+        return {"gfx_activity": self.gpus[h].gfx, "umc_activity": 20, "mm_activity": "N/A"}
+
+    def amdsmi_get_gpu_vram_usage(self, h: int) -> dict[str, Any]:
+        return {"vram_total": self.gpus[h].vram_total_mb, "vram_used": self.gpus[h].vram_used_mb}
+
+    def amdsmi_get_power_info(self, h: int) -> dict[str, Any]:
+        # MI300: average_socket_power is 'N/A', current_socket_power carries the figure
+        return {"current_socket_power": self.gpus[h].watts, "average_socket_power": "N/A", "power_limit": 750}
+
+    def amdsmi_get_temp_metric(self, h: int, sensor: int, metric: int) -> int:
+        if sensor == self.AmdSmiTemperatureType.EDGE:
+            raise AmdSmiLibraryException("AMDSMI_STATUS_NOT_SUPPORTED")  # MI300 has no edge sensor
+        return 61
+
+    def amdsmi_get_clock_info(self, h: int, kind: int) -> dict[str, Any]:
+        return {"clk": 2100 if kind == self.AmdSmiClkType.GFX else 1300, "max_clk": 2100, "min_clk": 500}
+
+    def amdsmi_get_energy_count(self, h: int) -> dict[str, Any]:
+        self.ticks[h] += 1000
+        return {"energy_accumulator": self.ticks[h], "counter_resolution": 15.3, "timestamp": 0}
+
+
+def install_rocm(monkeypatch: Any, gpus: list[FakeAmdGpu], amdsmi: FakeAmdsmi | None) -> None:
+    """torch as its ROCm build sees `gpus` (in torch's order) and, when given, the amdsmi module."""
+    import sys
+
+    import torch
+
+    from gpuplay.core.hw import amd
+
+    monkeypatch.setattr(torch.version, "hip", "6.2.41133-dd7f95766")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(gpus))
+
+    def props(i: int) -> Any:
+        g = gpus[i]
+        return SimpleNamespace(name=g.name, gcnArchName=g.arch, uuid=g.uuid, major=9, minor=4,
+                               multi_processor_count=304, total_memory=g.vram_total_mb * 2**20,
+                               pci_domain_id=0, pci_bus_id=g.bus, pci_device_id=0)  # fmt: skip
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", props)
+    if amdsmi is not None:
+        monkeypatch.setitem(sys.modules, "amdsmi", amdsmi)
+    else:
+        monkeypatch.delitem(sys.modules, "amdsmi", raising=False)
+        monkeypatch.setattr(amd, "installed", lambda: False)
+    monkeypatch.setattr(amd, "smi", amd._AMDSMI())  # initialised afresh against this module
+
+
+# -- Intel XPU and Apple MPS through torch ------------------------------------------------------
+class FakeDeviceEvent:
+    """torch.xpu.Event / torch.mps.Event: record, synchronize, elapsed_time (ms)."""
+
+    log: list[str] = []
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.t = 0.0
+
+    def record(self, stream: Any = None) -> None:
+        self.t = time.perf_counter()
+        FakeDeviceEvent.log.append("record")
+
+    def synchronize(self) -> None:
+        FakeDeviceEvent.log.append("synchronize")
+
+    def elapsed_time(self, end: FakeDeviceEvent) -> float:
+        return (end.t - self.t) * 1e3
+
+
+def install_xpu(
+    monkeypatch: Any, name: str = "Intel(R) Data Center GPU Max 1550", has_fp64: bool = True
+) -> None:
+    """torch.xpu with one device; memory counters torch would give."""
+    import torch
+
+    x = torch.xpu
+    monkeypatch.setattr(x, "is_available", lambda: True)
+    monkeypatch.setattr(x, "device_count", lambda: 1)
+    monkeypatch.setattr(x, "get_device_properties", lambda i=0: SimpleNamespace(
+        name=name, total_memory=64 * 2**30, has_fp64=has_fp64, driver_version="1.3.30049"))  # fmt: skip
+    monkeypatch.setattr(x, "memory_allocated", lambda d=None: 3 * 2**30)
+    monkeypatch.setattr(x, "memory_reserved", lambda d=None: 4 * 2**30)
+    monkeypatch.setattr(x, "max_memory_allocated", lambda d=None: 5 * 2**30)
+    monkeypatch.setattr(x, "reset_peak_memory_stats", lambda d=None: None)
+    monkeypatch.setattr(x, "synchronize", lambda d=None: FakeDeviceEvent.log.append("xpu.synchronize"))
+    monkeypatch.setattr(x, "Event", FakeDeviceEvent)
+
+
+def install_mps(monkeypatch: Any, chip: str = "Apple M2 Pro") -> None:
+    """torch.backends.mps available on a Mac named `chip`; torch.mps's memory counters and events."""
+    import torch
+
+    from gpuplay.core.hw import apple
+
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 768 * 2**20)
+    monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 1536 * 2**20)
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: FakeDeviceEvent.log.append("mps.synchronize"))
+    monkeypatch.setattr(torch.mps, "Event", FakeDeviceEvent)
+    monkeypatch.setattr(apple.platform, "system", lambda: "Darwin")
+    monkeypatch.setattr(apple.subprocess, "run", lambda *a, **k: SimpleNamespace(stdout=chip + "\n"))

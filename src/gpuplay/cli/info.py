@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -67,8 +68,16 @@ def info(fmt: str, probe_timeout: float) -> None:
                 f"{g['power_w']} W  {g['temp_c']} °C  {g['pstate']}",
                 highlight=False,
             )
+            # GPM: SM, tensor-core and DRAM activity (`gpuplay monitor`, the Telemetry tab, results)
+            gpm = str(g.get("gpm", "GPM n/a"))  # "available", or the reason ("GPM n/a: …")
+            con.print(
+                visible(f"    {gpm if gpm.startswith('GPM') else 'GPM: ' + gpm}"),
+                highlight=False,
+                markup=False,
+            )
     else:
         con.print(visible(f"NVML: {nv['status']}"), highlight=False, markup=False)
+    _accelerators(con, data)
     for roof in data.get("roofline", []):
         if roof["calibrated"]:
             peaks = ", ".join(f"{d} {v:,.0f}" for d, v in roof["gflops"].items())
@@ -87,6 +96,27 @@ def info(fmt: str, probe_timeout: float) -> None:
         con.print(f"[yellow]warning:[/] {escape(w)}", highlight=False)
     for p in data["config_problems"]:
         con.print(f"[yellow]warning:[/] {esc(p)}", highlight=False)
+
+
+def _accelerators(con: Any, data: dict[str, Any]) -> None:
+    """Every accelerator torch reports, by vendor; then why a vendor's library gives nothing.
+    A plain CPU machine gets one line."""
+    accs, notes = data.get("accelerators") or [], data.get("vendor_notes") or []
+    if not accs and not notes:
+        con.print("accelerators: none (CPU only)", highlight=False, markup=False)
+        return
+    con.print(f"accelerators: {len(accs)}", highlight=False, markup=False)
+    for a in accs:
+        smi = a.get("amdsmi") or {}
+        tele = (
+            f"  amdsmi GPU {smi['index']} ({smi.get('pci')}): util {smi.get('util_gpu')}%, {smi.get('power_w')} W"
+            if smi
+            else ""
+        )
+        name = a["name"] if str(a["name"]).startswith(a["vendor"]) else f"{a['vendor']} {a['name']}"
+        con.print(visible(f"  {a['device']}: {name}{tele}"), highlight=False, markup=False)
+    for note in notes:
+        con.print(visible(f"  {note}"), highlight=False, markup=False)
 
 
 command = info

@@ -44,8 +44,8 @@ def monitor(interval: float, fmt: str, count: int | None) -> None:
             else:
                 h = snap.host
                 gpus = "  ".join(
-                    f"GPU{g.index} {_na(g.util_gpu, '%')} {_na(g.power_w, ' W')} "
-                    f"{_na(g.mem_used and g.mem_used / 2**30, ' GiB', 1)}"
+                    f"{'' if g.vendor == 'NVIDIA' else g.vendor + ' '}GPU{g.index} {_na(g.util_gpu, '%')} {_na(g.power_w, ' W')} "
+                    f"{_na(g.mem_used and g.mem_used / 2**30, ' GiB', 1)}{_activity(g.activity)}"
                     for g in snap.gpus
                 )
                 click.echo(
@@ -58,6 +58,17 @@ def monitor(interval: float, fmt: str, count: int | None) -> None:
         pass
     except BrokenPipeError:
         sys.stderr.close()
+
+
+def _activity(activity: dict[str, Any] | None) -> str:
+    """GPM's figures since the last line (tensor cores, SM, DRAM), or why there are none."""
+    from gpuplay.core.hw import nvidia as gpm
+    from gpuplay.core.safetext import visible
+
+    if not activity:
+        return ""
+    text = gpm.summary(activity)
+    return f" [{text}]" if text else f" [{visible(activity.get('reason') or 'GPM n/a', one_line=True)}]"
 
 
 def _na(v: Any, unit: str, digits: int = 0) -> str:

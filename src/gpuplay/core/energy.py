@@ -164,6 +164,10 @@ def nvml_counter(device: str) -> tuple[NvmlCounter | None, str]:
 
 
 def counter_for(device: str) -> tuple[EnergyCounter | None, str]:
+    from gpuplay.core.hw import amd
+
+    if device.startswith("cuda") and amd.rocm_torch() is not None:  # AMD under ROCm: amdsmi's counter
+        return amd.energy_counter(device)
     if device.startswith("cuda"):
         return nvml_counter(device)
     if device == "cpu":

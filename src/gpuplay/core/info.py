@@ -8,7 +8,7 @@ from typing import Any
 from gpuplay.core.backends import all_backends
 from gpuplay.core.config import config_dir, load_config, state_dir
 from gpuplay.core.report import environment
-from gpuplay.core.telemetry import cuda_nvml_mapping, gpu_count, nvml, nvml_status, query_gpu
+from gpuplay.core.telemetry import cuda_nvml_mapping, gpm_status, gpu_count, nvml, nvml_status, query_gpu
 
 
 def cupy_cuda_major() -> int | None:
@@ -48,6 +48,36 @@ def cuda_major_mismatch(torch_cuda: str | None, cupy_major: int | None) -> str:
         f"CuPy is built for CUDA {cupy_major}, PyTorch for CUDA {torch_cuda}: install the CuPy that "
         f"matches (pip install 'gpuplay[{extra}]', i.e. cupy-cuda{torch_major}x)"
     )
+
+
+def _accelerators(backends: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every accelerator torch reports (with its vendor) and amdsmi's telemetry for AMD's; and, per
+    vendor whose library finds nothing or is missing for a device torch reports, why."""
+    import sys
+
+    from gpuplay.core.hw import amd
+    from gpuplay.core.hw.accelerator import Accelerator
+    from gpuplay.core.hw.devices import vendor_notes
+
+    torch_entry: dict[str, Any] = next((b for b in backends if b["name"] == "torch"), {"devices": []})
+    found = []
+    for d in torch_entry["devices"]:
+        if d["id"] == "cpu":
+            continue
+        vendor = d.get("vendor") or ("NVIDIA" if d["id"].startswith("cuda") else "")
+        found.append(
+            Accelerator(d["id"], vendor, d["name"], str(d.get("arch", "")), str(d.get("runtime", "")))
+        )
+    rows: list[dict[str, Any]] = [
+        {"device": a.torch_device, "vendor": a.vendor, "name": a.name} for a in found
+    ]
+    if any(a.vendor == "AMD" for a in found) and not amd.status():
+        by_pci = {g.bdf: g for g in amd.gpus()}
+        for row in rows:
+            g = amd.gpu_for_torch_device(row["device"]) if row["vendor"] == "AMD" else None
+            if g is not None:
+                row["amdsmi"] = {"index": g.index, "pci": g.bdf, **amd.query(by_pci.get(g.bdf, g))}
+    return rows, vendor_notes(sys.modules.get("torch"), found)
 
 
 def gather(probe_timeout: float = 30.0) -> dict[str, Any]:
@@ -93,18 +123,24 @@ def gather(probe_timeout: float = 30.0) -> dict[str, Any]:
     cuda_map: list[dict[str, Any]] = []
     if not status:
         driver = nvml.call("nvmlSystemGetDriverVersion")
-        gpus = [vars(query_gpu(i)) for i in range(gpu_count())]
+        gpus = [{**vars(query_gpu(i)), "gpm": gpm_status(i) or "available"} for i in range(gpu_count())]
         cuda_map = cuda_nvml_mapping()
+    accelerators, vendor_notes = _accelerators(backends)
     cfg = load_config()
     from gpuplay.core.roofline import summary
 
     roof_devices: dict[str, None] = dict.fromkeys(
-        ["cpu", *(d["id"] for b in backends for d in b["devices"] if d["id"].startswith("cuda"))]
+        [
+            "cpu",
+            *(d["id"] for b in backends for d in b["devices"] if d["id"].startswith(("cuda", "xpu", "mps"))),
+        ]
     )
     return {
         "environment": environment(),
         "backends": backends,
         "nvml": {"status": status or "ok", "driver": driver, "gpus": gpus, "cuda_to_nvml": cuda_map},
+        "accelerators": accelerators,
+        "vendor_notes": vendor_notes,
         "warnings": warnings,
         "paths": {"config": str(config_dir() / "config.toml"), "state": str(state_dir())},
         "config_problems": cfg.problems,

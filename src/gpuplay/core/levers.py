@@ -181,7 +181,7 @@ LEVERS: tuple[Lever, ...] = (
     # -- where and in what precision -------------------------------------------------------
     Lever("backend", str, "numpy", "Array library.", choices=BACKENDS, short="-b", key="b",
           adjust=_after_backend, refused_by="planner.device_refusal"),
-    Lever("device", str, "cpu", "cpu, cuda, cuda:N or mps.", short="-d", key="d",
+    Lever("device", str, "cpu", "cpu, cuda, cuda:N (NVIDIA, or AMD on ROCm), xpu:N (Intel) or mps.", short="-d", key="d",
           adjust=_after_device, refused_by="planner.device_refusal"),
     Lever("dtype", str, "float32", "Element type of the inputs.", choices=DTYPES, key="t",
           adjust=_after_dtype, refused_by="planner.assess (bfloat16, workload.unsupported)"),

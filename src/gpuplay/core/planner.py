@@ -47,8 +47,12 @@ def device_refusal(backend_name: str, device: str, probe_timeout: float | None =
     if backend_name == "cupy" and device == "cpu":
         return Refusal("CuPy runs on CUDA devices only", "use numpy for the CPU")
     ids = [d.id for d in devices]
-    wanted = "cuda:0" if device == "cuda" else device
+    wanted = "cuda:0" if device == "cuda" else "xpu:0" if device == "xpu" else device
     if wanted not in ids:
+        if backend_name == "torch" and wanted.startswith("xpu"):
+            return Refusal(
+                f"PyTorch sees no Intel GPU {wanted} (torch.xpu)", f"devices here: {', '.join(ids)}"
+            )
         if backend_name == "torch" and wanted.startswith("cuda"):
             reason = backend.cuda_reason() or f"PyTorch sees no device {wanted} (devices: {', '.join(ids)})"  # type: ignore[attr-defined]
             return Refusal(reason)
@@ -90,6 +94,7 @@ Rule = Callable[[RunSpec, Assessment], Refusal | None]
 
 
 def _on_torch_cuda(spec: RunSpec) -> bool:
+    """torch on a cuda device: NVIDIA's, or AMD's under ROCm (HIP graphs, TF32 on MI300)."""
     return spec.backend == "torch" and spec.device.startswith("cuda")
 
 
@@ -100,6 +105,38 @@ def _dtype_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
         return Refusal(f"{get_backend(b).title} has no bfloat16 dtype", "use torch, or float16/float32")
     reason = a.workload.unsupported(b, spec.device, spec.dtype, a.params)
     return Refusal(reason) if reason else None
+
+
+def _device_extra(spec: RunSpec) -> dict[str, Any]:
+    """What the backend's probe said about the run's device (vendor, arch, fp64), {} if nothing."""
+    wanted = "cuda:0" if spec.device == "cuda" else "xpu:0" if spec.device == "xpu" else spec.device
+    for d in get_backend(spec.backend).devices(0):
+        if d.id == wanted:
+            return {**d.extra, "name": d.name}
+    return {}
+
+
+def _accelerator_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
+    """What AMD, Intel and Apple devices lack, said as theirs (core/hw), before the CUDA rules."""
+    from gpuplay.core.hw import amd, apple
+
+    if spec.backend != "torch" or spec.device == "cpu":
+        return None
+    info = _device_extra(spec)
+    if spec.device == "mps":
+        if "float64" in (spec.dtype, a.compute_dtype):
+            return Refusal(apple.NO_FLOAT64, "use float32")
+        if spec.cuda_graphs:
+            return Refusal(apple.NO_GRAPHS, "turn graphs off")
+    if spec.device.startswith("xpu") and info.get("fp64") is False and spec.dtype == "float64":
+        return Refusal(
+            f"{info.get('name', spec.device)} has no float64 (torch.xpu: has_fp64 is False)", "use float32"
+        )
+    if info.get("vendor") == "AMD" and spec.tf32:
+        reason = amd.tf32_refusal(str(info.get("arch", "")), str(info.get("name", spec.device)))
+        if reason:
+            return Refusal(reason, "turn TF32 off")
+    return None
 
 
 def _amp_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
@@ -200,6 +237,7 @@ def _transfers_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
 
 RULES: tuple[Rule, ...] = (
     _dtype_rule,
+    _accelerator_rule,
     _amp_rule,
     _compute_dtype_rule,
     _compile_rule,

@@ -15,6 +15,7 @@ from gpuplay.core import levers
 from gpuplay.core.backends.oom import fmt_bytes
 from gpuplay.core.compare import Row
 from gpuplay.core.energy import energy_of
+from gpuplay.core.hw import nvidia as gpm
 from gpuplay.core.result import RunResult
 from gpuplay.core.roofline import roof_cell, roof_text
 from gpuplay.core.safetext import visible
@@ -194,6 +195,9 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     energy = energy_of(r.telemetry)
     if energy is not None and energy.status == "ok":
         notes.append(energy.text())
+    activity = gpm.summary(gpu_activity(r.telemetry))
+    if activity:
+        notes.append(f"GPM: {activity} during the timed steps")
     peak = peak_memory_text(r)
     if peak:
         notes.append(peak)
@@ -278,6 +282,8 @@ def to_csv(rows: Sequence[Row]) -> str:
             "gflop_per_j",
             "energy_status",
             "energy_scope",
+            *GPM_COLUMNS,
+            "gpm_note",
             "peak_memory_bytes",
             "unstable",
             "other_cpu_cores",
@@ -332,6 +338,7 @@ def to_csv(rows: Sequence[Row]) -> str:
                     )
                 ),
                 *_energy_cells(r.telemetry),
+                *_gpm_cells(r.telemetry),
                 r.peak_memory["bytes"] if r.peak_memory else "",
                 r.unstable,
                 host_noise.get("other_cores", ""),
@@ -359,6 +366,31 @@ def _with_derived(lever_cells: list[Any], device_name: Any, compute_dtype: Any) 
     cells.insert(columns.index("dtype") + 1, compute_dtype)
     cells.insert(columns.index("device") + 1, device_name)  # before dtype: its index still holds
     return cells
+
+
+# GPM's averages over the timed window (core/hw/nvidia.py), one CSV column each.
+GPM_KEYS = (
+    "sm_active",
+    "sm_occupancy",
+    "tensor_active",
+    "hmma_active",
+    "imma_active",
+    "dmma_active",
+    "dram_active",
+)
+GPM_COLUMNS = tuple(f"{k}_pct" for k in GPM_KEYS)
+
+
+def gpu_activity(telemetry: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's GPM figures or {"reason": …}; None for a run with no GPU telemetry."""
+    activity = (telemetry.get("gpu") or {}).get("activity")
+    return activity if isinstance(activity, dict) else None
+
+
+def _gpm_cells(telemetry: dict[str, Any]) -> list[Any]:
+    a = gpu_activity(telemetry) or {}
+    cells = [gpm.bounded(k, a.get(k)) for k in GPM_KEYS]
+    return [*("" if v is None else round(v, 1) for v in cells), str(a.get("reason") or "")]
 
 
 def peak_memory_text(r: RunResult) -> str:
@@ -405,6 +437,7 @@ def to_json(rows: Sequence[Row], **meta: Any) -> str:
                 "baseline": row.baseline.spec.label() if row.baseline else None,
                 "warnings": row.warnings,
                 **_energy_fields(row.result.telemetry),
+                "gpu_activity": gpu_activity(row.result.telemetry),
             }
             for row in rows
         ],

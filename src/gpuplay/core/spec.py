@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,8 +77,13 @@ class RunSpec:
     def validate(self) -> None:
         """Reject values no backend could interpret. Combination checks live in `plan`."""
         self._check_choices()
-        if not (self.device == "cpu" or self.device == "mps" or _is_cuda_device(self.device)):
-            raise SpecError(f"device must be cpu, cuda, cuda:N or mps; got {self.device!r}")
+        if not (
+            self.device == "cpu"
+            or self.device == "mps"
+            or _is_cuda_device(self.device)
+            or _is_xpu_device(self.device)
+        ):
+            raise SpecError(f"device must be cpu, cuda, cuda:N, xpu, xpu:N or mps; got {self.device!r}")
         self._check_counts()
         self._check_bounds()
 
@@ -180,6 +185,12 @@ class RunSpec:
         return cls.make(params=params, **d)
 
 
+def _is_xpu_device(device: str) -> bool:
+    """Intel GPUs through torch.xpu: 'xpu' or 'xpu:N'."""
+    head, sep, idx = device.partition(":")
+    return head == "xpu" and (not sep or idx.isdigit())
+
+
 def _is_cuda_device(device: str) -> bool:
     if device == "cuda":
         return True
@@ -205,3 +216,21 @@ class Plan:
 
     spec: RunSpec
     notes: list[str] = field(default_factory=list)
+
+
+def pick_names(value: str | Sequence[str], allowed: Sequence[str] | None) -> list[str]:
+    """Names given as "a,b" or ["a", "b"] (a flag's text, an API argument), each once, in order.
+    Shared by the CLI's list flags and the Python API so both take and refuse the same lists;
+    raises SpecError naming the unknown ones (or that none was given) and what to choose from."""
+    items = value.split(",") if isinstance(value, str) else [str(x) for x in value]
+    chosen = [x.strip() for x in items if x.strip()]
+    bad = [x for x in chosen if allowed is not None and x not in allowed]
+    if bad or not chosen:
+        choose = f"; choose from {', '.join(allowed)}" if allowed else ""
+        raise SpecError(f"unknown {', '.join(map(repr, bad)) or '(none given)'}{choose}")
+    return list(dict.fromkeys(chosen))
+
+
+def is_device_name(device: str) -> bool:
+    """A device name RunSpec.validate accepts: cpu, mps, cuda or cuda:N."""
+    return device in ("cpu", "mps") or _is_cuda_device(device)

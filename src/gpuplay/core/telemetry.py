@@ -18,6 +18,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuplay.core import noise
+from gpuplay.core.hw import amd
+from gpuplay.core.hw import nvidia as gpm
+from gpuplay.core.hw.devices import run_window
 
 try:  # host figures only: without psutil the GPU's still come
     import psutil
@@ -113,6 +116,10 @@ class GpuSnapshot:
     process_mem: int | None = None  # this process's GPU memory
     energy_mj: int | None = None  # total since driver load, where the GPU counts it
     throttle_reasons: int | None = None  # NVML clock-event reason bits (see core/noise.py)
+    vendor: str = "NVIDIA"  # or "AMD" (amdsmi); `index` is then amdsmi's order
+    # GPM figures since the previous snapshot (core/hw/nvidia.py), or {"reason": why not}; None
+    # when no view asked for them (GPM is sampled only while one does).
+    activity: dict[str, Any] | None = None
 
 
 # -- CUDA device → NVML device -----------------------------------------------------------
@@ -363,9 +370,33 @@ class Snapshot:
         return d
 
 
-def snapshot(engine_pid: int | None = None) -> Snapshot:
+def snapshot(engine_pid: int | None = None, activity: gpm.GpmStream | None = None) -> Snapshot:
+    """Host and every GPU now; `activity`: also each GPU's GPM figures since the last snapshot."""
     gpus = [query_gpu(i) for i in range(gpu_count())] if nvml_status() == "" else []
+    if activity is not None:
+        for g in gpus:
+            handle = nvml.call("nvmlDeviceGetHandleByIndex", g.index)
+            g.activity = activity.read(g.index, handle, g.name).to_dict()
+    gpus.extend(amd_gpus())
     return Snapshot(time.monotonic(), time.time(), query_host(engine_pid), gpus)
+
+
+def amd_gpus() -> list[GpuSnapshot]:
+    """amdsmi's GPUs as snapshots (vendor "AMD"); none where amdsmi is not installed or fails."""
+    if not amd.installed() or amd.status():
+        return []
+    return [GpuSnapshot(g.index, vendor="AMD", **amd.query(g)) for g in amd.gpus()]
+
+
+def gpm_status(index: int) -> str:
+    """'' when GPU `index` (NVML's numbering) has GPM counters, else why not (`gpuplay info`)."""
+    if nvml.ensure() is not None:
+        return f"GPM n/a: {nvml.ensure()}"
+    handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
+    if handle is None:
+        return "GPM n/a: NVML cannot open this GPU"
+    name = nvml.call("nvmlDeviceGetName", handle)
+    return gpm.unavailable(nvml, handle, name.decode() if isinstance(name, bytes) else name)
 
 
 # -- the sampler ----------------------------------------------------------------------
@@ -385,6 +416,21 @@ class Sampler:
         self._lock = threading.Lock()
         # The engine process whose memory the host row reports beside the front end's.
         self.engine_pid: Callable[[], int | None] = lambda: None
+        self._gpm: gpm.GpmStream | None = None  # GPM counters, sampled while a view shows them
+
+    @property
+    def activity(self) -> bool:
+        return self._gpm is not None
+
+    @activity.setter
+    def activity(self, wanted: bool) -> None:
+        """Sample GPM (a view showing it is on screen) or stop and free its samples."""
+        with self._lock:
+            if wanted and self._gpm is None:
+                self._gpm = gpm.GpmStream(nvml)
+            elif not wanted and self._gpm is not None:
+                self._gpm.close()
+                self._gpm = None
 
     def start(self) -> Sampler:
         if self._thread is None or not self._thread.is_alive():
@@ -400,6 +446,7 @@ class Sampler:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self.activity = False  # free GPM's open window: nothing samples any more
 
     @property
     def running(self) -> bool:
@@ -417,7 +464,7 @@ class Sampler:
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
     def take(self) -> Snapshot:
-        snap = snapshot(self.engine_pid())
+        snap = snapshot(self.engine_pid(), self._gpm)
         with self._lock:
             self.history.append(snap)
         return snap
@@ -472,6 +519,8 @@ class _Window:
     gmark: Any
     sampler: _WindowSampler | None
     gpu_note: str = ""
+    activity: gpm.GpmWindow | None = None
+    vendor: Any = None  # AMD, Intel or Apple's own reader (core/hw): NVML's fields stay unused
 
 
 class RunTelemetry:
@@ -489,6 +538,11 @@ class RunTelemetry:
         self.interval = interval
 
     def begin(self, device: str) -> Any:
+        vendor = run_window(device)  # not NVIDIA's: amdsmi (ROCm), torch.xpu or torch.mps answer
+        if vendor is not None:
+            cpu0 = psutil.cpu_times() if psutil is not None else None
+            hmark = noise.host_mark()
+            return _Window(time.monotonic(), cpu0, None, None, hmark, None, None, vendor.note, None, vendor)
         target, gpu0, gmark, note = None, None, None, ""
         if device.startswith("cuda"):
             note = nvml_status()
@@ -502,13 +556,15 @@ class RunTelemetry:
         own = self.sampler is None or not self.sampler.running
         window = _WindowSampler(target.nvml_index, self.interval) if target is not None and own else None
         cpu0 = psutil.cpu_times() if psutil is not None else None
+        activity = _gpm_window(target, gpu0)  # one GPM sample here, one at the end: none between
         hmark = noise.host_mark()  # last: the window starts as close to the timed loop as it can
-        return _Window(time.monotonic(), cpu0, target, gpu0, hmark, gmark, window, note)
+        return _Window(time.monotonic(), cpu0, target, gpu0, hmark, gmark, window, note, activity)
 
     def end(self, token: Any) -> dict[str, Any]:
         w: _Window = token
         hmark1 = noise.host_mark(w.hmark)  # first, for the same reason
         t1 = time.monotonic()
+        activity = w.activity.close() if w.activity is not None else None
         during = w.sampler.stop() if w.sampler is not None else []
         out: dict[str, Any] = {
             "duration_s": t1 - w.t0,
@@ -516,6 +572,11 @@ class RunTelemetry:
             "process_rss_bytes": _process.memory_info().rss if _process is not None else None,
             "noise": {"host": noise.host_noise(w.hmark, hmark1), "gpu": None},
         }
+        if w.vendor is not None:
+            out["gpu"] = w.vendor.end(t1 - w.t0)
+            if out["gpu"] is None:
+                out["gpu_note"] = w.vendor.note or "no telemetry for this device"
+            return out
         target = w.target
         if target is None or w.gpu0 is None:
             out["gpu"] = None
@@ -540,12 +601,9 @@ class RunTelemetry:
             "samples": len(snaps),
             "samples_during": len(during),
         }
-        if w.gpu0.energy_mj is not None and gpu1.energy_mj is not None:
-            gpu["energy_j"] = (gpu1.energy_mj - w.gpu0.energy_mj) / 1000.0
-            gpu["energy_source"] = "NVML total-energy counter"
-        elif gpu["power_mean_w"] is not None:
-            gpu["energy_j"] = gpu["power_mean_w"] * (t1 - w.t0)
-            gpu["energy_source"] = "mean power × time (no energy counter on this GPU)"
+        if activity is not None:  # GPM's averages over the timed window, or why there are none
+            gpu["activity"] = activity.to_dict()
+        _window_energy(gpu, w.gpu0, gpu1, t1 - w.t0)
         if target.mig:
             # NVML has no per-instance utilisation or power: what it reports is the whole GPU's,
             # other instances' work included. Utilisation is n/a; the rest is labelled.
@@ -561,6 +619,23 @@ class RunTelemetry:
         if w.gmark is not None:
             out["noise"]["gpu"] = noise.gpu_noise(nvml, index, w.gmark, noise.gpu_mark(nvml, index), snaps)
         return out
+
+
+def _window_energy(gpu: dict[str, Any], gpu0: GpuSnapshot, gpu1: GpuSnapshot, seconds: float) -> None:
+    """The window's energy: NVML's counter where the GPU has one, else mean power × time."""
+    if gpu0.energy_mj is not None and gpu1.energy_mj is not None:
+        gpu["energy_j"] = (gpu1.energy_mj - gpu0.energy_mj) / 1000.0
+        gpu["energy_source"] = "NVML total-energy counter"
+    elif gpu["power_mean_w"] is not None:
+        gpu["energy_j"] = gpu["power_mean_w"] * seconds
+        gpu["energy_source"] = "mean power × time (no energy counter on this GPU)"
+
+
+def _gpm_window(target: NvmlTarget | None, gpu0: GpuSnapshot | None) -> gpm.GpmWindow | None:
+    if target is None:
+        return None
+    mig = target.mig_handle if target.mig else None
+    return gpm.GpmWindow(gpm.GpmSampler(nvml, target.handle, gpu0.name if gpu0 else None, mig))
 
 
 def _short_window(gpu: dict[str, Any], seconds: float) -> None:
@@ -609,11 +684,18 @@ def paced_snapshots(
     """
     if psutil is not None:
         psutil.cpu_percent(percpu=True)  # psutil's first reading covers no interval: prime it
+    stream = gpm.GpmStream(nvml) if nvml_status() == "" else None
+    if stream is not None:
+        snapshot(activity=stream)  # GPM's first sample opens the first window
     sleep(min(interval, 0.1))
     n = 0
-    while count is None or n < count:
-        t0 = clock()
-        yield snapshot()
-        n += 1
-        if count is None or n < count:
-            sleep(max(0.0, interval - (clock() - t0)))
+    try:
+        while count is None or n < count:
+            t0 = clock()
+            yield snapshot(activity=stream)
+            n += 1
+            if count is None or n < count:
+                sleep(max(0.0, interval - (clock() - t0)))
+    finally:
+        if stream is not None:
+            stream.close()

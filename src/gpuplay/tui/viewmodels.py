@@ -5,13 +5,17 @@ The app passes these straight to the widgets' `show` methods; tests call them di
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any
 
 from gpuplay.core.compare import baseline_spec, is_baseline
+from gpuplay.core.devicelock import is_busy_message
 from gpuplay.core.energy import energy_of
-from gpuplay.core.report import fmt_time, peak_memory_text, split_note
+from gpuplay.core.hw import nvidia as gpm
+from gpuplay.core.report import fmt_time, gpu_activity, peak_memory_text, split_note
+from gpuplay.core.result import RunResult
 from gpuplay.core.safetext import visible
 from gpuplay.core.session import LiveSession
 from gpuplay.core.spec import RunSpec
@@ -92,8 +96,13 @@ def chart_title(session: LiveSession) -> str:
 
 
 def phase_line(session: LiveSession, probed: bool, paused: bool) -> str:
-    phase = session.phase if probed else "starting the engine (it imports torch)…"
-    return phase + (" (paused)" if paused else "")
+    # A wait for the device names another session's command: said even before the probe, as text.
+    phase = (
+        session.phase
+        if probed or is_busy_message(session.phase)
+        else "starting the engine (it imports torch)…"
+    )
+    return visible(phase, one_line=True) + (" (paused)" if paused else "")
 
 
 def stats_info(session: LiveSession) -> dict[str, Any]:
@@ -116,6 +125,7 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
         e = energy_of(r.telemetry)
         if e is not None:
             info["energy"] = e.text().removeprefix("energy: ")
+        info.update(activity_info(session, r))
         if r.peak_memory:  # the run's own, from the library's allocator (GPU runs)
             info["peak_memory"] = peak_memory_text(r).removeprefix("peak memory ")
         info["flops"], info["bytes"] = r.flops or info.get("flops"), r.bytes or info.get("bytes")
@@ -123,6 +133,34 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
     if compile_s is not None:
         info["compile_s"] = compile_s
     return info
+
+
+def activity_info(session: LiveSession, r: RunResult) -> dict[str, str]:
+    """GPM over the run's timed steps, and after an AMP or TF32 flip whether tensor cores got busier
+    (against the latest kept result that differs from this one in that lever alone)."""
+    now = gpu_activity(r.telemetry)
+    if now is None:
+        return {}
+    out = {"activity": gpm.summary(now) or str(now.get("reason") or "")}
+    for before in reversed(session.results):
+        if before is r:
+            continue
+        flipped = _flip(before.spec, r.spec)
+        if flipped:
+            change = gpm.activity_change(now, gpu_activity(before.telemetry), flipped)
+            if change:
+                out["activity_change"] = change
+            break
+    return out
+
+
+def _flip(before: RunSpec, now: RunSpec) -> str:
+    """'AMP off → bf16' when the two specs differ in AMP or TF32 only; else ''."""
+    if before == now or dataclasses.replace(before, amp=now.amp, tf32=now.tf32) != now:
+        return ""
+    if before.amp != now.amp:
+        return f"AMP {before.amp} → {now.amp}"
+    return f"TF32 {'on' if before.tf32 else 'off'} → {'on' if now.tf32 else 'off'}"
 
 
 def compare_focus(spec: RunSpec | None) -> tuple[str, str] | None:

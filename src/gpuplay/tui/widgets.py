@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
 from gpuplay.core.compare import Row
+from gpuplay.core.hw import nvidia as gpm
 from gpuplay.core.report import fmt_error, fmt_rate, fmt_time
 from gpuplay.core.roofline import NOT_CALIBRATED, roof_text
 from gpuplay.core.safetext import visible
@@ -176,6 +177,10 @@ class StatsPanel(Static):
         self._roof_and_noise(t, info)
         if info.get("energy"):
             t.add_row("energy", Text(info["energy"], style="dim"))
+        if info.get("activity"):  # GPM: what the SMs, tensor cores and DRAM did in the timed steps
+            t.add_row("GPU activity", Text(visible(info["activity"]), style="dim"))
+        if info.get("activity_change"):
+            t.add_row("", Text(visible(info["activity_change"]), style="bold"))
         if info.get("peak_memory"):
             t.add_row("peak mem", Text(info["peak_memory"], style="dim"))
         for note in info.get("notes", [])[:3]:
@@ -464,11 +469,14 @@ class TelemetryPanel(Static):
             + (f" · engine {h.engine_rss / 2**20:.0f} MiB" if h.engine_rss else ""),
         )
         if nvml_line:
-            t.add_row("GPU", Text(nvml_line, style="dim"))
+            t.add_row("GPU", Text(visible(nvml_line), style="dim"))
+            # GPM (SM, tensor-core, DRAM activity) reads through NVML too: say so, not just nothing.
+            t.add_row("GPM", Text("n/a: GPM counters are read through NVML (see GPU)", style="dim"))
         run_index = int(device.split(":")[1]) if device.startswith("cuda:") else None
         for g in sorted(snap.gpus, key=lambda g: g.index != run_index):
-            mark = "▶ " if g.index == run_index else ""
-            t.add_row(f"{mark}GPU {g.index}", escape(g.name or "n/a"))
+            mark = "▶ " if g.index == run_index and g.vendor == "NVIDIA" else ""
+            vendor = "" if g.vendor == "NVIDIA" else f"{g.vendor} "  # amdsmi's numbering, not NVML's
+            t.add_row(f"{mark}{vendor}GPU {g.index}", escape(g.name or "n/a"))
             t.add_row("  util", f"{_na(g.util_gpu, '%')} SM · {_na(g.util_mem, '%')} memory")
             mem = (
                 f"{g.mem_used / 2**30:.1f} / {g.mem_total / 2**30:.1f} GiB"
@@ -492,7 +500,26 @@ class TelemetryPanel(Static):
                 f"gen {_na(g.pcie_gen, '')} x{_na(g.pcie_width, '')} · "
                 f"TX {_na(g.pcie_tx_mbs, ' MB/s')} RX {_na(g.pcie_rx_mbs, ' MB/s')}",
             )
+            for row, text in gpm_rows(g.activity):
+                t.add_row(row, Text(visible(text), style="dim" if row == "  GPM" else ""))
         self.update(t)
+
+
+def gpm_rows(activity: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The Telemetry panel's GPM rows of one GPU: its figures, or one row saying why there are none."""
+    if activity is None:
+        return []
+    if activity.get("reason"):
+        return [("  GPM", str(activity["reason"]))]
+    occupancy = gpm.bounded("sm_occupancy", activity.get("sm_occupancy"))
+    return [
+        (
+            "  activity",
+            gpm.summary(activity) + (f" · occupancy {occupancy:.0f} %" if occupancy is not None else ""),
+        ),
+        ("  tensor pipes", gpm.pipes(activity) or "n/a"),
+        ("  links", gpm.links(activity)),
+    ]
 
 
 class TelemetryChart(CachedPlot):
@@ -524,7 +551,7 @@ class TelemetryChart(CachedPlot):
             color="magenta",
         )
         index = int(device.split(":")[1]) if device.startswith("cuda:") else 0
-        gpu = [next((g for g in s.gpus if g.index == index), None) for s in history]
+        gpu = [next((g for g in s.gpus if g.index == index and g.vendor == "NVIDIA"), None) for s in history]
         if any(g is not None and g.util_gpu is not None for g in gpu):
             plt.plot(
                 xs,
@@ -552,9 +579,21 @@ class TelemetryChart(CachedPlot):
                 label="power % of limit",
                 color="red",
             )
+        _gpm_series(plt, xs, gpu)
         plt.ylim(0, 100)
         plt.title("utilisation, last minutes (s)")
         self.changed()
+
+
+def _gpm_series(plt: Any, xs: list[float], gpu: list[Any]) -> None:
+    """GPM's tensor-core and DRAM activity beside NVML's utilisation, where GPM gives them."""
+    for key, name, color in (
+        ("tensor_active", "tensor cores %", "blue"),
+        ("dram_active", "DRAM bw %", "white"),
+    ):
+        vals = [gpm.bounded(key, (g.activity or {}).get(key)) if g is not None else None for g in gpu]
+        if any(v is not None for v in vals):
+            plt.plot(xs, [v if v is not None else 0 for v in vals], label=name, color=color)
 
 
 def _na(v: Any, unit: str, digits: int = 0) -> str:

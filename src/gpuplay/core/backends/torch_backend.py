@@ -1,4 +1,5 @@
-"""PyTorch on the CPU, on every CUDA device, and on Apple's MPS where present."""
+"""PyTorch on the CPU, on every CUDA device (NVIDIA's, or AMD's under ROCm), Intel's XPU and
+Apple's MPS where present. Which vendor a device is comes from core/hw (labels, refusals)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,9 @@ def torch_dtype(name: str) -> Any:
 
 
 def cuda_unavailable_reason(torch: Any) -> str:
+    hip = getattr(torch.version, "hip", None)
+    if hip:  # a ROCm build: its GPUs would be cuda:N too
+        return f"PyTorch {torch.__version__} (ROCm {hip}) sees no AMD GPU: no amdgpu driver or GPU visible"
     if torch.version.cuda is None:
         return f"PyTorch {torch.__version__} is a CPU-only build (no CUDA)"
     return f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) sees no CUDA device: no NVIDIA driver or GPU visible"
@@ -47,21 +51,15 @@ class TorchBackend(Backend):
             torch = _torch()
         except ImportError as exc:
             return Availability(False, f"PyTorch is not installed ({exc})"), []
+        from gpuplay.core.hw.devices import torch_accelerators
+
         devices = [DeviceInfo("cpu", f"{cpu_name()} ({cpu_count()} cores)")]
-        if torch.cuda.is_available():
-            for i in range(torch.cuda.device_count()):
-                p = torch.cuda.get_device_properties(i)
-                devices.append(
-                    DeviceInfo(
-                        f"cuda:{i}",
-                        p.name,
-                        p.total_memory,
-                        {"capability": f"{p.major}.{p.minor}", "sms": p.multi_processor_count},
-                    )
-                )
-        mps = getattr(torch.backends, "mps", None)
-        if mps is not None and mps.is_available():
-            devices.append(DeviceInfo("mps", "Apple Metal (MPS)"))
+        for a in torch_accelerators(torch):
+            if a.vendor == "NVIDIA":  # as before: the board's own name, its capability and SMs
+                devices.append(DeviceInfo(a.torch_device, a.name, a.memory_bytes, dict(a.extra)))
+            else:  # AMD (ROCm), Intel (XPU), Apple (MPS): labelled so no result calls them CUDA
+                extra = {**a.extra, "vendor": a.vendor, "arch": a.arch, "runtime": a.runtime}
+                devices.append(DeviceInfo(a.torch_device, a.label(), a.memory_bytes, extra))
         return Availability(True), devices
 
     def cuda_reason(self) -> str:
@@ -111,12 +109,34 @@ class TorchBackend(Backend):
         torch = _torch()
         if device.startswith("cuda"):
             torch.cuda.synchronize(device)
+        elif device.startswith("xpu"):
+            torch.xpu.synchronize(device)
         elif device == "mps":
             torch.mps.synchronize()
 
+    def timer_name(self, device: str) -> str:
+        """How a step on `device` is timed, for the result's conditions (never "CUDA" on AMD)."""
+        torch = _torch()
+        if device.startswith("cuda"):
+            return "HIP events (torch.cuda on ROCm)" if getattr(torch.version, "hip", None) else "CUDA events"
+        if device.startswith("xpu"):
+            return "XPU events (torch.xpu)"
+        if device == "mps":
+            return (
+                "MPS events (torch.mps)"
+                if hasattr(torch.mps, "Event")
+                else "perf_counter_ns + torch.mps.synchronize"
+            )
+        return "perf_counter_ns (synchronous)"
+
     def step_timer(self, device: str) -> StepTimer:
         if not device.startswith("cuda"):
+            torch = _torch()
+            if device.startswith("xpu"):
+                return _event_timer(torch.xpu)
             if device == "mps":
+                if hasattr(torch.mps, "Event"):
+                    return _event_timer(torch.mps)
                 return _synced_timer(lambda: self.synchronize(device))
             return host_timer
         torch = _torch()
@@ -143,6 +163,10 @@ class TorchBackend(Backend):
         torch = _torch()
         if device.startswith("cuda") and torch.cuda.is_available():
             torch.cuda.empty_cache()
+        elif device.startswith("xpu"):
+            torch.xpu.empty_cache()
+        elif device == "mps":
+            torch.mps.empty_cache()
 
     def device_memory_free(self, device: str) -> int | None:
         if not device.startswith("cuda"):
@@ -247,6 +271,8 @@ class TorchBackend(Backend):
                     if spec.linalg_library != "default":
                         saved_linalg = torch.backends.cuda.preferred_linalg_library()
                         torch.backends.cuda.preferred_linalg_library(spec.linalg_library)
+                elif spec.device.startswith("xpu"):  # xpu:N current, as cuda:N is above
+                    stack.enter_context(torch.xpu.device(cuda_index(spec.device)))
                 yield notes
             finally:
                 torch.set_num_threads(saved_threads)
@@ -294,6 +320,22 @@ def fp32_matmul_precision(torch: Any, tf32: bool) -> Iterator[None]:
     finally:
         torch.set_float32_matmul_precision(saved_precision)
         torch.backends.cudnn.allow_tf32 = saved_cudnn
+
+
+def _event_timer(mod: Any) -> StepTimer:
+    """Device events around the step (torch.xpu or torch.mps: the torch.cuda Event API), one
+    pair reused so the timed loop allocates nothing; the end event's wait is the sync."""
+    start = mod.Event(enable_timing=True)
+    end = mod.Event(enable_timing=True)
+
+    def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+        start.record()
+        out = fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3, out
+
+    return timed
 
 
 def _synced_timer(sync: Callable[[], None]) -> StepTimer:

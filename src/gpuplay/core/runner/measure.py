@@ -17,6 +17,7 @@ import numpy as np
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.backends.compile_watch import CompileFindings, after_first_call, during_timing
 from gpuplay.core.backends.oom import describe_oom
+from gpuplay.core.hw.nvidia import gpm_condition
 from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import allocation_note, between_steps, cold_probe
@@ -261,6 +262,8 @@ class _Measurement:
             gpu = result.telemetry.get("gpu")
             if gpu and gpu.get("energy_j") is not None and timed.samples:
                 gpu["energy_per_step_j"] = gpu["energy_j"] / len(timed.samples)
+            if gpu and gpu.get("activity"):  # GPM over the timed steps: the figures, or why none
+                result.conditions["gpu_activity"] = gpm_condition(gpu["activity"])
         result.samples = timed.samples
         if timed.cancelled:
             raise Cancelled

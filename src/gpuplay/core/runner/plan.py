@@ -92,6 +92,10 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
     blas = counts.pop("numpy_blas") if "numpy_blas" in counts else blas_threads()
     threads: dict[str, Any] = {"cores": cpu_count(), "numpy_blas": blas, **counts}
     device_name = cpu_name() if spec.device == "cpu" else backend.device_name(spec.device)
+    # torch's timer_name says CUDA, HIP (ROCm), XPU or MPS events; CuPy's steps are CUDA-event timed
+    timer = "CUDA events" if spec.device.startswith("cuda") else "perf_counter_ns (synchronous)"
+    if hasattr(backend, "timer_name"):
+        timer = backend.timer_name(spec.device)
     return {
         "backend": backend.name,
         "backend_version": backend.version(),
@@ -105,7 +109,7 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
         if spec.cache == "warm"
         else "cold",
         "threads": threads,
-        "timer": "CUDA events" if spec.device.startswith("cuda") else "perf_counter_ns (synchronous)",
+        "timer": timer,
         **({"timing": GPU_TIMING} if spec.device.startswith("cuda") else {}),
         **(
             {"fp32_precision": FP32_TF32 if spec.tf32 else FP32_IEEE}

@@ -87,8 +87,12 @@ class TelemetryColumn(Vertical):
 
 def draw_visible_telemetry(screen: Screen[Any], panel_s: float = 0.0, chart_s: float = 0.0) -> None:
     """Redraw the telemetry on screen (the side column, the tab); a tick at its pace."""
-    if not screen.has_class("narrow"):
+    side = not screen.has_class("narrow")
+    if side:
         draw_telemetry(screen.query_one(TelemetryColumn), panel_s, chart_s)
     tab = screen.query_one(TelemetryTab)
     if tab.shown:
         draw_telemetry(tab, panel_s, chart_s)
+    sampler = cast(Host, screen.app).telemetry.sampler
+    if sampler is not None:  # GPM counters only while a panel that shows them is on screen
+        sampler.activity = side or tab.shown

@@ -1,0 +1,268 @@
+"""NVML GPM counters (issue 37) on a CPU machine: the metrics, the run window and each refusal,
+through a fake nvidia-ml-py with two GPUs (one Hopper, one Ampere) and a MIG instance."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gpuplay.core.spec import RunSpec
+from tests.unit.gpu_fakes import FakeGpu, FakePynvml, install_cuda_uuids, install_nvml
+
+pytestmark = pytest.mark.gpu_fake
+
+H100 = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
+A100 = "GPU-bbbbbbbb-1111-1111-1111-111111111111"
+MIG = "MIG-cccccccc-2222-2222-2222-222222222222"
+F = FakePynvml
+# What a bf16 matmul does on a Hopper: SMs and tensor cores busy, DRAM moderate, no NVLink traffic.
+MATMUL = {
+    F.NVML_GPM_METRIC_SM_UTIL: 93.0,
+    F.NVML_GPM_METRIC_SM_OCCUPANCY: 41.0,
+    F.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 71.0,
+    F.NVML_GPM_METRIC_HMMA_TENSOR_UTIL: 70.0,
+    F.NVML_GPM_METRIC_IMMA_TENSOR_UTIL: 1.0,
+    F.NVML_GPM_METRIC_DFMA_TENSOR_UTIL: 0.5,
+    F.NVML_GPM_METRIC_DRAM_BW_UTIL: 12.0,
+    F.NVML_GPM_METRIC_PCIE_TX_PER_SEC: 30.0,
+    F.NVML_GPM_METRIC_PCIE_RX_PER_SEC: 40.0,
+}
+
+
+def _two_gpus(monkeypatch, cuda_order, **kw):
+    """NVML sees the H100 (GPM, no NVLink: a PCIe card) then the A100; CUDA in `cuda_order`."""
+    fake = FakePynvml(
+        [
+            FakeGpu(H100, "NVIDIA H100 PCIe", gpm_absent=(F.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
+                                                          F.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC)),
+            FakeGpu(A100, "NVIDIA A100-SXM4-80GB", arch="ampere", **kw),
+        ]
+    )  # fmt: skip
+    install_nvml(monkeypatch, fake)
+    install_cuda_uuids(monkeypatch, cuda_order)
+    return fake
+
+
+def test_gpm_metrics_are_averaged_over_the_timed_window_only(monkeypatch):
+    from gpuplay.core.telemetry import RunTelemetry
+
+    fake = _two_gpus(monkeypatch, [A100, H100])  # cuda:1 is the H100 (NVML's index 0)
+    fake.work(0, 30.0, {F.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 0.0, F.NVML_GPM_METRIC_DRAM_BW_UTIL: 90.0})
+    tele = RunTelemetry()
+    token = tele.begin("cuda:1")
+    fake.work(0, 2.0, MATMUL)  # the timed steps
+    out = tele.end(token)
+    fake.work(0, 30.0, {F.NVML_GPM_METRIC_DRAM_BW_UTIL: 90.0})  # after the window: not counted
+    a = out["gpu"]["activity"]
+    assert out["gpu"]["name"] == "NVIDIA H100 PCIe"
+    assert a["tensor_active"] == 71.0 and a["hmma_active"] == 70.0 and a["imma_active"] == 1.0
+    assert a["dmma_active"] == 0.5 and a["sm_active"] == 93.0 and a["sm_occupancy"] == 41.0
+    assert a["dram_active"] == 12.0 and a["pcie_tx_mibs"] == 30.0 and a["pcie_rx_mibs"] == 40.0
+    assert a["nvlink_tx_mibs"] is None and a["nvlink_rx_mibs"] is None  # a PCIe card: n/a, not 0
+    assert a["source"] == "NVML GPM"
+    assert fake.gpm_live == set()  # both sample buffers freed
+
+
+def test_gpm_is_never_sampled_inside_the_timed_loop(monkeypatch):
+    from gpuplay.core.telemetry import RunTelemetry
+
+    fake = _two_gpus(monkeypatch, [H100])
+    tele = RunTelemetry()  # as the engine makes it, with its own 0.1 s NVML sampling thread
+    token = tele.begin("cuda:0")
+    t0 = time.monotonic()
+    fake.work(0, 1.0, MATMUL)
+    deadline = t0 + 20  # the timed loop, until the utilisation thread has sampled in it twice
+    while (
+        fake.calls_between(t0, time.monotonic(), "nvmlDeviceGetUtilizationRates") < 2
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
+    t1 = time.monotonic()
+    out = tele.end(token)
+    assert out["gpu"]["samples_during"] >= 2  # the utilisation sampler did run meanwhile
+    for call in ("nvmlGpmSampleGet", "nvmlGpmMetricsGet", "nvmlGpmSampleAlloc", "nvmlGpmQueryDeviceSupport"):
+        assert fake.calls_between(t0, t1, call) == 0, call
+    assert len([c for _, c in fake.calls if c == "nvmlGpmSampleGet"]) == 2  # one each side
+
+
+def test_gpm_refuses_a_pre_hopper_gpu_with_the_reason(monkeypatch):
+    from gpuplay.core.telemetry import RunTelemetry, gpm_status
+
+    fake = _two_gpus(monkeypatch, [A100, H100])
+    tele = RunTelemetry()
+    token = tele.begin("cuda:0")
+    fake.work(1, 1.0, MATMUL)
+    out = tele.end(token)
+    reason = out["gpu"]["activity"]["reason"]
+    assert "NVIDIA A100-SXM4-80GB has no GPM counters" in reason and "Hopper" in reason
+    gpu = out["gpu"]  # NVML's utilisation still comes (kept apart as NVML's own over a short window)
+    assert (
+        gpu["util_mean_percent"] if gpu["util_mean_percent"] is not None else gpu["util_nvml_percent"]
+    ) == 50.0
+    assert gpm_status(1) == reason and gpm_status(0) == ""
+    assert fake.gpm_live == set()
+
+
+def test_gpm_on_a_mig_instance_reads_the_instance_or_says_why_not(monkeypatch):
+    from gpuplay.core.telemetry import RunTelemetry
+
+    for per_instance in (True, False):
+        fake = FakePynvml([FakeGpu(H100, "NVIDIA H100 80GB HBM3", mig=[MIG], gpm_mig=per_instance)])
+        install_nvml(monkeypatch, fake)
+        install_cuda_uuids(monkeypatch, [MIG])
+        tele = RunTelemetry()
+        token = tele.begin("cuda:0")
+        fake.work(0, 1.0, {F.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 5.0})  # another instance's work
+        fake.work(0, 1.0, {F.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 80.0}, mig=0)  # this instance's
+        a = tele.end(token)["gpu"]["activity"]
+        if per_instance:
+            assert a["tensor_active"] == 80.0 / 2  # the instance's counters only, over 2 s
+        else:
+            assert "no GPM sample for this MIG instance" in a["reason"]
+        assert fake.gpm_live == set()
+
+
+def test_gpm_refuses_when_the_driver_lacks_it_or_nvml_is_missing(monkeypatch):
+    from gpuplay.core import telemetry
+
+    fake = FakePynvml([FakeGpu(H100, "NVIDIA H100 PCIe")], gpm_driver=False)
+    install_nvml(monkeypatch, fake)
+    install_cuda_uuids(monkeypatch, [H100])
+    tele = telemetry.RunTelemetry()
+    out = tele.end(tele.begin("cuda:0"))
+    assert "driver's NVML has no GPM" in out["gpu"]["activity"]["reason"]
+    assert "R520" in telemetry.gpm_status(0)
+    state = telemetry._NVML()
+    state._tried, state._error = True, "NVML unavailable: nvidia-ml-py is not installed"
+    monkeypatch.setattr(telemetry, "nvml", state)
+    assert telemetry.gpm_status(0) == "GPM n/a: NVML unavailable: nvidia-ml-py is not installed"
+
+
+def test_gpm_stream_for_the_telemetry_tab_samples_only_while_wanted(monkeypatch):
+    from gpuplay.core.telemetry import Sampler
+
+    fake = _two_gpus(monkeypatch, [H100, A100])
+    sampler = Sampler(interval=1.0)
+    assert all(g.activity is None for g in sampler.take().gpus)
+    assert not any(c.startswith("nvmlGpm") for _, c in fake.calls)  # no view asked: no GPM at all
+    sampler.activity = True  # the Telemetry tab is on screen
+    first = sampler.take()
+    assert "first sample" in first.gpus[0].activity["reason"]
+    fake.work(0, 0.5, MATMUL)
+    hopper, ampere = sampler.take().gpus
+    assert hopper.activity["tensor_active"] == 71.0 and hopper.activity["dram_active"] == 12.0
+    assert "has no GPM counters" in ampere.activity["reason"]
+    assert len(fake.gpm_live) == 1  # the open window's sample, kept for the next reading
+    sampler.activity = False  # the tab left the screen
+    assert fake.gpm_live == set()
+
+
+def test_gpm_figures_reach_the_result_conditions_report_and_csv(monkeypatch):
+    import csv
+    import io
+
+    from gpuplay.core.compare import Row
+    from gpuplay.core.report import row_cells, to_csv, to_json
+    from gpuplay.core.runner import run
+    from gpuplay.core.telemetry import RunTelemetry
+
+    fake = _two_gpus(monkeypatch, [H100])
+    fake.busy(0, MATMUL)
+
+    class OnTheFakeGpu(RunTelemetry):
+        """A CPU run's timed window bracketed as if on cuda:0, so the runner's real path stores it."""
+
+        def begin(self, device):
+            return super().begin("cuda:0")
+
+    spec = RunSpec.make("matmul", {"n": 32}, repeat=3, warmup=1, threads=1)
+    r = run(spec, telemetry=OnTheFakeGpu())
+    assert r.status == "ok", r.message
+    assert r.telemetry["gpu"]["activity"]["tensor_active"] == pytest.approx(71.0)
+    assert r.conditions["gpu_activity"] == "tensor cores 71 % · SM 93 % · DRAM 12 % (GPM, timed steps)"
+    row = Row(r)
+    assert "GPM: tensor cores 71 % · SM 93 % · DRAM 12 % during the timed steps" in row_cells(row)[-1]
+    line = next(csv.DictReader(io.StringIO(to_csv([row]))))
+    assert float(line["tensor_active_pct"]) == 71.0 and float(line["dram_active_pct"]) == 12.0
+    assert line["gpm_note"] == ""
+    assert '"tensor_active": 71' in to_json([row])
+
+
+def test_gpm_after_an_amp_flip_the_live_tab_says_whether_tensor_cores_rose():
+    from dataclasses import replace
+
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.core.session import LiveSession
+    from gpuplay.tui.viewmodels import stats_info
+
+    def result(spec, tensor):
+        r = RunResult(spec=spec, status="ok")
+        r.telemetry = {"gpu": {"activity": {"tensor_active": tensor, "sm_active": 90.0, "dram_active": 20.0}}}
+        return r
+
+    off = RunSpec.make("matmul", {"n": 64}, backend="torch", device="cuda:0")
+    on = replace(off, amp="bf16")
+    session = LiveSession(load_scenarios())
+    session.results = [result(off, 4.0), result(replace(off, dtype="float64"), 0.0)]
+    session.live_result = session.results[-1]
+    assert "activity_change" not in stats_info(session)  # float64 differs in more than AMP
+    session.results.append(result(on, 71.0))
+    session.live_result = session.results[-1]
+    info = stats_info(session)
+    assert info["activity"] == "tensor cores 71 % · SM 90 % · DRAM 20 %"
+    assert info["activity_change"] == "tensor-core activity rose after AMP off → bf16: 4 % → 71 %"
+    session.results.append(result(replace(on, tf32=True), 70.0))
+    session.live_result = session.results[-1]
+    assert (
+        stats_info(session)["activity_change"]
+        == "tensor-core activity did not change after TF32 off → on: 71 % → 70 %"
+    )
+
+
+def test_gpm_monitor_prints_each_gpus_activity_or_its_reason(monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+
+    fake = _two_gpus(monkeypatch, [H100, A100])
+    fake.busy(0, MATMUL)
+    table = CliRunner().invoke(main, ["monitor", "--count", "2", "--interval", "0.05", "--format", "table"])
+    assert table.exit_code == 0, table.output
+    for line in table.stdout.strip().splitlines():
+        assert "GPU0" in line and "[tensor cores 71 % · SM 93 % · DRAM 12 %]" in line
+        assert "has no GPM counters (they start with Hopper" in line
+    js = CliRunner().invoke(main, ["monitor", "--count", "1", "--interval", "0.05"])
+    gpus = json.loads(js.stdout)["gpus"]
+    assert gpus[0]["activity"]["tensor_active"] == 71.0 and "reason" in gpus[1]["activity"]
+    assert fake.gpm_live == set()  # the stream freed its samples when the monitor stopped
+
+
+def test_gpm_availability_per_gpu_in_gpuplay_info(monkeypatch):
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+
+    _two_gpus(monkeypatch, [H100, A100])
+    monkeypatch.setattr(F, "nvmlSystemGetDriverVersion", lambda self: "580.65", raising=False)
+    out = CliRunner().invoke(main, ["info"])
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    at = [i for i, line in enumerate(lines) if line.strip().startswith("GPU ")]
+    assert lines[at[0] + 1].strip() == "GPM: available"
+    assert lines[at[1] + 1].strip().startswith("GPM n/a: NVIDIA A100-SXM4-80GB has no GPM counters")
+
+
+def test_gpm_stream_closed_mid_snapshot_keeps_no_sample(monkeypatch):
+    from gpuplay.core import telemetry
+    from gpuplay.core.hw.nvidia import GpmStream
+
+    fake = _two_gpus(monkeypatch, [H100])
+    stream = GpmStream(telemetry.nvml)  # as the app's Sampler holds it
+    stream.read(0, fake.nvmlDeviceGetHandleByIndex(0), "NVIDIA H100 PCIe")
+    stream.close()  # the Telemetry tab left the screen while the sampler thread was reading
+    late = stream.read(0, fake.nvmlDeviceGetHandleByIndex(0), "NVIDIA H100 PCIe")
+    assert "no view shows it" in late.reason and fake.gpm_live == set()
