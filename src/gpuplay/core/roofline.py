@@ -723,7 +723,7 @@ def calibrate(device: str, budget_s: float | None = None, probes: Probes | None 
             if budget_s is None
             else measure_cuda(device, budget_s, probes)
         )
-    peaks.noise = noise.host_noise(before, noise.host_mark())
+    peaks.noise = noise.host_noise(before, noise.host_mark(before))
     save_peaks(peaks)
     return peaks
 
