@@ -728,3 +728,29 @@ def install_mps(monkeypatch: Any, chip: str = "Apple M2 Pro") -> None:
     monkeypatch.setattr(torch.mps, "Event", FakeDeviceEvent)
     monkeypatch.setattr(apple.platform, "system", lambda: "Darwin")
     monkeypatch.setattr(apple.subprocess, "run", lambda *a, **k: SimpleNamespace(stdout=chip + "\n"))
+
+
+def route_device_to_host(monkeypatch: Any, kind: str, free: int = 256 * 2**20) -> None:
+    """A fake `kind` ('xpu' or 'mps') GPU that computes: torch's factories place its tensors on
+    the host (this torch has no such device), so every op after them runs for real, timed by the
+    fake events. The module gains the memory calls the roofline probes make, as torch documents
+    them (torch.xpu.mem_get_info → (free, total); torch.mps.recommended_max_memory → bytes)."""
+    import torch
+
+    def on_host(factory: Any) -> Any:
+        def make(*args: Any, device: Any = None, **kw: Any) -> Any:
+            if device is not None and str(device).startswith(kind):
+                device = "cpu"
+            return factory(*args, device=device, **kw)
+
+        return make
+
+    for name in ("ones", "full", "randn"):
+        monkeypatch.setattr(torch, name, on_host(getattr(torch, name)))
+    mod = getattr(torch, kind)
+    monkeypatch.setattr(mod, "empty_cache", lambda: FakeDeviceEvent.log.append(f"{kind}.empty_cache"))
+    if kind == "xpu":
+        monkeypatch.setattr(mod, "set_device", lambda d: None)
+        monkeypatch.setattr(mod, "mem_get_info", lambda d=None: (free, 64 * 2**30))
+    else:
+        monkeypatch.setattr(mod, "recommended_max_memory", lambda: free + 1536 * 2**20)
