@@ -754,3 +754,28 @@ def route_device_to_host(monkeypatch: Any, kind: str, free: int = 256 * 2**20) -
         monkeypatch.setattr(mod, "mem_get_info", lambda d=None: (free, 64 * 2**30))
     else:
         monkeypatch.setattr(mod, "recommended_max_memory", lambda: free + 1536 * 2**20)
+
+
+def install_cupy_rocm(monkeypatch: Any, gpus: list[tuple[str, str]], hip_version: int = 60241133) -> Any:
+    """CuPy's ROCm build as its documented API shows it: `cupy.cuda.runtime.is_hip` True,
+    hipDeviceProp dicts (bytes name and gcnArchName), runtimeGetVersion the HIP_VERSION number.
+    Installed as `cupy` and re-probed in the registry's CuPy backend, which it returns."""
+    import sys
+
+    from gpuplay.core.backends import get_backend
+    from gpuplay.core.backends.cupy_backend import CupyBackend
+
+    props = [
+        {"name": name.encode(), "gcnArchName": arch.encode(), "totalGlobalMem": 192 * 2**30}
+        for name, arch in gpus
+    ]
+    runtime = SimpleNamespace(
+        is_hip=True,
+        getDeviceCount=lambda: len(props),
+        getDeviceProperties=lambda i: props[i],
+        runtimeGetVersion=lambda: hip_version,
+    )
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(__version__="13.3.0", cuda=SimpleNamespace(runtime=runtime)))
+    backend = get_backend("cupy")
+    monkeypatch.setattr(backend, "_probe_result", CupyBackend().probe(30))
+    return backend

@@ -120,9 +120,15 @@ def _accelerator_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
     """What AMD, Intel and Apple devices lack, said as theirs (core/hw), before the CUDA rules."""
     from gpuplay.core.hw import amd, apple
 
-    if spec.backend != "torch" or spec.device == "cpu":
+    if spec.device == "cpu":
         return None
     info = _device_extra(spec)
+    if spec.backend == "cupy":
+        if info.get("vendor") == "AMD" and a.workload.name == "sparse" and a.params.get("format") == "csr":
+            return Refusal(amd.CUPY_ROCM_SPARSE, "use torch, or format=dense")
+        return None
+    if spec.backend != "torch":
+        return None
     if spec.device == "mps":
         if "float64" in (spec.dtype, a.compute_dtype):
             return Refusal(apple.NO_FLOAT64, "use float32")
