@@ -120,15 +120,9 @@ def _accelerator_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
     """What AMD, Intel and Apple devices lack, said as theirs (core/hw), before the CUDA rules."""
     from gpuplay.core.hw import amd, apple
 
-    if spec.device == "cpu":
+    if spec.backend != "torch" or spec.device == "cpu":
         return None
     info = _device_extra(spec)
-    if spec.backend == "cupy":
-        if info.get("vendor") == "AMD" and a.workload.name == "sparse" and a.params.get("format") == "csr":
-            return Refusal(amd.CUPY_ROCM_SPARSE, "use torch, or format=dense")
-        return None
-    if spec.backend != "torch":
-        return None
     if spec.device == "mps":
         if "float64" in (spec.dtype, a.compute_dtype):
             return Refusal(apple.NO_FLOAT64, "use float32")
@@ -143,6 +137,17 @@ def _accelerator_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
         if reason:
             return Refusal(reason, "turn TF32 off")
     return None
+
+
+def _cupy_rocm_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
+    """What CuPy's ROCm build lacks (core/hw/amd.py), said before the run rather than as a HIP error."""
+    from gpuplay.core.hw import amd
+
+    if spec.backend != "cupy" or a.workload.name != "sparse" or a.params.get("format") != "csr":
+        return None
+    if _device_extra(spec).get("vendor") != "AMD":
+        return None
+    return Refusal(amd.CUPY_ROCM_SPARSE, "use torch, or format=dense")
 
 
 def _amp_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
@@ -244,6 +249,7 @@ def _transfers_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
 RULES: tuple[Rule, ...] = (
     _dtype_rule,
     _accelerator_rule,
+    _cupy_rocm_rule,
     _amp_rule,
     _compute_dtype_rule,
     _compile_rule,
