@@ -9,4 +9,6 @@ outdir.py      the output folder: a fixed plan of at most 8 files, reports writt
 proc.py        subprocesses with a deadline (SIGTERM, then SIGKILL) and the box's environment
 stages.py      env, tests, bench, app, talk: what each runs and checks
 probes.py      the Python run in a child process for each GPU probe (a hang or crash stays there)
+app_drive.py   the real app driven by Textual's Pilot at 120×36, with SVG screenshots
+rehearse.py    the rehearsal's audit: every stage on the CPU, code errors apart from absences
 """

@@ -2,12 +2,19 @@
 sticky CUDA error ends that probe only. Each prints one JSON object on its last stdout line.
 
 cuda      torch / CuPy / NVML versions and devices, and gpuplay's CUDA→NVML mapping against UUIDs
-rawkernel a CuPy RawKernel compiled by NVRTC and checked
-compile   a torch.compile smoke test on cuda, checked
-parity    gpuplay's median against triton's do_bench / cupyx's benchmark on the same step
-overhead  an empty step through gpuplay's runner against do_bench of a no-op
-gpm       GPM activity over a bf16 matmul (tensor cores busy) and an element-wise add (DRAM busy,
-          tensor cores idle), each bracketed by gpuplay's RunTelemetry as a run's timed steps are
+rawkernel [DEVICE]         a CuPy RawKernel compiled by NVRTC and checked
+compile [DEVICE]           a torch.compile smoke test (cuda:0 by default; cpu in the rehearsal)
+parity BACKEND DTYPE PRESET BUDGET DEVICE SCENARIO…
+                           gpuplay's median against triton's do_bench / cupyx's benchmark
+overhead CODE [DEVICE]     an empty step through gpuplay's runner against do_bench of a no-op
+gpm [DEVICE]               GPM activity over a bf16 matmul (tensor cores busy) and an element-wise
+                           add (DRAM busy, tensor cores idle), each bracketed by gpuplay's
+                           RunTelemetry as a run's timed steps are
+
+The JSON has an `error` key only when the probe itself broke (a code error: its trace is kept).
+A probe that cannot run here because an optional piece is absent (CuPy, triton, NVML, a CUDA
+device) says so under `refused`, naming what is missing under `not_installed`: that is expected
+on the CPU machine, and the rehearsal (scripts/gpu-verify rehearse) lists it as such.
 """
 
 from __future__ import annotations
@@ -22,6 +29,49 @@ from typing import Any
 
 def _emit(obj: dict[str, Any]) -> None:
     print(json.dumps(obj, default=str))
+
+
+class Refused(Exception):
+    """The probe cannot run here: an optional piece is absent. Not a code error."""
+
+    def __init__(self, message: str, missing: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.missing = missing or []
+
+
+# The optional modules a probe may need; anything else that fails to import is a code error.
+OPTIONAL = {"cupy": "CuPy", "cupyx": "CuPy", "triton": "triton", "pynvml": "nvidia-ml-py (NVML)"}
+
+
+def _need(module: str) -> Any:
+    """Import `module`; its absence (and only its own, not a module it imports) is a refusal."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        top = module.split(".")[0]
+        if (exc.name or "").split(".")[0] != top or top not in OPTIONAL:
+            raise
+        raise Refused(f"{OPTIONAL[top]} is not installed", [OPTIONAL[top]]) from None
+
+
+def _absent(exc: BaseException) -> str:
+    """An optional library's failure as words: "not installed" for a missing module or driver."""
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in OPTIONAL:
+        return f"{OPTIONAL[(exc.name or '').split('.')[0]]} is not installed"
+    text = f"{type(exc).__name__}: {exc}"
+    if "LibraryNotFound" in text or "libnvidia-ml" in text:
+        return f"the NVIDIA driver's NVML library is not installed ({text})"
+    return text
+
+
+def _cuda_device(device: str) -> None:
+    """Refuse a CUDA device where torch sees none (the CPU machine), before touching it."""
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise Refused(f"no CUDA device here (torch {torch.__version__})", ["CUDA"])
 
 
 def probe_cuda() -> dict[str, Any]:
@@ -46,7 +96,7 @@ def probe_cuda() -> dict[str, Any]:
                         "sms": p.multi_processor_count,
                         "memory_gib": round(p.total_memory / 2**30, 1),
                         "l2_mib": round(getattr(p, "L2_cache_size", 0) / 2**20, 1),
-                        "pci": f"{p.pci_domain_id:08x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0",
+                        "pci": _pci(p),
                     }
                 )
             out["torch_devices"] = devs
@@ -60,7 +110,7 @@ def probe_cuda() -> dict[str, Any]:
         out["cuda_driver_api"] = cupy.cuda.runtime.driverGetVersion()
         out["cupy_devices"] = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:
-        out["cupy_error"] = f"{type(exc).__name__}: {exc}"
+        out["cupy_error"] = _absent(exc)
     try:
         import pynvml as nv
 
@@ -80,9 +130,24 @@ def probe_cuda() -> dict[str, Any]:
             )
         out["nvml_devices"] = gpus
     except Exception as exc:
-        out["nvml_error"] = f"{type(exc).__name__}: {exc}"
+        out["nvml_error"] = _absent(exc)
     out["mapping"] = _mapping(out)
+    out["not_installed"] = [
+        name
+        for name, absent in (
+            ("CUDA", not out.get("cuda_available")),
+            ("CuPy", "not installed" in out.get("cupy_error", "")),
+            ("NVML (NVIDIA driver)", "not installed" in out.get("nvml_error", "")),
+        )
+        if absent
+    ]
     return out
+
+
+def _pci(p: Any) -> str | None:
+    """The PCI id torch reports (not in its type stubs, and absent from older builds)."""
+    ids = [getattr(p, k, None) for k in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    return None if None in ids else f"{ids[0]:08x}:{ids[1]:02x}:{ids[2]:02x}.0"
 
 
 def _str(v: Any) -> str:
@@ -155,8 +220,10 @@ extern "C" __global__ void axpy(const float a, const float* x, float* y, const i
 """
 
 
-def probe_rawkernel() -> dict[str, Any]:
-    import cupy as cp
+def probe_rawkernel(device: str = "cuda:0") -> dict[str, Any]:
+    if not device.startswith("cuda"):
+        raise Refused(f"a CUDA RawKernel cannot run on {device}", ["CUDA"])
+    cp = _need("cupy")
     import numpy as np
 
     t0 = time.perf_counter()
@@ -171,20 +238,25 @@ def probe_rawkernel() -> dict[str, Any]:
     return {"ok": ok, "compile_s": round(compile_s, 3), "nvrtc": list(cp.cuda.nvrtc.getVersion())}
 
 
-def probe_compile() -> dict[str, Any]:
+def probe_compile(device: str = "cuda:0") -> dict[str, Any]:
     import torch
+
+    _cuda_device(device)
+    if device.startswith("cuda"):
+        _need("triton")  # inductor's GPU code generator
 
     def f(x: Any) -> Any:
         return torch.sin(x) * torch.exp(-x * x)
 
-    x = torch.randn(1 << 20, device="cuda")
+    x = torch.randn(1 << 20, device=device)
     t0 = time.perf_counter()
     g = torch.compile(f)
     y = g(x)
-    torch.cuda.synchronize()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
     cold = time.perf_counter() - t0
     ok = bool(torch.allclose(y, f(x), atol=1e-5))
-    return {"ok": ok, "cold_compile_s": round(cold, 2), "triton": _version("triton")}
+    return {"ok": ok, "device": device, "cold_compile_s": round(cold, 2), "triton": _version("triton")}
 
 
 def _version(name: str) -> str | None:
@@ -228,7 +300,7 @@ def probe_parity(
 ) -> dict[str, Any]:
     """Per scenario: gpuplay's median (its runner, as `gpuplay run`), then the very step it built
     timed by the reference tool, warm and after an L2 flush, in this one process."""
-    from gpuplay.core.runner import build_step, device_inputs, resolve
+    from gpuplay.core.runner import build_step, device_inputs, plan_run
     from gpuplay.core.runner import run as gp_run
     from gpuplay.core.scenarios import load_scenarios
     from gpuplay.core.spec import Refusal, RunSpec
@@ -255,7 +327,7 @@ def probe_parity(
             res = gp_run(spec)
             row.update(status=res.status, message=res.message, gpuplay_ms=_ms(res.median))
             row["roof"] = res.roof_fields() if res.usable else None
-            plan = resolve(spec)
+            plan = plan_run(spec)
             if res.status != "ok" or isinstance(plan, Refusal):
                 rows.append(row)  # refused or failed: gpuplay's own message says why
                 continue
@@ -264,6 +336,8 @@ def probe_parity(
             for key in ("do_bench_ms", "warm_ms"):
                 if row.get(key) and row.get("gpuplay_ms"):
                     row[key.replace("_ms", "_ratio")] = row["gpuplay_ms"] / row[key]
+        except Refused as exc:  # the reference tool is absent here: gpuplay's figure stands alone
+            row.update(status="refused", message=str(exc), not_installed=exc.missing)
         except Exception as exc:
             row.update(
                 status="error", message=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()[-1500:]
@@ -273,33 +347,37 @@ def probe_parity(
     return {"rows": rows}
 
 
+def _cpu_median(fn: Any, reps: int) -> float:
+    """Median milliseconds of `fn` on a plain clock (the CPU stand-in for do_bench)."""
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
 def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1e3
 
 
 def _reference_times(backend: str, device: str, step: Any) -> dict[str, Any]:
-    if device == "cpu":  # how the kit is tested without a GPU: the same step, a plain clock
-        times = []
-        for _ in range(20):
-            t0 = time.perf_counter()
-            step()
-            times.append((time.perf_counter() - t0) * 1e3)
-        return {
-            "reference": "perf_counter (cpu)",
-            "do_bench_ms": statistics.median(times),
-            "warm_ms": statistics.median(times),
-        }
+    if device == "cpu":  # how the kit is rehearsed without a GPU: the same step, a plain clock
+        median = _cpu_median(step, 20)
+        return {"reference": "perf_counter (cpu)", "do_bench_ms": median, "warm_ms": median}
+    _cuda_device(device)
     if backend == "torch":
         import torch
-        from triton.testing import do_bench
+
+        do_bench = _need("triton.testing").do_bench
 
         step()
         torch.cuda.synchronize()
         flushed = do_bench(step, warmup=25, rep=200, return_mode="median")  # flushes L2 before each rep
         warm = _events_median(step, torch.cuda.synchronize, lambda: torch.cuda.Event(enable_timing=True), 50)
         return {"reference": "triton.testing.do_bench", "do_bench_ms": flushed, "warm_ms": warm}
-    import cupy as cp
-    from cupyx.profiler import benchmark
+    cp = _need("cupy")
+    benchmark = _need("cupyx.profiler").benchmark
 
     l2 = cp.cuda.Device().attributes.get("L2CacheSize", 50 * 2**20)
     junk = cp.empty(4 * l2 // 4, dtype=cp.float32)  # 4× L2: an overwrite evicts what the step left
@@ -322,24 +400,29 @@ def step(xp, x):
 '''
 
 
-def probe_overhead(code_file: str) -> dict[str, Any]:
+def probe_overhead(code_file: str, device: str = "cuda:0") -> dict[str, Any]:
     import torch
-    from triton.testing import do_bench
 
     from gpuplay.core.runner import run as gp_run
-    from gpuplay.core.spec import RunSpec
     from gpuplay.core.scenarios import scenario_for
+    from gpuplay.core.spec import RunSpec
     from gpuplay.core.workloads import get_workload
 
+    _cuda_device(device)
+    do_bench = _need("triton.testing").do_bench if device.startswith("cuda") else None
     sc = scenario_for(code_file)
     params = get_workload(sc.workload).resolve(sc.preset_params(None))
-    spec = RunSpec.make(sc.workload, params, scenario=sc.name, backend="torch", device="cuda:0", budget_s=1.0)
+    spec = RunSpec.make(sc.workload, params, scenario=sc.name, backend="torch", device=device, budget_s=1.0)
     res = gp_run(spec)
-    x = torch.zeros(1, device="cuda")
-    noop = do_bench(lambda: x, warmup=25, rep=200, return_mode="median")
+    x = torch.zeros(1, device=device)
+    if do_bench is not None:
+        noop = do_bench(lambda: x, warmup=25, rep=200, return_mode="median")
+    else:  # the rehearsal on the CPU: a no-op on a plain clock, the same arithmetic after it
+        noop = _cpu_median(lambda: x, 200)
     gp = _ms(res.median)
     return {
         "status": res.status,
+        "device": device,
         "message": res.message,
         "gpuplay_empty_step_us": None if gp is None else gp * 1e3,
         "do_bench_noop_us": noop * 1e3,
@@ -372,24 +455,39 @@ def probe_gpm(device: str = "cuda:0", seconds: float = 2.0) -> dict[str, Any]:
     return {"device": device, "matmul_bf16": window(lambda: a @ b), "add_fp32": window(lambda: x + y)}
 
 
+USAGE = {
+    "cuda": "cuda",
+    "rawkernel": "rawkernel [DEVICE]",
+    "compile": "compile [DEVICE]",
+    "parity": "parity BACKEND DTYPE PRESET BUDGET DEVICE SCENARIO…",
+    "overhead": "overhead CODE_FILE [DEVICE]",
+    "gpm": "gpm [DEVICE]",
+}
+
+
 def main(argv: list[str]) -> int:
-    name, args = argv[0], argv[1:]
+    name, args = (argv[0], argv[1:]) if argv else ("", [])
     try:
-        if name == "cuda":
+        # Any probe (a new one too) asked for a CUDA device where there is none says so in words.
+        if name != "parity" and f"probe_{name}" in globals():
+            for arg in args:
+                if arg.startswith("cuda"):
+                    _cuda_device(arg)
+        if name == "cuda" and not args:
             out = probe_cuda()
-        elif name == "rawkernel":
-            out = probe_rawkernel()
-        elif name == "compile":
-            out = probe_compile()
-        elif name == "parity":
+        elif name in ("rawkernel", "compile") and len(args) <= 1:
+            out = (probe_rawkernel if name == "rawkernel" else probe_compile)(*args)
+        elif name == "parity" and len(args) >= 6:
             backend, dtype, preset, budget, device, *scenarios = args
             out = probe_parity(scenarios, backend, dtype, preset, float(budget), device)
-        elif name == "overhead":
-            out = probe_overhead(args[0])
-        elif name == "gpm":
-            out = probe_gpm(*args[:1])
+        elif name == "overhead" and 1 <= len(args) <= 2:
+            out = probe_overhead(*args)
+        elif name == "gpm" and len(args) <= 1:
+            out = probe_gpm(*args)
         else:
-            out = {"error": f"no probe {name!r}"}
+            out = {"error": "usage: probes.py " + " | ".join(USAGE.values())}
+    except Refused as exc:
+        out = {"refused": str(exc), "not_installed": exc.missing}
     except Exception as exc:
         out = {"error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-2000:]}
     _emit(out)

@@ -12,6 +12,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SITE = Path("/tmp/gpukit-site")  # the fallback install (--target) when the box's Python refuses one
+# The rehearsal sets a list here: every child's outcome is appended, for rehearse.audit to read.
+LOG: list[dict[str, Any]] | None = None
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -60,7 +62,7 @@ def run(
             start_new_session=True,  # its group can be ended whole, and no other
         )
     except OSError as exc:
-        return {**out, "rc": None, "error": f"{type(exc).__name__}: {exc}", "seconds": 0.0}
+        return _logged({**out, "rc": None, "error": f"{type(exc).__name__}: {exc}", "seconds": 0.0})
     timed_out = False
     try:
         stdout, stderr = proc.communicate(timeout=max(timeout, 1.0))
@@ -79,7 +81,13 @@ def run(
         stdout=stdout if keep <= 0 else tail(stdout, keep),
         stderr=tail(stderr, 3000),
     )
-    return out
+    return _logged(out)
+
+
+def _logged(result: dict[str, Any]) -> dict[str, Any]:
+    if LOG is not None:
+        LOG.append(result)
+    return result
 
 
 def _signal(proc: subprocess.Popen[str], sig: int) -> None:

@@ -15,8 +15,10 @@ import signal
 import sys
 import tempfile
 import time
+import traceback
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,63 @@ STAGE_SECONDS = 560.0  # one device command is at most 600 s; keep 40 s for star
 PROBES = str(Path(__file__).with_name("probes.py"))
 APP_DRIVE = str(Path(__file__).with_name("app_drive.py"))
 WORK = Path(tempfile.gettempdir()) / "gpukit"
+
+
+@dataclass(frozen=True)
+class Box:
+    """Where the stages run. The GPU box by default; `REHEARSAL` is the same stages on this
+    machine's CPU (scripts/gpu-verify rehearse): `cpu` wherever a stage would use cuda:0, the
+    GPU-only branches run anyway, short budgets, and nothing is installed."""
+
+    device: str = "cuda:0"
+    preset: str = "published"
+    rehearse: bool = False
+    parity_s: float = 70.0  # each parity probe's share
+    drive_s: float = 60.0  # the app driven by Pilot
+    monitor_count: int = 20
+    collectives: tuple[str, ...] = ("--backend", "nccl", "--sizes", "1K:256M")
+    calibrate: tuple[str, ...] = ("-d", "all")
+    compare: tuple[str, ...] = ("--preset", "published")
+    chunks: tuple[tuple[str, list[str], int], ...] | None = None  # None: CHUNKS
+    parity_runs: tuple[tuple[str, str, list[str]], ...] | None = None  # None: PARITY_RUNS
+    decks: int | None = None  # how many of the shipped decks (None: all)
+
+    @property
+    def gpu_branches(self) -> bool:
+        """Run the steps that need CUDA: on the box when CUDA is there, always in the rehearsal."""
+        return self.rehearse
+
+
+BOX = Box()
+REHEARSAL = Box(
+    device="cpu",
+    preset="quick",
+    rehearse=True,
+    parity_s=60.0,
+    drive_s=30.0,
+    monitor_count=4,
+    collectives=("--backend", "gloo", "--sizes", "1K:64K", "--iters", "3"),
+    calibrate=("-d", "cpu", "--budget", "0.05"),
+    compare=("--preset", "quick", "--devices", "cpu", "--scenario", "elementwise", "--budget", "0.1"),
+    # The GPU chunk only: tests/gpu (skipped without CUDA, yet collected: a renamed import in them
+    # shows) and every test marked gpu_fake, wherever it lives.
+    chunks=(("gpu", ["tests", "-m", "gpu or gpu_fake"], 300),),
+)
+# CI's share of it (a few minutes): every probe and every stage's entry point, once each. The
+# tests stage collects tests/gpu (every GPU test module imports gpuplay's names) and runs none.
+REHEARSAL_QUICK = replace(
+    REHEARSAL,
+    parity_s=25.0,
+    drive_s=20.0,
+    monitor_count=2,
+    chunks=(("gpu", ["tests/gpu"], 120),),
+    parity_runs=(
+        ("torch", "float32", ["elementwise"]),
+        ("torch", "bfloat16", ["matmul"]),
+        ("cupy", "float32", ["elementwise"]),
+    ),
+    decks=1,
+)
 
 # Modules the stages import on the box, and the wheel that brings each.
 NEEDED_MODULES = {
@@ -72,6 +131,7 @@ class Stage:
         try:
             value = fn()
         except Exception as exc:  # a kit bug must not cost the lease: say it and go on
+            self.data.setdefault("kit_tracebacks", []).append(traceback.format_exc()[-3000:])
             self.check(name, False, f"the kit failed: {type(exc).__name__}: {exc}")
             value = None
         self.data.setdefault("step_seconds", {})[name] = round(time.monotonic() - t0, 1)
@@ -92,6 +152,8 @@ class Stage:
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started)),
             "seconds": round(time.time() - self.started, 1),
             "cuda": self.cuda,
+            "device": BOX.device,
+            "rehearsal": BOX.rehearse,
             "exit_status": self.status,
             "checks": self.checks,
             "notes": self.notes,
@@ -139,42 +201,84 @@ def _brief(r: dict[str, Any]) -> str:
     return f"exit {r.get('rc')}: {text[-1] if text else ''}"
 
 
-# -- installing from the wheelhouse -----------------------------------------------------------
-def ensure_installed(stage: Stage, wheelhouse: Path) -> bool:
-    """Import what gpuplay needs; install what is missing from the wheelhouse, offline."""
-    probe = "import importlib,json;m={};\nfor n in %r:\n try: importlib.import_module(n)\n except Exception as e: m[n]=str(e)\nprint(json.dumps(m))"
-    code = probe % (list(NEEDED_MODULES),)
+def _probe_check(st: Stage, label: str, res: dict[str, Any]) -> None:
+    """A probe's verdict: ok, broken (`error`), or refused because a piece is absent, which is
+    expected in the rehearsal (n/a) and a failure on the GPU box (it should have it)."""
+    if "refused" in res and "error" not in res:
+        st.check(label, None if BOX.rehearse else False, f"refused: {res['refused']}")
+    else:
+        st.check(label, bool(res.get("ok")), res.get("error") or json.dumps(res)[:200])
 
-    def missing() -> dict[str, str]:
+
+# -- installing from the wheelhouse -----------------------------------------------------------
+# The box's Python, asked in a child: which needed modules fail to import, and which version of
+# each wheelhouse project it has (None: not installed).
+INSTALLED_PROBE = """
+import importlib, json, sys
+from importlib import metadata
+missing, versions = {}, {}
+for name in %r:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        missing[name] = f"{type(exc).__name__}: {exc}"
+for dist in %r:
+    try:
+        versions[dist] = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        versions[dist] = None
+print(json.dumps({"missing": missing, "versions": versions}))
+"""
+
+
+def ensure_installed(stage: Stage, wheelhouse: Path) -> bool:
+    """Import what gpuplay needs and compare versions with the wheelhouse; install offline what is
+    missing or at another version (textual, rich, pytest … at the versions the suite passes with).
+    The rehearsal only reports what it would install: it never changes the Python it runs in."""
+    from gpukit import wheelhouse as wh
+
+    wheels = wh.wheels_in(wheelhouse)
+    code = INSTALLED_PROBE % (list(NEEDED_MODULES), sorted(wheels))
+
+    def ask() -> tuple[dict[str, str], list[str]]:
         r = proc.python(["-c", code], 120)
         found = last_json(r.get("stdout", ""))
-        return found if found is not None else {"(the import check itself)": _brief(r)}
+        if found is None:
+            return {"(the import check itself)": _brief(r)}, []
+        return dict(found.get("missing", {})), wh.version_pins(wheels, found.get("versions", {}))
 
-    gone = missing()
-    record: dict[str, Any] = {"missing_before": sorted(gone)}
-    if gone and any(wheelhouse.glob("*.whl")):
-        from gpukit import wheelhouse as wh
-
+    gone, pins = ask()
+    record: dict[str, Any] = {"missing_before": sorted(gone), "other_versions_before": pins}
+    if not wheels:
+        record["wheelhouse"] = f"not installed: no wheels in {wheelhouse}"
+    if (gone or pins) and wheels and BOX.rehearse:
+        record["would_install"] = pins or sorted(gone)
+    elif (gone or pins) and wheels:
         roots = wh.project_requirements(proc.ROOT / "pyproject.toml")
-        cmds = wh.install_commands(str(wheelhouse), roots)
+        cmds = wh.install_commands(str(wheelhouse), roots, pins)
         r = proc.python(cmds["resolved"], 240)
         record["install_resolved"] = {k: r.get(k) for k in ("rc", "seconds", "stderr")}
         if r.get("rc") != 0:  # the box's Python refused (a conflict): unpack into a folder of our own
             shutil.rmtree(proc.SITE, ignore_errors=True)
-            wheels = sorted(str(p) for p in wheelhouse.glob("*.whl"))
-            r = proc.python([*cmds["target"], str(proc.SITE), *wheels], 240)
+            r = proc.python([*cmds["target"], str(proc.SITE), *sorted(map(str, wheels.values()))], 240)
             record["install_target"] = {k: r.get(k) for k in ("rc", "seconds", "stderr")}
-        gone = missing()
+        gone, pins = ask()
     record["missing_after"] = gone
+    record["other_versions_after"] = pins
     stage.data["install"] = record
     detail = "all importable" if not gone else "missing: " + ", ".join(f"{k} ({v})" for k, v in gone.items())
-    if gone and not any(wheelhouse.glob("*.whl")):
+    if pins:
+        detail += "; not at the wheelhouse's version: " + ", ".join(pins)
+    if (gone or pins) and not wheels:
         detail += f"; no wheels in {wheelhouse} (run scripts/gpu-wheelhouse here and carry .whl)"
-    return bool(stage.check("dependencies importable", not gone, detail))
+    if BOX.rehearse and (gone or pins):  # this machine's own environment, not the kit's code
+        detail += " (the rehearsal installs nothing)"
+        return bool(stage.check("dependencies importable", None if not gone else False, detail))
+    return bool(stage.check("dependencies importable", not gone and not pins, detail))
 
 
 def cuda_probe(stage: Stage) -> dict[str, Any]:
-    r = proc.python([PROBES, "cuda"], stage.deadline.give(120))
+    r = proc.python([PROBES, "cuda"], stage.deadline.give(120), keep=0)
     info = last_json(r.get("stdout", "")) or {"error": _brief(r)}
     stage.cuda = bool(info.get("cuda_available"))
     return info
@@ -197,7 +301,7 @@ def stage_env(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -> 
     st.data["nvidia_smi"] = smi
     if smi is not None:
         if smi.get("rc") is None:  # not installed: a machine with no NVIDIA driver
-            st.check("nvidia-smi", None, smi.get("error", ""))
+            st.check("nvidia-smi", None, "not installed (no NVIDIA driver here)")
         else:
             st.check(
                 "nvidia-smi",
@@ -232,16 +336,20 @@ def stage_env(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -> 
         parsed = _json_or_none(info_r.get("stdout", ""))
         st.data["gpuplay_info"] = parsed if parsed is not None else proc.tail(info_r.get("stdout", ""))
         st.check("gpuplay info", info_r.get("rc") == 0, _brief(info_r) if info_r.get("rc") else "ran")
-    if st.cuda:
+    if st.cuda or BOX.gpu_branches:
         for name, label in (
             ("rawkernel", "CuPy RawKernel (NVRTC) compiles and runs"),
-            ("compile", "torch.compile on cuda"),
+            ("compile", f"torch.compile on {BOX.device}"),
         ):
-            r = st.step(label, lambda n=name: proc.python([PROBES, n], st.deadline.give(180)), need=20)
+            r = st.step(
+                label,
+                lambda n=name: proc.python([PROBES, n, BOX.device], st.deadline.give(180), keep=0),
+                need=20,
+            )
             if r is not None:
                 res = last_json(r.get("stdout", "")) or {"error": _brief(r)}
                 st.data[name] = res
-                st.check(label, bool(res.get("ok")), res.get("error") or json.dumps(res)[:200])
+                _probe_check(st, label, res)
         st.step("ncu", lambda: _ncu(st), need=30)
         st.step("GPM activity", lambda: gpm_env(st), need=30)
     else:
@@ -266,7 +374,7 @@ NCU_TARGET = (
 def _ncu(st: Stage) -> None:
     ncu = shutil.which("ncu") or next(iter(sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu"))), None)
     if ncu is None:
-        st.check("ncu reads counters", None, "ncu not found on PATH or under /opt/nvidia")
+        st.check("ncu reads counters", None, "not installed: ncu (on neither PATH nor /opt/nvidia)")
         return
     ver = proc.run([str(ncu), "--version"], 30)
     st.data["ncu_version"] = ver.get("stdout", "").strip()[-200:]
@@ -302,6 +410,11 @@ CHUNKS = (
 )
 
 
+def _chunk_args(given: list[str]) -> list[str]:
+    """A chunk's pytest arguments less the test paths that do not exist in this checkout."""
+    return [a for a in given if not a.startswith("tests/") or (proc.ROOT / a).exists()]
+
+
 def stage_tests(
     out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, only: list[str] | None = None
 ) -> int:
@@ -315,9 +428,9 @@ def stage_tests(
     WORK.mkdir(parents=True, exist_ok=True)
     junits: list[Path] = []
     st.data["chunks"] = []
-    chunks = [c for c in CHUNKS if not only or c[0] in only]
+    chunks = [c for c in (BOX.chunks or CHUNKS) if not only or c[0] in only]
     for name, given, wanted in chunks:
-        paths = [p for p in given if p.startswith("-") or (proc.ROOT / p).exists()]
+        paths = _chunk_args(given)
         xml = WORK / f"junit-{name.replace('+', '-')}.xml"
         xml.unlink(missing_ok=True)
         argv = [
@@ -432,13 +545,15 @@ def stage_bench(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -
     st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
     st.data["cuda_probe"] = st.step("cuda probe", lambda: cuda_probe(st), need=20)
     st.data["goals"] = GOALS
-    if not st.cuda:
+    if not st.cuda and not BOX.gpu_branches:
         st.check("bench", None, "needs a CUDA GPU; nothing measured")
         st.flush()
         return st.status
     cal = st.step(
         "gpuplay calibrate",
-        lambda: proc.gpuplay(["calibrate", "-d", "all", "--format", "json"], st.deadline.give(150), keep=0),
+        lambda: proc.gpuplay(
+            ["calibrate", *BOX.calibrate, "--format", "json"], st.deadline.give(150), keep=0
+        ),
         need=60,
     )
     if cal:
@@ -446,18 +561,20 @@ def stage_bench(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -
         st.check("gpuplay calibrate", cal.get("rc") == 0, _brief(cal) if cal.get("rc") else "peaks cached")
     rows: list[dict[str, Any]] = []
     st.data["parity"] = rows
-    for backend, dtype, names in PARITY_RUNS:
-        budget = st.deadline.give(70)
+    for backend, dtype, names in BOX.parity_runs or PARITY_RUNS:
+        budget = st.deadline.give(BOX.parity_s)
         r = st.step(
             f"parity {backend} {dtype}",
             lambda b=backend, d=dtype, n=names, t=budget: proc.python(
-                [PROBES, "parity", b, d, "published", str(t - 10), "cuda:0", *n], t + 30
+                [PROBES, "parity", b, d, BOX.preset, str(max(t - 10, 5)), BOX.device, *n],
+                t + 30,
+                keep=0,  # its one JSON line outgrows a tail: six rows with their roofs pass 4000 characters
             ),
-            need=30,
+            need=min(30, BOX.parity_s),
         )
         got = last_json((r or {}).get("stdout", "")) or {}
         if r is not None and "rows" not in got:
-            st.check(f"parity {backend} {dtype}", False, got.get("error") or _brief(r))
+            _probe_check(st, f"parity {backend} {dtype}", got if got else {"error": _brief(r)})
         rows.extend(got.get("rows", []))
     judge_parity(st, rows)
     over = st.step("harness overhead", lambda: _overhead(st), need=30)
@@ -474,12 +591,11 @@ def stage_bench(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -
             else str(over)[:300],
         )
     cmp_ = st.step(
-        "gpuplay compare --preset published",
+        f"gpuplay compare --preset {BOX.preset}",
         lambda: proc.gpuplay(
             [
                 "compare",
-                "--preset",
-                "published",
+                *BOX.compare,
                 "--backends",
                 "numpy,torch,cupy",
                 "--variants",
@@ -497,7 +613,7 @@ def stage_bench(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -
         parsed = _json_or_none(cmp_.get("stdout", ""))
         st.data["compare"] = parsed if parsed is not None else proc.tail(cmp_.get("stdout", ""), 20000)
         st.check(
-            "compare --preset published",
+            f"compare --preset {BOX.preset}",
             cmp_.get("rc") == 0 and not cmp_.get("timed_out"),
             "ran" if cmp_.get("rc") == 0 else _brief(cmp_) + (" (partial rows kept)" if parsed else ""),
         )
@@ -511,7 +627,13 @@ def judge_parity(st: Stage, rows: list[dict[str, Any]]) -> None:
         label = f"{row.get('scenario')} {row.get('backend')} {row.get('dtype')}"
         ratio, warm = row.get("do_bench_ratio"), row.get("warm_ratio")
         if ratio is None:
-            st.check(f"median ÷ reference: {label}", False, row.get("message") or row.get("status", ""))
+            # Refused for an absent piece (CuPy, triton): expected in the rehearsal, not on the box.
+            expected = BOX.rehearse and row.get("status") == "refused"
+            st.check(
+                f"median ÷ reference: {label}",
+                None if expected else False,
+                row.get("message") or row.get("status", ""),
+            )
             continue
         ok = lo <= ratio <= hi
         st.check(
@@ -547,14 +669,17 @@ def _overhead(st: Stage) -> dict[str, Any]:
     WORK.mkdir(parents=True, exist_ok=True)
     code = WORK / "empty_step.py"
     code.write_text(EMPTY_STEP, encoding="utf-8")
-    r = proc.python([PROBES, "overhead", str(code)], st.deadline.give(90))
+    r = proc.python([PROBES, "overhead", str(code), BOX.device], st.deadline.give(90), keep=0)
     return last_json(r.get("stdout", "")) or {"error": _brief(r)}
 
 
 # -- app ----------------------------------------------------------------------------------
-def stage_app(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, drive_s: float = 60.0) -> int:
+def stage_app(
+    out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, drive_s: float | None = None
+) -> int:
     st = Stage("app", out, seconds)
-    drive_s = min(drive_s, max(10.0, seconds - 80))  # the rest: install check, monitor, writing
+    # the rest of the box: the install check, the monitor, writing
+    drive_s = min(drive_s or BOX.drive_s, max(10.0, seconds - 80))
     st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
     st.cuda = (
         proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc")
@@ -565,7 +690,7 @@ def stage_app(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, dri
     shots.mkdir(parents=True)
     r = st.step(
         "drive the app (Pilot, 120×36)",
-        lambda: proc.python([APP_DRIVE, str(shots), str(drive_s)], st.deadline.give(drive_s + 90)),
+        lambda: proc.python([APP_DRIVE, str(shots), str(drive_s)], st.deadline.give(drive_s + 90), keep=0),
         need=drive_s + 20,
     )
     drive = last_json((r or {}).get("stdout", "")) or {"error": _brief(r or {})}
@@ -578,6 +703,11 @@ def stage_app(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, dri
             f"first frame ≤ {GOALS['first_frame_s']} s",
             None if ff is None else ff <= GOALS["first_frame_s"],
             f"{ff:.2f} s" if ff is not None else "",
+        )
+        st.check(
+            "the backend key switched the live run to torch",
+            drive.get("backend_after_key") == "torch",
+            f"backend after the key: {drive.get('backend_after_key')}",
         )
         st.check(
             "a live result on cuda",
@@ -595,7 +725,9 @@ def stage_app(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, dri
         st.data["screens"] = [p.name for p in svgs]
     mon = st.step(
         "gpuplay monitor 10 s",
-        lambda: proc.gpuplay(["monitor", "--interval", "0.5", "--count", "20"], st.deadline.give(40), keep=0),
+        lambda: proc.gpuplay(
+            ["monitor", "--interval", "0.5", "--count", str(BOX.monitor_count)], st.deadline.give(40), keep=0
+        ),
         need=20,
     )
     if mon:
@@ -604,8 +736,8 @@ def stage_app(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS, dri
         st.data["monitor"] = {"samples": len(samples), "first": samples[:1], "last": samples[-1:]}
         has_gpu = any(s.get("gpus") for s in samples)
         st.check(
-            "gpuplay monitor: 20 samples",
-            len(samples) == 20 and mon.get("rc") == 0,
+            f"gpuplay monitor: {BOX.monitor_count} samples",
+            len(samples) == BOX.monitor_count and mon.get("rc") == 0,
             f"{len(samples)} samples, GPUs {'seen' if has_gpu else 'not seen'}",
         )
         gpm_app(st, samples)
@@ -620,6 +752,10 @@ def gpm_env(st: Stage) -> None:
     r = proc.python([PROBES, "gpm", "cuda:0"], st.deadline.give(120))
     res = last_json(r.get("stdout", "")) or {"error": _brief(r)}
     st.data["gpm"] = res
+    if "refused" in res and "error" not in res:
+        # No CUDA here (the rehearsal): n/a, as every other refused probe; on the box, a failure.
+        _probe_check(st, "GPM: bf16 matmul on the tensor cores, add on DRAM", res)
+        return
     mm, add = res.get("matmul_bf16") or {}, res.get("add_fp32") or {}
     reason = res.get("error") or mm.get("reason") or add.get("reason")
     if reason:
@@ -673,18 +809,19 @@ def stage_talk(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) ->
         proc.python(["-c", "import torch,sys;sys.exit(0 if torch.cuda.is_available() else 1)"], 60).get("rc")
         == 0
     )
-    decks = sorted((proc.ROOT / "scenarios" / "decks").glob("*.toml"))
+    decks = sorted((proc.ROOT / "scenarios" / "decks").glob("*.toml"))[: BOX.decks]
     WORK.mkdir(parents=True, exist_ok=True)
     st.data["decks"] = {}
     for deck in decks:
         rec = WORK / f"rehearsal-{deck.stem}.json"
         rec.unlink(missing_ok=True)
+        argv = ["demo", str(_deck_for_box(deck)), "--rehearse", "--out", str(rec)]
+        if BOX.rehearse:
+            argv += ["--preset", BOX.preset]
         r = st.step(
             f"rehearse {deck.stem}",
-            lambda d=deck, o=rec: proc.gpuplay(
-                ["demo", str(d), "--rehearse", "--out", str(o)], st.deadline.give(220), grace=20
-            ),
-            need=60,
+            lambda a=argv: proc.gpuplay(a, st.deadline.give(220), grace=20),
+            need=min(60, st.deadline.left() / 2) if BOX.rehearse else 60,
         )
         if r is None:
             continue
@@ -698,21 +835,12 @@ def stage_talk(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) ->
             r.get("rc") == 0 and recorded is not None,
             _brief(r) if r.get("rc") else "recorded",
         )
-    if st.cuda:
+    collectives_label = f"collectives {BOX.collectives[1].upper()}, 1 rank"
+    if st.cuda or BOX.gpu_branches:
         r = st.step(
-            "collectives NCCL, 1 rank",
+            collectives_label,
             lambda: proc.gpuplay(
-                [
-                    "collectives",
-                    "--nproc",
-                    "1",
-                    "--backend",
-                    "nccl",
-                    "--sizes",
-                    "1K:256M",
-                    "--format",
-                    "json",
-                ],
+                ["collectives", "--nproc", "1", *BOX.collectives, "--format", "json"],
                 st.deadline.give(150),
                 keep=0,
             ),
@@ -721,14 +849,29 @@ def stage_talk(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) ->
         if r:
             st.data["collectives"] = _json_or_none(r.get("stdout", "")) or proc.tail(r.get("stdout", ""))
             st.check(
-                "collectives NCCL, 1 rank",
+                collectives_label,
                 r.get("rc") == 0,
                 _brief(r) if r.get("rc") else "ran, every result checked",
             )
     else:
-        st.check("collectives NCCL, 1 rank", None, "NCCL needs a CUDA GPU")
+        st.check(collectives_label, None, "NCCL needs a CUDA GPU")
     st.flush()
     return st.status
+
+
+_CUDA_DEVICE_LINE = re.compile(r'^(\s*device\s*=\s*)"cuda(:\d+)?"', re.MULTILINE)
+
+
+def _deck_for_box(deck: Path) -> Path:
+    """The deck as shipped; in the rehearsal a copy with `cpu` for every CUDA device, so its
+    GPU steps run their levers through gpuplay here instead of being refused."""
+    if not BOX.rehearse:
+        return deck
+    text = deck.read_text(encoding="utf-8")
+    copy = WORK / "decks" / deck.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(_CUDA_DEVICE_LINE.sub(rf'\g<1>"{BOX.device}"', text), encoding="utf-8")
+    return copy
 
 
 STAGES: dict[str, tuple[Callable[..., int], str]] = {

@@ -23,6 +23,7 @@ from pathlib import Path
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 # What the box's Python already has (KINDS.md's package list, for the image 'cuda'). Only the
 # names gpuplay's closure can reach matter; a wrong entry here shows up in the `env` stage's
@@ -303,10 +304,42 @@ def describe(folder: Path) -> list[tuple[str, str, int]]:
     return sorted(rows, key=lambda r: -r[2])
 
 
-def install_commands(folder: str, roots: Iterable[Requirement]) -> Mapping[str, list[str]]:
-    """The two ways the box installs from the folder: resolved into its own Python, or unpacked."""
+def version_pins(wheels: Mapping[str, Path], installed: Mapping[str, str | None]) -> list[str]:
+    """`name==version` for each wheel whose project the box has at another version (or lacks).
+
+    An import check alone passes on a box whose textual, rich or pytest is at another version
+    than the one the suite passed with here; such a box gets the carried wheel."""
+    pins = []
+    for key, path in sorted(wheels.items()):
+        want = wheel_version(path)
+        have = installed.get(key)
+        if have is None or not _same_version(have, want):
+            pins.append(f"{key}=={want}")
+    return pins
+
+
+def _same_version(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def install_commands(
+    folder: str, roots: Iterable[Requirement], pins: Iterable[str] = ()
+) -> Mapping[str, list[str]]:
+    """The two ways the box installs from the folder: resolved into its own Python, or unpacked.
+    `pins` (from version_pins) replace the range of the same project: its wheel's exact version."""
+    pinned_names = {canonicalize_name(Requirement(p).name): p for p in pins}
     # With their version ranges: the box's pytest 9 must give way to syrupy's pytest < 9.
-    names = sorted({f"{r.name}{r.specifier}" for r in roots if needed(r)})
+    names = sorted(
+        {
+            f"{r.name}{r.specifier}"
+            for r in roots
+            if needed(r) and canonicalize_name(r.name) not in pinned_names
+        }
+        | set(pinned_names.values())
+    )
     base = ["-m", "pip", "install", "--quiet", "--no-index", "--no-cache-dir", "--find-links", folder]
     return {
         "resolved": [*base, *names],

@@ -47,6 +47,7 @@ __all__ = [
 ]
 
 PROBE_TIMEOUT_S = 30.0
+MAX_LOAD_WARNINGS = 5  # load(): problems with a file said one by one, the rest counted
 # The RunSpec fields run() takes as its own arguments; every other spec lever is a keyword.
 _OWN = ("backend", "device", "dtype", "budget_s")
 
@@ -154,19 +155,25 @@ def _interruptible(work: Callable[[threading.Event], Any], cancel: threading.Eve
     this one: the cancel then stops the engine within one step (or the client replaces it), and
     what finished is kept. Returns (work's value, whether it was interrupted)."""
     box: dict[str, Any] = {}
+    finished = threading.Event()
 
     def target() -> None:
         try:
             box["value"] = work(cancel)
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
+        finally:
+            finished.set()
 
     t = threading.Thread(target=target, name="gpuplay-measure", daemon=True)
     t.start()
     interrupted = False
-    while t.is_alive():
+    # Waited on an Event, not t.join(): on CPython 3.11 a KeyboardInterrupt inside join() leaves
+    # is_alive() False while the thread still runs, so the call returned mid-measurement (run()
+    # with no result; compare/sweep with the engine still busy behind them).
+    while not finished.is_set():
         try:
-            t.join(0.1)
+            finished.wait(0.1)
         except KeyboardInterrupt:
             interrupted = True
             cancel.set()
@@ -243,7 +250,9 @@ def run(
     return result
 
 
-def _run_specs(specs: Sequence[RunSpec], show_progress: bool) -> tuple[list[RunResult], bool]:
+def _run_specs(
+    specs: Sequence[RunSpec], show_progress: bool, paired: bool = True
+) -> tuple[list[RunResult], bool]:
     """Each spec in turn, each non-baseline paired with its baseline (core.compare.run_compare),
     logged as it finishes; an interrupt keeps what finished."""
     from gpuplay.core.compare import run_compare
@@ -266,7 +275,12 @@ def _run_specs(specs: Sequence[RunSpec], show_progress: bool) -> tuple[list[RunR
     try:
         _, interrupted = _interruptible(
             lambda cancel: run_compare(
-                specs, cancel=cancel, on_result=on_result, telemetry=RunTelemetry(), measure=engine_measure
+                specs,
+                cancel=cancel,
+                on_result=on_result,
+                telemetry=RunTelemetry(),
+                measure=engine_measure,
+                paired=paired,
             ),  # fmt: skip
             threading.Event(),
         )
@@ -277,14 +291,21 @@ def _run_specs(specs: Sequence[RunSpec], show_progress: bool) -> tuple[list[RunR
 
 
 def _names(value: str | Sequence[str], what: str, allowed: Sequence[str] | None) -> list[str]:
-    items = [value] if isinstance(value, str) else list(value)
-    items = [str(x).strip() for x in items if str(x).strip()]
-    bad = [x for x in items if allowed is not None and x not in allowed]
-    if bad or not items:
-        raise ValueError(
-            f"unknown {what} {', '.join(map(repr, bad)) or '(none given)'}; choose from {', '.join(allowed or ())}"
-        )
-    return list(dict.fromkeys(items))
+    """`"numpy,torch"` or `["numpy", "torch"]`, as the CLI's list flags take them (core.spec)."""
+    from gpuplay.core.spec import SpecError, pick_names
+
+    try:
+        return pick_names(value, allowed)
+    except SpecError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+
+
+def _device(name: str) -> str:
+    from gpuplay.core.spec import is_device_name
+
+    if not is_device_name(name):
+        raise ValueError(f"device must be cpu, cuda, cuda:N or mps; got {name!r}")
+    return "cuda:0" if name == "cuda" else name
 
 
 def _compare_scenarios(
@@ -299,6 +320,8 @@ def _compare_scenarios(
     threads: int | None,
     max_step_s: float | None,
     progress: bool,
+    levers: Mapping[str, Any] | None = None,
+    paired: bool = True,
 ) -> Results:
     from gpuplay.core.compare import VARIANTS, plan_compare
     from gpuplay.core.report import environment
@@ -311,10 +334,12 @@ def _compare_scenarios(
         for k, v in (("budget_s", budget_s), ("threads", threads), ("max_step_s", max_step_s))
         if v is not None
     }
+    kw.update(levers or {})  # the cell magic's other `gpuplay run` flags (--warmup, --amp, …)
     fields = {"dtype": dtype, **kw}
     for name, value in fields.items():
         _check_lever(name, value)
-    devs = None if devices is None else _names(devices, "device(s)", None)
+    # "cuda" is the first GPU, as everywhere else ('cuda' would match no planned 'cuda:N' row).
+    devs = None if devices is None else [_device(d) for d in _names(devices, "device(s)", None)]
     try:
         for sc in scenarios:
             sc.preset_params(preset)
@@ -325,9 +350,18 @@ def _compare_scenarios(
     if devs is not None:
         from gpuplay.core.compare import is_baseline
 
+        planned = {s.device for s in specs} | {s.device for s, _ in refused}
+        missing = [d for d in devs if d not in planned]
+        if missing:  # said, never an empty table: a device named wrongly or not here
+            raise ValueError(
+                f"device(s) {', '.join(map(repr, missing))}: not here for these backends "
+                f"(devices here: {', '.join(sorted(planned))})"
+            )
         specs = [s for s in specs if s.device in devs or is_baseline(s)]
         refused = [(s, w) for s, w in refused if s.device in devs]
-    done, interrupted = _run_specs(specs, progress)
+    if not paired:  # no NumPy baseline the caller did not name, and no interleaved pairs
+        specs = [s for s in specs if s.backend in chosen]
+    done, interrupted = _run_specs(specs, progress, paired)
     if interrupted:
         warnings.warn(f"interrupted: {len(done)} of {len(specs)} measurements finished", stacklevel=3)
     return Results.from_run_results(
@@ -591,9 +625,11 @@ def load(path: str | Path) -> Results | Sweep | Table:
     p = Path(path).expanduser()
     problems: list[str] = []
     if p.suffix == ".jsonl":
+        if not p.is_file():  # read_log skips what it cannot read; a FIFO is never opened
+            raise ValueError(
+                f"{p}: " + ("not a regular file (a FIFO? a folder?)" if p.exists() else "no such file")
+            )
         results = _results_from(list(read_log(p, problems)), p, problems)
-        if not p.is_file():
-            raise ValueError(f"{p}: no such file")
         out: Results | Sweep | Table = Results.from_run_results(results, source=p.name)
     elif p.suffix == ".csv":
         try:
@@ -605,6 +641,12 @@ def load(path: str | Path) -> Results | Sweep | Table:
         raise ValueError(f"{p}: Markdown is for reading; load the same results' --format json file")
     else:
         out = _load_json(p, problems)
-    for problem in problems:
+    # A few problems said one by one, the rest counted: a damaged log of 100,000 lines must not
+    # flood a notebook's output with 100,000 warnings.
+    for problem in problems[:MAX_LOAD_WARNINGS]:
         warnings.warn(visible(problem), stacklevel=2)
+    if len(problems) > MAX_LOAD_WARNINGS:
+        warnings.warn(
+            visible(f"{p}: {len(problems) - MAX_LOAD_WARNINGS} more problem(s) like these"), stacklevel=2
+        )
     return out

@@ -22,7 +22,7 @@ USAGE = (
     "usage: %gpuplay run SCENARIO|FILE.py [gpuplay run options]  ·  "
     "%gpuplay compare SCENARIO [-b numpy,torch] [-p PRESET]  ·  "
     "%gpuplay sweep SCENARIO --over n=256..4096 [-b numpy,torch]  ·  "
-    "%%gpuplay [-b numpy,torch] [-d cpu] [-p PRESET] [-s NAME=VALUE] (cell: a code file)"
+    "%%gpuplay [gpuplay run options; -b numpy,torch and -d take lists] (cell: a code file)"
 )
 
 
@@ -43,6 +43,9 @@ def _run_args(argv: list[str]) -> dict[str, Any]:
         raise MagicUsageError(USAGE) from None
     except click.ClickException as exc:
         raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
+    from click.core import ParameterSource
+
+    _DEFAULT = ParameterSource.DEFAULT
     p = ctx.params
     unsupported = [flag for flag, on in (("--format", p.get("fmt") != "table"), ("--out", p.get("out")),
                                          ("--profile", p.get("profile")), ("--trace", p.get("trace"))) if on]  # fmt: skip
@@ -57,7 +60,8 @@ def _run_args(argv: list[str]) -> dict[str, Any]:
         "scenario": p["scenario"],
         "preset": p.get("preset"),
         "params": params,
-        "baseline": True,  # as the API: paired with NumPy, so the table has a speedup
+        # As the API: paired with NumPy (so the table has a speedup) unless --no-baseline is given.
+        "baseline": p["baseline"] if ctx.get_parameter_source("baseline") is not _DEFAULT else True,
         "scenario_dirs": tuple(p.get("scenario_dirs") or ()),
         **levers,
     }
@@ -154,35 +158,63 @@ def _typed(opts: dict[str, Any]) -> dict[str, Any]:
     return opts
 
 
+def _cell_command() -> Any:
+    """`gpuplay run`'s own click options for the cell magic, so a flag means what it means on the
+    command line: all but the scenario (the cell is the code), the output flags (the result
+    displays itself), and `-b`/`-d`, which take lists here (one row per backend and device)."""
+    import click
+
+    from gpuplay.cli.run import run as run_command
+
+    dropped = {"scenario", "backend", "device", "fmt", "out", "profile", "trace", "scenario_dirs"}
+    return click.Command("%%gpuplay", params=[
+        *(p for p in run_command.params if p.name not in dropped),
+        click.Option(["--backends", "--backend", "-b", "backends"], default="numpy,torch",
+                     help="Comma-separated backends."),
+        click.Option(["--devices", "--device", "-d", "devices"], default=None,
+                     help="Comma-separated devices (default: each one a backend has)."),
+        click.Option(["--name"], default="cell", help="The code file's name (an identifier)."),
+    ])  # fmt: skip
+
+
 def cell_magic(line: str, cell: str) -> Any:
     """The cell as a code file, measured on each backend named (NumPy and PyTorch by default)."""
+    import click
+    from click.core import ParameterSource
+
+    from gpuplay.cli.options import SPEC_FIELDS, parse_assignments
+
     try:
         argv = shlex.split(line)
     except ValueError as exc:
         raise MagicUsageError(f"{exc}\n{USAGE}") from None
-    words, opts = _options(argv)
-    if words:
-        raise MagicUsageError(f"the cell magic takes options only, not {' '.join(words)!r}\n{USAGE}")
-    _split("backends", opts)
-    _split("devices", opts)
-    path = _cell_file(cell, str(opts.pop("name", "cell")))
+    try:
+        ctx = _cell_command().make_context("%%gpuplay", argv, resilient_parsing=False)
+        params = {k: _number(v) for k, v in parse_assignments(tuple(ctx.params.get("sizes") or ())).items()}
+    except click.exceptions.Exit:
+        raise MagicUsageError(USAGE) from None
+    except click.ClickException as exc:
+        raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
+    p = ctx.params
+
+    def given(name: str) -> bool:
+        return ctx.get_parameter_source(name) is not ParameterSource.DEFAULT
+
+    path = _cell_file(cell, str(p["name"]))
     sc = api._scenario(path)
-    preset = opts.pop("preset", None)
-    params = opts.pop("params", {})
+    preset = p.get("preset")
     if params:  # -s NAME=VALUE over the preset: a preset of the cell's own
         import dataclasses
 
         sc = dataclasses.replace(sc, presets={**sc.presets, "_magic": {**sc.preset_params(preset), **params}})
         preset = "_magic"
-    opts = _typed(opts)
-    unknown = sorted(set(opts) - {"backends", "devices", "dtype", "budget_s", "threads", "max_step_s"})
-    if unknown:  # said, never silently dropped: a mistyped option must not measure something else
-        raise MagicUsageError(f"unknown option(s) {', '.join('--' + u for u in unknown)}\n{USAGE}")
+    # The levers the user set (defaults left to the spec), as `gpuplay run` passes them.
+    levers = {k: p[k] for k in SPEC_FIELDS if k in p and k != "dtype" and given(k)}
     return api._compare_scenarios(
-        [sc], backends=opts.pop("backends", ("numpy", "torch")), devices=opts.pop("devices", None),
-        variants=("base",), dtype=str(opts.pop("dtype", "float32")), preset=preset,
-        budget_s=opts.pop("budget_s", None), threads=opts.pop("threads", None),
-        max_step_s=opts.pop("max_step_s", None), progress=True,
+        [sc], backends=p["backends"], devices=p["devices"], variants=("base",),
+        dtype=str(p.get("dtype") or "float32"), preset=preset, budget_s=levers.pop("budget_s", None),
+        threads=levers.pop("threads", None), max_step_s=levers.pop("max_step_s", None), progress=True,
+        levers=levers, paired=p["baseline"] if given("baseline") else True,
     )  # fmt: skip
 
 

@@ -170,7 +170,8 @@ class Result:
         return _md_table([self])
 
     def __repr__(self) -> str:
-        cells = self._cells()
+        # The cells hold a file's text when the result was loaded: shown, never sent to a terminal.
+        cells = [visible(c, one_line=True) for c in self._cells()]
         return f"<gpuplay.Result {cells[0]} {cells[2]}: {cells[3]}, speedup {cells[6]}, check {cells[7]}>"
 
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -104,3 +109,38 @@ def test_info_says_whether_each_device_is_calibrated(cli):
     res = cli.invoke(main, ["info", "--format", "json"])
     (cpu,) = [r for r in json.loads(res.stdout)["roofline"] if r["device"] == "cpu"]
     assert cpu["calibrated"] and cpu["bandwidth_gbs"] == 20.0 and cpu["gflops"]["float32"] == 200.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_calibration_keeps_the_probes_that_finished(tmp_path, sig, code):
+    """A real `gpuplay calibrate` stopped by a real signal after its second probe: 130/143, a line
+    saying k of N probes finished, and `--show` then shows those k (no "nothing calibrated")."""
+    env = {**os.environ, "GPUPLAY_STATE_DIR": str(tmp_path / "state")}
+    env.pop("GPUPLAY_IN_PROCESS", None)
+    proc = subprocess.Popen([sys.executable, "-m", "gpuplay", "calibrate", "-d", "cpu", "--budget", "0.5"],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "[2 of " in line:
+                proc.send_signal(sig)
+                break
+        rest, _ = proc.communicate(timeout=120)[1], None
+        err = "".join(lines) + rest
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert "Aborted" not in err and "Traceback" not in err
+    m = re.search(r"interrupted \((SIGINT|SIGTERM)\): (\d+) of (\d+) probes finished; kept in", err)
+    assert m is not None, err
+    k, n = int(m.group(2)), int(m.group(3))
+    assert 2 <= k < n
+    show = subprocess.run([sys.executable, "-m", "gpuplay", "calibrate", "--show", "--format", "json"],
+                          env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert show.returncode == 0, show.stderr
+    (doc,) = json.loads(show.stdout)
+    assert doc["partial"] is True and len(doc["measurements"]) == k

@@ -80,10 +80,14 @@ def test_code_option_passes_checked_paths_to_the_app(cli, monkeypatch, tmp_path)
     res = cli.invoke(main, ["--code", str(EXAMPLES / "nbody.py")])
     assert res.exit_code == 0, res.output
     assert calls == [[(EXAMPLES / "nbody.py").resolve()]]
+    # A file that does not load yet opens the app (which warns, and loads it once it is fixed);
+    # one that cannot be read is refused here.
     (tmp_path / "nostep.py").write_text("x = 1\n")
     res = cli.invoke(main, ["--code", str(tmp_path / "nostep.py")])
-    assert res.exit_code == 2 and "nostep.py: defines no step() function" in res.stderr
-    assert len(calls) == 1
+    assert res.exit_code == 0 and calls[-1] == [(tmp_path / "nostep.py").resolve()]
+    res = cli.invoke(main, ["--code", str(tmp_path / "missing.py")])
+    assert res.exit_code == 2 and "missing.py" in res.stderr
+    assert len(calls) == 2
 
 
 @pytest.mark.slow
@@ -111,3 +115,27 @@ def test_ctrl_c_stops_a_step_that_never_returns(tmp_path):
     _out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130 and "interrupted by SIGINT" in err and "Traceback" not in err
     assert time.monotonic() - t0 < 5
+
+
+def test_duplicate_scenario_names_are_said_naming_both_files(cli, tmp_path):
+    """Two files named alike in one folder, and a user file named like a shipped scenario: the
+    later wins, and `list` says so (both files named; the shipped one replaced, marked)."""
+    from gpuplay.core.scenarios import builtin_dir
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shipped = (builtin_dir() / "matmul.toml").read_text()
+    (folder / "a.toml").write_text(shipped.replace('name = "matmul"', 'name = "twin"'))
+    (folder / "b.toml").write_text(shipped.replace('name = "matmul"', 'name = "twin"'))
+    (folder / "mm.toml").write_text(shipped.replace('title = "Matrix multiply"', 'title = "My matmul"'))
+    res = cli.invoke(main, ["list", "--scenarios", str(folder)])
+    assert res.exit_code == 0, res.output
+    err = " ".join(res.stderr.split())  # the terminal wraps long lines
+    assert f"{folder / 'a.toml'}" in err and f"{folder / 'b.toml'}" in err and "'twin'" in err
+    assert f"{folder / 'mm.toml'} replaces the shipped scenario 'matmul'" in err
+    assert str(builtin_dir() / "matmul.toml") in err
+    out = " ".join(res.stdout.split())
+    assert "My matmul" in out and "replaces the shipped one" in out
+    doc = json.loads(cli.invoke(main, ["list", "--scenarios", str(folder), "--format", "json"]).stdout)
+    mm = next(s for s in doc if s["name"] == "matmul")
+    assert mm["replaces"] == str(builtin_dir() / "matmul.toml")

@@ -72,7 +72,7 @@ def test_table_markdown_and_csv(cli, tmp_path):
     "over, words",
     [
         ("m=16..64", "no parameter 'm'"),
-        ("n=64..16", "above its start"),
+        ("n=64..16", "below its start"),
         ("n=nan", "finite"),
         ("n", "PARAM="),
         ("n=1,2", "n must be >= 2"),
@@ -167,3 +167,12 @@ def test_ctrl_c_prints_the_finished_points_and_exits_130(tmp_path):
     assert sweep["interrupted"] is True and 2 <= len(points) < len(sweep["values"])
     assert all(p["status"] == "ok" for p in points)
     assert "interrupted by SIGINT" in err
+
+
+def test_a_one_point_range_is_one_point(cli):
+    """`--over n=64..64` narrows a sweep to one size: measured, not refused."""
+    res = cli.invoke(main, ["sweep", "matmul", "--over", "n=64..64", "--backends", "numpy", *FAST,
+                            "--format", "json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)["sweep"]
+    assert [(p["value"], p["status"]) for s in doc["series"] for p in s["points"]] == [(64, "ok")], doc

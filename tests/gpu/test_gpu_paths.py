@@ -93,12 +93,24 @@ def test_gpu_telemetry_is_sampled_during_the_run():
 
 
 def test_a_second_compiled_run_compiles_again_and_is_not_a_fallback():
+    # Not a time: a second compile served from inductor's warm on-disk cache takes ~0.04 s, a
+    # dynamo cache hit ~0.0002 s, and a fast host may bring either under any threshold. What tells
+    # them apart is what dynamo did, which is what the runner's compile watch reads.
+    from torch._dynamo.utils import counters
+
     spec = RunSpec.make("elementwise", {"n": 1 << 20}, backend="torch", device=_last_device(), compile="default",
                         repeat=10)  # fmt: skip
-    first, second = run(spec), run(spec)
+    first = run(spec)
+    frames = counters["frames"]["total"]
+    second = run(spec)
+    # dynamo traced the step again (the runner resets it; without the reset it serves its cache)…
+    assert counters["frames"]["total"] > frames
+    # …and the compile watch saw a graph captured: a cache hit captures none and reads as a
+    # fallback to eager ("dynamo captured no graph"), never as compiled.
     for r in (first, second):
-        assert r.status == "ok" and r.check_ok and r.conditions["compile"] == "default", r.notes
-    assert second.compile_s > 0.05
+        assert r.status == "ok" and r.check_ok and r.failure == "", r.notes
+        assert r.conditions["compile"] == "default", r.notes
+        assert r.compile_s is not None and r.compile_s > 0
 
 
 def test_a_cold_cache_makes_a_small_memory_bound_step_slower():

@@ -66,3 +66,30 @@ async def test_code_file_opens_first_reloads_on_save_and_keeps_the_last_good_res
             timeout=60,
         )
         assert "xp.sqrt(x) + 2.0" in code_text(app)
+
+
+async def test_a_file_broken_at_start_up_is_picked_up_once_fixed(tmp_path, monkeypatch):
+    """`--code hot.py` with a syntax error: the app starts and warns; once the file is fixed and
+    saved, it joins the scenario list (the watcher kept watching it) and can be measured."""
+    from tests.tui_helpers import record_notifications
+
+    path = tmp_path / "hot.py"
+    path.write_text(textwrap.dedent(GOOD.replace("def step(xp, x):", "def step(xp, x:")))
+    app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], code_files=[path], budget_s=0.1, telemetry=False,
+                     autostart=False)  # fmt: skip
+    seen = record_notifications(app, monkeypatch)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.pause()
+        assert any("hot.py" in m for m in seen)  # the start-up warning names the file
+        assert "hot" not in app.scenario_set.scenarios
+        rewrite(path, GOOD)
+        await wait_until(pilot, lambda: "hot" in app.scenario_set.scenarios, timeout=30)
+        from textual.widgets import OptionList
+
+        scenarios = app.query_one("#scenarios", OptionList)
+        assert scenarios.get_option_index("hot") == 0  # the user's file first, as at start-up
+        assert any("hot.py" in m and "loaded" in m for m in seen)
+        app.query_one("Sidebar").highlight("hot")
+        await wait_until(pilot, lambda: app.session.live_result is not None
+                         and app.session.live_result.spec.workload.startswith("code:"), timeout=60)  # fmt: skip
+        assert app.session.live_result.status == "ok", app.session.live_result.message

@@ -81,3 +81,25 @@ async def test_projector_themes_are_registered_for_the_palette(tmp_path):
     app = _app(tmp_path, autostart=False)
     async with app.run_test(size=(120, 36)):
         assert "projector" in app.available_themes and "projector-light" in app.available_themes
+
+
+async def test_a_flood_of_unknown_keymap_ids_is_one_summary(tmp_path, monkeypatch):
+    """10,000 unknown ids in [keymap] (and as many bad keys): one line each kind, with the count,
+    the first few, and the known ids once; the known remap still works."""
+    flood = "".join(f'nope_{i} = "y"\n' for i in range(10_000))
+    bad_keys = "".join(f'bad_{i} = "not a key"\n' for i in range(10_000))
+    _config(tmp_path, monkeypatch, f'[keymap]\nbackend = "z"\n{flood}{bad_keys}')
+    app = _app(tmp_path, autostart=False)
+    seen = record_notifications(app, monkeypatch)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        keymap_lines = [m for m in seen if "[keymap]" in m]
+        assert len(keymap_lines) == 2, keymap_lines[:3]
+        unknown = next(m for m in keymap_lines if "unknown key binding" in m)
+        assert "10000 unknown key binding ids" in unknown and "'nope_0'" in unknown and "9995 more" in unknown
+        assert unknown.count("backend") == 1  # the known ids, listed once
+        assert "nope_9999" not in unknown and len(unknown) < 2000
+        bad = next(m for m in keymap_lines if "entries are not a key" in m)
+        assert "10000 entries" in bad and "bad_0" in bad and "bad_9999" not in bad
+        await pilot.press("z")
+        await wait_until(pilot, lambda: app.spec.backend == "torch")

@@ -775,7 +775,9 @@ def install_cupy_rocm(monkeypatch: Any, gpus: list[tuple[str, str]], hip_version
         getDeviceProperties=lambda i: props[i],
         runtimeGetVersion=lambda: hip_version,
     )
-    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(__version__="13.3.0", cuda=SimpleNamespace(runtime=runtime)))
+    monkeypatch.setitem(
+        sys.modules, "cupy", SimpleNamespace(__version__="13.3.0", cuda=SimpleNamespace(runtime=runtime))
+    )
     backend = get_backend("cupy")
     monkeypatch.setattr(backend, "_probe_result", CupyBackend().probe(30))
     return backend

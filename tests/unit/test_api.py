@@ -181,6 +181,8 @@ def test_html_and_markdown_show_hostile_text_as_text():
     assert "<img" not in page and "\x1b" not in page and "&lt;img" in page
     md = res._repr_markdown_()
     assert "<img" not in md and "\x1b" not in md and "\\|\\*" in md
+    # repr() is what a terminal REPL prints: a loaded file's ESC must not reach the terminal.
+    assert "\x1b" not in repr(res[0]) and "␛[2J" in repr(res[0]) and "\x1b" not in str(res[0])
 
 
 def _write(path, results, environment_torch="2.5.0"):
@@ -304,8 +306,8 @@ def test_cell_magic_measures_the_cell_as_a_code_file():
         def step(xp, x):
             return xp.sin(x) * 2
     """)
-    with pytest.raises(notebook.MagicUsageError, match="--amp"):
-        notebook.cell_magic("-b numpy,torch --amp bf16", cell)
+    with pytest.raises(notebook.MagicUsageError, match="--format"):
+        notebook.cell_magic("-b numpy,torch --format json", cell)
     with pytest.raises(notebook.MagicUsageError, match="--bogus"):
         notebook.line_magic("compare matmul --bogus 1")
     res = notebook.cell_magic("-b numpy,torch -s n=512 --budget 0.03", cell)
@@ -468,3 +470,132 @@ def test_a_failing_step_raises_measurement_error_with_its_result(tmp_path):
     with pytest.raises(api.MeasurementError, match="boom") as info:
         gpuplay.run(str(code), budget_s=0.05)
     assert info.value.result.status == "failed" and "\x1b" not in str(info.value)
+
+
+def test_magics_take_gpuplay_runs_flags_and_no_baseline():
+    """The cell magic's options are `gpuplay run`'s own (click parses them: --warmup, --seed, a
+    NaN budget refused as the CLI refuses it), and both magics honour --no-baseline: no NumPy row
+    the user did not name, no interleaved pairs."""
+    from gpuplay import notebook
+
+    cell = (
+        "def inputs(rng, n=256):\n    return rng.standard_normal(n)\ndef step(xp, x):\n    return xp.sin(x)\n"
+    )
+    with pytest.raises(notebook.MagicUsageError, match="finite"):
+        notebook.cell_magic("--budget nan", cell)
+    paired = notebook.cell_magic("-b torch --budget 0.03 --warmup 2 --seed 7", cell)
+    assert [r.backend for r in paired] == ["numpy", "torch"] and paired[1].speedup_interval is not None
+    assert paired[1].run_result.spec.warmup == 2 and paired[1].run_result.spec.seed == 7
+    alone = notebook.cell_magic("-b torch --budget 0.03 --no-baseline", cell)
+    assert [r.backend for r in alone] == ["torch"] and alone[0].speedup_interval is None
+    line = notebook.line_magic("run matmul -s n=64 --budget 0.03 -b torch --no-baseline")
+    assert line.speedup is None
+    assert notebook.line_magic("run matmul -s n=64 --budget 0.03 -b torch").speedup is not None
+
+
+def test_backends_are_a_list_or_comma_separated_text_as_on_the_command_line():
+    with pytest.raises(ValueError, match="'jax'"):
+        gpuplay.compare("matmul", backends="numpy,jax", progress=False)
+    with pytest.raises(ValueError, match="none given"):
+        gpuplay.compare("matmul", backends=" , ", progress=False)
+    res = gpuplay.compare("matmul", backends="numpy, numpy", budget_s=0.02, progress=False)
+    assert [r.backend for r in res] == ["numpy"]
+
+
+def test_an_interrupt_returns_only_when_the_measurement_has_stopped():
+    """Ctrl-C (a notebook's stop button) during gpuplay.run: it returns the cancelled Result with the
+    steps timed so far, and only once the measuring thread has ended (never with it running on)."""
+    import os
+    import signal
+    import threading
+    import time
+
+    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        with pytest.warns(UserWarning, match="interrupted"):
+            r = gpuplay.run(
+                "matmul", params={"n": 256}, budget_s=30.0, min_repeat=1000000, max_repeat=1000000
+            )
+    finally:
+        timer.cancel()
+    assert time.monotonic() - t0 < 25  # stopped by the interrupt, not by the budget
+    assert isinstance(r, api.Result) and r.run_result.status == "cancelled" and len(r.samples) > 0
+    assert not [t for t in threading.enumerate() if t.name == "gpuplay-measure"]
+
+
+def test_load_names_a_fifo_and_a_code_file_without_presets_says_so(tmp_path):
+    import os
+
+    for name in ("log.jsonl", "r.json", "t.csv"):
+        os.mkfifo(tmp_path / name)  # never opened: reading one would wait forever
+        with pytest.raises(ValueError, match="not a regular file"):
+            gpuplay.load(tmp_path / name)
+    from gpuplay import notebook
+
+    with pytest.raises(ValueError, match="defines no PRESETS"):
+        notebook.cell_magic(
+            "-p quick", "def inputs(rng, n=8):\n    return rng.random(n)\ndef step(xp, x):\n    return x\n"
+        )
+
+
+def test_load_of_a_damaged_log_warns_a_few_times_not_once_per_line(tmp_path):
+    import warnings
+
+    log = tmp_path / "damaged.jsonl"
+    log.write_text('{"spec": {"no_such_field": "\\u001b[2J"}}\n' * 2000)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = gpuplay.load(log)
+    assert len(res) == 0 and 2 <= len(caught) <= 6
+    assert "1995 more problem(s)" in str(caught[-1].message)
+    assert not any("\x1b" in str(w.message) for w in caught)
+
+
+def test_compare_on_a_device_not_here_says_so_instead_of_an_empty_table(monkeypatch):
+    from gpuplay.core.spec import RunSpec
+
+    with pytest.raises(ValueError, match="device must be"):
+        gpuplay.compare("matmul", backends="numpy,torch", devices="gpu", progress=False)
+    with pytest.raises(ValueError, match="'cuda:7': not here"):
+        gpuplay.compare("matmul", backends="numpy,torch", devices="cuda:7", progress=False)
+    # On a GPU machine the plan has 'cuda:0' rows: devices="cuda" must select them.
+    seen = []
+
+    def plan(scenarios, preset, backends, **kw):
+        specs = [RunSpec.make("matmul", {"n": 64}, backend="numpy"),
+                 RunSpec.make("matmul", {"n": 64}, backend="torch", device="cuda:0")]  # fmt: skip
+        return specs, []
+
+    monkeypatch.setattr("gpuplay.core.compare.plan_compare", plan)
+    monkeypatch.setattr(
+        api, "_run_specs", lambda specs, *a: (seen.extend(specs), (list(specs)[:0], False))[1]
+    )
+    gpuplay.compare("matmul", backends="numpy,torch", devices="cuda", progress=False)
+    assert [s.device for s in seen] == ["cpu", "cuda:0"]
+
+
+def test_across_versions_drops_samples_no_step_could_take_and_writes_strict_json(tmp_path):
+    """A file claiming 1e-320 s steps (or a year) is not compared: the ratio would be inf, the
+    verdict 'within noise' and `compare --from --format json` would write Infinity/NaN."""
+    from gpuplay.cli import main
+    from gpuplay.core import crossversion as cv
+
+    rng = np.random.default_rng(3)
+    old = _write(tmp_path / "old.json", [_result("a", [1e-320] * 20), _result("b", [4e7] * 20)])
+    new = _write(tmp_path / "new.json", [_result("a", _times(rng, 1.0)), _result("b", _times(rng, 1.0))])
+    assert (
+        cv.compare_results(json.loads(old.read_text())["results"], json.loads(new.read_text())["results"])
+        == []
+    )
+    out = tmp_path / "m.json"
+    res = CliRunner().invoke(
+        main, ["compare", "--from", str(old), str(new), "--format", "json", "--out", str(out)]
+    )
+    assert res.exit_code == 0, res.output
+
+    def strict(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    json.loads(out.read_text(), parse_constant=strict)

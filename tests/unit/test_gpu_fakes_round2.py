@@ -227,6 +227,25 @@ def test_the_runs_peak_memory_is_in_the_result_compare_and_exports(monkeypatch):
     assert viewmodels.stats_info(live)["peak_memory"].startswith("1.25 GiB (torch.cuda.max_memory_allocated")
 
 
+def test_a_run_paired_with_numpy_has_its_peak_memory_too(monkeypatch):
+    """The API, `gpuplay compare` and `run --baseline` time GPU runs paired with NumPy
+    (runner.paired): the peak must be counted there too, over the paired phase."""
+    from gpuplay.core.compare import baseline_spec
+    from gpuplay.core.runner.paired import run_paired
+
+    cuda = FakeCuda(1)
+    cuda.allocated = GIB
+
+    def spike(call):
+        cuda.allocate(8 * GIB if call == 1 else 256 * 2**20)
+
+    install_cuda_run(monkeypatch, cuda, on_step=spike)
+    spec = RunSpec.make("elementwise", {"n": 4096}, backend="torch", device="cuda:0", repeat=6, warmup=1)
+    r = run_paired(spec, baseline_spec(spec))
+    assert r.status == "ok" and r.speedup is not None, r.message
+    assert r.peak_memory is not None and r.peak_memory["bytes"] == GIB + 256 * 2**20
+
+
 # -- 5. out of memory by type and status --------------------------------------------------------------
 class CuFFTError(RuntimeError):  # cupy_backends.cuda.libs.cufft.CuFFTError's shape
     def __init__(self, result):

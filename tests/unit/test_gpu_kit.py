@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -345,7 +346,13 @@ def _fake_python(argv, timeout, **kw):
         return _ok("1 passed")
     if argv[0].endswith("app_drive.py"):
         Path(argv[1], "3-telemetry.svg").write_text("<svg></svg>")
-        drive = {"first_frame_s": 0.4, "results": 3, "cuda_results": 2, "nvml_gpus": 1}
+        drive = {
+            "first_frame_s": 0.4,
+            "results": 3,
+            "cuda_results": 2,
+            "nvml_gpus": 1,
+            "backend_after_key": "torch",
+        }
         return _ok(json.dumps({**drive, "nvml_sample": [{"util_gpu": 0.0, "power_w": 70.0, "temp_c": 31.0}]}))
     probe = argv[1]
     canned = {
@@ -497,3 +504,342 @@ def test_all_shares_one_box_and_reports_the_worst(tmp_path, monkeypatch, capsys)
     with pytest.raises(SystemExit) as exc:  # a box longer than one device command is refused
         verify.main(["env", str(tmp_path / "o2"), "--seconds", "5000"])
     assert exc.value.code == 2
+
+
+# -- the probes, run here as the stages run them (a rename in gpuplay breaks these) ---------------
+PROBES = ROOT / "scripts" / "gpukit" / "probes.py"
+
+
+def _probe(*args: str, timeout: float = 240) -> dict:
+    r = _run(PROBES, *args, timeout=timeout)
+    lines = [ln for ln in r.stdout.strip().splitlines() if ln.startswith("{")]
+    assert lines, r.stdout + r.stderr
+    doc = json.loads(lines[-1])
+    # The probe itself never breaks: no `error` key; what is absent here is said in words.
+    assert "error" not in doc, doc
+    assert "ModuleNotFoundError" not in r.stdout and "Traceback" not in r.stdout + r.stderr, r.stdout
+    assert r.returncode == 0, r.stderr
+    return doc
+
+
+@pytest.mark.skipif(_cuda(), reason="checks what the CPU machine reports")
+def test_the_cuda_probe_names_what_is_not_installed():
+    doc = _probe("cuda")
+    assert doc["cuda_available"] is False and "CUDA" in doc["not_installed"]
+    assert doc["mapping"]["function"]  # gpuplay's CUDA→NVML mapping was found by its name
+
+
+def test_the_parity_probe_times_gpuplays_own_step_on_the_cpu():
+    doc = _probe("parity", "torch", "float32", "quick", "20", "cpu", "elementwise")
+    (row,) = doc["rows"]
+    assert row["status"] == "ok", row
+    assert row["gpuplay_ms"] > 0 and row["do_bench_ms"] > 0 and row["do_bench_ratio"] > 0
+    assert row["reference"] == "perf_counter (cpu)" and row["goal_class"] == "bandwidth"
+
+
+def test_the_parity_probe_refuses_what_is_absent_without_a_code_error():
+    doc = _probe("parity", "cupy", "float32", "quick", "10", "cpu", "elementwise")
+    assert doc["rows"][0]["status"] == "refused"
+    if not _cuda():
+        cuda = _probe("parity", "torch", "float32", "quick", "10", "cuda:0", "elementwise")
+        assert cuda["rows"][0]["status"] == "refused"
+
+
+def test_the_overhead_probe_runs_an_empty_step_through_gpuplay(tmp_path):
+    code = tmp_path / "empty_step.py"
+    code.write_text(_empty_step())
+    doc = _probe("overhead", str(code), "cpu")
+    assert doc["status"] == "ok" and doc["device"] == "cpu", doc
+    assert doc["gpuplay_empty_step_us"] > 0 and doc["do_bench_noop_us"] > 0
+
+
+def _empty_step() -> str:
+    from gpukit.probes import EMPTY_STEP
+
+    return EMPTY_STEP
+
+
+@pytest.mark.skipif(_cuda(), reason="checks the refusals of the CPU machine")
+def test_gpu_only_probes_refuse_in_words_here(tmp_path):
+    for args in (("rawkernel",), ("rawkernel", "cpu"), ("compile",), ("compile", "cuda:0")):
+        doc = _probe(*args)
+        assert doc["refused"] and doc["not_installed"], (args, doc)
+    code = tmp_path / "empty_step.py"
+    code.write_text(_empty_step())
+    assert _probe("overhead", str(code))["not_installed"] == ["CUDA"]
+
+
+def test_a_probe_given_a_bad_command_line_says_how_to_call_it():
+    r = _run(PROBES, "parity", "torch")
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert r.returncode == 1 and doc["error"].startswith("usage: probes.py")
+
+
+@pytest.mark.slow
+@pytest.mark.compile
+def test_the_compile_probe_compiles_on_the_cpu():
+    doc = _probe("compile", "cpu", timeout=400)
+    assert doc["ok"] is True and doc["device"] == "cpu" and doc["cold_compile_s"] > 0
+
+
+def test_the_app_drive_finds_its_keys_in_the_app():
+    from gpukit import app_drive
+
+    from gpuplay.tui.app import GpuPlayApp
+
+    actions = {b.key: b.action for b in GpuPlayApp.BINDINGS if hasattr(b, "key")}
+    for tab in ("live", "telemetry", "profile", "compare"):
+        assert actions[app_drive.tab_key(tab)] == f"tab('{tab}')"
+    for lever in ("backend", "device"):
+        assert actions[app_drive.lever_key(lever)] == f"cycle('{lever}')"
+
+
+@pytest.mark.slow
+def test_the_app_drive_drives_the_real_app_here(tmp_path):
+    r = _run(ROOT / "scripts" / "gpukit" / "app_drive.py", tmp_path, "40", timeout=240)
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert "error" not in doc and r.returncode == 0, doc
+    assert doc["first_frame_s"] > 0 and doc["results"] >= 1 and doc["result_lines"]
+    assert doc["backend_after_key"] == "torch"  # the drive's keys reach the app's levers
+    assert sorted(p.name for p in tmp_path.glob("*.svg")) == [
+        "1-live-numpy-cpu.svg",
+        "2-live-torch.svg",
+        "3-telemetry.svg",
+        "4-profile.svg",
+        "5-compare.svg",
+    ]
+
+
+# -- the rehearsal's audit: code errors apart from what is absent on purpose ----------------------
+def _child(argv, rc=0, stdout="", stderr="", **kw):
+    return {"argv": argv, "rc": rc, "stdout": stdout, "stderr": stderr, "timed_out": False, **kw}
+
+
+PY = sys.executable
+
+
+def test_the_audit_tells_code_errors_from_absences():
+    from gpukit import rehearse
+
+    trace = (
+        'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n'
+        "ImportError: cannot import name 'resolve' from 'gpuplay.core.runner'\n"
+    )
+    broken_probe = json.dumps({"error": "ImportError: cannot import name 'resolve'", "trace": trace})
+    children = [
+        _child([PY, "probes.py", "parity", "torch"], 1, broken_probe),  # the issue's break
+        _child(
+            [PY, "-c", "import xdist"],
+            1,
+            "",
+            "Traceback (most recent call last):\nModuleNotFoundError: No module named 'xdist'\n",
+        ),  # fmt: skip
+        _child(["nvidia-smi"], None, error="FileNotFoundError: nvidia-smi"),
+        _child(
+            [PY, "probes.py", "rawkernel", "cpu"], 0, json.dumps({"refused": "x", "not_installed": ["CuPy"]})
+        ),
+        _child([PY, "-m", "pytest", "-q", "tests/gpu"], 1, "1 failed, 3 passed"),  # a test failure
+        _child([PY, "-m", "gpuplay", "monitor", "--no-such-flag"], 2, "", "Error: No such option"),
+        _child(
+            [PY, "/gone/app_drive.py"], 2, "", "can't open file '/gone/app_drive.py': [Errno 2] No such file"
+        ),
+        _child(
+            [PY, "-m", "gpuplay", "info"],
+            0,
+            "",
+            "Traceback (most recent call last):\n"
+            "  File \"a.py\"\nAttributeError: 'X' object has no attribute 'y'\n",
+        ),  # fmt: skip
+        _child(
+            [PY, "-m", "pytest", "tests/gpu"], 2, "ERROR tests/gpu/test_gpu.py - ImportError: cannot import"
+        ),
+        _child([PY, "probes.py", "parity", "torch"], 0, '…", "roof_gflops": 10.6}]}'),  # its line cut short
+    ]
+    doc = {
+        "stage": "env",
+        "checks": [{"check": "cuda probe", "ok": False, "detail": "the kit failed: TypeError: x"}],
+    }
+    found = rehearse.audit(children, doc).as_dict()
+    where = [e["where"] for e in found["code_errors"]]
+    assert where == [
+        "probes.py parity torch",
+        "gpuplay monitor --no-such-flag",
+        "app_drive.py",
+        "gpuplay info",
+        "pytest tests/gpu",
+        "probes.py parity torch",
+        "env: cuda probe",
+    ], found["code_errors"]
+    assert "printed no JSON line" in found["code_errors"][-2]["error"]
+    assert "resolve" in found["code_errors"][0]["error"]
+    assert {"pytest-xdist", "nvidia-smi (NVIDIA driver)", "CuPy"} <= set(found["not_installed"])
+    assert not any("ModuleNotFoundError" in x for x in found["not_installed"])
+    # torch asked for cuda on a CPU-only build is CUDA absent; gpuplay's mapping gone is a rename
+    no_cuda = json.dumps({"error": "AssertionError: Torch not compiled with CUDA enabled", "trace": "…"})
+    moved = {"stage": "env", "cuda_probe": {"mapping": {"status": "no mapping function found"}}}
+    got = rehearse.audit([_child([PY, "probes.py", "gpm", "cuda:0"], 1, no_cuda)], moved)
+    assert got.not_installed == {"CUDA"} and [e["where"] for e in got.code_errors] == [
+        "probes.py cuda: the CUDA→NVML mapping"
+    ]
+    # a probe that drops its device argument goes for CUDA when asked for the CPU
+    dropped = json.dumps({"refused": "no CUDA device here (torch 2.13.0+cpu)", "not_installed": ["CUDA"]})
+    got = rehearse.audit([_child([PY, "probes.py", "overhead", "empty.py", "cpu"], 0, dropped)], {})
+    assert [e["where"] for e in got.code_errors] == ["probes.py overhead empty.py cpu"]
+    # a test that failed, or a chunk stopped at its time box, is not a code error
+    calm = rehearse.audit(
+        [children[4], _child([PY, "-m", "pytest", "tests"], 2, "", timed_out=True, seconds=9)],
+        {"stage": "tests"},
+    )
+    assert calm.code_errors == [] and calm.timed_out
+
+
+def test_the_rehearsal_fails_on_a_code_error_and_prints_it(tmp_path, monkeypatch, capsys):
+    verify = _verify_module()
+    monkeypatch.setattr(stages, "BOX", stages.BOX)  # main() sets the rehearsal's; put it back after
+    monkeypatch.setattr(proc, "LOG", None)
+
+    def stage(name, code):
+        def fn(out, wheelhouse, seconds, **kw):
+            st = stages.Stage(name, out, seconds)
+            st.step("child", lambda: proc.python(["-c", code], 60))
+            st.flush()
+            return st.status
+
+        return fn
+
+    fine = "print('{}')"
+    broken = "from gpuplay.core.runner import resolve"  # the rename the issue found
+    for code, want in ((fine, 0), (broken, 1)):
+        table = {n: (stage(n, code if n == "bench" else fine), "") for n in verify.ORDER}
+        monkeypatch.setattr(stages, "STAGES", table)
+        out = tmp_path / f"out{want}"
+        assert verify.main(["rehearse", str(out), "--quick"]) == want
+        printed = capsys.readouterr().out
+        assert ("CODE ERROR" in printed) == bool(want), printed
+        doc = json.loads((out / "bench.json").read_text())
+        assert doc["rehearsal"] is True and doc["device"] == "cpu"
+        assert len(doc["rehearsal_audit"]["code_errors"]) == want
+        assert "## rehearsal on the CPU (quick)" in (out / "REPORT.md").read_text()
+    assert "cannot import name 'resolve'" in printed
+
+
+REAL_PYTHON, REAL_RUN = proc.python, proc.run
+
+
+def test_a_long_probe_line_reaches_the_bench_stage_whole(tmp_path, pretend_gpu_box, monkeypatch):
+    """Six rows with their roofs outgrow the 4000-character tail a child's output is cut to."""
+    row = json.loads(_fake_python(["x", "parity"], 1)["stdout"])["rows"][0]
+    line = tmp_path / "rows.json"
+    line.write_text(json.dumps({"rows": [{**row, "roof": {**row["roof"], "pad": "x" * 900}}] * 6}))
+
+    def python(argv, timeout, **kw):
+        if argv[1:2] == ["parity"]:  # a real child printing the long line, cut as the stage asks
+            return REAL_PYTHON(["-c", f"print(open({str(line)!r}).read())"], timeout, **kw)
+        return _fake_python(argv, timeout, **kw)
+
+    monkeypatch.setattr(proc, "python", python)
+    monkeypatch.setattr(proc, "run", REAL_RUN)  # the bench stage starts every child through python
+    assert stages.stage_bench(outdir.OutDir(tmp_path / "out"), tmp_path) == stages.EXIT_OK
+    bench = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert len(bench["parity"]) == 6 * len(stages.PARITY_RUNS)
+
+
+# -- the install on the box: versions, not only imports --------------------------------------------
+def test_a_box_at_other_versions_gets_the_carried_wheels(tmp_path):
+    folder = tmp_path / "whl"
+    folder.mkdir()
+    for name, version in (
+        ("textual", "8.2.8"),
+        ("rich", "15.0.0"),
+        ("pytest", "8.4.2"),
+        ("plotext", "5.3.2"),
+    ):
+        (folder / f"{name}-{version}-py3-none-any.whl").write_bytes(b"")
+    wheels = wh.wheels_in(folder)
+    box = {"textual": "8.2.8", "rich": "14.1.0", "pytest": "9.0.1", "plotext": None}
+    pins = wh.version_pins(wheels, box)
+    assert pins == ["plotext==5.3.2", "pytest==8.4.2", "rich==15.0.0"]
+    assert (
+        wh.version_pins(wheels, {"textual": "8.2.8", "rich": "15.0", "pytest": "8.4.2", "plotext": "5.3.2"})
+        == []
+    )
+    cmd = wh.install_commands(str(folder), wh.project_requirements(ROOT / "pyproject.toml"), pins)["resolved"]
+    assert "rich==15.0.0" in cmd and "pytest==8.4.2" in cmd
+    # the pin replaces the range (pytest<9 …) the project gives
+    assert [a for a in cmd if re.match(r"pytest(?![\w-])", a)] == ["pytest==8.4.2"]
+
+
+def test_the_stage_installs_when_only_a_version_differs(tmp_path, monkeypatch):
+    folder = tmp_path / "whl"
+    folder.mkdir()
+    (folder / "rich-15.0.0-py3-none-any.whl").write_bytes(b"")
+    calls: list[list[str]] = []
+    state = {"rich": "14.1.0"}
+
+    def fake_python(argv, timeout, **kw):
+        calls.append(argv)
+        if argv[0] == "-c":  # every module imports; rich is at the box's version until installed
+            return _ok(json.dumps({"missing": {}, "versions": dict(state)}))
+        state["rich"] = "15.0.0"
+        return _ok()
+
+    monkeypatch.setattr(proc, "python", fake_python)
+    st = stages.Stage("env", outdir.OutDir(tmp_path / "out"))
+    assert stages.ensure_installed(st, folder) is True
+    installs = [a for a in calls if "install" in a]
+    assert len(installs) == 1 and "rich==15.0.0" in installs[0]
+    assert st.data["install"]["other_versions_before"] == ["rich==15.0.0"]
+    # the rehearsal only says what it would install
+    calls.clear()
+    state["rich"] = "14.1.0"
+    monkeypatch.setattr(stages, "BOX", stages.REHEARSAL)
+    st2 = stages.Stage("env", outdir.OutDir(tmp_path / "out2"))
+    stages.ensure_installed(st2, folder)
+    assert not [a for a in calls if "install" in a]
+    assert st2.data["install"]["would_install"] == ["rich==15.0.0"]
+    assert st2.checks[-1]["ok"] is None and "installs nothing" in st2.checks[-1]["detail"]
+
+
+# -- the cuda probe's CUDA branch, on fakes of torch.cuda and NVML ---------------------------------
+@pytest.mark.gpu_fake
+def test_the_cuda_probe_reads_every_gpu_and_checks_gpuplays_mapping(monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+    from gpukit import probes
+
+    from tests.unit.gpu_fakes import FakeGpu, FakePynvml, install_nvml
+
+    class Nvml(FakePynvml):  # the system queries the probe adds to what gpuplay reads
+        def nvmlSystemGetDriverVersion(self):  # noqa: N802
+            return b"580.159.04"
+
+        def nvmlSystemGetCudaDriverVersion_v2(self):  # noqa: N802
+            return 13000
+
+        def nvmlDeviceGetPciInfo(self, h):  # noqa: N802
+            return SimpleNamespace(busId=f"00000000:{0x1B + h.gpu:02X}:00.0".encode())
+
+    a = FakeGpu("GPU-aaaaaaaa-1111-2222-3333-444444444444", "NVIDIA H100 A")
+    b = FakeGpu("GPU-bbbbbbbb-1111-2222-3333-444444444444", "NVIDIA H100 B")
+    nvml = Nvml([a, b])  # NVML's order is PCI's; CUDA's (fastest first) is b, a
+    install_nvml(monkeypatch, nvml)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    props = [
+        SimpleNamespace(name=g.name, uuid=g.uuid.removeprefix("GPU-"), major=9, minor=0,
+                        multi_processor_count=132, total_memory=80 * 2**30, L2_cache_size=50 * 2**20,
+                        pci_domain_id=0, pci_bus_id=0x1C - i, pci_device_id=0)
+        for i, g in enumerate((b, a))
+    ]  # fmt: skip
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props[i])
+    info = probes.probe_cuda()
+    assert "torch_error" not in info and "nvml_error" not in info, info
+    assert [d["name"] for d in info["torch_devices"]] == ["NVIDIA H100 B", "NVIDIA H100 A"]
+    assert info["torch_devices"][0]["pci"] == "00000000:1c:00.0" and info["driver"] == "580.159.04"
+    assert [g["uuid"] for g in info["nvml_devices"]] == [a.uuid, b.uuid]
+    mapping = info["mapping"]
+    assert mapping["function"] == "gpuplay.core.telemetry.cuda_nvml_mapping" and mapping["status"] == "ok"
+    assert [(r["cuda"], r["gpuplay_nvml"]) for r in mapping["rows"]] == [(0, 1), (1, 0)]
+    assert "CUDA" not in info["not_installed"]

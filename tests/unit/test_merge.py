@@ -78,3 +78,21 @@ def test_collectives_files_of_real_runs_merge(tmp_path):
     assert len(ar16) == 2 and ar16[0].cells[0] is not None and ar16[1].cells[1] is not None
     md = to_markdown([two, four], rows)
     assert "busbw" in md and "| all_to_all | 16M | gloo × 4 ranks on 1 node(s) | — |" in md
+
+
+def test_markdown_escapes_every_text_from_the_files(tmp_path):
+    """Names, statuses, versions and hosts come from the files: a `|` must not split a row, an ESC
+    (here a terminal retitle) must not reach the terminal, `[x](y)` must not become a link."""
+    doc = _doc("cpu|\x1b[2J", [("mat|mul\x1b]0;pwned\x07", "n", "lab[x](http://e)*b*", 0.5, "d<script>")])
+    doc["environment"]["torch"] = "9.9|\x1b[31m"
+    doc["results"].append({**doc["results"][0], "label": "other", "status": "bad|\x1b[5m", "summary": None})
+    p = tmp_path / "a|b.json"
+    p.write_text(json.dumps(doc))
+    sources = [load_source(p)]
+    md = to_markdown(sources, merge(sources))
+    assert "\x1b" not in md and "\x07" not in md and "<script>" not in md
+    table = [line for line in md.splitlines() if line.startswith("|")]
+    # Every row has the header's cell count: no unescaped pipe split one.
+    counts = {len(line.replace("\\|", "").split("|")) for line in table}
+    assert len(counts) == 1, table
+    assert "lab\\[x\\](http://e)\\*b\\*" in md and "␛\\]0;pwned" in md

@@ -36,13 +36,18 @@ def test_range_doubles_from_its_start_and_keeps_its_end():
     assert parse_values("0.5..2", integer=False) == [0.5, 1.0, 2.0]
 
 
+def test_a_range_whose_ends_agree_is_one_point():
+    assert parse_values("64..64") == [64]
+    assert parse_values("64..64:5") == [64]
+
+
 @pytest.mark.parametrize(
     "text, words",
     [
         ("nan", "finite"),
         ("32..nan", "finite"),
         ("inf..4", "finite"),
-        ("512..32", "above its start"),
+        ("512..32", "below its start"),
         ("0..32", "positive"),
         ("32..64:1", "2 to 64"),
         ("32..64:x", "integer"),

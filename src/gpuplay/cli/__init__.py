@@ -14,7 +14,28 @@ from gpuplay import __version__
 from gpuplay.cli.options import scenario_dirs_option
 
 
-@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+class _Gpuplay(click.Group):
+    """The group, with one failure every command can meet turned into words: an engine process
+    that cannot start (the interpreter gone or not executable after an upgrade) exits 1 with what
+    could not start and why, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except RuntimeError as exc:
+            from gpuplay.core.engine.client import EngineStartError
+
+            if not isinstance(exc, EngineStartError):
+                raise
+            from gpuplay.core.safetext import visible
+
+            click.echo(f"gpuplay: {visible(exc)}", err=True)
+            ctx.exit(1)
+
+
+@click.group(
+    cls=_Gpuplay, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(__version__, prog_name="gpuplay")
 @scenario_dirs_option
 @click.option(
@@ -57,13 +78,15 @@ def main(
 
 
 def _code_files(given: tuple[str, ...]) -> list[Path]:
-    """The --code files, each checked now so a bad one is a message, not a broken app."""
-    from gpuplay.core.workloads.usercode import UserCodeError, inspect_code
+    """The --code files: one that cannot be read is a message now. One that does not load yet (a
+    syntax error while it is being written) opens the app with a warning, and is picked up when
+    it is saved fixed: hot reload is what --code is for."""
+    from gpuplay.core.workloads.usercode import UserCodeError, read_source
 
     paths = [Path(g).expanduser().resolve() for g in given]
     for path in paths:
         try:
-            inspect_code(path)
+            read_source(path)
         except UserCodeError as exc:
             raise click.UsageError(exc.summary + (f"\n{exc.detail}" if exc.detail else "")) from None
     return paths

@@ -96,15 +96,43 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
                 found.append(lookup.peaks)
         _print(found, fmt)
         sys.exit(0 if found else 1)
+    from gpuplay.cli.interrupt import Interrupted, Interruption
+
     measured = []
-    for d in _devices(devices):
-        with err.status(f"calibrating {d} (STREAM copy/triad, matmul per dtype) …"):
+    # SIGINT and SIGTERM stop between two probes (a second one at once): what finished is cached
+    # and said, and the exit status is 130 or 143, as for `run` and `sweep`.
+    with Interruption() as stop:
+        for d in _devices(devices):
+            planned = roofline.planned_probes(d)
+            probes = roofline.Probes(stop=stop.cancel)
             try:
-                measured.append(roofline.calibrate(d, budget))
+                with err.status(f"calibrating {d} (STREAM copy/triad, matmul per dtype) …"):
+                    probes.on_probe = lambda m, d=d, p=probes, n=planned: err.print(
+                        f"{esc(d)}: {'memory' if m.kind == 'memory' else 'matmul'} {esc(m.name)} ({esc(m.library)}) "
+                        f"{m.value:,.1f} {m.unit} [{len(p.done)} of {n} probes]", highlight=False, markup=False,
+                    )  # fmt: skip
+                    measured.append(roofline.calibrate(d, budget, probes))
+            except (roofline.CalibrationStopped, Interrupted):
+                _stopped(d, probes, planned, stop.name)
+                break
             except Exception as exc:  # a driver or memory failure: say which device and why
                 raise click.ClickException(f"calibrating {d} failed: {type(exc).__name__}: {exc}") from None
-        err.print(f"wrote {roofline.cache_path(d)}", highlight=False)
-    _print(measured, fmt)
+            err.print(f"wrote {roofline.cache_path(d)}", highlight=False)
+    if measured:
+        _print(measured, fmt)
+    if stop.interrupted:
+        sys.exit(stop.exit_code)
+
+
+def _stopped(device: str, probes: Any, planned: int, signame: str) -> None:
+    """An interrupted device: say how far it got, and keep what finished."""
+    from gpuplay.core import roofline
+
+    err = stderr_console()
+    path = roofline.keep_partial(device, probes)
+    kept = f"kept in {path}" if path is not None else "nothing to keep"
+    err.print(f"calibration of {esc(device)} interrupted ({esc(signame)}): {len(probes.done)} of {planned} "
+              f"probes finished; {esc(kept)}", highlight=False)  # fmt: skip
 
 
 def _print(peaks: list[Any], fmt: str) -> None:
@@ -120,7 +148,8 @@ def _print(peaks: list[Any], fmt: str) -> None:
     con = stdout_console()
     for p in peaks:
         t = Table(
-            title=f"{p.device}: {p.name}  (measured {p.measured_at}, {p.calibration_s:.1f} s)",
+            title=f"{esc(p.device)}: {esc(p.name)}  (measured {p.measured_at}, {p.calibration_s:.1f} s"
+            + (", interrupted: only the probes that finished)" if p.partial else ")"),
             header_style="bold",
             box=None,
             padding=(0, 1, 0, 0),

@@ -73,14 +73,9 @@ def across_versions(sources: Sequence[Any]) -> Any:
 
 def md_cell(text: object) -> str:
     """A file's text (a scenario name, a version) in Markdown: controls shown, markup escaped."""
-    import html
+    from gpuplay.core.safetext import markdown_cell
 
-    from gpuplay.core.safetext import visible
-
-    out = html.escape(visible(text, one_line=True))
-    for ch in "\\`*_[]|#":
-        out = out.replace(ch, "\\" + ch)
-    return out
+    return markdown_cell(text)
 
 
 class _Versions:

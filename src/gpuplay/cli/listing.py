@@ -30,6 +30,7 @@ def list_(scenario_dirs: tuple[str, ...], fmt: str) -> None:
                         "params": s.preset_params(None),
                         "claim": s.claim.text if s.claim else None,
                         "path": str(s.path),
+                        "replaces": str(sset.replaced[s.name]) if s.name in sset.replaced else None,
                     }
                     for s in sset.scenarios.values()
                 ],
@@ -51,8 +52,9 @@ def list_(scenario_dirs: tuple[str, ...], fmt: str) -> None:
             f"{k}: " + ", ".join(f"{a}={b}" for a, b in s.presets[k].items()) for k in s.presets
         )
         # Everything but the bold is the file's own text: shown as text, never as markup.
+        mark = f"\n[yellow]{esc(s.path)} replaces the shipped one[/]" if s.name in sset.replaced else ""
         t.add_row(
-            f"[bold]{esc(s.name)}[/]\n{esc(s.title)}",
+            f"[bold]{esc(s.name)}[/]\n{esc(s.title)}{mark}",
             plain(s.workload),
             plain(presets),
             plain(s.claim.text if s.claim else "—"),

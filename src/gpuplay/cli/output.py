@@ -76,6 +76,8 @@ def load_scenarios(extra: Sequence[str]) -> Any:
             f"[yellow]warning:[/] {esc(f'scenario {e.path}: ' + (e.field + ': ' if e.field else '') + e.detail)}",
             highlight=False,
         )
+    for w in [*sset.warnings, *sset.replacement_notes()]:  # two files of one name: both named
+        err.print(f"[yellow]warning:[/] {esc(w)}", highlight=False)
     return sset
 
 
@@ -233,3 +235,31 @@ def rich_table(rows: Sequence[Row], title: str = "") -> Any:
         marked = cells[NOTES] or row.result.noise_warnings
         table.add_row(plain(short), f"[{i}]" if marked else "", *(plain(c) for c in cells[3:12]))
     return table
+
+
+class BusyNotice:
+    """Says on stderr, once per holder, that the device is busy and this session waits: at once
+    from the lock file (`now`, before the engine has even started) and then from the engine's
+    wait (`on_phase`). Without it a waiting run looks hung."""
+
+    def __init__(self, err: Any) -> None:
+        self.err = err
+        self.said: set[str] = set()
+
+    def now(self, device: str) -> None:
+        from gpuplay.core.devicelock import who_holds
+
+        said = who_holds(device)
+        if said:
+            self.say(said)
+
+    def on_phase(self, name: str, _detail: str = "") -> None:
+        from gpuplay.core.devicelock import is_busy_message
+
+        if is_busy_message(name):
+            self.say(name)
+
+    def say(self, text: str) -> None:
+        if text not in self.said:
+            self.said.add(text)
+            self.err.print(visible(text), style="yellow", highlight=False, markup=False)

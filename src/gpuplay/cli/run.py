@@ -11,6 +11,7 @@ from gpuplay.cli import options
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import parse_assignments, pop_spec_fields, scenario_dirs_option, spec_options
 from gpuplay.cli.output import (
+    BusyNotice,
     ResultLog,
     load_scenarios,
     message,
@@ -89,6 +90,8 @@ def run(
     from gpuplay.core.planner import check
     from gpuplay.core.result import RunResult
 
+    busy = BusyNotice(err)
+    busy.now(spec.device)  # a wait for the device is said at once, not after the engine starts
     adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=needs)
     verdict = check(spec, probe_timeout=30.0)
     if isinstance(verdict, Refusal):
@@ -110,7 +113,9 @@ def run(
             with err.status(f"running {s.label()} …"):
                 # The configuration is timed in interleaved pairs with its baseline: its speedup.
                 pair = baseline_spec(s) if baseline and s is spec and not is_baseline(s) else None
-                r = run_spec(s, cancel=stop.cancel, telemetry=telemetry, paired_with=pair)
+                r = run_spec(
+                    s, cancel=stop.cancel, telemetry=telemetry, paired_with=pair, on_phase=busy.on_phase
+                )
             if stop.interrupted and r.status == "cancelled":
                 break  # the measurement the signal stopped is not a finished one
             results.append(r)

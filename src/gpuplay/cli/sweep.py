@@ -11,20 +11,26 @@ import click
 from gpuplay.cli import options
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import scenario_dirs_option
-from gpuplay.cli.output import ResultLog, emit, load_scenarios, message, report_interruption, stderr_console
+from gpuplay.cli.output import (
+    BusyNotice,
+    ResultLog,
+    emit,
+    load_scenarios,
+    message,
+    report_interruption,
+    stderr_console,
+)
 from gpuplay.core import levers
-from gpuplay.core.spec import BACKENDS, DTYPES, SpecError
+from gpuplay.core.spec import BACKENDS, DTYPES, SpecError, pick_names
 
 FORMATS = ("table", "json", "csv", "markdown")
 
 
 def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
-    chosen = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [x for x in chosen if allowed is not None and x not in allowed]
-    if bad or not chosen:
-        choose = f"; choose from {', '.join(allowed)}" if allowed else ""
-        raise click.BadParameter(f"unknown {', '.join(bad) or '(none given)'}{choose}", param_hint=hint)
-    return list(dict.fromkeys(chosen))
+    try:
+        return pick_names(text, allowed)
+    except SpecError as exc:
+        raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
 @click.command()
@@ -86,6 +92,9 @@ def sweep(
 
     start_engine_early(("numpy", *chosen))  # overlaps loading the scenarios and planning
     devs = _names(devices, None, "--devices")
+    busy = BusyNotice(stderr_console())
+    for d in dict.fromkeys(("cpu", *devs)):  # a wait for a device is said at once, before any loading
+        busy.now(d)
     dts = _names(dtypes, DTYPES, "--dtypes")
     vs = _names(variants, tuple(VARIANTS), "--variants")
     try:
@@ -113,7 +122,7 @@ def sweep(
         sys.exit(1)
     _progress(progress_json, {"plan": {"param": param, "values": values,
                                        "series": [s.label for s in plan.series]}})  # fmt: skip
-    done = _measure(plan, err, progress_json)
+    done = _measure(plan, err, progress_json, busy)
     _print(plan, fmt, out)
     if done.interrupted:
         report_interruption(done.name, sum(len(s.points) for s in plan.series), plan.total, done.log)
@@ -131,8 +140,12 @@ def _progress(enabled: bool, event: dict[str, Any]) -> None:
         print(json.dumps(event, default=str), file=sys.stderr, flush=True)
 
 
-def _measure(plan: Any, err: Any, progress_json: bool) -> _Done:
-    from gpuplay.core.engine import measure
+def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Done:
+    import functools
+
+    from gpuplay.core.engine import measure as measure_one
+
+    measure = functools.partial(measure_one, on_phase=busy.on_phase)  # a wait for the device is said
     from gpuplay.core.report import fmt_time
     from gpuplay.core.sweep import run_sweep
     from gpuplay.core.telemetry import RunTelemetry

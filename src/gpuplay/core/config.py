@@ -101,12 +101,17 @@ def _keymap(table: object, path: Path, problems: list[str]) -> dict[str, str]:
         problems.append(f'{path}: [keymap] must be a table of binding id = "key"; ignored')
         return {}
     good: dict[str, str] = {}
+    bad: list[str] = []
     for name, keys in table.items():
         parts = [k.strip() for k in keys.split(",")] if isinstance(keys, str) else []
         if not parts or not all(_KEY.fullmatch(k) for k in parts):
-            problems.append(
-                f'{path}: [keymap] {name} = {keys!r} is not a key such as "b" or "ctrl+b"; ignored'
-            )
+            bad.append(f"{str(name)[:40]} = {repr(keys)[:40]}")
             continue
         good[str(name)] = ",".join(parts)
+    if len(bad) == 1:
+        problems.append(f'{path}: [keymap] {bad[0]} is not a key such as "b" or "ctrl+b"; ignored')
+    elif bad:  # one line however many (a flood of bad entries must not be a flood of warnings)
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        problems.append(f'{path}: [keymap] {len(bad)} entries are not a key such as "b" or "ctrl+b" '
+                        f"({'; '.join(bad[:5])}{more}); ignored")  # fmt: skip
     return good

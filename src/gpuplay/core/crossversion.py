@@ -10,7 +10,6 @@ samples on its own (a seeded bootstrap), never from pairs.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,9 @@ CONFIDENCE = 0.95
 # on another day (clocks, temperature, what else runs) moves medians by about this much.
 MIN_CHANGE = 0.02
 MIN_SAMPLES = 3
+# A step time a file may claim, in seconds: under a picosecond or over a day is no measurement
+# (a subnormal 1e-320 made the ratio inf and the JSON output invalid); such samples are dropped.
+STEP_S = (1e-12, 86_400.0)
 # What "versions" holds (core/provenance.py), in the order they are said, with their names.
 VERSION_NAMES = {
     "gpuplay": "gpuplay",
@@ -76,7 +78,7 @@ def _samples(r: Mapping[str, Any]) -> list[float]:
     raw = r.get("samples_s") or []
     out = []
     for x in raw if isinstance(raw, list) else []:
-        if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) and x > 0:
+        if isinstance(x, int | float) and not isinstance(x, bool) and STEP_S[0] <= x <= STEP_S[1]:
             out.append(float(x))
     return out
 

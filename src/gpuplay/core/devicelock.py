@@ -83,18 +83,82 @@ def lock_path(device: str, root: Path | None = None) -> Path:
     return (root or state_dir()) / "locks" / f"{lock_name(device)}.lock"
 
 
+COMMAND_CHARS = 120  # what the lock file keeps of the holder's command line
+BUSY = " busy: measuring in another session"  # how a front end tells a wait from a phase name
+
+
 def holder_pid(path: Path) -> int | None:
     """The pid written in the lock file by whoever holds it (None when unknown)."""
+    return holder(path)[0]
+
+
+def holder(path: Path) -> tuple[int | None, str]:
+    """The pid and the command line written in the lock file by whoever holds it."""
     try:
-        text = path.read_text(encoding="ascii", errors="replace").split()
-        return int(text[0]) if text else None
-    except (OSError, ValueError):
+        with open(path, "rb") as f:
+            lines = f.read(4096).decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return None, ""
+    try:
+        pid = int(lines[0]) if lines else None
+    except ValueError:
+        pid = None
+    return pid, (lines[1][:COMMAND_CHARS] if len(lines) > 1 else "")
+
+
+def busy_message(device: str, pid: int | None, command: str = "") -> str:
+    """What a waiting session says: who holds the device (pid, command) and that it waits.
+    The command is the holder's own text: a front end shows it escaped (safetext.visible)."""
+    who = f" (pid {pid}: {command})" if pid and command else f" (pid {pid})" if pid else ""
+    return f"{device_key(device)}{BUSY}{who}; waiting for it to finish"
+
+
+def is_busy_message(text: str) -> bool:
+    return BUSY in text
+
+
+def holder_command() -> str:
+    """This session's command line for the lock file, as a user typed it: the front end's, when
+    this is the engine process (its own is `python -m gpuplay.core.engine.server FD`)."""
+    try:
+        import psutil
+
+        proc = psutil.Process()
+        argv = proc.cmdline()
+        if "gpuplay.core.engine.server" in argv:
+            proc, argv = proc.parent() or proc, (proc.parent() or proc).cmdline()
+        pid = proc.pid
+    except Exception:  # no psutil, or the process table unreadable: the pid alone says enough
+        return ""
+    if len(argv) > 1 and os.path.basename(argv[1]) == "gpuplay":  # the console script
+        argv = ["gpuplay", *argv[2:]]
+    elif argv[1:3] == ["-m", "gpuplay"]:
+        argv = ["gpuplay", *argv[3:]]
+    text = " ".join(argv).replace("\n", " ").replace("\r", " ")
+    return text[:COMMAND_CHARS] + (f" [front end pid {pid}]" if pid != os.getpid() else "")
+
+
+def who_holds(device: str, root: Path | None = None) -> str | None:
+    """The busy message if another session holds `device` now, else None; waits for nothing.
+    Read by a front end before its engine is even ready, so a wait is said at once."""
+    if fcntl is None:
         return None
-
-
-def busy_message(device: str, pid: int | None) -> str:
-    who = f" (pid {pid})" if pid else ""
-    return f"{device_key(device)} busy: measuring in another session{who}"
+    path = lock_path(device, root)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None  # never locked here
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return busy_message(device, *holder(path))
+        except OSError:
+            return None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -131,7 +195,7 @@ def device_lock(
         _acquire(fd, path, device, cancel, on_wait, timeout_s)
         try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            os.pwrite(fd, f"{os.getpid()}\n{holder_command()}\n".encode(errors="replace"), 0)
             yield
         finally:
             with contextlib.suppress(OSError):
@@ -184,10 +248,10 @@ def _wait_once(
 ) -> str:
     """One poll interval of waiting: cancel and the timeout honoured, the holder named once."""
     if cancel is not None and cancel.is_set():
-        raise WaitCancelled(f"cancelled while waiting: {busy_message(device, holder_pid(path))}")
+        raise WaitCancelled(f"cancelled while waiting: {busy_message(device, *holder(path))}")
     if deadline is not None and time.monotonic() >= deadline:
-        raise WaitCancelled(f"gave up after {timeout_s:g} s: {busy_message(device, holder_pid(path))}")
-    message = busy_message(device, holder_pid(path))
+        raise WaitCancelled(f"gave up after {timeout_s:g} s: {busy_message(device, *holder(path))}")
+    message = busy_message(device, *holder(path))
     if message != told and on_wait is not None:
         on_wait(message)  # once per holder: a phase line, not a stream
     _pause(cancel, POLL_S)

@@ -16,6 +16,7 @@ from typing import Any
 
 from gpuplay.core.report import fmt_time
 from gpuplay.core.safeload import FileReadError, json_loads, read_text_file
+from gpuplay.core.safetext import markdown_cell
 
 
 class MergeError(ValueError):
@@ -154,16 +155,18 @@ def cell_text(r: dict[str, Any] | None) -> str:
 
 
 def to_markdown(sources: Sequence[Source], rows: Sequence[MergedRow]) -> str:
-    head = ["scenario", "size", "configuration", *(s.name for s in sources)]
+    # Every cell but the headings comes from the files (names, versions, statuses): escaped, so a
+    # `|` cannot split a row and an ESC cannot reach the terminal the Markdown is printed on.
+    md = markdown_cell
+    head = ["scenario", "size", "configuration", *(md(s.name) for s in sources)]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, attr in (("device", "devices"), ("versions", "versions"), ("date", "date")):
-        out.append("| " + " | ".join(["", "", f"*{label}*", *(getattr(s, attr) for s in sources)]) + " |")
+        out.append("| " + " | ".join(["", "", f"*{label}*", *(md(getattr(s, attr)) for s in sources)]) + " |")
     for row in rows:
-        out.append(
-            "| " + " | ".join([row.scenario, row.size, row.label, *(cell_text(c) for c in row.cells)]) + " |"
-        )
+        cells = [row.scenario, row.size, row.label, *(cell_text(c) for c in row.cells)]
+        out.append("| " + " | ".join(md(c) for c in cells) + " |")
     machines = "; ".join(
-        f"{s.name}: {s.environment.get('cpu', '?')} ({s.environment.get('cores', '?')} cores)"
+        md(f"{s.name}: {s.environment.get('cpu', '?')} ({s.environment.get('cores', '?')} cores)")
         for s in sources
     )
     return "\n".join(out) + f"\n\nMedians ± half the IQR, as each machine measured them. Hosts: {machines}.\n"

@@ -20,6 +20,7 @@ import functools
 import json
 import math
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -100,6 +101,7 @@ class DevicePeaks:
     measurements: list[Measurement] = field(default_factory=list)
     noise: dict[str, Any] = field(default_factory=dict)  # what else ran during calibration
     schema: int = SCHEMA
+    partial: bool = False  # an interrupted calibration: only the probes that finished
 
     def bandwidth(self) -> Measurement | None:
         """The memory roof: the best STREAM kernel any library reached."""
@@ -127,6 +129,7 @@ class DevicePeaks:
             measurements=[_measurement(m) for m in d["measurements"]],
             noise=dict(d.get("noise") or {}),
             schema=int(d.get("schema", 0)),
+            partial=bool(d.get("partial", False)),
         )
 
 
@@ -170,7 +173,7 @@ def fingerprint(device: str, name: str) -> dict[str, Any]:
     elif normalize_device(device).startswith("cuda"):
         fp.update(gpu_fingerprint(normalize_device(device)))
     elif normalize_device(device) == "mps" or device.startswith("xpu"):
-        from gpuplay.core.hw.probes import identity
+        from gpuplay.core.hw.roofs import identity
 
         fp.update(identity(normalize_device(device)))
     return fp
@@ -424,6 +427,52 @@ def _pct(fraction: float) -> str:
 Timed = Callable[[], float]  # runs one operation, returns its seconds
 
 
+class CalibrationStopped(Exception):
+    """A stop was asked for between two probes (SIGINT, SIGTERM): the finished ones are kept."""
+
+
+@dataclass
+class Probes:
+    """One calibration's probes as they finish: a stop asked for is honoured before the next one
+    starts, and what finished is kept (`keep_partial`), so an interrupted calibration loses only
+    the probe in progress."""
+
+    stop: threading.Event | None = None
+    on_probe: Callable[[Measurement], None] | None = None
+    done: list[Measurement] = field(default_factory=list)
+    name: str = ""  # the device's name, once the calibration has read it
+    started: float = field(default_factory=time.perf_counter)
+
+    def check(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise CalibrationStopped
+
+    def add(self, m: Measurement) -> None:
+        self.done.append(m)
+        if self.on_probe is not None:
+            self.on_probe(m)
+
+
+def planned_probes(device: str, libraries: Iterable[str] = ("numpy", "torch")) -> int:
+    """How many probes a calibration of `device` runs (STREAM copy and triad, a matmul per dtype)."""
+    if normalize_device(device) != "cpu":
+        return 2 + len(CUDA_DTYPES)
+    libs = [lib for lib in libraries if lib != "torch" or package_version("torch")]
+    return ("numpy" in libs) * (2 + 3) + ("torch" in libs) * (2 + len(CPU_DTYPES))
+
+
+def keep_partial(device: str, probes: Probes) -> Path | None:
+    """Cache the probes that finished before a stop (none: nothing written). Marked partial: a
+    roof the cache lacks reads "not calibrated" for that dtype, as for a device never measured."""
+    if not probes.done:
+        return None
+    device = normalize_device(device)
+    name = probes.name or (cpu_name() if device == "cpu" else device)
+    peaks = DevicePeaks(device, name, fingerprint(device, name), _now(), time.perf_counter() - probes.started,
+                        list(probes.done), partial=True)  # fmt: skip
+    return save_peaks(peaks)
+
+
 def _best(run_once: Timed, budget_s: float, max_repeats: int = 10, min_repeats: int = 3) -> tuple[float, int]:
     """Best of N, N bounded by time (STREAM reports the best of its repetitions)."""
     run_once()  # first touch, page faults, lazy init: not part of the figure
@@ -496,7 +545,7 @@ def _clock(fn: Callable[[], Any]) -> Timed:
     return once
 
 
-def _cpu_stream(libs: Sequence[str], budget_s: float) -> list[Measurement]:
+def _cpu_stream(libs: Sequence[str], budget_s: float, probes: Probes) -> list[Measurement]:
     """STREAM copy and triad on the host; the arrays are freed when this returns."""
     import numpy as np
     import psutil
@@ -507,10 +556,12 @@ def _cpu_stream(libs: Sequence[str], budget_s: float) -> list[Measurement]:
     a, b, c = np.ones(n), np.full(n, 2.0), np.full(n, 0.5)
 
     def stream(library: str, name: str, op: Callable[[], Any], arrays: int, counted: str) -> None:
+        probes.check()
         best, reps = _best(_clock(op), budget_s / 2)
         out.append(
             Measurement("memory", name, library, arrays * n * 8 / best / 1e9, size, best, reps, counted)
         )
+        probes.add(out[-1])
 
     if "numpy" in libs:
         stream("numpy", "copy", lambda: np.copyto(b, a), 2, "1 read + 1 write per element")
@@ -533,19 +584,24 @@ def _cpu_stream(libs: Sequence[str], budget_s: float) -> list[Measurement]:
     return out
 
 
-def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "torch")) -> DevicePeaks:
+def measure_cpu(
+    budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "torch"), probes: Probes | None = None
+) -> DevicePeaks:
     import numpy as np
 
     t_start = time.perf_counter()
+    probes = probes or Probes()
     libs = [lib for lib in libraries if lib != "torch" or package_version("torch")]  # torch is optional here
-    out = _cpu_stream(libs, budget_s)
+    out = _cpu_stream(libs, budget_s, probes)
     torch: Any = None
     if "torch" in libs:
         import torch
 
     def matmul(library: str, dtype: str, make: Callable[[int], Timed]) -> None:
+        probes.check()
         rate, n_used, best, calls = _matmul_peak(make, 64, 4096, budget_s / 8, budget_s)
         out.append(Measurement("compute", dtype, library, rate, f"n={n_used}", best, calls, "2n³ FLOP"))
+        probes.add(out[-1])
 
     if "numpy" in libs:
         rng = np.random.default_rng(0)
@@ -572,7 +628,7 @@ def measure_cpu(budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "to
     return DevicePeaks("cpu", name, fp, _now(), time.perf_counter() - t_start, out)
 
 
-def _gpu_stream(torch: Any, api: Any, budget_s: float) -> list[Measurement]:
+def _gpu_stream(torch: Any, api: Any, budget_s: float, probes: Probes) -> list[Measurement]:
     """STREAM copy and triad on one GPU; the arrays are freed when this returns."""
     free = api.free_bytes()
     n = int(min(max(4 * api.cache_bytes(), 1 << 30), free // 8) // 4)  # float32 elements per array
@@ -586,25 +642,30 @@ def _gpu_stream(torch: Any, api: Any, budget_s: float) -> list[Measurement]:
         ("copy", lambda: b.copy_(a), 2, "1 read + 1 write per element"),
         ("triad", lambda: torch.add(b, c, alpha=3.0, out=a), 3, "2 reads + 1 write per element"),
     ):
+        probes.check()
         best, reps = _best(api.timer(op), budget_s / 2, max_repeats=20, min_repeats=5)
         out.append(
             Measurement("memory", name, "torch", arrays * n * 4 / best / 1e9, size, best, reps, counted)
         )
+        probes.add(out[-1])
     return out
 
 
-def measure_gpu(device: str, budget_s: float = 0.5) -> DevicePeaks:
+def measure_gpu(device: str, budget_s: float = 0.5, probes: Probes | None = None) -> DevicePeaks:
     """Peaks of one GPU (cuda:N, xpu:N or mps) with torch, timed by that device's events around
-    each call: the same probes on every vendor, only torch's module differs (core/hw/probes.py)."""
+    each call: the same probes on every vendor, only torch's module differs (core/hw/roofs.py)."""
     import torch
 
-    from gpuplay.core.hw.probes import device_api
+    from gpuplay.core.hw.roofs import device_api
 
     device = normalize_device(device)
     t_start = time.perf_counter()
     api = device_api(torch, device)
     dev = torch.device(device)
-    out = _gpu_stream(torch, api, budget_s)
+    if probes is not None:
+        probes.name = api.name
+    probes = probes or Probes()
+    out = _gpu_stream(torch, api, budget_s, probes)
     api.empty_cache()
     free = api.free_bytes()
 
@@ -622,23 +683,32 @@ def measure_gpu(device: str, budget_s: float = 0.5) -> DevicePeaks:
 
         itemsize = torch.tensor([], dtype=tdt).element_size()
         n_max = 16384 if 3 * 16384**2 * itemsize < free // 2 else 8192
+        probes.check()
         with fp32_matmul_precision(torch, dtype == "tf32"):
             rate, n_used, best, calls = _matmul_peak(make, 1024, n_max, 0.005, budget_s)
         out.append(Measurement("compute", dtype, "torch", rate, f"n={n_used}", best, calls, "2n³ FLOP"))
+        probes.add(out[-1])
         api.empty_cache()
-    return DevicePeaks(device, api.name, fingerprint(device, api.name), _now(), time.perf_counter() - t_start, out)
+    return DevicePeaks(
+        device, api.name, fingerprint(device, api.name), _now(), time.perf_counter() - t_start, out
+    )
 
 
-def calibrate(device: str, budget_s: float | None = None) -> DevicePeaks:
-    """Measure one device's peaks and cache them (replacing what was there)."""
+def calibrate(device: str, budget_s: float | None = None, probes: Probes | None = None) -> DevicePeaks:
+    """Measure one device's peaks and cache them (replacing what was there). With `probes`, each
+    finished probe is reported there, and a stop it carries ends the calibration between two
+    probes (CalibrationStopped; `keep_partial` then caches what finished)."""
     from gpuplay.core import noise
 
     device = normalize_device(device)
     before = noise.host_mark()
+    probes = probes or Probes()
     if device == "cpu":
-        peaks = measure_cpu() if budget_s is None else measure_cpu(budget_s)
+        peaks = measure_cpu(probes=probes) if budget_s is None else measure_cpu(budget_s, probes=probes)
     else:
-        peaks = measure_gpu(device) if budget_s is None else measure_gpu(device, budget_s)
+        peaks = (
+            measure_gpu(device, probes=probes) if budget_s is None else measure_gpu(device, budget_s, probes)
+        )
     peaks.noise = noise.host_noise(before, noise.host_mark())
     save_peaks(peaks)
     return peaks

@@ -8,6 +8,7 @@ front ends escape Rich markup on top (cli/output.py `esc`, tui `safe`).
 
 from __future__ import annotations
 
+import html
 import re
 
 # C0 controls except tab and newline, DEL, C1 controls; and the bidi embeddings/overrides/isolates.
@@ -28,3 +29,13 @@ def visible(text: object, *, one_line: bool = False) -> str:
     newlines and tabs (for a title or a table cell that must stay one line)."""
     s = text if isinstance(text, str) else str(text)
     return (_CONTROL_ALL if one_line else _CONTROL).sub(_show, s)
+
+
+def markdown_cell(text: object) -> str:
+    """Outside text for one Markdown table cell or list item: controls shown (one line), HTML and
+    Markdown specials escaped, so a `|` cannot split the row, a `[x](y)` cannot become a link and
+    `<script>` stays text where the Markdown is rendered."""
+    out = html.escape(visible(text, one_line=True), quote=False)
+    for ch in "\\`*[]|#":  # not `_`: names are full of it (all_to_all), and it can only italicise
+        out = out.replace(ch, "\\" + ch)
+    return out

@@ -47,9 +47,12 @@ class Scenario:
         base = dict(self.params)
         if preset:
             if preset not in self.presets:
-                raise ValueError(
-                    f"scenario {self.name} has no preset {preset!r} (has: {', '.join(self.presets)})"
+                has = (
+                    f"has: {', '.join(self.presets)}"
+                    if self.presets
+                    else "it defines no PRESETS; leave out the preset"
                 )
+                raise ValueError(f"scenario {self.name} has no preset {preset!r} ({has})")
             base.update(self.presets[preset])
         return get_workload(self.workload).resolve(base)
 
@@ -190,6 +193,20 @@ def builtin_dir() -> Path:
 class ScenarioSet:
     scenarios: dict[str, Scenario]
     errors: list[ScenarioError]
+    # Two files of one name: said, naming both (the later one is used). A user's file that
+    # replaces a shipped scenario hides that scenario's published claim: `replaced` maps the
+    # name to the shipped file, so `list` and the app can say so.
+    warnings: list[str] = field(default_factory=list)
+    replaced: dict[str, Path] = field(default_factory=dict)
+
+    def replacement_notes(self) -> list[str]:
+        """One line per shipped scenario a user's file replaces, naming both files."""
+        return [
+            f"{self.scenarios[name].path} replaces the shipped scenario {name!r} ({old}): its "
+            "published claim and presets are not shown while this file is there"
+            for name, old in self.replaced.items()
+            if name in self.scenarios
+        ]
 
     def get(self, name: str) -> Scenario:
         try:
@@ -199,10 +216,13 @@ class ScenarioSet:
 
 
 def load_scenarios(extra_dirs: Iterable[Path | str] = ()) -> ScenarioSet:
-    """Built-in scenarios, then each extra folder's (a later file of the same name wins)."""
+    """Built-in scenarios, then each extra folder's (a later file of the same name wins, and the
+    set's `warnings` say so, naming both files)."""
     found: dict[str, Scenario] = {}
     errors: list[ScenarioError] = []
-    for folder in [builtin_dir(), *(Path(d).expanduser() for d in extra_dirs)]:
+    sset = ScenarioSet({}, errors)
+    shipped = builtin_dir()
+    for folder in [shipped, *(Path(d).expanduser() for d in extra_dirs)]:
         if not folder.is_dir():
             errors.append(ScenarioError(folder, "", "scenario folder not found"))
             continue
@@ -223,10 +243,22 @@ def load_scenarios(extra_dirs: Iterable[Path | str] = ()) -> ScenarioSet:
             except RecursionError:  # parsed, but too deep for what reads the values
                 errors.append(ScenarioError(path, "", "nested too deeply"))
                 continue
+            if scenario.name in found:
+                _same_name(sset, found[scenario.name], scenario, shipped)
             found[scenario.name] = scenario
     order = list(registry())
     ranked = sorted(found.values(), key=lambda s: (order.index(s.workload), s.name))
-    return ScenarioSet({s.name: s for s in ranked}, errors)
+    sset.scenarios = {s.name: s for s in ranked}
+    return sset
+
+
+def _same_name(sset: ScenarioSet, before: Scenario, after: Scenario, shipped: Path) -> None:
+    """`after` replaces `before` (same name): said, naming both files."""
+    name, old, new = after.name, before.path, after.path
+    if old is not None and Path(old).parent == shipped:
+        sset.replaced[name] = Path(old)  # said by `replacement_notes`
+    else:  # two of the user's own (a shipped one they replaced stays marked replaced)
+        sset.warnings.append(f"two scenarios named {name!r}: {old} and {new}; the later one ({new}) is used")
 
 
 def scenario_for(path: Path | str) -> Scenario:

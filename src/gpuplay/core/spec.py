@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,3 +216,21 @@ class Plan:
 
     spec: RunSpec
     notes: list[str] = field(default_factory=list)
+
+
+def pick_names(value: str | Sequence[str], allowed: Sequence[str] | None) -> list[str]:
+    """Names given as "a,b" or ["a", "b"] (a flag's text, an API argument), each once, in order.
+    Shared by the CLI's list flags and the Python API so both take and refuse the same lists;
+    raises SpecError naming the unknown ones (or that none was given) and what to choose from."""
+    items = value.split(",") if isinstance(value, str) else [str(x) for x in value]
+    chosen = [x.strip() for x in items if x.strip()]
+    bad = [x for x in chosen if allowed is not None and x not in allowed]
+    if bad or not chosen:
+        choose = f"; choose from {', '.join(allowed)}" if allowed else ""
+        raise SpecError(f"unknown {', '.join(map(repr, bad)) or '(none given)'}{choose}")
+    return list(dict.fromkeys(chosen))
+
+
+def is_device_name(device: str) -> bool:
+    """A device name RunSpec.validate accepts: cpu, mps, cuda or cuda:N."""
+    return device in ("cpu", "mps") or _is_cuda_device(device)

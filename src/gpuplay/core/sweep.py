@@ -78,8 +78,10 @@ def _range_values(text: str, start: str, end: str, steps: str | None) -> list[fl
     lo, hi = _number(start, "range start"), _number(end, "range end")
     if lo <= 0 or hi <= 0:
         raise SweepError(f"a geometric range needs positive ends; got {text!r}")
-    if hi <= lo:
-        raise SweepError(f"range end must be above its start; got {text!r}")
+    if hi == lo:  # '64..64': one point, as a user narrowing a sweep to one size means it
+        return [lo]
+    if hi < lo:
+        raise SweepError(f"range end must not be below its start; got {text!r}")
     if steps is not None:
         return _geometric_steps(lo, hi, steps)
     count = math.floor(math.log2(hi / lo) + 1e-9) + 1

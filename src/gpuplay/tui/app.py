@@ -106,6 +106,10 @@ class GpuPlayApp(TextApp):
             self.notify(problem, severity="warning")
         for err in self.scenario_set.errors:
             self.notify(str(err), title="scenario not loaded", severity="warning", timeout=8)
+        # Two of the user's files of one name, both named. (A file replacing a shipped scenario
+        # is said in the palette's entry for it: a folder may replace them all on purpose.)
+        for warning in self.scenario_set.warnings:
+            self.notify(warning, title="scenario name used twice", severity="warning", timeout=8)
         if self.session.scenario is None:
             self.notify("no scenarios found", severity="error")
             return
@@ -115,7 +119,14 @@ class GpuPlayApp(TextApp):
         self.quit_on_signals()  # SIGTERM and SIGHUP quit like `q`: the engine goes first
         # The engine imports torch and probes the devices in its own process; the first frame
         # does not wait for it, and the first measurement does.
-        self.engine.start()
+        try:
+            self.engine.start()
+        except RuntimeError as exc:  # EngineStartError: the interpreter gone or not executable
+            from rich.markup import escape
+
+            from gpuplay.core.safetext import visible
+
+            self.exit(return_code=1, message=escape(visible(exc)))
 
     def _post_probe(self, data: dict[str, Any], final: bool) -> None:
         self.post_message(ProbesDone(final, data))

@@ -16,6 +16,7 @@ from typing import Any
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from gpuplay.core.safetext import visible
 from gpuplay.tui.controls import controls_for, label, values_for, verdict_for, with_value
 from gpuplay.tui.tabs import TAB_IDS
 
@@ -50,8 +51,14 @@ class GpuplayCommands(Provider):
 
     def commands(self) -> Iterator[tuple[str, Callable[[], Any], str]]:
         app: Any = self.app
+        replaced = app.scenario_set.replaced
         for sc in app.scenario_set.scenarios.values():
-            yield f"scenario: {sc.title}", partial(app.choose_scenario_from_palette, sc.name), sc.name
+            help_text = (
+                sc.name
+                if sc.name not in replaced
+                else f"{sc.name}: your file {sc.path} replaces the shipped one"
+            )
+            yield f"scenario: {sc.title}", partial(app.choose_scenario_from_palette, sc.name), help_text
         spec = app.spec
         if spec is not None:
             for c in controls_for(spec):
@@ -97,18 +104,24 @@ def set_lever(app: Any, field: str, value: Any) -> None:
     app.refresh_controls()
 
 
+SHOWN_UNKNOWN = 5  # unknown [keymap] ids named in the warning; the rest are counted
+
+
 def keymap_problems(
     keymap: dict[str, str], bindings: Sequence[Binding | Any]
 ) -> tuple[dict[str, str], list[str]]:
     """The entries of `keymap` that name a binding id, and a line for each that does not."""
     ids = {b.id for b in bindings if isinstance(b, Binding) and b.id}
     good = {k: v for k, v in keymap.items() if k in ids}
-    bad = [
-        f"config.toml [keymap]: no key binding called {k!r}; ignored (known: {', '.join(sorted(ids))})"
-        for k in keymap
-        if k not in ids
-    ]
-    return good, bad
+    unknown = [k for k in keymap if k not in ids]
+    if not unknown:
+        return good, []
+    # One line however many: a config with 10,000 unknown ids once drew 10,000 toasts, each
+    # listing every known id, and took 5.8 s to start.
+    shown = ", ".join(repr(visible(k, one_line=True)[:40]) for k in unknown[:SHOWN_UNKNOWN])
+    more = f" and {len(unknown) - SHOWN_UNKNOWN} more" if len(unknown) > SHOWN_UNKNOWN else ""
+    what = "no key binding called" if len(unknown) == 1 else f"{len(unknown)} unknown key binding ids:"
+    return good, [f"config.toml [keymap]: {what} {shown}{more}; ignored (known: {', '.join(sorted(ids))})"]
 
 
 def help_rows(bindings: Sequence[Binding | Any], keymap: dict[str, str]) -> list[tuple[str, str]]:

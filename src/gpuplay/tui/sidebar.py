@@ -35,16 +35,28 @@ class Sidebar(Vertical):
         self._timer: Any = None
 
     def compose(self) -> ComposeResult:
-        # A title is the file's text, not markup: `[/]` in it must not take the app down.
-        options = [
-            Option(Text(visible(s.title, one_line=True)), id=s.name)
-            for s in self.scenarios.scenarios.values()
-        ]
-        yield OptionList(*options, id="scenarios")
+        yield OptionList(*self._options(), id="scenarios")
         yield ControlsPanel(id="controls")
 
     def on_mount(self) -> None:
         self.query_one("#scenarios", OptionList).border_title = "scenarios"
+
+    def reload(self) -> None:
+        """List the scenario set again (a code file joined it), the highlight kept where it was."""
+        scenarios = self.query_one("#scenarios", OptionList)
+        current = scenarios.highlighted_option.id if scenarios.highlighted_option is not None else None
+        scenarios.clear_options()
+        scenarios.add_options(self._options())
+        if current is not None:
+            with scenarios.prevent(OptionList.OptionHighlighted):  # not a new choice: nothing re-runs
+                scenarios.highlighted = scenarios.get_option_index(current)
+
+    def _options(self) -> list[Option]:
+        # A title is the file's text, not markup: `[/]` in it must not take the app down.
+        return [
+            Option(Text(visible(s.title, one_line=True)), id=s.name)
+            for s in self.scenarios.scenarios.values()
+        ]
 
     def highlight(self, name: str) -> None:
         """Move the list's highlight to `name` (the palette's choice): chosen as arrows choose."""

@@ -28,6 +28,7 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
+from gpuplay.core.lifeline import spawn
 from gpuplay.core.report import fmt_time
 from gpuplay.core.scenarios import builtin_dir
 from gpuplay.core.sweepfit import crossing, fit_floor_rate
@@ -429,7 +430,8 @@ class SweepView(Vertical, can_focus=True):
                     if stop.is_set():
                         self.app.call_from_thread(self._finished, gen, None, "")
                         return
-                    proc = subprocess.Popen(self.command(out), stdin=subprocess.DEVNULL,
+                    # spawn: the child (and through it its engine) dies with the app, even by SIGKILL
+                    proc = spawn(self.command(out), stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
                     self._proc = proc
                     assert proc.stderr is not None

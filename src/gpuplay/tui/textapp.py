@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import signal
+import threading
 from typing import Any
 
 from textual.app import App
@@ -15,6 +17,8 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
 from gpuplay.core.safetext import visible as shown_text
+
+HANGUP_GRACE_S = 2.0  # after SIGHUP, how long Textual's own exit may take before the process ends
 
 
 class TextNotifications(App[None]):
@@ -69,4 +73,11 @@ class TextApp(TextNotifications):
     def _quit_on_signal(self, sig: int, *_: Any) -> None:
         self.exit_signal = sig
         self.before_signal_exit()
+        if sig == signal.SIGHUP:
+            # The terminal is gone. Textual's shutdown still writes to it, and its writer thread,
+            # dead of EIO, leaves a bounded queue that fills: the exit then blocks for ever (seen
+            # with tmux kill-session). Children are stopped above; nothing is left to restore.
+            timer = threading.Timer(HANGUP_GRACE_S, os._exit, args=(128 + sig,))
+            timer.daemon = True
+            timer.start()
         self.exit(return_code=128 + sig)

@@ -113,7 +113,9 @@ def recheck(path: Path) -> tuple[str, str, str]:
 
 
 def code_scenarios(sset: ScenarioSet, paths: list[Path]) -> tuple[list[Path], list[str]]:
-    """Put the user's code files first in the scenario list; a broken one is a warning."""
+    """Put the user's code files first in the scenario list; a broken one is a warning. Every
+    file is returned to be watched, the broken ones too: fixed and saved, they join the list
+    (`adopt_code_file`)."""
     found: dict[str, Any] = {}
     problems: list[str] = []
     kept: list[Path] = []
@@ -121,12 +123,29 @@ def code_scenarios(sset: ScenarioSet, paths: list[Path]) -> tuple[list[Path], li
         try:
             sc = scenario_for(path)
         except UserCodeError as exc:
-            problems.append(f"code file {path}: {exc.summary}")
+            problems.append(f"code file {path}: {exc.summary} (watched: it loads once saved fixed)")
+            kept.append(Path(path).expanduser().resolve())
             continue
         found[sc.name] = sc
         kept.append(Path(sc.path or path))
     sset.scenarios = {**found, **{k: v for k, v in sset.scenarios.items() if k not in found}}
     return kept, problems
+
+
+def listed(sset: ScenarioSet, path: Path) -> bool:
+    """Whether the code file at `path` is in the scenario list (it loaded once)."""
+    return any(sc.path is not None and Path(sc.path) == path for sc in sset.scenarios.values())
+
+
+def adopt_code_file(sset: ScenarioSet, path: Path) -> Any:
+    """A code file that did not load at start-up, now saved: its scenario, put first with the
+    other code files (None while it still does not load)."""
+    try:
+        sc = scenario_for(path)
+    except UserCodeError:
+        return None
+    sset.scenarios = {sc.name: sc, **{k: v for k, v in sset.scenarios.items() if k != sc.name}}
+    return sc
 
 
 __all__ = ["code_ref", "is_code_ref", "ref_path"]  # re-exported for the Code tab

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuplay.core.compare import baseline_spec, is_baseline
+from gpuplay.core.devicelock import is_busy_message
 from gpuplay.core.energy import energy_of
 from gpuplay.core.hw import nvidia as gpm
 from gpuplay.core.report import fmt_time, gpu_activity, peak_memory_text, split_note
@@ -95,8 +96,13 @@ def chart_title(session: LiveSession) -> str:
 
 
 def phase_line(session: LiveSession, probed: bool, paused: bool) -> str:
-    phase = session.phase if probed else "starting the engine (it imports torch)…"
-    return phase + (" (paused)" if paused else "")
+    # A wait for the device names another session's command: said even before the probe, as text.
+    phase = (
+        session.phase
+        if probed or is_busy_message(session.phase)
+        else "starting the engine (it imports torch)…"
+    )
+    return visible(phase, one_line=True) + (" (paused)" if paused else "")
 
 
 def stats_info(session: LiveSession) -> dict[str, Any]:

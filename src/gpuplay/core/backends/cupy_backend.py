@@ -46,13 +46,16 @@ class CupyBackend(Backend):
             ), []
         hip = bool(getattr(cupy.cuda.runtime, "is_hip", False))
         if count == 0:
-            return Availability(False, f"CuPy {cupy.__version__}: no {'AMD GPU (ROCm)' if hip else 'CUDA device'}"), []
+            return Availability(
+                False, f"CuPy {cupy.__version__}: no {'AMD GPU (ROCm)' if hip else 'CUDA device'}"
+            ), []
         if hip:  # CuPy's ROCm build: AMD GPUs behind the cuda API, labelled as what they are
             from gpuplay.core.hw import amd
 
             extra = lambda a: {"vendor": a.vendor, "arch": a.arch, "runtime": a.runtime}  # noqa: E731
             return Availability(True), [
-                DeviceInfo(a.torch_device, a.label(), a.memory_bytes, extra(a)) for a in amd.cupy_devices(cupy)
+                DeviceInfo(a.torch_device, a.label(), a.memory_bytes, extra(a))
+                for a in amd.cupy_devices(cupy)
             ]
         devices = []
         for i in range(count):

@@ -50,6 +50,7 @@ from gpuplay.core.engine.messages import (
     encode,
 )
 from gpuplay.core.engine.protocol import Engine, Listener, PhaseCallback, ProbeCallback, SampleCallback
+from gpuplay.core.lifeline import spawn
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
@@ -155,6 +156,18 @@ class Watchdog:
             self.phase(event.name)
         else:
             self.progress()
+
+
+class EngineStartError(RuntimeError):
+    """The engine process could not be started: what, and why, in words (no traceback to show)."""
+
+    def __init__(self, executable: str, exc: OSError) -> None:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        super().__init__(
+            f"could not start the measuring engine: {executable} -m gpuplay.core.engine.server: "
+            f"{type(exc).__name__}: {why} (is the Python interpreter gone or not executable after "
+            "an upgrade? reinstall gpuplay, or run it with a working interpreter)"
+        )
 
 
 # What ends a wait besides the engine's answer (client side only, never on the wire).
@@ -285,18 +298,25 @@ class EngineClient:
                 self._log_path, log = None, None
             # A fresh interpreter, not multiprocessing's spawn: it never re-imports the caller's
             # __main__, and its own session keeps the terminal's Ctrl+C for the front end.
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "gpuplay.core.engine.server", str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                stdout=log or subprocess.DEVNULL,
-                stderr=log or subprocess.DEVNULL,
-                start_new_session=True,
-                close_fds=True,
-            )
-            theirs.close()
-            if log is not None:
-                log.close()
+            # Forked from a thread that lives as long as this process, with a parent-death signal:
+            # the engine ends its group if this process dies by SIGKILL (core/lifeline.py).
+            try:
+                proc = spawn(
+                    [sys.executable, "-m", "gpuplay.core.engine.server", str(theirs.fileno())],
+                    pass_fds=(theirs.fileno(),),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log or subprocess.DEVNULL,
+                    stderr=log or subprocess.DEVNULL,
+                    start_new_session=True,
+                    close_fds=True,
+                )
+            except OSError as exc:  # the interpreter gone or not executable (an upgrade, a venv moved)
+                ours.close()
+                raise EngineStartError(sys.executable, exc) from None
+            finally:
+                theirs.close()
+                if log is not None:
+                    log.close()
             # The reader blocks in recv on a duplicate; shutting `ours` down wakes it even when a
             # process the measured code forked still holds the engine's end open.
             self._proc, self._sock, self._conn = proc, ours, Connection(os.dup(ours.fileno()))

@@ -36,6 +36,7 @@ from gpuplay.core.engine.messages import (
     encode,
 )
 from gpuplay.core.engine.protocol import probe_data
+from gpuplay.core.lifeline import end_group_and_exit, end_group_on_sigterm
 
 __all__ = ["STICKY_CUDA_ERRORS", "STICKY_EXIT_CODE", "EngineServer", "main"]
 
@@ -52,6 +53,7 @@ def main(fd: int) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    end_group_on_sigterm()  # the parent-death signal the client asks for: the group goes too
     os.set_inheritable(fd, False)  # pass_fds made it inheritable: no process user code starts gets it
     faulthandler.enable(sys.stderr)  # a segfault leaves the Python stack in the engine log
     print(f"--- gpuplay engine pid {os.getpid()} started {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
@@ -75,7 +77,7 @@ class EngineServer:
             try:
                 self.conn.send_bytes(encode(msg))
             except (BrokenPipeError, EOFError, OSError):
-                os._exit(0)  # the front end is gone: nothing left to measure for
+                end_group_and_exit(0)  # the front end is gone: nothing left to measure for
 
     def serve(self) -> None:
         self.send(Ready(os.getpid()))
@@ -108,7 +110,9 @@ class EngineServer:
             try:
                 data = self.conn.recv_bytes()
             except (EOFError, OSError):
-                os._exit(0)  # the front end died or closed the pipe: never outlive it
+                # The front end died (SIGKILL, its terminal closed) or closed the pipe: never
+                # outlive it, nor let anything the measured code started outlive it.
+                end_group_and_exit(0)
             try:
                 msg = decode(data)
             except ProtocolError as exc:  # a client bug, reported rather than killing the engine

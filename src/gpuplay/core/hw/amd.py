@@ -90,7 +90,11 @@ def cupy_devices(cupy: Any) -> list[Accelerator]:
 
         arch = text("gcnArchName").split(":")[0]
         total = number(p.get("totalGlobalMem"))
-        out.append(Accelerator(f"cuda:{i}", "AMD", text("name") or "AMD GPU", arch, runtime, int(total) if total else None))
+        out.append(
+            Accelerator(
+                f"cuda:{i}", "AMD", text("name") or "AMD GPU", arch, runtime, int(total) if total else None
+            )
+        )
     return out
 
 

@@ -246,6 +246,10 @@ class _Paired:
         if self.on_phase is not None:
             self.on_phase("paired", "")
         token = self.telemetry.begin(spec.device) if self.telemetry is not None else None
+        # The run's own peak device memory over the paired phase, as an unpaired run counts it
+        # over its timed one (the NumPy baseline holds host memory only).
+        with contextlib.suppress(Exception):
+            cand.plan.backend.reset_peak_memory(spec.device)
         faults0 = minor_faults()
         outcome = interleave(
             base_step,
@@ -267,6 +271,7 @@ class _Paired:
             between_b=cand.between(),
         )
         faults1 = minor_faults()
+        cand.peak_memory()
         if self.telemetry is not None:
             cand.result.telemetry = self.telemetry.end(token)
         self.allocation_note(faults0, faults1, len(outcome.candidate))

@@ -452,6 +452,7 @@ class UserCodeWorkload(Workload):
         self.amp_eligible = info.amp_eligible
         self._lock = threading.Lock()
         self._module: types.ModuleType | None = None
+        self._input_values: int | None = None  # of the latest inputs(): bounds what a step returns
 
     @property
     def cache_key(self) -> str:
@@ -537,6 +538,7 @@ class UserCodeWorkload(Workload):
             raise UserCodeError(
                 self.path, f"step() takes {wanted} array(s) after xp, but inputs() returned {len(arrays)}"
             )
+        self._input_values = sum(a.size for a in arrays)
         return tuple(arrays)
 
     def kernel_function(self, backend: str, p: Mapping[str, Any]) -> Callable[..., Any]:
@@ -562,7 +564,7 @@ class UserCodeWorkload(Workload):
         return call
 
     def validate_output(self, out: Any) -> None:
-        _check_output(self.info.path, out)
+        _check_output(self.info.path, out, self._input_values)
 
     def source(self, backend: str, p: Mapping[str, Any]) -> str:
         return self.info.source
@@ -573,7 +575,7 @@ class UserCodeWorkload(Workload):
         args = tuple(np.asarray(a, dtype=np.float64) if a.dtype.kind in "biuf" else a for a in inputs)
         step = self.module().step
         out = self._call("step() (the float64 NumPy reference)", step, ns, *args, **self.kernel_kwargs(p))
-        _check_output(self.path, out)
+        _check_output(self.path, out, sum(_values(a) for a in inputs))
         return _flatten(out)
 
     def checked(self, out: Any, p: Mapping[str, Any]) -> np.ndarray:
@@ -620,8 +622,31 @@ class UserCodeWorkload(Workload):
         return tol.elementwise(compute_dtype) + self.tol_scale * EPS[accumulator] * work
 
 
-def _check_output(path: Path, out: Any) -> None:
+# What a step may return, checked before the result is expanded for the float64 check: a step
+# returning `[a] * 2_000_000` once grew the engine to 24 GB before the OOM killer ended it (and on
+# a shared machine that killer may pick another process).
+MAX_OUTPUTS = 8  # arrays in a returned tuple or list
+OUTPUT_FACTOR = 64  # values a step may return per input value (an outer product of small inputs...)
+OUTPUT_FLOOR = 2**24  # ...and, whatever the inputs, this many values (128 MiB of float64)
+
+
+def output_limit(input_values: int) -> int:
+    """The most values a step may return for inputs of `input_values` values."""
+    return max(OUTPUT_FACTOR * input_values, OUTPUT_FLOOR)
+
+
+def _values(a: Any) -> int:
+    return math.prod(int(d) for d in a.shape)  # shape, not size: torch's size is a method
+
+
+def _check_output(path: Path, out: Any, input_values: int | None = None) -> None:
     parts = out if isinstance(out, tuple | list) else (out,)
+    if len(parts) > MAX_OUTPUTS:  # before anything walks the items
+        raise UserCodeError(
+            path,
+            f"step() returned a {type(out).__name__} of {len(parts):,} items; at most {MAX_OUTPUTS} arrays",
+            hint="return one array, or a tuple of a few: the check compares every value returned",
+        )
     if not parts or not all(_is_array(a) for a in parts):
         got = (
             type(out).__name__
@@ -632,6 +657,16 @@ def _check_output(path: Path, out: Any) -> None:
             path,
             f"step() must return an array (or a tuple of arrays); got {got}",
             hint="return xp.asarray(value) for a scalar",
+        )
+    if input_values is None:
+        return
+    total = sum(_values(a) for a in parts)
+    if total > output_limit(input_values):
+        raise UserCodeError(
+            path,
+            f"step() returned {total:,} values; at most {OUTPUT_FACTOR} × the inputs' {input_values:,} values "
+            f"(or {OUTPUT_FLOOR:,}, whichever is more)",
+            hint="return what the step computes, not a copy per element: the check widens every value to float64",
         )
 
 

@@ -12,10 +12,13 @@ from textual.message import Message
 from gpuplay.core.backends import all_backends
 from gpuplay.tui import viewmodels
 from gpuplay.tui.messages import RunFinished
+from gpuplay.tui.sidebar import Sidebar
 from gpuplay.tui.tabs.base import PlaygroundTab
 from gpuplay.tui.usercode_view import (
+    adopt_code_file,
     code_ref,
     is_code_ref,
+    listed,
     recheck,
     ref_path,
     show_user_code,
@@ -58,6 +61,13 @@ class CodeTab(PlaygroundTab):
         host = self.host
         name = code_ref(path)
         _source, message, detail = recheck(path)
+        if not message and not listed(host.session.scenario_set, path):
+            # It did not load at start-up; now it does: it joins the list, first like the others.
+            sc = adopt_code_file(host.session.scenario_set, path)
+            if sc is not None:
+                self.app.query_one(Sidebar).reload()
+                host.notify(f"{path.name} loaded: it is now in the scenario list", title="your code")
+                return
         host.session.forget_workload(name)
         if message:
             self.code_errors[name] = (message, detail)
