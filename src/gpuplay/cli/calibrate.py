@@ -35,8 +35,9 @@ def _devices(wanted: tuple[str, ...]) -> list[str]:
         d = {"cuda": "cuda:0", "xpu": "xpu:0"}.get(d, d)
         if d.startswith("xpu") or d == "mps":
             if d not in others:
-                seen = ", ".join(x for x in others if x[:3] == d[:3]) or "none"
-                raise click.UsageError(f"no device {d} to calibrate: this torch sees {d[:3]} devices: {seen}")
+                kind = "Intel GPU (torch.xpu)" if d.startswith("xpu") else "MPS device (torch.mps)"
+                seen = ", ".join(x for x in others if x[:3] == d[:3]) or f"no {kind}"
+                raise click.UsageError(f"no device {d} to calibrate: PyTorch sees {seen}")
         elif d != "cpu" and d not in cuda:
             why = get_backend("torch").cuda_reason() or f"PyTorch sees {', '.join(cuda) or 'no CUDA device'}"  # type: ignore[attr-defined]
             raise click.UsageError(f"no device {d} to calibrate: {why}")
