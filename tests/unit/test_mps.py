@@ -72,7 +72,7 @@ def test_mps_calibrate_measures_the_roofs_with_mps_events_and_keys_them_by_the_c
     out = CliRunner().invoke(main, ["calibrate", "-d", "mps", "--budget", "0.01", "--format", "json"])
     assert out.exit_code == 0, out.output
     (peaks,) = json.loads(out.stdout)
-    assert peaks["device"] == "mps" and peaks["name"] == "Apple M3 Max"
+    assert peaks["device"] == "mps" and peaks["name"] == "Apple M3 Max (MPS)"
     computed = [m["name"] for m in peaks["measurements"] if m["kind"] == "compute"]
     assert computed == ["float32", "bfloat16", "float16"]  # no float64 or TF32 on Metal
     assert {m["name"] for m in peaks["measurements"] if m["kind"] == "memory"} == {"copy", "triad"}
@@ -80,8 +80,9 @@ def test_mps_calibrate_measures_the_roofs_with_mps_events_and_keys_them_by_the_c
     assert FakeDeviceEvent.log.count("synchronize") >= 20  # every probe call waited on an MPS event
     assert peaks["fingerprint"]["chip"] == "Apple M3 Max"
     # The peaks belong to the chip: another Mac's (or this cache on a new chip) read as stale.
-    assert roofline.load_peaks("mps", "Apple M3 Max").peaks is not None
+    # A result on mps finds them under the name it carries (the torch backend's device name).
+    assert roofline.load_peaks("mps", reprobe_torch(monkeypatch).device_name("mps")).peaks is not None
     install_mps(monkeypatch, "Apple M1")
     roofline._cached.cache_clear()  # the chip changes between processes: a new one looks again
-    stale = roofline.load_peaks("mps", "Apple M1")
+    stale = roofline.load_peaks("mps", "Apple M1 (MPS)")
     assert stale.peaks is None and "chip Apple M3 Max → Apple M1" in stale.problem

@@ -81,7 +81,7 @@ def test_xpu_calibrate_measures_the_roofs_with_xpu_events_and_keys_them_by_the_b
     out = CliRunner().invoke(main, ["calibrate", "-d", "xpu", "--budget", "0.01", "--format", "json"])
     assert out.exit_code == 0, out.output
     (peaks,) = json.loads(out.stdout)
-    assert peaks["device"] == "xpu:0" and peaks["name"] == "Intel(R) Arc(TM) A770 Graphics"
+    assert peaks["device"] == "xpu:0" and peaks["name"] == "Intel(R) Arc(TM) A770 Graphics (XPU)"
     computed = [m["name"] for m in peaks["measurements"] if m["kind"] == "compute"]
     assert computed == ["float32", "bfloat16", "float16"]  # no float64 on Arc, TF32 is NVIDIA's
     assert all(m["value"] > 0 and m["library"] == "torch" for m in peaks["measurements"])
@@ -90,10 +90,12 @@ def test_xpu_calibrate_measures_the_roofs_with_xpu_events_and_keys_them_by_the_b
     assert fp["uuid"] == "8086-56a0-0300" and fp["driver"] == "1.3.30049"
     assert (roofline.cache_dir() / "xpu_0.json").is_file()
     # A new driver makes the cached roofs stale, as a CUDA driver update does.
-    assert roofline.load_peaks("xpu:0", props.name).peaks is not None
+    # A result on xpu:0 finds them under the name it carries (the torch backend's device name).
+    name = reprobe_torch(monkeypatch).device_name("xpu:0")
+    assert roofline.load_peaks("xpu:0", name).peaks is not None
     props.driver_version = "1.6.31294"
     roofline._cached.cache_clear()  # the driver changes between processes: a new one looks again
-    stale = roofline.load_peaks("xpu:0", props.name)
+    stale = roofline.load_peaks("xpu:0", name)
     assert stale.peaks is None and "driver 1.3.30049 → 1.6.31294" in stale.problem
 
 

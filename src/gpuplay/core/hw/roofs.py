@@ -66,12 +66,25 @@ class DeviceApi:
         self.mod.empty_cache()
 
 
+def result_name(torch: Any, device: str, fallback: str) -> str:
+    """The device's name as results carry it (the torch backend's probe): an NVIDIA board's own
+    name, the others' labels ('… (XPU)', '… (MPS)', '… (gfx942, ROCm 6.2)'). A result finds its
+    peaks by this name, so the cache must hold the same one, not torch's bare device name."""
+    from gpuplay.core.hw.devices import torch_accelerators
+
+    for a in torch_accelerators(torch):
+        if a.torch_device == device:
+            return a.name if a.vendor == "NVIDIA" else a.label()
+    return fallback
+
+
 def device_api(torch: Any, device: str) -> DeviceApi:
     """The API of `device` (cuda:N, xpu:N or mps); ValueError when torch does not see it."""
     if device == "mps":
         if apple.mps(torch) is None:
             raise ValueError("torch sees no MPS device")
-        return DeviceApi(device, "mps", torch.mps, apple.chip_name(), ("float32", "bfloat16", "float16"))
+        name = result_name(torch, device, apple.chip_name())
+        return DeviceApi(device, "mps", torch.mps, name, ("float32", "bfloat16", "float16"))
     if device.startswith("xpu"):
         mod = intel.xpu(torch)
         index = int(device.split(":")[1]) if ":" in device else 0
@@ -81,9 +94,12 @@ def device_api(torch: Any, device: str) -> DeviceApi:
         props = mod.get_device_properties(index)
         fp64 = bool(getattr(props, "has_fp64", True))
         dtypes = tuple(d for d in GPU_DTYPES if d != "tf32" and (fp64 or d != "float64"))
-        return DeviceApi(device, "xpu", mod, str(getattr(props, "name", "Intel GPU")), dtypes)
+        return DeviceApi(
+            device, "xpu", mod, result_name(torch, device, str(getattr(props, "name", ""))), dtypes
+        )
     torch.cuda.set_device(torch.device(device))
-    return DeviceApi(device, "cuda", torch.cuda, torch.cuda.get_device_name(device), GPU_DTYPES)
+    name = result_name(torch, device, torch.cuda.get_device_name(device))
+    return DeviceApi(device, "cuda", torch.cuda, name, GPU_DTYPES)
 
 
 def identity(device: str) -> dict[str, Any]:
