@@ -731,7 +731,7 @@ def install_mps(monkeypatch: Any, chip: str = "Apple M2 Pro") -> None:
 
 
 def route_device_to_host(monkeypatch: Any, kind: str, free: int = 256 * 2**20) -> None:
-    """A fake `kind` ('xpu' or 'mps') GPU that computes: torch's factories place its tensors on
+    """A fake `kind` ('xpu', 'mps' or 'cuda' under a fake ROCm torch) GPU that computes: torch's factories place its tensors on
     the host (this torch has no such device), so every op after them runs for real, timed by the
     fake events. The module gains the memory calls the roofline probes make, as torch documents
     them (torch.xpu.mem_get_info → (free, total); torch.mps.recommended_max_memory → bytes)."""
@@ -749,7 +749,9 @@ def route_device_to_host(monkeypatch: Any, kind: str, free: int = 256 * 2**20) -
         monkeypatch.setattr(torch, name, on_host(getattr(torch, name)))
     mod = getattr(torch, kind)
     monkeypatch.setattr(mod, "empty_cache", lambda: FakeDeviceEvent.log.append(f"{kind}.empty_cache"))
-    if kind == "xpu":
+    if kind == "cuda":  # torch.cuda as ROCm's build times it: HIP events behind the cuda API
+        monkeypatch.setattr(mod, "Event", FakeDeviceEvent)
+    if kind in ("xpu", "cuda"):
         monkeypatch.setattr(mod, "set_device", lambda d: None)
         monkeypatch.setattr(mod, "mem_get_info", lambda d=None: (free, 64 * 2**30))
     else:

@@ -173,3 +173,26 @@ def test_rocm_cupy_refuses_sparse_csr_with_cupys_reason_and_info_claims_no_cuda_
     dense = planner.check(RunSpec.make("sparse", {"format": "dense"}, backend="cupy", device="cuda:0"))
     assert not isinstance(dense, Refusal)
     assert cupy_cuda_major() is None  # HIP 6.2's version number is no "CUDA 60241"
+
+
+def test_rocm_calibrate_keys_the_peaks_by_the_amd_label_and_skips_tf32_before_mi300(monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+    from gpuplay.core import roofline
+    from tests.unit.gpu_fakes import FakeDeviceEvent, route_device_to_host
+
+    install_rocm(monkeypatch, [MI250X], None)
+    route_device_to_host(monkeypatch, "cuda")
+    FakeDeviceEvent.log.clear()
+    out = CliRunner().invoke(main, ["calibrate", "-d", "cuda", "--budget", "0.01", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    (peaks,) = json.loads(out.stdout)
+    assert peaks["name"] == "AMD Instinct MI250X (gfx90a, ROCm 6.2.41133-dd7f95766)"
+    computed = [m["name"] for m in peaks["measurements"] if m["kind"] == "compute"]
+    assert computed == ["float64", "float32", "bfloat16", "float16"]  # no TF32 on gfx90a
+    assert FakeDeviceEvent.log.count("synchronize") >= 20  # HIP events through torch.cuda's API
+    name = reprobe_torch(monkeypatch).device_name("cuda:0")
+    assert roofline.load_peaks("cuda:0", name).peaks is not None  # a result's name finds them

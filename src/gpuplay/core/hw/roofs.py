@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplay.core.hw import apple, intel
+from gpuplay.core.hw import amd, apple, intel
 from gpuplay.core.hw.accelerator import number
 
 # The float32 tensor-core format is NVIDIA's; Intel and Apple calibrate the dtypes their torch
@@ -52,14 +52,15 @@ class DeviceApi:
             limit = number(_call(self.mod, "recommended_max_memory"))
             held = number(_call(self.mod, "driver_allocated_memory")) or 0
             return int(limit - held) if limit else 4 * 2**30
-        free, _total = self.mod.mem_get_info(self.device)
+        free, _total = self.mod.mem_get_info(int(self.device.split(":")[1]) if ":" in self.device else 0)
         return int(free)
 
     def cache_bytes(self) -> int:
         """The last-level cache the STREAM arrays must dwarf (64 MiB where torch does not say)."""
         if self.kind == "mps":
             return 64 * 2**20
-        props = self.mod.get_device_properties(self.device)
+        index = int(self.device.split(":")[1]) if ":" in self.device else 0
+        props = self.mod.get_device_properties(index)
         return int(number(getattr(props, "L2_cache_size", 0)) or 64 * 2**20)
 
     def empty_cache(self) -> None:
@@ -97,9 +98,14 @@ def device_api(torch: Any, device: str) -> DeviceApi:
         return DeviceApi(
             device, "xpu", mod, result_name(torch, device, str(getattr(props, "name", ""))), dtypes
         )
-    torch.cuda.set_device(torch.device(device))
-    name = result_name(torch, device, torch.cuda.get_device_name(device))
-    return DeviceApi(device, "cuda", torch.cuda, name, GPU_DTYPES)
+    index = int(device.split(":")[1]) if ":" in device else 0
+    torch.cuda.set_device(index)
+    name = result_name(torch, device, torch.cuda.get_device_name(index))
+    dtypes = GPU_DTYPES
+    if getattr(torch.version, "hip", None):  # ROCm: TF32 only where the GPU has it (MI300 on)
+        arch = amd.arch_of(torch.cuda.get_device_properties(index))
+        dtypes = tuple(d for d in GPU_DTYPES if d != "tf32" or not amd.tf32_refusal(arch, name))
+    return DeviceApi(device, "cuda", torch.cuda, name, dtypes)
 
 
 def identity(device: str) -> dict[str, Any]:
