@@ -209,7 +209,9 @@ def _pandas() -> Any:
     try:
         import pandas
     except ImportError:
-        raise ImportError("to_pandas() needs pandas: pip install 'gpuplay[pandas]'") from None
+        raise ImportError(
+            "to_pandas() needs pandas: pip install pandas (from a checkout: pip install -e '.[pandas]')"
+        ) from None
     return pandas
 
 
@@ -402,7 +404,9 @@ class Sweep:
         try:
             import matplotlib.pyplot as plt
         except ImportError:
-            raise ImportError("plot() needs matplotlib: pip install 'gpuplay[notebook]'") from None
+            raise ImportError(
+                "plot() needs matplotlib: pip install matplotlib (from a checkout: pip install -e '.[notebook]')"
+            ) from None
         fig = None
         if ax is None:
             fig, ax = plt.subplots(figsize=(6.4, 4.0))

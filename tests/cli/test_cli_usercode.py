@@ -68,7 +68,7 @@ def test_a_config_code_file_runs_by_its_name(cli, tmp_path, monkeypatch):
     assert json.loads(res.stdout)["results"][0]["check_ok"]
 
 
-def test_code_option_passes_checked_paths_to_the_app(cli, monkeypatch, tmp_path):
+def test_code_option_passes_checked_paths_to_the_app(cli, monkeypatch, tmp_path, as_if_terminal):
     import gpuplay.tui.app as app
 
     calls = []

@@ -155,7 +155,7 @@ async def test_a_quick_rehearsal_replays_its_own_figures(tmp_path):
 
 
 def test_replay_without_preset_uses_the_recordings_and_old_recordings_say_what_is_missing(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, as_if_terminal
 ):
     """The CLI loads the deck at the rehearsal's preset; an older file still loads, with a warning."""
     folder = tmp_path / "sc"
@@ -197,7 +197,7 @@ def test_replay_without_preset_uses_the_recordings_and_old_recordings_say_what_i
     assert "without its preset" in " ".join(r.output.split())
 
 
-def test_resume_starts_at_the_saved_step(tmp_path, monkeypatch):
+def test_resume_starts_at_the_saved_step(tmp_path, monkeypatch, as_if_terminal):
     import gpuplay.tui.presenter as presenter
     from gpuplay.core.decks import load_deck, save_position
     from gpuplay.core.scenarios import load_scenarios

@@ -258,3 +258,45 @@ def test_speaker_clicker_works_before_any_click(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_a_fresh_browser_starts_a_talk_at_its_first_step(tmp_path):
+    """As a speaker (issue 39): an earlier session left the talk at step 3; a fresh browser opens
+    the URL, presses PageDown before any click and is at step 2 (it opened at step 1, not at
+    another session's step); a reload of that tab goes on at its own step 2."""
+    if CHROMIUM is None:
+        _missing("no system Chromium (Debian: apt-get install chromium; .ci/run does it)")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        _missing("playwright is not installed (pip install -e '.[test]')")
+    deck = tmp_path / "speaker.toml"
+    deck.write_text(SPEAKER_DECK)
+    port = free_port()
+    server = start_server(port, "--demo", str(deck), "--theme", "projector")
+    try:
+        with sync_api.sync_playwright() as pw:
+            earlier = _open_browser(pw, tmp_path / "earlier", 1920, 1080)
+            page = earlier.pages[0] if earlier.pages else earlier.new_page()
+            page.goto(server.url)
+            _wait_step(page, {1})
+            page.keyboard.press("PageDown")
+            _wait_step(page, {2})
+            page.keyboard.press("PageDown")
+            _wait_step(page, {3})  # the earlier session ends on step 3
+            earlier.close()
+
+            fresh = _open_browser(pw, tmp_path / "fresh", 1920, 1080)
+            page = fresh.pages[0] if fresh.pages else fresh.new_page()
+            page.goto(server.url)
+            assert _wait_step(page, {1, 3}) == 1, "a fresh browser opened at another session's step"
+            page.keyboard.press("PageDown")  # a clicker, before any click on the page
+            _wait_step(page, {2})
+            page.reload()
+            assert _wait_step(page, {1, 2}) == 2, "a reload of the same tab lost its own step"
+            time.sleep(1.0)
+            _save_png(page, tmp_path, "browser-fresh-talk-1080p.png")
+            fresh.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -463,7 +463,7 @@ def test_info_warns_when_cupys_cuda_major_differs_from_torchs(monkeypatch):
     monkeypatch.setattr(info, "cupy_cuda_major", lambda: 12)
     data = info.gather(probe_timeout=30)
     (warning,) = [w for w in data["warnings"] if "CuPy" in w]
-    assert "CUDA 12" in warning and "13.0" in warning and "gpuplay[cupy]" in warning
+    assert "CUDA 12" in warning and "13.0" in warning and "pip install cupy-cuda13x;" in warning
     assert info.cuda_major_mismatch("13.0", 13) == "" and info.cuda_major_mismatch(None, 12) == ""
 
 

@@ -93,14 +93,18 @@ def test_a_missing_package_is_a_refusal_naming_the_extra(monkeypatch):
 
     monkeypatch.setattr(ortmod, "installed", runtimes.installed)
     verdict = check(spec("onnxruntime"))
-    assert isinstance(verdict, Refusal) and "gpuplay[onnx]" in str(verdict) and "onnxruntime" in str(verdict)
+    assert (
+        isinstance(verdict, Refusal)
+        and "pip install onnxruntime onnx onnxscript" in str(verdict)
+        and "onnxruntime" in str(verdict)
+    )
 
 
 def test_tensorrt_without_its_package_names_the_extra(monkeypatch):
     from gpuplay.core.runtimes import tensorrt
 
     monkeypatch.setattr(tensorrt, "installed", lambda name: False)
-    assert "gpuplay[tensorrt]" in (tensorrt.available("cuda:0") or "")
+    assert "pip install torch-tensorrt" in (tensorrt.available("cuda:0") or "")
 
 
 def test_a_runtime_needs_torch_and_the_lever_switches_to_it():
@@ -246,7 +250,7 @@ def test_the_cpu_package_on_a_gpu_is_refused_naming_onnx_gpu(monkeypatch):
     monkeypatch.setattr(ortmod, "installed", lambda name: True)
     monkeypatch.setattr(ortmod, "_gpu_package", lambda: False)
     why = ortmod.available("cuda:0")
-    assert why and "gpuplay[onnx-gpu]" in why and "CUDAExecutionProvider" in why
+    assert why and "pip install onnxruntime-gpu" in why and "CUDAExecutionProvider" in why
     monkeypatch.setattr(ortmod, "_gpu_package", lambda: True)
     assert ortmod.available("cuda:0") is None
 

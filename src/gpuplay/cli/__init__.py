@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from gpuplay import __version__
+from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.options import scenario_dirs_option
 
 
@@ -34,7 +35,10 @@ class _Gpuplay(click.Group):
 
 
 @click.group(
-    cls=_Gpuplay, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]}
+    cls=_Gpuplay,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXIT_HELP,
 )
 @click.version_option(__version__, prog_name="gpuplay")
 @scenario_dirs_option
@@ -61,6 +65,9 @@ def main(
     ctx.ensure_object(dict)
     ctx.obj["scenario_dirs"] = scenario_dirs
     if ctx.invoked_subcommand is None:
+        from gpuplay.cli.terminal import require_terminal
+
+        require_terminal("the playground")
         from gpuplay.tui.app import run_app
 
         try:

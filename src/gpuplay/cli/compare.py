@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import TYPE_CHECKING
 
 import click
 
 from gpuplay.cli import options
+from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.interrupt import Interruption
-from gpuplay.cli.options import FiniteFloat, ThreadCount, scenario_dirs_option
+from gpuplay.cli.options import FiniteFloat, scenario_dirs_option, threads_option
 from gpuplay.cli.output import (
     ResultLog,
     load_scenarios,
     message,
+    notice_printer,
     print_rows,
     progress_line,
     report_interruption,
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
 FORMATS = ("table", "markdown", "json", "csv")
 
 
-@click.command()
+@click.command(epilog=EXIT_HELP)
 @click.option("--preset", "-p", default="quick", show_default=True)
 @click.option(
     "--backends",
@@ -46,7 +49,7 @@ FORMATS = ("table", "markdown", "json", "csv")
     help=f"Comma-separated torch levers per device: {', '.join(levers.variants())}.",
 )
 @click.option("--budget", type=FiniteFloat(bounds.BUDGET_S), default=1.0, show_default=True)
-@click.option("--threads", type=ThreadCount(), default=None)
+@threads_option
 @click.option("--max-step", type=FiniteFloat(bounds.MAX_STEP_S), default=30.0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False), default=None)
@@ -66,7 +69,7 @@ FORMATS = ("table", "markdown", "json", "csv")
     is_flag=True,
     help="Merge result files (gpuplay run/compare --format json) given as arguments: one column per file.",
 )
-@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False), metavar="[SCENARIO]... | --from FILE...")
 @scenario_dirs_option
 def compare(
     preset: str,
@@ -88,9 +91,12 @@ def compare(
     """Every scenario on every available backend and device, with speedups over NumPy on the CPU."""
     from gpuplay.cli import compare_more
 
+    if files and not from_files:
+        # `gpuplay compare matmul` reads as `run matmul` and `sweep matmul` do: names of scenarios
+        # are --scenario; anything else was meant for --from, and the message says both ways.
+        only = (*only, *_scenario_names(files, scenario_dirs))
+        files = ()
     if from_files or files:
-        if not from_files:
-            raise click.UsageError("files given without --from: gpuplay compare --from A.json B.json")
         return compare_more.compare_from(files, fmt, out)
     device_list = compare_more.resolve(devices) if devices else None
     from gpuplay.core.compare import VARIANTS, attach_baselines, plan_compare, run_compare
@@ -196,7 +202,7 @@ def compare(
             on_start=on_start,
             on_result=on_result,
             telemetry=RunTelemetry(),
-            measure=measure,
+            measure=functools.partial(measure, on_notice=notice_printer(progress.console)),
         )
     results = done
     rows = attach_baselines(results)
@@ -211,6 +217,23 @@ def compare(
     if stop.interrupted:
         report_interruption(stop.name, len(results), len(specs), log)
         sys.exit(stop.exit_code)
+    from gpuplay.cli.exitcodes import exit_if_checks_failed
+
+    exit_if_checks_failed(results, err)
+
+
+def _scenario_names(args: tuple[str, ...], scenario_dirs: tuple[str, ...]) -> tuple[str, ...]:
+    """Arguments given without --from, each a scenario's name; otherwise a usage error saying what
+    to type for either meaning."""
+    known = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs)).scenarios
+    unknown = [a for a in args if a not in known]
+    if unknown:
+        raise click.UsageError(
+            f"{visible(unknown[0])!r} is not a scenario. To compare scenarios name them "
+            "(gpuplay compare matmul svd, or --scenario NAME; gpuplay list shows them); to merge "
+            "result files: gpuplay compare --from A.json B.json"
+        )
+    return args
 
 
 command = compare

@@ -161,3 +161,6 @@ def compare_devices(
         emit(buf.getvalue(), out)
     else:
         emit(dc.to_markdown(rows, devices, health_lines), out)
+    from gpuplay.cli.exitcodes import exit_if_checks_failed
+
+    exit_if_checks_failed(results, err)

@@ -107,6 +107,9 @@ def demo(
         assert out is not None
         _rehearse(loaded, out)
         return
+    from gpuplay.cli.terminal import require_terminal
+
+    require_terminal("the presenter (a deck shown live)")
     from gpuplay.tui.presenter import PresenterApp
 
     try:

@@ -83,6 +83,15 @@ def _click_option(lever: levers.Lever) -> Callable[[Any], Any]:
     return click.option(*decls, lever.name, **kw)
 
 
+def _threads_option() -> Callable[[Any], Any]:
+    """--threads for commands without the full lever set: run's option, its words and bounds."""
+    lever = next(lv for lv in levers.spec_levers() if lv.name == "threads")
+    return click.option("--threads", type=ThreadCount(), default=None, help=lever.help)
+
+
+threads_option = _threads_option()
+
+
 # Generated from core/levers.py: one option per RunSpec lever (workload parameters: -s NAME=VALUE).
 SPEC_OPTIONS: list[Callable[[Any], Any]] = [_click_option(lv) for lv in levers.spec_levers()]
 SPEC_FIELDS = tuple(lv.name for lv in levers.spec_levers())

@@ -46,9 +46,59 @@ def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
     con = Console(stderr=stderr)
-    if con.is_terminal or os.environ.get("COLUMNS"):
+    if con.is_terminal:
         return con
-    return Console(stderr=stderr, width=PIPED_TABLE_WIDTH, soft_wrap=True)
+    # Piped or redirected: Rich pads every table line to the table's width; a file or `| cat`
+    # then carries trailing spaces on every line (diffs and `grep ' $'` see them). Trim them.
+    import sys
+    from typing import IO, cast
+
+    # A text stream by duck typing (write, flush, isatty, the stream's own encoding and fileno).
+    trimmed = cast(IO[str], TrimmedLines(sys.stderr if stderr else sys.stdout))
+    if os.environ.get("COLUMNS"):
+        return Console(file=trimmed)
+    return Console(file=trimmed, width=PIPED_TABLE_WIDTH, soft_wrap=True)
+
+
+class TrimmedLines:
+    """A text stream that drops the spaces at the end of each line it passes on.
+
+    Spaces at the end of a write are held back until the next write shows whether a line ends
+    there (then they go) or text goes on (then they are written); flush writes what is held.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream, self._held = stream, ""
+
+    def write(self, text: str) -> int:
+        import re
+
+        body = re.sub(r"[ \t]+\n", "\n", self._held + text)
+        kept = body.rstrip(" \t")
+        self._held = body[len(kept) :]
+        self._stream.write(kept)
+        return len(text)
+
+    def flush(self) -> None:
+        if self._held:
+            self._stream.write(self._held)
+            self._held = ""
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:  # encoding, fileno, …: the stream's own
+        return getattr(self._stream, name)
+
+
+def notice_printer(console: Any) -> Any:
+    """What prints the engine's notices (a step over its limit, when it will be stopped) on stderr."""
+
+    def notice(text: str) -> None:
+        console.print(visible(text), style="yellow", highlight=False, markup=False)
+
+    return notice
 
 
 def stderr_console() -> Any:

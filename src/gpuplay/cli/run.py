@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from gpuplay.cli import options
+from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.cli.options import parse_assignments, pop_spec_fields, scenario_dirs_option, spec_options
 from gpuplay.cli.output import (
@@ -15,6 +16,7 @@ from gpuplay.cli.output import (
     ResultLog,
     load_scenarios,
     message,
+    notice_printer,
     print_rows,
     progress_line,
     report_interruption,
@@ -26,7 +28,7 @@ from gpuplay.core.spec import Refusal, SpecError
 FORMATS = ("table", "markdown", "json", "csv")
 
 
-@click.command()
+@click.command(epilog=EXIT_HELP)
 @click.argument("scenario", metavar="SCENARIO|FILE.py")
 @spec_options
 @click.option("--preset", "-p", default=None, help="quick, published, or a preset the scenario defines.")
@@ -114,7 +116,12 @@ def run(
                 # The configuration is timed in interleaved pairs with its baseline: its speedup.
                 pair = baseline_spec(s) if baseline and s is spec and not is_baseline(s) else None
                 r = run_spec(
-                    s, cancel=stop.cancel, telemetry=telemetry, paired_with=pair, on_phase=busy.on_phase
+                    s,
+                    cancel=stop.cancel,
+                    telemetry=telemetry,
+                    paired_with=pair,
+                    on_phase=busy.on_phase,
+                    on_notice=notice_printer(err),
                 )
             if stop.interrupted and r.status == "cancelled":
                 break  # the measurement the signal stopped is not a finished one
@@ -141,6 +148,9 @@ def run(
 
         if not profile_and_print(spec, trace, fmt):
             sys.exit(1)
+    from gpuplay.cli.exitcodes import exit_if_checks_failed
+
+    exit_if_checks_failed(results, err)
 
 
 def _needed_backend(spec: Any, needed: str | None) -> Any:

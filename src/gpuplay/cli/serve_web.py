@@ -28,6 +28,7 @@ from textual_serve.server import Server, to_int
 
 from gpuplay.cli.serve_guard import COOKIE_MAX_AGE_S, Guard
 from gpuplay.cli.serve_procs import die_with_parent, stop_process_groups
+from gpuplay.core.decks import TALK_SESSION_ENV
 
 WEB_DIR = Path(__file__).with_name("web")
 
@@ -137,16 +138,23 @@ def notice(title: str, detail: str = "", restart: bool = True) -> str:
 class SessionAppService(AppService):
     """AppService whose app leads its own process group, and whose end is reported to the page."""
 
-    def __init__(self, *args: Any, server: GpuplayServer, session: Session, **kw: Any) -> None:
+    def __init__(
+        self, *args: Any, server: GpuplayServer, session: Session, talk_id: str = "", **kw: Any
+    ) -> None:
         super().__init__(*args, **kw)
         self.server = server
         self.session = session
         self.stderr_tail = b""
+        self.talk_id = talk_id
         self.started = False  # the app said it is a Textual app (its first line)
         self.exit_requested = False
 
     async def _open_app_process(self, width: int = 80, height: int = 24) -> Any:
         env = self._build_environment(width=width, height=height)
+        if self.talk_id:  # this tab's own saved step (core/decks.py), never another session's
+            env[TALK_SESSION_ENV] = self.talk_id
+        else:
+            env.pop(TALK_SESSION_ENV, None)
         self._process = process = await asyncio.create_subprocess_shell(
             self.command,
             stdin=asyncio.subprocess.PIPE,
@@ -237,6 +245,7 @@ class GpuplayServer(Server):
                 web.get("/", self.handle_index),
                 web.get("/alive", self.handle_alive),
                 web.get("/ws", self.handle_websocket),
+                web.get("/ws/{talk:[0-9a-f]{32}}", self.handle_websocket),  # a talk's tab (gpuplay.js)
                 web.get("/download/{key}", self.handle_download),
                 web.get("/static/{name:.+}", self.handle_static),
             ]
@@ -340,6 +349,7 @@ class GpuplayServer(Server):
                 debug=self.debug,
                 server=self,
                 session=session,
+                talk_id=request.match_info.get("talk", ""),
             )
             session.service = service
             await service.start(width, height)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from typing import Any
@@ -9,14 +10,16 @@ from typing import Any
 import click
 
 from gpuplay.cli import options
+from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.interrupt import Interruption
-from gpuplay.cli.options import scenario_dirs_option
+from gpuplay.cli.options import scenario_dirs_option, threads_option
 from gpuplay.cli.output import (
     BusyNotice,
     ResultLog,
     emit,
     load_scenarios,
     message,
+    notice_printer,
     report_interruption,
     stderr_console,
 )
@@ -33,7 +36,7 @@ def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
         raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
-@click.command()
+@click.command(epilog=EXIT_HELP)
 @click.argument("scenario", metavar="SCENARIO|FILE.py")
 @click.option("--over", "over", required=True, metavar="PARAM=V1,V2,…|LO..HI[:K]",
               help="The parameter to sweep: a list, LO..HI (doubling from LO), or LO..HI:K (K sizes, geometric).")  # fmt: skip
@@ -49,7 +52,7 @@ def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
 @click.option("--budget", type=click.FloatRange(min=0.001), default=0.5, show_default=True,
               help="Seconds of timed steps per size and configuration.")  # fmt: skip
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
-@click.option("--threads", type=click.IntRange(min=1), default=None, help="CPU threads for torch and BLAS.")
+@threads_option
 @click.option("--max-step", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
               help="Stop a configuration at the first size whose step is estimated longer (seconds).")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
@@ -127,6 +130,9 @@ def sweep(
     if done.interrupted:
         report_interruption(done.name, sum(len(s.points) for s in plan.series), plan.total, done.log)
         sys.exit(done.exit_code)
+    from gpuplay.cli.exitcodes import exit_if_checks_failed
+
+    exit_if_checks_failed((p.result for s in plan.series for p in s.points), err)
 
 
 class _Done:
@@ -141,11 +147,10 @@ def _progress(enabled: bool, event: dict[str, Any]) -> None:
 
 
 def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Done:
-    import functools
-
     from gpuplay.core.engine import measure as measure_one
 
-    measure = functools.partial(measure_one, on_phase=busy.on_phase)  # a wait for the device is said
+    # A wait for the device is said (on_phase), and so is a step over its limit (on_notice).
+    measure = functools.partial(measure_one, on_phase=busy.on_phase, on_notice=notice_printer(err))
     from gpuplay.core.report import fmt_time
     from gpuplay.core.sweep import run_sweep
     from gpuplay.core.telemetry import RunTelemetry

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -345,6 +346,17 @@ def caption_text(step: DeckStep, threads: int | None, cores: int) -> str:
 
 
 # -- where a talk was: resume after a restart ----------------------------------------
+# Set by `gpuplay serve` for a talk in a browser tab: that tab's own id (32 hex digits, kept in the
+# tab's sessionStorage). Its saved step is its own: a new tab or browser starts at the first step
+# instead of wherever another session last was; a reload or reconnect of the same tab goes on.
+TALK_SESSION_ENV = "GPUPLAY_TALK_SESSION"
+
+
+def _talk_session() -> str:
+    value = os.environ.get(TALK_SESSION_ENV, "")
+    return value if len(value) == 32 and all(c in "0123456789abcdef" for c in value) else ""
+
+
 def _position_file(deck: Deck) -> Path:
     import hashlib
 
@@ -353,7 +365,10 @@ def _position_file(deck: Deck) -> Path:
     where = str(deck.path.resolve()) if deck.path is not None else deck.title
     digest = hashlib.sha256(where.encode()).hexdigest()[:12]
     stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in (deck.path.stem if deck.path else "deck"))
-    return state_dir() / "talks" / f"{stem[:40]}-{digest}.json"
+    tab = _talk_session()
+    return (
+        state_dir() / "talks" / (f"{stem[:40]}-{digest}-{tab}.json" if tab else f"{stem[:40]}-{digest}.json")
+    )
 
 
 def save_position(deck: Deck, index: int) -> None:

@@ -48,7 +48,7 @@ def cuda_major_mismatch(torch_cuda: str | None, cupy_major: int | None) -> str:
     extra = "cupy" if torch_major == 13 else f"cupy-cuda{torch_major}"
     return (
         f"CuPy is built for CUDA {cupy_major}, PyTorch for CUDA {torch_cuda}: install the CuPy that "
-        f"matches (pip install 'gpuplay[{extra}]', i.e. cupy-cuda{torch_major}x)"
+        f"matches (pip install cupy-cuda{torch_major}x; from a checkout: pip install -e '.[{extra}]')"
     )
 
 

@@ -302,7 +302,9 @@ def stability(rel_iqr: float | None, n: int) -> str:
 
 
 def unstable_advice(min_step_s: float | None) -> str:
-    advice = "close other programs, use a longer budget or more repeats (--preset published, --repeat)"
+    # Words every measuring command accepts (run, compare and sweep all take --budget and --preset;
+    # only run takes --repeat, and compare once suggested it): tests/cli/test_newuser.py checks.
+    advice = "close other programs, time longer (--budget SECONDS, or --preset published)"
     if min_step_s is not None and min_step_s < 1e-3:
         advice += ", a larger size (steps under 1 ms are at the mercy of the timer and the scheduler)"
     return advice + ", then rerun and compare"

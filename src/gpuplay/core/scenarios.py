@@ -228,20 +228,9 @@ def load_scenarios(extra_dirs: Iterable[Path | str] = ()) -> ScenarioSet:
             continue
         for path in sorted(folder.glob("*.toml")):
             try:
-                if path.stat().st_size > MAX_FILE_BYTES:
-                    raise ScenarioError(path, "", f"larger than {MAX_FILE_BYTES // 1024} KiB; not a scenario")
-                text = read_text_file(path)
-                scenario = parse_scenario(text, path)
+                scenario = scenario_file(path)
             except ScenarioError as exc:
                 errors.append(exc)
-                continue
-            except (OSError, UnicodeDecodeError) as exc:
-                errors.append(
-                    ScenarioError(path, "", f"cannot read ({getattr(exc, 'strerror', None) or exc})")
-                )
-                continue
-            except RecursionError:  # parsed, but too deep for what reads the values
-                errors.append(ScenarioError(path, "", "nested too deeply"))
                 continue
             if scenario.name in found:
                 _same_name(sset, found[scenario.name], scenario, shipped)
@@ -259,6 +248,40 @@ def _same_name(sset: ScenarioSet, before: Scenario, after: Scenario, shipped: Pa
         sset.replaced[name] = Path(old)  # said by `replacement_notes`
     else:  # two of the user's own (a shipped one they replaced stays marked replaced)
         sset.warnings.append(f"two scenarios named {name!r}: {old} and {new}; the later one ({new}) is used")
+
+
+def scenario_file(path: Path | str) -> Scenario:
+    """One scenario .toml file, read as data; a ScenarioError naming the file and why otherwise."""
+    path = Path(path).expanduser()
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ScenarioError(path, "", f"larger than {MAX_FILE_BYTES // 1024} KiB; not a scenario")
+        return parse_scenario(read_text_file(path), path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(path, "", f"cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    except RecursionError:  # parsed, but too deep for what reads the values
+        raise ScenarioError(path, "", "nested too deeply") from None
+
+
+def scenario_from_argument(arg: str) -> Scenario | None:
+    """What a SCENARIO argument that names a file means, by its suffix alone; None for a name.
+
+    Only a `.py` path is code (run with the user's rights, as they asked); a `.toml` path is a
+    scenario file, parsed as data and never run; any other path is refused with the reason,
+    whatever its text (a `.toml` holding Python was once run as code because it was a file).
+    """
+    if arg.endswith(".py"):
+        return scenario_for(arg)
+    if arg.endswith(".toml"):
+        return scenario_file(arg)
+    if "/" in arg or Path(arg).expanduser().is_file():
+        raise ScenarioError(
+            arg,
+            "",
+            "not something gpuplay runs: a FILE.py is your code, a FILE.toml is a scenario (data), "
+            "anything else is a scenario's name (gpuplay list)",
+        )
+    return None
 
 
 def scenario_for(path: Path | str) -> Scenario:
@@ -280,13 +303,14 @@ def scenario_for(path: Path | str) -> Scenario:
 
 
 def code_scenario(arg: str) -> Scenario | None:
-    """A code file named by its path (or by its stem, from code_files in config.toml); None when
-    `arg` names neither. Shared by `gpuplay run`/`sweep` and the Python API (gpuplay.api)."""
+    """A file named by its path (FILE.py: code; FILE.toml: a scenario file, data; any other path is
+    refused: scenario_from_argument), or a code file by its stem from code_files in config.toml;
+    None for a scenario's name. Shared by `gpuplay run`/`sweep` and the Python API (gpuplay.api)."""
     from gpuplay.core.config import load_config
-    from gpuplay.core.workloads.usercode import looks_like_code_path
 
-    if looks_like_code_path(arg):
-        return scenario_for(arg)
+    named = scenario_from_argument(arg)
+    if named is not None:
+        return named
     for path in load_config().code_files:
         if path.stem == arg:
             return scenario_for(path)

@@ -285,7 +285,7 @@ def speedup_caution(result: RunResult) -> str:
     """Why a live speedup should not be read as printed, short enough to show under it; ''
     when it can: unpaired (NumPy measured apart, at another moment), a wide paired interval
     (high/low > 1.2), or the noise check fired during the run."""
-    from gpuplay.core.stats import PairedSpeedup
+    from gpuplay.core.stats import WIDE_INTERVAL, PairedSpeedup
 
     if is_baseline(result.spec):
         return ""  # NumPy is its own baseline: 1× by definition
@@ -293,6 +293,13 @@ def speedup_caution(result: RunResult) -> str:
     reasons = []
     if paired is None:
         reasons.append("unpaired: NumPy was measured apart, at another moment")
+    elif paired.wide and paired.low is not None and paired.high is not None:
+        # Short enough for its own line under the digits on a projector (the long form was cut
+        # at 1920×1080: "is wide (high/low 1.43 > 1.2…").
+        reasons.append(
+            f"wide interval {paired.low:.3g}–{paired.high:.3g}× (high/low {paired.width_ratio:.2f} > "
+            f"{WIDE_INTERVAL}): noisy, or too few pairs"
+        )
     elif paired.wide:
         reasons.append(paired.reason())
     if result.unstable or result.noise_warnings:
@@ -306,7 +313,7 @@ def speedup_mark(result: RunResult) -> str:
 
     caution = speedup_caution(result)
     if caution:
-        return f" · ~ {caution}"
+        return f"\n~ {caution}"  # a line of its own: the reason is read whole, never cut
     paired = PairedSpeedup.from_dict(result.speedup)
     if paired is None or paired.low is None or paired.high is None:
         return ""
@@ -694,6 +701,12 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
         if fig is not None and fig.source != "unavailable":
             label.append("\n")
             label.append(visible(fig.tag, one_line=True), style="italic")
+        elif fig is not None and fig.detail:
+            # A step that cannot run here says why under its grey digits, where the figure would
+            # be read (it was a bare grey block; the reason only in the smaller line below).
+            why = fig.detail.split(" · ")[0]
+            label = Text(visible(why, one_line=True), style=f"bold {_theme_colour(self.screen, '$warning')}")
+            label.append("\nno figure for this step here", style="italic")
         note.update(label)
         note.set_class(
             fig is not None and fig.origin == "recorded" and fig.source != "unavailable", "recorded"

@@ -14,10 +14,15 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
+HOW = (
+    "A profile starts by itself when this tab is shown (key 5) and nothing is measuring; "
+    "change the configuration (b backend, d device, t dtype, c compile …) to profile another."
+)
 EMPTY = (
-    "No profile yet. A profile runs torch.profiler over a few steps of the current configuration: "
-    "the top operators and kernels, the kernel count per step, and the share of each step that is "
-    "overhead (what torch.compile and CUDA graphs remove). Headless: gpuplay run SCENARIO -b torch --profile"
+    "No profile yet: waiting for the measurement in progress. A profile runs torch.profiler over a few "
+    "steps of the current configuration: the top operators and kernels, the kernel count per step, and "
+    "the share of each step that is overhead (what torch.compile and CUDA graphs remove). "
+    f"{HOW} Headless: gpuplay run SCENARIO -b torch --profile"
 )
 
 OP_COLUMNS = (
@@ -37,6 +42,7 @@ def summary_markup(profile: Mapping[str, Any]) -> str:
     if profile.get("status") != "ok":
         return (
             f"{head}\n[red]{escape(str(profile.get('status')))}:[/] {escape(str(profile.get('message', '')))}"
+            f"\n[dim]{escape(HOW)}[/]"
         )
     share = profile.get("overhead_share")
     kernels = profile.get("kernels_per_step")

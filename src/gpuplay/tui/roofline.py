@@ -67,11 +67,26 @@ def _short(v: float) -> str:
 class RooflineChart(CachedPlot):
     """Log-log roofline; `show(rows, peaks)` redraws only when the data changed."""
 
+    _shown: tuple[Sequence[Row], Mapping[str, DevicePeaks] | None] | None = None
+
+    def on_resize(self, _event: Any) -> None:
+        # The labels' offsets and the collision test are in character cells: drawn at a size the
+        # layout had not settled on yet (a loaded machine), they stayed one cell off until the
+        # data changed (the Compare snapshot flaked). A new size redraws them.
+        if self._shown is not None:
+            self.show(*self._shown)
+
     def show(self, rows: Sequence[Row], peaks: Mapping[str, DevicePeaks] | None = None) -> None:
+        self._shown = (rows, peaks)
         points = _points(rows)
         if peaks is None:
             peaks = cached_peaks({p[1] for p in points} or {"cpu"})
-        key = (tuple(points), tuple((d, p.measured_at) for d, p in sorted(peaks.items())))
+        key = (
+            tuple(points),
+            tuple((d, p.measured_at) for d, p in sorted(peaks.items())),
+            self.size.width,
+            self.size.height,
+        )
         if self.unchanged(key):
             return
         plt = self.plt

@@ -56,11 +56,34 @@ def speedup_view(session: LiveSession, baseline_problem: str = "") -> SpeedupVie
         if live is not None and live.spec == spec and (live.unstable or live.noise_warnings):
             reasons.append("the noise check fired during this run")
             shorts.append("noisy run")
+        against = _medians_disagree(paired, summary.median, base_s if isinstance(base_s, float) else None)
+        if against:
+            reasons.append(against)
+            shorts.append("the medians shown point the other way")
         reason = "; ".join(r for r in reasons if r)
         return SpeedupView(paired.point, note, "~" if reason else "", reason, ", ".join(shorts))
     if session.baseline_running:
         return SpeedupView(None, "measuring the speedup: paired with NumPy on the CPU…")
     return SpeedupView(None, missing_speedup_reason(session, baseline_problem))
+
+
+def _medians_disagree(paired: PairedSpeedup, median_s: float, base_s: float | None) -> str:
+    """Why the paired speedup and the two medians on screen point different ways, or ''.
+
+    The big number is the median of per-pair ratios (each step timed beside a NumPy step); the
+    medians beside it are each run's own. On a machine whose load changed they can disagree in
+    direction (9.63 ms against NumPy's 6.99 ms, shown as ~1.05×): say which is which, and why.
+    """
+    if not base_s or not median_s or base_s <= 0 or median_s <= 0:
+        return ""
+    shown = base_s / median_s
+    if (paired.point - 1.0) * (shown - 1.0) >= 0:
+        return ""
+    return (
+        f"{paired.point:.3g}× is the median of {paired.pairs} paired ratios (each step timed beside a NumPy "
+        f"step); the medians shown, {fmt_time(median_s)} here and {fmt_time(base_s)} for NumPy, read "
+        f"{shown:.3g}×, the other way: the machine's load changed between the runs; rerun (r) when it is quiet"
+    )
 
 
 def missing_speedup_reason(session: LiveSession, baseline_problem: str) -> str:
@@ -239,9 +262,13 @@ def telemetry_pace(session: LiveSession, sample_interval: float) -> TelemetryPac
 # The Compare table's columns, most important first: it exists for the speedup and the error,
 # so those stay beside the configuration at any width; the rest go, from the end, when the
 # table is narrower than their natural width.
-COMPARE_COLUMNS = ("configuration", "speedup", "error", "median", "±", "compute", "size", "scenario")
-COMPARE_KEPT = 3  # configuration, speedup, error: never dropped
-COMPARE_ESSENTIAL = 5  # ... then median and ±, before the configuration gets its full width
+# What identifies a row (the scenario and its size, one column) is kept before the secondary
+# columns: at 80×24 "torch cpu 0.869×" and "torch cpu 1.57×" of matmul 1024² and SVD 384² read
+# alike once it was the first to go (issue 39).
+COMPARE_COLUMNS = ("configuration", "speedup", "error", "scenario", "median", "±", "compute")
+COMPARE_KEPT = 4  # configuration, speedup, error, scenario (with its size): never dropped
+COMPARE_ESSENTIAL = 6  # ... then median and ±, before the configuration gets its full width
+MAX_SCENARIO = 20  # a longer scenario · size is shortened with … (its size stays readable first)
 MIN_CONFIGURATION = 12  # below this the configuration is shortened (with …), not other columns dropped
 MAX_CONFIGURATION = 44
 CELL_PADDING = 2  # DataTable pads each cell by one column on both sides
@@ -261,27 +288,44 @@ def compare_cells(row: Any) -> dict[str, str]:
         "median": fmt_time(s.median if s else None),
         "±": f"±{100 * s.rel_iqr / 2:.1f}%" if s and math.isfinite(s.rel_iqr) else "—",
         "compute": str(r.compute_dtype or "—"),
-        "size": str(r.size or "—"),
-        "scenario": str(r.spec.scenario or r.spec.workload),
+        "scenario": f"{short_size(r.size)} {r.spec.scenario or r.spec.workload}"
+        if r.size
+        else str(r.spec.scenario or r.spec.workload),
     }
+
+
+def short_size(size: str | None) -> str:
+    """'1024×1024' → '1024²': a square's size in the few cells a narrow table has."""
+    parts = str(size or "").split("×")
+    if len(parts) == 2 and parts[0] == parts[1]:
+        return f"{parts[0]}²"
+    return str(size or "")
 
 
 def fit_columns(cells: list[dict[str, str]], width: int) -> list[tuple[str, int]]:
     """The columns that fit in `width` terminal columns, with their widths.
 
-    The first COMPARE_KEPT always; then median and ± while the configuration keeps
-    MIN_CONFIGURATION; the configuration then grows to its natural width (up to
-    MAX_CONFIGURATION) before compute, size and scenario are added. A configuration
+    The first COMPARE_KEPT always (the scenario with its size among them); then median and ±
+    while the configuration keeps MIN_CONFIGURATION; the configuration then grows to its natural
+    width (up to MAX_CONFIGURATION) before compute is added. A configuration
     narrower than its text is shortened with an ellipsis (ellipsize)."""
     natural = {name: max([len(name), *(len(c[name]) for c in cells)]) for name in COMPARE_COLUMNS}
+    natural["scenario"] = min(natural["scenario"], MAX_SCENARIO)
     config_natural = min(natural["configuration"], MAX_CONFIGURATION)
 
     def fixed(names: list[str]) -> int:
         return sum(natural[n] + CELL_PADDING for n in names if n != "configuration") + CELL_PADDING
 
-    chosen = list(COMPARE_COLUMNS[:COMPARE_KEPT])
-    for i, name in enumerate(COMPARE_COLUMNS[COMPARE_KEPT:], COMPARE_KEPT):
-        wanted = MIN_CONFIGURATION if i < COMPARE_ESSENTIAL else config_natural
+    order: tuple[str, ...] = COMPARE_COLUMNS
+    kept, essential = COMPARE_KEPT, COMPARE_ESSENTIAL
+    if len({c["scenario"] for c in cells}) <= 1:
+        # One scenario and size for every row: the column tells rows nothing (the chart's title
+        # names it), so it goes last and the configuration keeps the room.
+        order = (*(n for n in COMPARE_COLUMNS if n != "scenario"), "scenario")
+        kept, essential = COMPARE_KEPT - 1, COMPARE_ESSENTIAL - 1
+    chosen = list(order[:kept])
+    for i, name in enumerate(order[kept:], kept):
+        wanted = MIN_CONFIGURATION if i < essential else config_natural
         if fixed([*chosen, name]) + min(wanted, config_natural) > width:
             break
         chosen.append(name)

@@ -353,7 +353,7 @@ class CompareView(Vertical):
         for c in cells:
             table.add_row(*(ellipsize(c[name], w) for name, w in columns))
         chosen = [row for row in rows if focus and (row.result.spec.workload, row.result.size) == focus]
-        self.query_one(CompareChart).show(chosen)
+        self.query_one(CompareChart).show(chosen, focus, others=len(rows) - len(chosen))
 
     def on_resize(self) -> None:
         if getattr(self, "_shown", None) is not None:
@@ -382,9 +382,14 @@ def bars_that_fit(rows: Sequence[Row], room: int, speedups: bool) -> list[Row]:
 
 
 class CompareChart(CachedPlot):
-    def show(self, rows: Sequence[Row]) -> None:
+    def show(self, rows: Sequence[Row], focus: tuple[str, str] | None = None, others: int = 0) -> None:
         if self.unchanged(
-            (tuple((r.result.spec, r.result.median, r.speedup) for r in rows), self.size.height)
+            (
+                tuple((r.result.spec, r.result.median, r.speedup) for r in rows),
+                self.size.height,
+                focus,
+                others,
+            )
         ):
             return
         plt = self.plt
@@ -392,7 +397,13 @@ class CompareChart(CachedPlot):
         plt.clear_figure()
         rows = [r for r in rows if r.result.median]
         if not rows:
-            plt.title("no finished measurement of this scenario yet")
+            # Named, and the rows in the table above accounted for: "no finished measurement of
+            # this scenario yet" under five finished rows (of the scenario before) read as a lie.
+            # (Fitted to the width: plotext drops a title longer than its canvas.)
+            what = f"{focus[0]} {focus[1]}" if focus else "this scenario"
+            more = f" · the {others} rows above are of others" if others else ""
+            title = visible(f"no finished {what} yet{more}", one_line=True)
+            plt.title(ellipsize(title, max(12, (self.size.width or 80) - 4)))
             self.changed()
             return
         speedups = all(r.speedup is not None for r in rows)

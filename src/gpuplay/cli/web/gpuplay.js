@@ -6,7 +6,7 @@
 //  - ctrl + / ctrl - / ctrl 0 (and + / - in talk mode) scale the terminal's font, remembered per
 //    browser (localStorage), and the terminal refits;
 //  - after a server restart the page reconnects by itself (backoff), and with the server's
-//    --resume the talk goes on at its step;
+//    --resume the talk goes on at the step this tab was on (a new tab starts at the first);
 //  - an error in the session, an idle timeout or a full server shows as a notice, not a splash.
 (function () {
   "use strict";
@@ -51,8 +51,29 @@
     }
   }
 
+  // A talk's position belongs to the tab that presents it: an id kept in this tab's
+  // sessionStorage (it outlives a reload and a reconnect, a new tab or browser gets its own) is
+  // the websocket's path, and the server hands it to that tab's presenter. Another speaker's
+  // earlier session, or another tab, never decides where this one starts.
+  function talkId() {
+    try {
+      let id = window.sessionStorage.getItem("gpuplay.talk") || "";
+      if (!/^[0-9a-f]{32}$/.test(id)) {
+        const bytes = new Uint8Array(16);
+        window.crypto.getRandomValues(bytes);
+        id = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+        window.sessionStorage.setItem("gpuplay.talk", id);
+      }
+      return id;
+    } catch (e) {
+      return ""; /* storage disabled: the talk starts at its first step */
+    }
+  }
+
   function websocketUrl() {
-    return (window.location.protocol === "https:" ? "wss:" : "ws:") + "//" + window.location.host + "/ws";
+    const id = talk ? talkId() : "";
+    const base = (window.location.protocol === "https:" ? "wss:" : "ws:") + "//" + window.location.host + "/ws";
+    return id ? base + "/" + id : base;
   }
 
   function storedFontSize(fallback) {

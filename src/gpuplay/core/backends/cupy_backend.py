@@ -1,4 +1,4 @@
-"""CuPy: NumPy's API on CUDA devices. Optional (`pip install 'gpuplay[cupy]'`)."""
+"""CuPy: NumPy's API on CUDA devices. Optional (`pip install cupy-cuda13x`, or cupy-cuda12x)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,12 @@ class CupyBackend(Backend):
         try:
             cupy = _cupy()
         except ImportError:
+            # The package itself, which works however gpuplay was installed (an extra needs a
+            # checkout or a wheel to name: '.[cupy]').
             return Availability(
-                False, "CuPy is not installed: pip install 'gpuplay[cupy]' on a CUDA machine"
+                False,
+                "CuPy is not installed: on a CUDA machine, pip install cupy-cuda13x "
+                "(cupy-cuda12x for CUDA 12; from a checkout: pip install -e '.[cupy]')",
             ), []
         try:
             count = cupy.cuda.runtime.getDeviceCount()

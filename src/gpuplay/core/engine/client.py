@@ -137,9 +137,11 @@ class Watchdog:
 
     def __init__(self, max_step_s: float) -> None:
         self.enabled = math.isfinite(max_step_s) and max_step_s > 0
+        self.max_step_s = max_step_s
         self.limit_s = max_step_s * WATCHDOG_FACTOR + WATCHDOG_GRACE_S if self.enabled else math.inf
         self.current = ""
         self.since = time.monotonic()
+        self.told = False  # the over-the-limit notice goes out once a run
 
     def phase(self, name: str) -> None:
         self.current = name
@@ -150,6 +152,23 @@ class Watchdog:
 
     def expired(self) -> bool:
         return self.current in WATCHED_PHASES and time.monotonic() - self.since > self.limit_s
+
+    def overdue(self) -> str | None:
+        """Once a run, when a step first runs past max_step_s: what is happening and when the
+        watchdog will stop it (a headless wait of a minute and more was silent)."""
+        if self.told or not self.enabled or self.current not in WATCHED_PHASES:
+            return None
+        elapsed = time.monotonic() - self.since
+        if elapsed <= self.max_step_s:
+            return None
+        self.told = True
+        left = max(0.0, self.limit_s - elapsed)
+        at = time.strftime("%H:%M:%S", time.localtime(time.time() + left))
+        return (
+            f"a step has run {elapsed:.1f} s in the {self.current} phase, past its limit of "
+            f"{self.max_step_s:g} s (--max-step); if it does not finish it is stopped in {left:.0f} s, "
+            f"at {at} ({self.limit_s:g} s: the limit × {WATCHDOG_FACTOR:g} + {WATCHDOG_GRACE_S:g} s)"
+        )
 
     def hear(self, event: Progress) -> None:
         if isinstance(event, Phase):
@@ -205,8 +224,10 @@ class _Wait:
         grace_s: float,
         watch: Watchdog | None = None,
         listener: Listener | None = None,
+        on_notice: Callable[[str], object] | None = None,
     ) -> None:
         self.run_id = run_id
+        self.on_notice = on_notice
         self.cancel, self.pause, self.grace_s = cancel, pause, grace_s
         self.watch = watch or Watchdog(math.inf)
         self.listener = listener or Listener()
@@ -226,6 +247,9 @@ class _Wait:
             return Replaced(self.grace_s)
         if not self.paused and self.watch.expired():
             return TimedOut(self.watch)
+        notice = None if self.paused or self.on_notice is None else self.watch.overdue()
+        if notice is not None and self.on_notice is not None:
+            self.on_notice(notice)
         return None
 
     def hear(self, event: Progress | Answer | Lost) -> Answer | Lost | None:
@@ -453,10 +477,12 @@ class EngineClient:
         telemetry: Any = None,
         probe_timeout: float | None = 30.0,
         paired_with: RunSpec | None = None,
+        on_notice: Callable[[str], object] | None = None,
     ) -> RunResult:
         """Measure `spec` in the engine. Never raises for what a user can cause, nor for an engine
         that dies: the result says what happened. With `paired_with` (a NumPy baseline), both
-        are timed in interleaved pairs and the result carries the speedup."""
+        are timed in interleaved pairs and the result carries the speedup. `on_notice` hears a
+        step that runs past its limit, and when the watchdog will stop it."""
         cancel = cancel or threading.Event()
         with self._run_lock:
             started = _now()
@@ -465,7 +491,9 @@ class EngineClient:
             # Step timings always flow while the watchdog is on: each batch is proof of progress.
             watch = Watchdog(spec.max_step_s)
             request = RunRequest(next(self._ids), spec, on_sample is not None or watch.enabled, paired_with)
-            wait = _Wait(request.run_id, cancel, pause, CANCEL_GRACE_S, watch, Listener(on_sample, on_phase))
+            wait = _Wait(
+                request.run_id, cancel, pause, CANCEL_GRACE_S, watch, Listener(on_sample, on_phase), on_notice
+            )
             outcome = self._request(request, wait)
             if isinstance(outcome, Finished):
                 return outcome.result
@@ -700,6 +728,7 @@ def measure(
     on_phase: Callable[[str, str], None] | None = None,
     telemetry: Any = None,
     paired_with: RunSpec | None = None,
+    on_notice: Callable[[str], object] | None = None,
 ) -> RunResult:
     """`runner.run`'s contract, measured in the shared engine process (or in-process if asked).
 
@@ -713,8 +742,9 @@ def measure(
                               telemetry=telemetry)  # fmt: skip
         return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
     return shared_client().run(
-        spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry, paired_with=paired_with
-    )
+        spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry, paired_with=paired_with,
+        on_notice=on_notice,
+    )  # fmt: skip
 
 
 def make_engine(name: str = "engine", on_probe: ProbeCallback | None = None) -> Engine:

@@ -2,7 +2,7 @@
 
 PyTorch built for ROCm reports `torch.version.hip` and exposes the GPUs through the torch.cuda
 API, so gpuplay must label them (name, gfx architecture, ROCm version) rather than call them
-CUDA. amdsmi (the optional extra `gpuplay[amd]`) numbers GPUs in its own order, so each torch
+CUDA. amdsmi (`pip install amdsmi`; the extra `'.[amd]'` from a checkout) numbers GPUs in its own order, so each torch
 device is matched to its amdsmi handle by PCI bus id (then UUID), never by index, as NVML's
 are by UUID. Every query answers None on failure; without amdsmi, `status()` says why in one line.
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuplay.core.hw.accelerator import Accelerator, number
 
-INSTALL_HINT = "amdsmi is not installed: pip install amdsmi (or gpuplay[amd])"
+INSTALL_HINT = "amdsmi is not installed: pip install amdsmi (from a checkout: pip install -e '.[amd]')"
 # TF32 through hipBLASLt exists on CDNA3 (MI300, gfx94x) and later; MI200/MI100 have no TF32.
 TF32_ARCHS = ("gfx94", "gfx95")
 

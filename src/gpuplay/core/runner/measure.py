@@ -158,7 +158,7 @@ class _Measurement:
         if est > spec.max_step_s:
             result.status = "refused"
             result.message = (
-                f"one step is estimated at {_fmt_s(est)} (limit {_fmt_s(spec.max_step_s)}) for "
+                f"one step is estimated {_over_limit(est, spec.max_step_s)} for "
                 f"{spec.label()} at {plan.size}; choose a smaller size or raise the step limit"
             )
             return False
@@ -427,6 +427,17 @@ def both(first: Callable[[], Any] | None, second: Callable[[], Any] | None) -> C
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else type(exc).__name__
+
+
+def _over_limit(est: float, limit: float) -> str:
+    """'at 2.04 s (limit 2.00 s)': as many decimals as it takes for the two figures to differ, so a
+    refusal never reads "estimated at 2.0 s (limit 2.0 s)"; past four, 'above its limit of …'."""
+    scale, unit = (60.0, "min") if limit >= 60 else ((1.0, "s") if limit >= 1 else (1e-3, "ms"))
+    for decimals in range(0 if unit == "ms" else 1, 5):
+        shown, bound = f"{est / scale:.{decimals}f}", f"{limit / scale:.{decimals}f}"
+        if shown != bound:
+            return f"at {shown} {unit} (limit {bound} {unit})"
+    return f"above its limit of {_fmt_s(limit)}"
 
 
 def _fmt_s(s: float) -> str:

@@ -19,8 +19,12 @@ from typing import Any
 
 from gpuplay.core.runtimes import installed
 
-EXTRA_CPU = "pip install 'gpuplay[onnx]'"
-EXTRA_GPU = "pip install 'gpuplay[onnx-gpu]' (in place of gpuplay[onnx]: both provide the onnxruntime module)"
+# The packages themselves (gpuplay is not on the package index; the extras need a checkout).
+EXTRA_CPU = "pip install onnxruntime onnx onnxscript (from a checkout: pip install -e '.[onnx]')"
+EXTRA_GPU = (
+    "pip install onnxruntime-gpu onnx onnxscript, in place of onnxruntime: both provide the onnxruntime "
+    "module (from a checkout: pip install -e '.[onnx-gpu]')"
+)
 NUMPY_TYPES = {"float32": "float32", "float16": "float16", "float64": "float64"}
 
 

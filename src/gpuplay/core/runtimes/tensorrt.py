@@ -18,7 +18,7 @@ def available(device: str) -> str | None:
     if not device.startswith("cuda"):
         return f"TensorRT runs on NVIDIA GPUs only (cuda:N); this run is on {device}"
     if not installed("torch_tensorrt"):
-        return "Torch-TensorRT is not installed: pip install 'gpuplay[tensorrt]' (a CUDA build of torch to match)"
+        return "Torch-TensorRT is not installed: pip install torch-tensorrt (a CUDA build of torch to match; from a checkout: pip install -e '.[tensorrt]')"
     return None
 
 

@@ -153,7 +153,10 @@ def int8_refusal(device: str, dtype: str) -> str | None:
     try:
         torchao = _import_torchao()[0]
     except ImportError as exc:
-        return f"torchao is not installed ({exc}): pip install 'gpuplay[int8]' for INT8 dynamic quantization"
+        return (
+            f"torchao is not installed ({exc}): pip install torchao for INT8 dynamic quantization "
+            "(from a checkout: pip install -e '.[int8]')"
+        )
     import torch
 
     try:

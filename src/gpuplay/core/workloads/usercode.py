@@ -132,11 +132,6 @@ def ref_path(name: str) -> Path:
     return Path(name[len(PREFIX) :])
 
 
-def looks_like_code_path(arg: str) -> bool:
-    """A command-line argument that names a code file rather than a scenario."""
-    return arg.endswith(".py") or ("/" in arg and Path(arg).expanduser().is_file())
-
-
 # -- what a file declares, read without running it ----------------------------------
 @dataclass(frozen=True)
 class CodeInfo:

@@ -17,7 +17,9 @@ from gpuplay.core.spec import RunSpec
 from gpuplay.tui.profile_view import ProfileView
 from gpuplay.tui.tabs.base import PlaygroundTab
 
-IDLE_PHASES = ("done", "idle", "failed")
+# The engine is free for a profile after any ending: a refused or cancelled run too (waiting for
+# "done" there left the tab on "No profile yet…" forever; the profile then says the refusal).
+IDLE_PHASES = ("done", "idle", "failed", "refused", "cancelled")
 
 
 class ProfileTab(PlaygroundTab):

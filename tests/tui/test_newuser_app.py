@@ -1,0 +1,182 @@
+"""What a new user trips over in the app (issue 39), with Pilot and the real screen."""
+
+from __future__ import annotations
+
+from gpuplay.tui.app import GpuPlayApp
+from tests.snapshot_feed import feed
+from tests.tui_helpers import tiny_scenarios, wait_until
+
+
+def make_app(tmp_path):
+    return GpuPlayApp(
+        [tiny_scenarios(tmp_path / "sc")], autostart=False, telemetry=False, export_dir=tmp_path
+    )
+
+
+async def test_the_roofline_is_redrawn_for_the_size_it_settles_at(tmp_path):
+    """Drawn while the layout was still settling (a loaded machine), the roofline's labels stayed
+    placed for the old size: the Compare snapshot moved one cell under load."""
+    from gpuplay.tui.roofline import RooflineChart
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        feed(app)
+        await pilot.press("2")
+        await pilot.pause()
+        chart = app.query_one(RooflineChart)
+        await pilot.resize_terminal(160, 45)
+        await pilot.pause()
+        await pilot.pause()
+        resized = str(chart.render())
+        chart._data_key = None  # drawn afresh at the size it has now
+        chart.show(*chart._shown)
+        assert str(chart.render()) == resized
+
+
+async def test_the_profile_tab_says_why_a_refused_configuration_has_no_profile(tmp_path):
+    """A refused configuration left the Profile tab on "No profile yet…" forever (issue 39): it
+    now shows the refusal's reason and how a profile starts."""
+    from textual.widgets import Static
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        app.session.spec = app.spec.replace(backend="cupy")  # not installed here: refused
+        app.start_measurement()
+        await wait_until(pilot, lambda: app.session.phase == "refused")
+        await pilot.press("5")
+        summary = app.query_one("#profile-summary", Static)
+        await wait_until(pilot, lambda: "refused:" in str(summary.render()), timeout=60)
+        text = " ".join(str(summary.render()).split())
+        assert "CuPy" in text and "key 5" in text and "b backend" in text
+
+
+async def test_a_speedup_that_points_against_the_medians_says_why(tmp_path):
+    """Paired 1.05× beside torch 9.63 ms and NumPy 6.99 ms (issue 39): the figure is marked and
+    says which statistic it is and why the medians shown read the other way."""
+    from gpuplay.tui.widgets import SpeedupDigits
+    from tests.snapshot_feed import fixed_result, fixed_samples
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        spec, base = app.spec.replace(backend="torch"), app.spec.replace(backend="numpy")
+        base_r, live_r = fixed_result(base, 0.00699, 3e-7), fixed_result(spec, 0.00963, 3e-7)
+        live_r.speedup = {"point": 1.05, "interval": [1.02, 1.08], "pairs": 24,
+                          "baseline_dtype": "float32", "baseline_median_s": base_r.median}  # fmt: skip
+        s = app.session
+        s.spec, s.results, s.baselines, s.speedups = (
+            spec,
+            [base_r, live_r],
+            {base: base_r},
+            {spec: live_r.speedup},
+        )
+        s.samples, s.live_result, s.phase = fixed_samples(live_r.median), live_r, "done"
+        app.refresh_all()
+        await pilot.pause()
+        digits = app.query_one(SpeedupDigits)
+        assert digits.marker == "~"
+        assert "1.05× is the median of 24 paired ratios" in (digits.tooltip or "")
+        assert "read 0.724×, the other way" in (digits.tooltip or "")
+        import html
+
+        screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        # Under the digits (wrapped to the column) and in the stats panel's ⚠ speedup line:
+        assert "~ unstable: the medians" in screen and "shown point the other" in screen
+        assert "0.724×, the other way" in screen
+
+
+async def test_the_reason_under_the_big_digits_is_not_cut_on_a_projector(tmp_path):
+    """At 1920×1080 (a 200-column terminal in the browser) the '~' reason under the digits was
+    cut: "is wide (high/low 1.43 > 1.2…" (issue 39). It has a line of its own now, read whole."""
+    import html
+
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.tui.presenter import PresenterApp
+    from tests.tui.test_presenter import deck_of
+
+    scenarios = load_scenarios([tiny_scenarios(tmp_path / "sc")])
+    app = PresenterApp(deck_of(scenarios), remember=False, autostart=False)
+    async with app.run_test(size=(200, 56)) as pilot:
+        await pilot.press("pagedown")
+        spec = app.deck.steps[1].spec
+        app.measured[spec] = RunResult(spec, samples=[0.00963] * 9, size="64×64",
+                                       speedup={"point": 1.21, "interval": [1.02, 1.46], "pairs": 9})  # fmt: skip
+        app.refresh_figures()
+        await pilot.pause()
+        screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        assert "~ wide interval 1.02–1.46× (high/low 1.43 > 1.2): noisy, or too few pairs" in screen
+
+
+async def test_compare_at_80x24_keeps_what_each_row_is_of(tmp_path):
+    """Rows of matmul 1024² and SVD 384² read alike at 80×24 once scenario and size were the
+    first columns to go (issue 39): they are kept, abbreviated, before the secondary ones."""
+    import html
+
+    from gpuplay.core.compare import attach_baselines
+    from gpuplay.tui.widgets import CompareView
+    from tests.snapshot_feed import fixed_result
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        results = []
+        for scenario, n, base_s, torch_s in (("matmul", 1024, 0.0212, 0.0244), ("svd", 384, 0.0300, 0.0191)):
+            spec = app.spec.replace(scenario=scenario, workload=scenario, params_items=(("n", n),))
+            results += [fixed_result(spec.replace(backend="numpy"), base_s, 3e-7),
+                        fixed_result(spec.replace(backend="torch"), torch_s, 3e-7)]  # fmt: skip
+        app.session.results = results
+        await pilot.press("2")
+        await pilot.pause()
+        view = app.query_one(CompareView)
+        view.show(attach_baselines(results), None)
+        await pilot.pause()
+        assert "scenario" in view.columns, view.columns
+        screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        assert "1024² matmul" in screen and "384² svd" in screen
+
+
+async def test_the_compare_chart_names_what_it_has_no_measurement_of(tmp_path):
+    """After switching scenario the chart said "no finished measurement of this scenario yet"
+    above five finished rows (issue 39): it names the scenario and accounts for the rows."""
+    from gpuplay.tui.widgets import CompareChart
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        feed(app)  # two finished matmul rows
+        await pilot.press("2")
+        await pilot.pause()
+        # The view as the tab draws it when the scenario on screen (svd) has no finished row yet
+        # (the switch starts its measurement; here the rows stay those of matmul).
+        from gpuplay.core.compare import attach_baselines
+        from gpuplay.tui.widgets import CompareView
+
+        app.query_one(CompareView).show(attach_baselines(app.session.results), ("svd", "32×32"))
+        await pilot.pause()
+        assert app.query_one(CompareChart).size.height > 0
+        import html
+
+        screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        assert "no finished svd 32×32 yet · the 2 rows above are of others" in screen
+
+
+async def test_a_refused_talk_step_says_why_under_its_digits(tmp_path):
+    """A step refused here showed a bare grey block (issue 39): its reason is under the digits."""
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.tui.presenter import PresenterApp
+    from tests.tui.test_presenter import deck_of, text
+
+    scenarios = load_scenarios([tiny_scenarios(tmp_path / "sc")])
+    app = PresenterApp(deck_of(scenarios), remember=False, autostart=False)
+    async with app.run_test(size=(200, 56)) as pilot:
+        await pilot.press("pagedown")
+        spec = app.deck.steps[1].spec
+        app.failed[spec] = RunResult(spec, status="refused", message="no CUDA device here")
+        app.refresh_figures()
+        await pilot.pause()
+        note = " ".join(text(app, "#speedup-note").split())
+        assert "refused here: no CUDA device here" in note, note
