@@ -144,10 +144,11 @@ def _spec(
         raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
 
 
-def _adopt_probe(gpu: bool) -> None:
+def _adopt_probe(gpu: bool, backends: tuple[str, ...]) -> None:
     from gpuplay.core.engine.client import adopt_shared_probe
 
-    adopt_shared_probe(PROBE_TIMEOUT_S, final=gpu)  # starts the engine; it imports torch, not us
+    # Starts the engine (it imports torch, not us), probing only the backends the call uses.
+    adopt_shared_probe(PROBE_TIMEOUT_S, final=gpu, backends=backends)
 
 
 def _interruptible(work: Callable[[threading.Event], Any], cancel: threading.Event) -> tuple[Any, bool]:
@@ -231,7 +232,7 @@ def run(
     spec, size = _spec(sc, preset, params, fields)
     if backend is None:  # as `gpuplay run` without -b (runtime=onnxruntime needs torch)
         spec = on_needed_backend(spec)[0]
-    _adopt_probe(spec.backend == "cupy" or spec.device != "cpu")
+    _adopt_probe(spec.backend == "cupy" or spec.device != "cpu", ("numpy", spec.backend))
     verdict = check(spec, probe_timeout=PROBE_TIMEOUT_S)
     if isinstance(verdict, Refusal):
         raise Refused(verdict.reason, verdict.hint, spec.label())
@@ -346,7 +347,7 @@ def _compare_scenarios(
     try:
         for sc in scenarios:
             sc.preset_params(preset)
-        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs or ()))
+        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs or ()), ("numpy", *chosen))
         specs, refused = plan_compare(scenarios, preset, chosen, dtype=dtype, variants=vlist, **kw)
     except KeyError as exc:
         raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
@@ -449,7 +450,7 @@ def sweep(
     try:
         text = raw if isinstance(raw, str) else ",".join(str(v) for v in raw)
         values = sweep_values(sc, str(param), text)
-        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs))
+        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs), ("numpy", *chosen))
         plan = plan_sweep(sc, str(param), values, chosen, devs, preset=preset, dtypes=dts, variants=vs,
                           transfers=transfers, budget_s=budget_s, warmup=warmup, threads=threads,
                           max_step_s=max_step_s)  # fmt: skip

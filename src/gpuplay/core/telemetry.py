@@ -543,7 +543,7 @@ class RunTelemetry:
         vendor = run_window(device)  # not NVIDIA's: amdsmi (ROCm), torch.xpu or torch.mps answer
         if vendor is not None:
             cpu0 = psutil.cpu_times() if psutil is not None else None
-            hmark = noise.host_mark()
+            hmark = noise.host_mark(listing=bool(own_pids))
             vw = _Window(time.monotonic(), cpu0, None, None, hmark, None, None, vendor.note, None, vendor)
             vw.own_pids = frozenset(own_pids)
             return vw
@@ -561,14 +561,16 @@ class RunTelemetry:
         window = _WindowSampler(target.nvml_index, self.interval) if target is not None and own else None
         cpu0 = psutil.cpu_times() if psutil is not None else None
         activity = _gpm_window(target, gpu0)  # one GPM sample here, one at the end: none between
-        hmark = noise.host_mark()  # last: the window starts as close to the timed loop as it can
+        # Last: the window starts as close to the timed loop as it can. A run with helper processes
+        # (a loader's workers) lists every process, or their CPU would read as another's.
+        hmark = noise.host_mark(listing=bool(own_pids))
         w = _Window(time.monotonic(), cpu0, target, gpu0, hmark, gmark, window, note, activity)
         w.own_pids = frozenset(own_pids)
         return w
 
     def end(self, token: Any) -> dict[str, Any]:
         w: _Window = token
-        hmark1 = noise.host_mark()  # first, for the same reason
+        hmark1 = noise.host_mark(w.hmark)  # first, for the same reason
         t1 = time.monotonic()
         activity = w.activity.close() if w.activity is not None else None
         during = w.sampler.stop() if w.sampler is not None else []
