@@ -79,7 +79,8 @@ async def test_the_live_error_row_names_inferences_float32_reference(tmp_path):
         )
         await pilot.pause()
         await wait_until(
-            pilot, lambda: app.session.live_result is not None and app.session.live_result.spec.scenario == "inf"
+            pilot,
+            lambda: app.session.live_result is not None and app.session.live_result.spec.scenario == "inf",
         )
         await pilot.pause(0.3)
         text = " ".join(shown_text(app.query_one(StatsPanel)).split())
