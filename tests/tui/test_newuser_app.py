@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpuplay.tui.app import GpuPlayApp
 from tests.snapshot_feed import feed
 from tests.tui_helpers import tiny_scenarios, wait_until
@@ -182,7 +184,8 @@ async def test_a_refused_talk_step_says_why_under_its_digits(tmp_path):
         assert "refused here: no CUDA device here" in note, note
 
 
-async def test_the_scenario_list_keeps_its_height_and_control_values_fit(tmp_path):
+@pytest.mark.parametrize("size", [(120, 36), (80, 24)])
+async def test_the_scenario_list_keeps_its_height_and_control_values_fit(tmp_path, size):
     """At 120×36 the list shrank from 10 rows to 3 as the controls grew with a workload's
     parameters, dtype's values took a line each, and "reduce-overhe…" was cut (issue 39)."""
     from rich.console import Console
@@ -191,24 +194,23 @@ async def test_the_scenario_list_keeps_its_height_and_control_values_fit(tmp_pat
     from gpuplay.tui.sidebar import Sidebar
     from gpuplay.tui.widgets import ControlsPanel
 
-    for size in ((120, 36), (80, 24)):
-        app = GpuPlayApp(None, autostart=False, telemetry=False, export_dir=tmp_path)
-        async with app.run_test(size=size) as pilot:
-            await wait_until(pilot, lambda: app.probed)
-            heights = []
-            for name in ("matmul", "inference", "dataloader", "fft2d"):
-                app.query_one(Sidebar).highlight(name)
-                await wait_until(pilot, lambda: app.spec is not None and app.spec.workload == name)
-                await pilot.pause()
-                heights.append(app.query_one("#scenarios", OptionList).size.height)
-                panel = app.query_one(ControlsPanel)
-                console = Console(width=panel.content_size.width, color_system=None, record=True)
-                console.print(panel.content)
-                lines = console.export_text().splitlines()
-                if size == (120, 36) and name == "inference":
-                    compile_row = next(i for i, line in enumerate(lines) if line.startswith("c compile"))
-                    block = " ".join(lines[compile_row : compile_row + 3])
-                    assert "reduce-overhead" in block and "…" not in block, block
-                    dtype_row = next(line for line in lines if line.startswith("t dtype"))
-                    assert "float64" in dtype_row and "float32" in dtype_row, lines  # values share a line
-            assert len(set(heights)) == 1 and heights[0] >= 7, (size, heights)
+    app = GpuPlayApp(None, autostart=False, telemetry=False, export_dir=tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        heights = []
+        for name in ("matmul", "inference", "dataloader", "fft2d"):
+            app.query_one(Sidebar).highlight(name)
+            await wait_until(pilot, lambda name=name: app.spec is not None and app.spec.workload == name)
+            await pilot.pause()
+            heights.append(app.query_one("#scenarios", OptionList).size.height)
+            panel = app.query_one(ControlsPanel)
+            console = Console(width=panel.content_size.width, color_system=None, record=True)
+            console.print(panel.content)
+            lines = console.export_text().splitlines()
+            if size == (120, 36) and name == "inference":
+                compile_row = next(i for i, line in enumerate(lines) if line.startswith("c compile"))
+                block = " ".join(lines[compile_row : compile_row + 3])
+                assert "reduce-overhead" in block and "…" not in block, block
+                dtype_row = next(line for line in lines if line.startswith("t dtype"))
+                assert "float64" in dtype_row and "float32" in dtype_row, lines  # values share a line
+        assert len(set(heights)) == 1 and heights[0] >= 7, (size, heights)
