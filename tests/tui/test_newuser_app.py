@@ -214,3 +214,56 @@ async def test_the_scenario_list_keeps_its_height_and_control_values_fit(tmp_pat
                 dtype_row = next(line for line in lines if line.startswith("t dtype"))
                 assert "float64" in dtype_row and "float32" in dtype_row, lines  # values share a line
         assert len(set(heights)) == 1 and heights[0] >= 7, (size, heights)
+
+
+async def test_the_roofline_legend_is_never_overprinted(tmp_path):
+    """A point in the chart's top-left corner wrote its workload over the legend ("torch cpu
+    +amp:fp16 floatmatmul", issue 39): on the rendered screen every legend line and every label
+    reads whole."""
+    from gpuplay.tui.roofline import RooflineChart
+    from tests.snapshot_feed import fixed_result
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        feed(app)
+        spec = app.spec
+        # the fastest result at the lowest intensity: it lands where plotext writes its legend
+        low = fixed_result(
+            spec.replace(workload="elementwise", scenario="elementwise", backend="numpy", params={}),
+            1e-7,
+            0.0,
+        )
+        high = fixed_result(spec.replace(backend="torch", amp="fp16"), 0.05, 1e-3)
+        app.session.results = [low, high]
+        app.refresh_all()
+        await pilot.press("2")
+        await pilot.pause()
+        chart = app.query_one(RooflineChart)
+        await wait_until(pilot, lambda: chart._shown is not None and len(chart._shown[0]) == 2)
+        await pilot.pause()
+        screen = "\n".join("".join(s.text for s in chart.render_line(y)) for y in range(chart.size.height))
+        for text in ("numpy cpu float32", "torch cpu +amp:fp16 float32", "elementwise", "matmul"):
+            assert text in screen, screen
+
+
+async def test_roofline_labels_of_neighbouring_points_do_not_overprint(tmp_path):
+    """Two workloads at nearly the same intensity and rate: each label reads whole on screen."""
+    from gpuplay.tui.roofline import RooflineChart
+    from tests.snapshot_feed import fixed_result
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        feed(app)
+        spec = app.spec
+        a = fixed_result(spec.replace(backend="numpy"), 0.02, 1e-7)
+        b = fixed_result(spec.replace(backend="torch", scenario="renamed_mm"), 0.0201, 1e-7)
+        app.session.results = [a, b]
+        app.refresh_all()
+        await pilot.press("2")
+        chart = app.query_one(RooflineChart)
+        await wait_until(pilot, lambda: chart._shown is not None and len(chart._shown[0]) == 2)
+        await pilot.pause()
+        screen = "\n".join("".join(s.text for s in chart.render_line(y)) for y in range(chart.size.height))
+        assert "matmul" in screen and "renamed_mm" in screen, screen
