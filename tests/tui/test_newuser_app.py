@@ -201,9 +201,12 @@ async def test_the_scenario_list_keeps_its_height_and_control_values_fit(tmp_pat
         for name in ("matmul", "inference", "dataloader", "fft2d"):
             app.query_one(Sidebar).highlight(name)
             await wait_until(pilot, lambda name=name: app.spec is not None and app.spec.workload == name)
+            panel = app.query_one(ControlsPanel)
+            # drawn for this scenario (its controls), and laid out again after it
+            await wait_until(pilot, lambda p=panel: getattr(p, "_key", (None,))[0] == app.spec)
+            await pilot.pause()
             await pilot.pause()
             heights.append(app.query_one("#scenarios", OptionList).size.height)
-            panel = app.query_one(ControlsPanel)
             console = Console(width=panel.content_size.width, color_system=None, record=True)
             console.print(panel.content)
             lines = console.export_text().splitlines()

@@ -158,11 +158,11 @@ class RooflineChart(CachedPlot):
         configs = list(dict.fromkeys(p[0] for p in points))
         # The legend's lines are kept clear of points and labels (a label over "torch cpu
         # +amp:fp16 float16" read "…floatmatmul"): the y axis grows so that the data starts
-        # below them. rows: the canvas less title, frame, ticks and axis label.
-        rows, reserved = max(8, height - 5), legend + len(configs) + 1
-        if reserved < rows:
+        # below them. canvas: its rows, less title, frame, ticks and axis label.
+        canvas, reserved = max(8, height - 5), legend + len(configs) + 1
+        if reserved < canvas:
             span = lg(y_hi) - lg(y_lo)
-            y_hi = 10 ** (lg(y_hi) + span * reserved / (rows - reserved))
+            y_hi = 10 ** (lg(y_hi) + span * reserved / (canvas - reserved))
         cell_x = (lg(x_hi) - lg(x_lo)) / max(20, width - 10)  # the canvas, less ticks and frame
         cell_y = (lg(y_hi) - lg(y_lo)) / max(8, height - 6)
         placed: list[tuple[float, float]] = []
