@@ -232,3 +232,39 @@ def test_the_playground_killed_in_a_real_terminal_leaves_nothing(tmp_path, how):
         for pid in (app, engine, child):
             with contextlib.suppress(ProcessLookupError, TypeError):
                 os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("how", ["finishes", "sigint", "sigterm"])
+def test_a_setsid_daemon_of_the_measured_code_ends_with_the_run(tmp_path, how):
+    """A double-fork daemon (setsid'd: out of the engine's group, re-parented away from it) is
+    ended when the run ends normally or by Ctrl+C/SIGTERM, not only when the front end is killed:
+    the engine is its subreaper and ends its descendants on the way out."""
+    code = tmp_path / "daemon.py"
+    code.write_text(textwrap.dedent(SPAWNS_A_DAEMON))
+    pidfile = tmp_path / "pids"
+    before = sleeps_300()
+    env = {**os.environ, "GPUPLAY_STATE_DIR": str(tmp_path / "state"), "OMP_NUM_THREADS": "1",
+           "PIDFILE": str(pidfile)}  # fmt: skip
+    budget = "2" if how == "finishes" else "120"
+    front = subprocess.Popen(
+        [*GPUPLAY, "run", str(code), "--budget", budget, "--max-step", "5"],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    engine, child = wait_for_pids(pidfile, front)
+    try:
+        assert alive(child) and os.getsid(child) != os.getsid(engine)
+        if how != "finishes":
+            os.kill(front.pid, signal.SIGINT if how == "sigint" else signal.SIGTERM)
+        front.communicate(timeout=120)
+        deadline = time.monotonic() + 10
+        while (alive(engine) or alive(child)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(engine), "the engine outlived its front end"
+        assert not alive(child), f"the measured code's setsid'd `sleep 300` outlived a run that {how}"
+        assert sleeps_300() - before == set()
+    finally:
+        front.kill()
+        for pid in (engine, child):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

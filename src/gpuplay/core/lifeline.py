@@ -113,17 +113,23 @@ def adopt_orphans() -> bool:
     return bool(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0)
 
 
+def kill_descendants(pid: int) -> None:
+    """SIGKILL every descendant of `pid`: those that left its process group (setsid) too, which a
+    group kill misses. With `adopt_orphans` in `pid`, a double-forked daemon is among them."""
+    with contextlib.suppress(Exception):
+        import psutil
+
+        for child in psutil.Process(pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+
+
 def end_group_and_exit(code: int = 0) -> None:
     """End every process this one started — its descendants, and its process group if it leads
     one — then itself. For the engine, once its front end is gone: nothing it or the measured
     code started may be left running."""
     me = os.getpid()
-    with contextlib.suppress(Exception):  # psutil finds descendants that left the group (setsid)
-        import psutil
-
-        for child in psutil.Process(me).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                child.kill()
+    kill_descendants(me)
     if os.getpgrp() == me:
         # The group's SIGKILL takes this process too; os._exit follows in case it is not at once.
         with contextlib.suppress(OSError):

@@ -59,6 +59,11 @@ def main(fd: int) -> None:
     faulthandler.enable(sys.stderr)  # a segfault leaves the Python stack in the engine log
     print(f"--- gpuplay engine pid {os.getpid()} started {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
     EngineServer(Connection(fd)).serve()
+    # Asked to shut down: what the measured code started goes too, a setsid'd daemon included
+    # (it re-parented here, `adopt_orphans`; a plain exit would hand it to init).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    end_group_and_exit(0)
 
 
 class EngineServer:
