@@ -144,10 +144,11 @@ def _spec(
         raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
 
 
-def _adopt_probe(gpu: bool) -> None:
+def _adopt_probe(gpu: bool, backends: tuple[str, ...]) -> None:
     from gpuplay.core.engine.client import adopt_shared_probe
 
-    adopt_shared_probe(PROBE_TIMEOUT_S, final=gpu)  # starts the engine; it imports torch, not us
+    # Starts the engine (it imports torch, not us), probing only the backends the call uses.
+    adopt_shared_probe(PROBE_TIMEOUT_S, final=gpu, backends=backends)
 
 
 def _interruptible(work: Callable[[threading.Event], Any], cancel: threading.Event) -> tuple[Any, bool]:
@@ -201,7 +202,7 @@ _session_log: list[Any] = []
 def run(
     scenario: str | Path,
     *,
-    backend: str = "numpy",
+    backend: str | None = None,  # numpy, or the one the params need
     device: str = "cpu",
     dtype: str | None = None,
     preset: str | None = None,
@@ -222,13 +223,16 @@ def run(
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.engine import measure as engine_measure
     from gpuplay.core.planner import check
+    from gpuplay.core.scenarios import on_needed_backend
     from gpuplay.core.spec import Refusal
     from gpuplay.core.telemetry import RunTelemetry
 
     sc = _scenario(scenario, scenario_dirs)
     fields = {"backend": backend, "device": device, "dtype": dtype, "budget_s": budget_s, **levers}
     spec, size = _spec(sc, preset, params, fields)
-    _adopt_probe(spec.backend == "cupy" or spec.device != "cpu")
+    if backend is None:  # as `gpuplay run` without -b (runtime=onnxruntime needs torch)
+        spec = on_needed_backend(spec)[0]
+    _adopt_probe(spec.backend == "cupy" or spec.device != "cpu", ("numpy", spec.backend))
     verdict = check(spec, probe_timeout=PROBE_TIMEOUT_S)
     if isinstance(verdict, Refusal):
         raise Refused(verdict.reason, verdict.hint, spec.label())
@@ -343,7 +347,7 @@ def _compare_scenarios(
     try:
         for sc in scenarios:
             sc.preset_params(preset)
-        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs or ()))
+        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs or ()), ("numpy", *chosen))
         specs, refused = plan_compare(scenarios, preset, chosen, dtype=dtype, variants=vlist, **kw)
     except KeyError as exc:
         raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
@@ -446,7 +450,7 @@ def sweep(
     try:
         text = raw if isinstance(raw, str) else ",".join(str(v) for v in raw)
         values = sweep_values(sc, str(param), text)
-        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs))
+        _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs), ("numpy", *chosen))
         plan = plan_sweep(sc, str(param), values, chosen, devs, preset=preset, dtypes=dts, variants=vs,
                           transfers=transfers, budget_s=budget_s, warmup=warmup, threads=threads,
                           max_step_s=max_step_s)  # fmt: skip

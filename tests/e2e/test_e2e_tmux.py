@@ -144,3 +144,36 @@ def test_sigterm_restores_the_terminal_and_the_engine_goes_too(tmp_path, env):
                 time.sleep(0.1)
     finally:
         t.kill()
+
+
+def test_q_leaves_no_engine_behind(tmp_path, env):
+    """`q` does not wait for the killed engine's teardown (issue 34: q → shell), and still no
+    gpuplay process is left: the engine, killed, is reaped by init once the app has exited."""
+    import psutil
+
+    scenarios = tiny_scenarios(tmp_path / "sc")
+    t = Tmux(tmp_path, f"--scenarios {scenarios}", 120, 36, env)
+    try:
+        t.wait_for("done")
+        t.keys("b")
+        t.wait_for("torch cpu", "done")  # torch loaded in the engine: the slow teardown
+        app = _app_process(str(scenarios))
+        assert app is not None
+        group = [c for c in app.children(recursive=True) if "gpuplay" in " ".join(c.cmdline())]
+        assert group
+        t.keys("q")
+        screen = t.wait_for("TTY-RESTORED", timeout=10)
+        assert "EXITED-0" in screen and "Traceback" not in screen
+        deadline = time.monotonic() + 5
+        left = group
+        while left and time.monotonic() < deadline:
+            left = [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+            time.sleep(0.05)
+        assert not left, f"left running after q: {[(p.pid, p.cmdline()) for p in left]}"
+        deadline = time.monotonic() + 10  # a zombie is init's to reap, in its own time
+        while [p for p in group if p.is_running()] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in group if p.is_running()], "an engine zombie was never reaped"
+        print(f"zombies reaped {10 - (deadline - time.monotonic()):.2f} s after q")
+    finally:
+        t.kill()

@@ -47,3 +47,41 @@ async def test_without_compile_nothing_is_clipped():
         chart.show([("timed", 0.002)] * 10, 0.002, "t")
         await pilot.pause()
     assert chart.clipped is None
+
+
+async def test_a_chart_is_built_once_per_data_and_size_and_not_while_hidden(monkeypatch):
+    """plotext builds a figure in ~20-100 ms: a size seen before with the same data (the help panel
+    opened then closed, a tab switched away and back) reuses its render; a hidden chart builds
+    nothing until it is shown; new data builds again (issue 34: key → repaint)."""
+    from textual_plotext import PlotextPlot
+
+    builds: list[tuple[int, int]] = []
+    real = PlotextPlot.render
+
+    def counted(self):
+        builds.append((self.size.width, self.size.height))
+        return real(self)
+
+    monkeypatch.setattr(PlotextPlot, "render", counted)
+    samples = [("timed", 0.002 + 0.0001 * (i % 5)) for i in range(40)]
+    app = ChartApp()
+    async with app.run_test(size=(100, 30)) as pilot:
+        chart = app.query_one(StepChart)
+        chart.display = False
+        await pilot.pause()
+        builds.clear()  # the empty chart drawn at mount
+        chart.show(samples, 0.0022, "hidden")
+        await pilot.pause()
+        assert builds == []  # not visible: not built
+        chart.display = True
+        await pilot.pause()
+        assert builds == [(100, 30)]
+        for size in ((80, 24), (100, 30), (80, 24), (100, 30)):  # back and forth between two layouts
+            await pilot.resize_terminal(*size)
+            await pilot.pause()
+        assert builds == [(100, 30), (80, 24)]
+        text = _text(app)
+        chart.show([*samples, ("timed", 0.003)], 0.0022, "more")  # new data: built again
+        await pilot.pause()
+        assert builds[-1] == (100, 30) and len(builds) == 3
+    assert "hidden" in text

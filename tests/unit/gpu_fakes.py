@@ -728,3 +728,58 @@ def install_mps(monkeypatch: Any, chip: str = "Apple M2 Pro") -> None:
     monkeypatch.setattr(torch.mps, "Event", FakeDeviceEvent)
     monkeypatch.setattr(apple.platform, "system", lambda: "Darwin")
     monkeypatch.setattr(apple.subprocess, "run", lambda *a, **k: SimpleNamespace(stdout=chip + "\n"))
+
+
+def route_device_to_host(monkeypatch: Any, kind: str, free: int = 256 * 2**20) -> None:
+    """A fake `kind` ('xpu', 'mps' or 'cuda' under a fake ROCm torch) GPU that computes: torch's factories place its tensors on
+    the host (this torch has no such device), so every op after them runs for real, timed by the
+    fake events. The module gains the memory calls the roofline probes make, as torch documents
+    them (torch.xpu.mem_get_info → (free, total); torch.mps.recommended_max_memory → bytes)."""
+    import torch
+
+    def on_host(factory: Any) -> Any:
+        def make(*args: Any, device: Any = None, **kw: Any) -> Any:
+            if device is not None and str(device).startswith(kind):
+                device = "cpu"
+            return factory(*args, device=device, **kw)
+
+        return make
+
+    for name in ("ones", "full", "randn"):
+        monkeypatch.setattr(torch, name, on_host(getattr(torch, name)))
+    mod = getattr(torch, kind)
+    monkeypatch.setattr(mod, "empty_cache", lambda: FakeDeviceEvent.log.append(f"{kind}.empty_cache"))
+    if kind == "cuda":  # torch.cuda as ROCm's build times it: HIP events behind the cuda API
+        monkeypatch.setattr(mod, "Event", FakeDeviceEvent)
+    if kind in ("xpu", "cuda"):
+        monkeypatch.setattr(mod, "set_device", lambda d: None)
+        monkeypatch.setattr(mod, "mem_get_info", lambda d=None: (free, 64 * 2**30))
+    else:
+        monkeypatch.setattr(mod, "recommended_max_memory", lambda: free + 1536 * 2**20)
+
+
+def install_cupy_rocm(monkeypatch: Any, gpus: list[tuple[str, str]], hip_version: int = 60241133) -> Any:
+    """CuPy's ROCm build as its documented API shows it: `cupy.cuda.runtime.is_hip` True,
+    hipDeviceProp dicts (bytes name and gcnArchName), runtimeGetVersion the HIP_VERSION number.
+    Installed as `cupy` and re-probed in the registry's CuPy backend, which it returns."""
+    import sys
+
+    from gpuplay.core.backends import get_backend
+    from gpuplay.core.backends.cupy_backend import CupyBackend
+
+    props = [
+        {"name": name.encode(), "gcnArchName": arch.encode(), "totalGlobalMem": 192 * 2**30}
+        for name, arch in gpus
+    ]
+    runtime = SimpleNamespace(
+        is_hip=True,
+        getDeviceCount=lambda: len(props),
+        getDeviceProperties=lambda i: props[i],
+        runtimeGetVersion=lambda: hip_version,
+    )
+    monkeypatch.setitem(
+        sys.modules, "cupy", SimpleNamespace(__version__="13.3.0", cuda=SimpleNamespace(runtime=runtime))
+    )
+    backend = get_backend("cupy")
+    monkeypatch.setattr(backend, "_probe_result", CupyBackend().probe(30))
+    return backend

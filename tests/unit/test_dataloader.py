@@ -155,3 +155,39 @@ def test_a_hostile_split_or_build_time_read_back_is_dropped():
     d["build_s"] = float("nan")
     r = RunResult.from_dict(d)
     assert r.split == {"data_wait_s": [0.1]} and r.build_s is None
+
+
+BURNER = "import sys\nprint('burning', flush=True)\nwhile True:\n    pass\n"
+
+
+@pytest.mark.slow
+def test_the_noise_check_counts_the_workers_as_the_runs_own_but_still_names_a_cpu_burner():
+    """The loader's workers decode for the run: their CPU is the run's own (own_helper_cores), not
+    "other processes". A CPU burner that is also a child of this process is still named: only the
+    PIDs the workload reports are the run's."""
+    import subprocess
+    import sys
+
+    from gpuplay.core.telemetry import RunTelemetry
+
+    burner = subprocess.Popen([sys.executable, "-c", BURNER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert burner.stdout is not None and burner.stdout.readline().strip() == "burning"
+        p = get_workload("dataloader").resolve({"batch": 16, "size": 128, "workers": 2})
+        s = RunSpec.make("dataloader", p, backend="torch", warmup=1, budget_s=1.5, energy=False)
+        me, seen = psutil.Process().pid, set()
+
+        def on_phase(name: str, _detail: str) -> None:
+            if name == "timed":
+                seen.update(c.pid for c in workers_of(me) if c.pid != burner.pid)
+
+        r = run(s, telemetry=RunTelemetry(), on_phase=on_phase)
+    finally:
+        burner.kill()
+        burner.wait(5)
+    assert r.status == "ok", r.message
+    host = r.telemetry["noise"]["host"]
+    named = {o["pid"] for o in host["other_top"]}
+    assert burner.pid in named, host  # a real CPU burner is not hidden
+    assert len(seen) >= 2 and not seen & named, (seen, host)
+    assert host["own_helper_cores"] > 0.01 and host["own_cores"] >= host["own_helper_cores"], host

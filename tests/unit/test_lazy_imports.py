@@ -79,6 +79,29 @@ def test_a_numpy_compare_uses_one_engine_for_every_row_and_no_torch(tmp_path):
         assert not loaded, f"a NumPy-only compare imported {loaded} in the {side}"
 
 
+API_CALLS = {
+    "run": 'gpuplay.run("matmul", params={"n": 64}, backend="numpy", budget_s=0.05)',
+    "compare": 'gpuplay.compare("matmul", backends=["numpy"], preset="quick", budget_s=0.05, progress=False)',
+    "sweep": 'gpuplay.sweep("matmul", {"n": [32, 64]}, backends="numpy", budget_s=0.03, progress=False)',
+}
+
+
+@pytest.mark.parametrize("call", sorted(API_CALLS))
+def test_numpy_calls_of_the_python_api_import_no_torch_in_the_engine(tmp_path, call):
+    """gpuplay.run/compare/sweep ask the engine to probe only the backends they use (issue 34);
+    each in a process of its own: the engine's first call decides what it probes."""
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUPLAY_IN_PROCESS", "COLUMNS")}
+    env.update(PYTHONPROFILEIMPORTTIME="1", GPUPLAY_STATE_DIR=str(tmp_path / "state"),
+               GPUPLAY_CONFIG_DIR=str(tmp_path / "config"))  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", "import gpuplay\n" + API_CALLS[call]], capture_output=True,
+                         text=True, env=env, stdin=subprocess.DEVNULL, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    engine = imported((tmp_path / "state" / "engine.log").read_text())
+    assert "gpuplay.core.runner.measure" in engine
+    loaded = sorted(top_level(engine) & {"torch", "cupy", "scipy"})
+    assert not loaded, f"a NumPy-only gpuplay.{call} imported {loaded} in the engine"
+
+
 WALK = r"""
 import importlib, pkgutil, sys
 heavy = set(sys.argv[1].split(","))

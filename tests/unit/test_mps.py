@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpuplay.core.spec import Refusal, RunSpec
-from tests.unit.gpu_fakes import FakeDeviceEvent, install_mps
+from tests.unit.gpu_fakes import FakeDeviceEvent, install_mps, route_device_to_host
 from tests.unit.hw_helpers import reprobe_torch
 
 pytestmark = pytest.mark.gpu_fake
@@ -58,11 +58,31 @@ def test_mps_steps_are_timed_with_mps_events_that_wait_for_the_gpu(monkeypatch):
     assert FakeDeviceEvent.log[-1] == "mps.synchronize"
 
 
-def test_mps_calibrate_says_it_is_not_supported_yet_rather_than_blaming_cuda():
+def test_mps_calibrate_measures_the_roofs_with_mps_events_and_keys_them_by_the_chip(monkeypatch):
+    import json
+
     from click.testing import CliRunner
 
     from gpuplay.cli import main
+    from gpuplay.core import roofline
 
-    out = CliRunner().invoke(main, ["calibrate", "-d", "mps"])
-    assert out.exit_code == 2 and "calibrating mps is not supported yet" in out.output
-    assert "CUDA)" not in out.output  # not the CPU-only build's CUDA line
+    install_mps(monkeypatch, "Apple M3 Max")
+    route_device_to_host(monkeypatch, "mps")
+    FakeDeviceEvent.log.clear()
+    out = CliRunner().invoke(main, ["calibrate", "-d", "mps", "--budget", "0.01", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    (peaks,) = json.loads(out.stdout)
+    assert peaks["device"] == "mps" and peaks["name"] == "Apple M3 Max (MPS)"
+    computed = [m["name"] for m in peaks["measurements"] if m["kind"] == "compute"]
+    assert computed == ["float32", "bfloat16", "float16"]  # no float64 or TF32 on Metal
+    assert {m["name"] for m in peaks["measurements"] if m["kind"] == "memory"} == {"copy", "triad"}
+    assert all(m["value"] > 0 for m in peaks["measurements"])
+    assert FakeDeviceEvent.log.count("synchronize") >= 20  # every probe call waited on an MPS event
+    assert peaks["fingerprint"]["chip"] == "Apple M3 Max"
+    # The peaks belong to the chip: another Mac's (or this cache on a new chip) read as stale.
+    # A result on mps finds them under the name it carries (the torch backend's device name).
+    assert roofline.load_peaks("mps", reprobe_torch(monkeypatch).device_name("mps")).peaks is not None
+    install_mps(monkeypatch, "Apple M1")
+    roofline._cached.cache_clear()  # the chip changes between processes: a new one looks again
+    stale = roofline.load_peaks("mps", "Apple M1 (MPS)")
+    assert stale.peaks is None and "chip Apple M3 Max → Apple M1" in stale.problem

@@ -142,6 +142,93 @@ def test_gpu_noise_from_violation_counters_and_sampled_reasons():
     assert "GPU thermal-throttled during 25 % of the run" in ws
 
 
+class FakePsutil:
+    """psutil's documented calls that noise uses: cpu_times(), Process(), process_iter(attrs), cpu_count()."""
+
+    Error = Exception
+
+    def __init__(self) -> None:
+        self.busy = 100.0  # the machine's busy CPU seconds (user)
+        self.own = 1.0  # this process's
+        self.make = 5.0  # another process's (pid 42, named "make")
+        self.listings = 0
+
+    def cpu_times(self):
+        return SimpleNamespace(user=self.busy, system=0.0)
+
+    def cpu_count(self):
+        return 2
+
+    def Process(self, pid=None):  # noqa: N802 - psutil's name
+        fake = self
+        pid = os.getpid() if pid is None else pid
+        return SimpleNamespace(pid=pid, name=lambda: "make" if pid == 42 else "python",
+                               cpu_times=lambda: SimpleNamespace(user=fake.own, system=0.0))  # fmt: skip
+
+    def process_iter(self, attrs):
+        self.listings += 1
+        for pid, secs in ((os.getpid(), self.own), (42, self.make)):
+            yield SimpleNamespace(pid=pid, info={"cpu_times": SimpleNamespace(user=secs, system=0.0),
+                                                 "create_time": 1.0})  # fmt: skip
+
+
+def test_processes_are_listed_only_when_the_machine_was_not_just_seen_quiet(monkeypatch):
+    """The per-process listing (5-10 ms each end) is skipped after a quiet look back, and comes back
+    as soon as a window finds the machine busy; the busy window's total is reported all the same."""
+    fake = FakePsutil()
+    monkeypatch.setattr(noise, "psutil", fake)
+    monkeypatch.setattr(noise, "_last", None)
+    monkeypatch.setattr(noise, "_me", None)
+
+    def window(other_s: float, quiet_before: bool) -> dict:
+        if quiet_before:
+            time.sleep(noise.QUIET_LOOKBACK_S + 0.02)  # a look back long enough to tell: nothing ran
+        a = noise.host_mark()
+        time.sleep(0.2)
+        fake.busy += other_s + 0.2
+        fake.own += 0.2
+        fake.make += other_s
+        return noise.host_noise(a, noise.host_mark(a))
+
+    first = window(0.0, quiet_before=False)  # nothing known yet: listed
+    assert fake.listings == 2 and first["other_listed"] and noise.host_warnings(first) == []
+    quiet = window(0.0, quiet_before=True)
+    assert fake.listings == 2 and not quiet["other_listed"]  # the common case: no listing at all
+    busy = window(0.4, quiet_before=True)  # quiet before, busy during: the total, unnamed
+    assert fake.listings == 2 and busy["other_cores"] > 0.5 and busy["other_top"] == []
+    (w,) = noise.host_warnings(busy)
+    assert "other processes used" in w and "not named: it was quiet just before" in w
+    named = window(0.4, quiet_before=False)  # right after a busy window: listed, and named
+    assert fake.listings == 4 and named["other_listed"]
+    assert named["other_top"][0]["name"] == "make" and named["other_top"][0]["cores"] > 0.5
+    (w,) = noise.host_warnings(named)
+    assert "make (pid 42)" in w and "not named" not in w
+
+
+def test_a_run_with_helper_processes_lists_them_even_after_a_quiet_look(monkeypatch):
+    """A loader's workers count as the run's own only when named, so a window whose run names
+    helper PIDs lists every process even when the machine was just seen quiet: unlisted, their CPU
+    would read as another process's (and fire the noise warning on every dataloader run)."""
+    from gpuplay.core.telemetry import RunTelemetry
+
+    fake = FakePsutil()
+    monkeypatch.setattr(noise, "psutil", fake)
+    monkeypatch.setattr(noise, "_last", None)
+    monkeypatch.setattr(noise, "_me", None)
+    noise.host_mark()  # a first look, then a quiet look back
+    time.sleep(noise.QUIET_LOOKBACK_S + 0.02)
+    listings = fake.listings
+    tele = RunTelemetry()
+    token = tele.begin("cpu", own_pids=[42])  # pid 42 ("make" in the fake) is the run's helper
+    time.sleep(0.2)
+    fake.busy += 0.6
+    fake.own += 0.2
+    fake.make += 0.4
+    host = tele.end(token)["noise"]["host"]
+    assert fake.listings == listings + 2 and host["other_listed"]
+    assert host["own_helper_cores"] > 1.5 and host["other_top"] == [] and noise.host_warnings(host) == []
+
+
 BURNER = """
 import ctypes, sys
 ctypes.CDLL(None).prctl(15, b"cpuburner", 0, 0, 0)  # PR_SET_NAME: what psutil reports as its name

@@ -142,3 +142,57 @@ def test_rocm_results_compare_and_exports_name_the_amd_gpu_and_hip_timing(monkey
     assert doc["results"][0]["conditions"]["device_name"].startswith("AMD Instinct MI300X")
     assert "CUDA" not in json.dumps(doc["results"][0]["conditions"])
     assert row_cells(Row(r))[0] == "matmul"
+
+
+def test_rocm_cupy_hip_build_lists_amd_gpus_and_results_never_say_cuda(monkeypatch):
+    from gpuplay.core.runner.plan import conditions, plan_run
+    from tests.unit.gpu_fakes import install_cupy_rocm
+
+    backend = install_cupy_rocm(monkeypatch, [("AMD Instinct MI300X", "gfx942:sramecc+:xnack-"),
+                                              ("AMD Instinct MI250X", "gfx90a:sramecc+:xnack-")])  # fmt: skip
+    devices = {d.id: d for d in backend.devices(0)}
+    assert devices["cuda:0"].name == "AMD Instinct MI300X (gfx942, ROCm 6.2.41133)"
+    assert devices["cuda:1"].extra == {"vendor": "AMD", "arch": "gfx90a", "runtime": "ROCm 6.2.41133"}
+    plan = plan_run(RunSpec.make("matmul", {"n": 64}, backend="cupy", device="cuda:1"))
+    assert not isinstance(plan, Refusal)
+    cond = conditions(plan)
+    assert cond["device_name"] == "AMD Instinct MI250X (gfx90a, ROCm 6.2.41133)"
+    assert cond["timer"] == "HIP events (CuPy on ROCm)"
+    assert "CUDA" not in cond["device_name"] + cond["timer"]
+
+
+def test_rocm_cupy_refuses_sparse_csr_with_cupys_reason_and_info_claims_no_cuda_major(monkeypatch):
+    from gpuplay.core import planner
+    from gpuplay.core.info import cupy_cuda_major
+    from tests.unit.gpu_fakes import install_cupy_rocm
+
+    install_cupy_rocm(monkeypatch, [("AMD Instinct MI300X", "gfx942:sramecc+:xnack-")])
+    csr = planner.check(RunSpec.make("sparse", {}, backend="cupy", device="cuda:0"))
+    assert isinstance(csr, Refusal) and "ROCm build does not support sparse matrices" in csr.reason
+    assert csr.hint == "use torch, or format=dense"
+    dense = planner.check(RunSpec.make("sparse", {"format": "dense"}, backend="cupy", device="cuda:0"))
+    assert not isinstance(dense, Refusal)
+    assert cupy_cuda_major() is None  # HIP 6.2's version number is no "CUDA 60241"
+
+
+def test_rocm_calibrate_keys_the_peaks_by_the_amd_label_and_skips_tf32_before_mi300(monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+    from gpuplay.core import roofline
+    from tests.unit.gpu_fakes import FakeDeviceEvent, route_device_to_host
+
+    install_rocm(monkeypatch, [MI250X], None)
+    route_device_to_host(monkeypatch, "cuda")
+    FakeDeviceEvent.log.clear()
+    out = CliRunner().invoke(main, ["calibrate", "-d", "cuda", "--budget", "0.01", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    (peaks,) = json.loads(out.stdout)
+    assert peaks["name"] == "AMD Instinct MI250X (gfx90a, ROCm 6.2.41133-dd7f95766)"
+    computed = [m["name"] for m in peaks["measurements"] if m["kind"] == "compute"]
+    assert computed == ["float64", "float32", "bfloat16", "float16"]  # no TF32 on gfx90a
+    assert FakeDeviceEvent.log.count("synchronize") >= 20  # HIP events through torch.cuda's API
+    name = reprobe_torch(monkeypatch).device_name("cuda:0")
+    assert roofline.load_peaks("cuda:0", name).peaks is not None  # a result's name finds them

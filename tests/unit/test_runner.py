@@ -185,6 +185,19 @@ def test_conditions_carry_threads_dtype_and_timer():
     assert c["transfers_timed"] is False
 
 
+def test_a_numpy_runs_conditions_read_blas_threads_once(monkeypatch):
+    """threadpoolctl scans every loaded library (a few ms, more on a loaded machine), and a sweep
+    pays it per point: NumPy's thread count is read once a run, and is still the live one."""
+    import threadpoolctl
+
+    scans = []
+    real = threadpoolctl.threadpool_info
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: scans.append(1) or real())
+    r = run(RunSpec.make("matmul", {"n": 64}, backend="numpy", threads=1, repeat=2, warmup=0))
+    assert r.conditions["threads"]["numpy_blas"] == 1 and r.conditions["threads"]["cores"] >= 1
+    assert len(scans) == 1
+
+
 def test_threads_setting_is_restored_after_the_run():
     import torch
 

@@ -57,6 +57,20 @@ def test_onnxruntime_says_its_session_options():
     assert "ort_fallback" not in r.conditions
 
 
+def test_a_cached_onnx_session_is_not_reused_at_another_thread_count():
+    """The session's intra-op threads are torch's at build time: a later run with another `threads`
+    (the live app's key, a sweep over threads) must not time the old session's thread count."""
+    pytest.importorskip("onnxruntime")
+    first = run(spec("onnxruntime", threads=2))
+    assert first.conditions["ort_intra_op_threads"] == 2
+    second = run(spec("onnxruntime", threads=1))
+    assert second.status == "ok", second.message
+    assert second.conditions["ort_intra_op_threads"] == 1
+    assert second.conditions["threads"]["torch_intraop"] == 1
+    third = run(spec("onnxruntime", threads=1))  # the same configuration again: reused, and said
+    assert third.conditions["ort_intra_op_threads"] == 1 and any("reused" in n for n in third.notes)
+
+
 def test_a_perturbed_onnx_output_fails_its_check(monkeypatch):
     ort = pytest.importorskip("onnxruntime")
     real = ort.InferenceSession.run
@@ -278,3 +292,23 @@ def test_one_build_per_run_the_cost_probes_run_eager():
     r = run(spec("onnxruntime").replace(params={**SMALL, "runtime": "onnxruntime", "batch": 16}))
     assert r.status == "ok" and r.check_ok
     assert [k[2] for k in runtimes._cache.data] == [(16, 8, 32)]  # no build at a probe's batch
+
+
+def test_the_python_api_switches_to_the_backend_a_runtime_needs_as_the_cli_does(monkeypatch):
+    """gpuplay.run without backend= runs runtime=torchscript on torch (core.scenarios.on_needed_backend,
+    shared with `gpuplay run`); a backend named explicitly stays, and is refused with the reason."""
+    import gpuplay
+
+    monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")
+    params = {**SMALL, "runtime": "torchscript"}
+    r = gpuplay.run("inference", params=params, budget_s=0.05, baseline=False)
+    assert r.to_dict()["result"]["spec"]["backend"] == "torch" and r.check_ok is True
+    with pytest.raises(gpuplay.Refused, match="backend torch"):
+        gpuplay.run("inference", backend="numpy", params=params, baseline=False)
+    # a workload that needs no particular backend keeps NumPy, the API's default
+    assert (
+        gpuplay.run("matmul", params={"n": 32}, budget_s=0.02, baseline=False).to_dict()["result"]["spec"][
+            "backend"
+        ]
+        == "numpy"
+    )

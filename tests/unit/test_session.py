@@ -105,3 +105,13 @@ def test_presets_and_scenarios_keep_the_levers(live):
     assert live.spec.workload == "fft2d" and live.spec.backend == "torch"
     assert not live.choose_scenario("no-such-scenario")
     assert viewmodels.chart_title(live).startswith("fft2d · ")
+
+
+def test_a_scenario_that_needs_torch_is_chosen_on_torch(tmp_path):
+    """The dataloader is torch's DataLoader: picked in the live app on NumPy (the default backend),
+    it runs on torch as `gpuplay run dataloader` does, instead of a refusal screen."""
+    s = LiveSession(load_scenarios(), threads=1)
+    s.spec = s.make_spec()
+    assert s.spec.backend == "numpy"
+    assert s.choose_scenario("dataloader")
+    assert s.spec.workload == "dataloader" and s.spec.backend == "torch"

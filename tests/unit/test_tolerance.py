@@ -152,3 +152,31 @@ def test_the_check_copies_to_the_host_before_widening():
     pair = host_widened(TorchBackend(), (FakeDeviceTensor(np.zeros(3, np.float32), "cuda:0", log),) * 2)
     assert len(pair) == 2 and all(e != ("widen", "cuda:0") for e in log)
     assert math.isfinite(float(host.sum()))
+
+
+def test_the_checks_norm_is_linalg_norms_without_blas(monkeypatch):
+    """relative_error sums squares itself: np.linalg.norm's BLAS dot wakes the BLAS threads, ~20 ms
+    a call on a loaded machine, paid by every sweep point (issue 34). Same figures as linalg.norm."""
+    rng = np.random.default_rng(7)
+    cases = [
+        rng.standard_normal((300, 200)),
+        rng.standard_normal(65_536).astype(np.float32),
+        rng.standard_normal(999) + 1j * rng.standard_normal(999),
+        np.arange(-50, 50),
+    ]
+    expected = [
+        np.linalg.norm((x * 1.001 - x).ravel()) / np.linalg.norm(x.ravel()) for x in cases
+    ]  # before BLAS is taken away below
+    expected_zero = np.linalg.norm(np.ones(3))
+
+    def no_blas(*a, **k):
+        raise AssertionError("the check called BLAS")
+
+    monkeypatch.setattr(np.linalg, "norm", no_blas)
+    monkeypatch.setattr(np, "dot", no_blas)
+    monkeypatch.setattr(np, "vdot", no_blas)
+    for x, want in zip(cases, expected, strict=True):
+        # float32's own norm sums in float32; the check sums in float64: close, not equal.
+        assert relative_error(x * 1.001, x) == pytest.approx(want, rel=1e-6)
+    assert relative_error(np.ones(3), np.zeros(3)) == pytest.approx(expected_zero)
+    assert relative_error(np.array([1.0, np.nan]), np.ones(2)) == math.inf

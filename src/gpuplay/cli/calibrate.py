@@ -14,25 +14,31 @@ from gpuplay.core import bounds
 
 
 def _devices(wanted: tuple[str, ...]) -> list[str]:
-    """cpu and every CUDA device torch sees, or the ones asked for; unknown ones are refused."""
+    """cpu and every GPU torch sees (cuda:N, xpu:N, mps), or the ones asked for; unknown ones are refused."""
     from gpuplay.core.backends import get_backend
 
     try:
         import torch
 
+        from gpuplay.core.hw import apple, intel
+
         cuda = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+        xpu = intel.xpu(torch)
+        others = [f"xpu:{i}" for i in range(xpu.device_count())] if xpu is not None else []
+        others += ["mps"] if apple.mps(torch) is not None else []
     except ImportError:  # NumPy alone still has a CPU roof
-        cuda = []
+        cuda, others = [], []
     if not wanted or "all" in wanted:
-        return ["cpu", *cuda]
+        return ["cpu", *cuda, *others]
     out = []
     for d in wanted:
-        d = "cuda:0" if d == "cuda" else d
-        if d == "mps" or d.startswith("xpu"):  # the roofs are measured with torch.cuda's API only
-            raise click.UsageError(
-                f"calibrating {d} is not supported yet: gpuplay measures the CPU's and CUDA/ROCm roofs"
-            )
-        if d != "cpu" and d not in cuda:
+        d = {"cuda": "cuda:0", "xpu": "xpu:0"}.get(d, d)
+        if d.startswith("xpu") or d == "mps":
+            if d not in others:
+                kind = "Intel GPU (torch.xpu)" if d.startswith("xpu") else "MPS device (torch.mps)"
+                seen = ", ".join(x for x in others if x[:3] == d[:3]) or f"no {kind}"
+                raise click.UsageError(f"no device {d} to calibrate: PyTorch sees {seen}")
+        elif d != "cpu" and d not in cuda:
             why = get_backend("torch").cuda_reason() or f"PyTorch sees {', '.join(cuda) or 'no CUDA device'}"  # type: ignore[attr-defined]
             raise click.UsageError(f"no device {d} to calibrate: {why}")
         out.append(d)
@@ -46,7 +52,7 @@ def _devices(wanted: tuple[str, ...]) -> list[str]:
     "devices",
     multiple=True,
     metavar="DEVICE",
-    help="cpu, cuda, cuda:N or all (default: all). Repeatable.",
+    help="cpu, cuda, cuda:N, xpu, xpu:N, mps or all (default: all). Repeatable.",
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option(

@@ -74,7 +74,6 @@ def run(
     from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
     from gpuplay.core.engine import measure as run_spec
     from gpuplay.core.scenarios import spec_for
-    from gpuplay.core.workloads import get_workload
 
     try:
         sc = _code_scenario(scenario)
@@ -83,7 +82,7 @@ def run(
                 scenario
             )
         spec, size = spec_for(sc, preset, parse_assignments(sizes), **pop_spec_fields(kw))
-        spec = _needed_backend(spec, get_workload(spec.workload).needs_backend(spec.params))
+        spec = _needed_backend(spec)
     except (KeyError, ValueError, SpecError) as exc:
         raise click.UsageError(message(exc)) from None
     err = stderr_console()
@@ -94,7 +93,8 @@ def run(
 
     busy = BusyNotice(err)
     busy.now(spec.device)  # a wait for the device is said at once, not after the engine starts
-    adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=needs)
+    # with the backend the parameters switched to (inference's runtime, the dataloader: torch)
+    adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=(*needs, spec.backend))
     verdict = check(spec, probe_timeout=30.0)
     if isinstance(verdict, Refusal):
         results = [RunResult(spec=spec, status="refused", message=str(verdict), size=size)]
@@ -153,20 +153,17 @@ def run(
     exit_if_checks_failed(results, err)
 
 
-def _needed_backend(spec: Any, needed: str | None) -> Any:
-    """The backend the parameters need (an exported torch model, torch's DataLoader) when -b was
-    not given; said on stderr. An explicit -b stays, and the planner says why it cannot run."""
-    ctx = click.get_current_context()
-    if (
-        needed is None
-        or spec.backend == needed
-        or ctx.get_parameter_source("backend") != click.core.ParameterSource.DEFAULT
-    ):
+def _needed_backend(spec: Any) -> Any:
+    """The backend the parameters need when -b was not given (core.scenarios.on_needed_backend,
+    which gpuplay.run shares); said on stderr. An explicit -b stays."""
+    from gpuplay.core.scenarios import on_needed_backend
+
+    if click.get_current_context().get_parameter_source("backend") != click.core.ParameterSource.DEFAULT:
         return spec
-    stderr_console().print(
-        f"backend {needed}: these parameters run on {needed}", highlight=False, markup=False
-    )
-    return spec.replace(backend=needed)
+    spec, said = on_needed_backend(spec)
+    if said:
+        stderr_console().print(said, highlight=False, markup=False)
+    return spec
 
 
 def _code_scenario(arg: str) -> Any:

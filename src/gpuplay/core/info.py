@@ -24,6 +24,8 @@ def cupy_cuda_major() -> int | None:
         import cupy
     except ImportError:
         return None
+    if getattr(cupy.cuda.runtime, "is_hip", False):  # ROCm's HIP version is no CUDA major
+        return None
     with contextlib.suppress(Exception):
         return int(cupy.cuda.runtime.runtimeGetVersion()) // 1000
     return None

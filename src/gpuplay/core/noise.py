@@ -4,6 +4,9 @@ Measured, not guessed:
 - host: the whole machine's busy CPU time (psutil.cpu_times) minus this process's, over the
   window, in cores; attributed to processes by their own CPU-time deltas (the top ones named).
   A process that started and ended inside the window counts in the total but cannot be named.
+  Listing every process costs 5-10 ms at each end of a window (a sweep pays it per point), so it
+  is listed only when the machine was not just seen quiet; a window that finds it busy anyway
+  reports the total unnamed, and the next window lists again.
 - the hypervisor's steal time, where the kernel reports it (a VM's noisy neighbour).
 - GPU (NVML): other processes holding the run's GPU (compute and graphics), their SM share where
   the driver samples it, clocks, and the time the GPU spent power- or thermally-limited: NVML's
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,20 +85,62 @@ class HostMark:
     wall: float
     cpu: Any  # psutil.cpu_times()
     own: float  # this process's CPU seconds
-    procs: dict[ProcKey, float]
+    procs: dict[ProcKey, float] | None  # None: not listed (the machine was just seen quiet)
 
 
-def host_mark() -> HostMark | None:
+# A look back shorter than this is a few 10 ms clock ticks: it cannot tell quiet from busy.
+QUIET_LOOKBACK_S = 0.1
+# The machine as last read here: (monotonic, busy CPU s, own CPU s), and whether the last window
+# was quiet. Module state on purpose: the engine process measures one window after another.
+_last: tuple[float, float, float] | None = None
+_last_window_quiet = False
+_me: Any = None
+
+
+def _quiet(other_cores: float) -> bool:
+    """Below what host_warnings calls out: no warning would name anyone."""
+    cores = psutil.cpu_count() or 1
+    return other_cores < max(OTHER_CPU_MIN_CORES, OTHER_CPU_CORE_FRACTION * cores)
+
+
+def _recently_quiet(t: float, busy: float, own: float) -> bool:
+    if _last is None:
+        return False  # nothing seen yet: list
+    t0, busy0, own0 = _last
+    if t - t0 >= QUIET_LOOKBACK_S:
+        return _quiet(max(0.0, (busy - busy0) - (own - own0)) / (t - t0))
+    return _last_window_quiet
+
+
+def host_mark(start: HostMark | None = None, *, listing: bool = False) -> HostMark | None:
+    """The machine's CPU time now: a window's start (no `start`) or its end (`start` given).
+
+    The start lists every process only when the machine was not just seen quiet, or when asked
+    (`listing`: a run with helper processes of its own, whose CPU is the run's only if they are
+    named); the end lists them exactly when its start did, so their deltas cover the same window."""
+    global _me, _last
     if psutil is None:
         return None
-    me = psutil.Process()
-    ct = me.cpu_times()
-    return HostMark(
-        time.monotonic(), time.time(), psutil.cpu_times(), ct.user + ct.system, process_cpu_seconds(me.pid)
-    )
+    if _me is None or _me.pid != os.getpid():  # a forked child is another process
+        _me = psutil.Process()
+    ct = _me.cpu_times()
+    t, wall, cpu, own = time.monotonic(), time.time(), psutil.cpu_times(), ct.user + ct.system
+    if start is not None:
+        listing = start.procs is not None
+    else:
+        listing = listing or not _recently_quiet(t, _busy(cpu), own)
+    _last = (t, _busy(cpu), own)
+    return HostMark(t, wall, cpu, own, process_cpu_seconds(_me.pid) if listing else None)
 
 
-def host_noise(a: HostMark | None, b: HostMark | None) -> dict[str, Any]:
+def host_noise(a: HostMark | None, b: HostMark | None, own_pids: Collection[int] = ()) -> dict[str, Any]:
+    """The window's CPU use: this process's, the rest of the machine's, the top others named.
+
+    `own_pids` are processes the run started for itself (a data loader's workers, named by the
+    workload): their CPU time is the run's own, not competition. Only those exact PIDs: a child
+    the run did not name (a user's CPU burner) is still another process. They can be told apart
+    only in a listed window (`host_mark(listing=True)` at its start)."""
+    global _last_window_quiet
     if a is None or b is None:
         return {}
     window = b.t - a.t
@@ -104,24 +149,34 @@ def host_noise(a: HostMark | None, b: HostMark | None) -> dict[str, Any]:
     own = (b.own - a.own) / window
     machine = (_busy(b.cpu) - _busy(a.cpu)) / window
     per: list[tuple[int, float]] = []
-    for key, secs in b.procs.items():
+    helpers = 0.0
+    for key, secs in (b.procs or {}).items():
+        if a.procs is None:
+            break
         if key in a.procs:
             used = secs - a.procs[key]
         elif key[1] >= a.wall - 0.05:  # started inside the window: all its time is in it
             used = secs
         else:
             continue  # existed before but was not readable then
-        if used / window >= 0.01:  # a daemon's tick is not worth naming
+        if key[0] in own_pids:
+            helpers += used / window
+        elif used / window >= 0.01:  # a daemon's tick is not worth naming
             per.append((key[0], used / window))
+    own += helpers
     per.sort(key=lambda x: -x[1])
     steal = (getattr(b.cpu, "steal", 0.0) - getattr(a.cpu, "steal", 0.0)) / window
+    other = max(0.0, machine - own, sum(c for _, c in per))
+    _last_window_quiet = _quiet(other)
     return {
         "window_s": window,
         "cores": psutil.cpu_count() or 1,
-        "own_cores": own,
+        "own_cores": own,  # with the run's own helper processes (own_helper_cores of it)
+        "own_helper_cores": helpers,
         # The machine-wide figure also catches processes too short-lived to be named.
-        "other_cores": max(0.0, machine - own, sum(c for _, c in per)),
+        "other_cores": other,
         "other_top": [{"name": _name(pid), "pid": pid, "cores": c} for pid, c in per[:KEEP]],
+        "other_listed": a.procs is not None and b.procs is not None,
         "steal_cores": max(0.0, steal),
     }
 
@@ -261,6 +316,7 @@ def host_warnings(host: dict[str, Any] | None, during: str = "this run") -> list
         out.append(
             f"other processes used {_cores(other)} of {cores} during {during}"
             + (f": {top}" if top else "")
+            + ("" if host.get("other_listed", True) else " (not named: it was quiet just before)")
             + f"; {during} used {_cores(host.get('own_cores', 0.0))}"
         )
     if host.get("steal_cores", 0.0) >= STEAL_MIN_CORES:

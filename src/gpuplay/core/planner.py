@@ -139,6 +139,17 @@ def _accelerator_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
     return None
 
 
+def _cupy_rocm_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
+    """What CuPy's ROCm build lacks (core/hw/amd.py), said before the run rather than as a HIP error."""
+    from gpuplay.core.hw import amd
+
+    if spec.backend != "cupy" or a.workload.name != "sparse" or a.params.get("format") != "csr":
+        return None
+    if _device_extra(spec).get("vendor") != "AMD":
+        return None
+    return Refusal(amd.CUPY_ROCM_SPARSE, "use torch, or format=dense")
+
+
 def _amp_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
     if spec.amp == "off":
         return None
@@ -238,6 +249,7 @@ def _transfers_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
 RULES: tuple[Rule, ...] = (
     _dtype_rule,
     _accelerator_rule,
+    _cupy_rocm_rule,
     _amp_rule,
     _compute_dtype_rule,
     _compile_rule,

@@ -152,7 +152,7 @@ def cache_dir() -> Path:
 
 
 def normalize_device(device: str) -> str:
-    return "cuda:0" if device == "cuda" else device
+    return {"cuda": "cuda:0", "xpu": "xpu:0"}.get(device, device)
 
 
 def cache_path(device: str) -> Path:
@@ -172,6 +172,10 @@ def fingerprint(device: str, name: str) -> dict[str, Any]:
         fp["cores"] = cpu_count()
     elif normalize_device(device).startswith("cuda"):
         fp.update(gpu_fingerprint(normalize_device(device)))
+    elif normalize_device(device) == "mps" or device.startswith("xpu"):
+        from gpuplay.core.hw.roofs import identity
+
+        fp.update(identity(normalize_device(device)))
     return fp
 
 
@@ -624,18 +628,12 @@ def measure_cpu(
     return DevicePeaks("cpu", name, fp, _now(), time.perf_counter() - t_start, out)
 
 
-def _cuda_stream(
-    torch: Any,
-    dev: Any,
-    events: Callable[[Callable[[], Any]], Timed],
-    free: int,
-    budget_s: float,
-    probes: Probes,
-) -> list[Measurement]:
+def _gpu_stream(torch: Any, api: Any, budget_s: float, probes: Probes) -> list[Measurement]:
     """STREAM copy and triad on one GPU; the arrays are freed when this returns."""
-    l2 = int(getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", 0) or 64 * 2**20)
-    n = int(min(max(4 * l2, 1 << 30), free // 8) // 4)  # float32 elements per array
+    free = api.free_bytes()
+    n = int(min(max(4 * api.cache_bytes(), 1 << 30), free // 8) // 4)  # float32 elements per array
     size = f"3 x {n * 4 / 2**20:.0f} MiB float32 arrays"
+    dev = torch.device(api.device)
     a = torch.ones(n, device=dev)
     b = torch.full((n,), 2.0, device=dev)
     c = torch.full((n,), 0.5, device=dev)
@@ -645,7 +643,7 @@ def _cuda_stream(
         ("triad", lambda: torch.add(b, c, alpha=3.0, out=a), 3, "2 reads + 1 write per element"),
     ):
         probes.check()
-        best, reps = _best(events(op), budget_s / 2, max_repeats=20, min_repeats=5)
+        best, reps = _best(api.timer(op), budget_s / 2, max_repeats=20, min_repeats=5)
         out.append(
             Measurement("memory", name, "torch", arrays * n * 4 / best / 1e9, size, best, reps, counted)
         )
@@ -653,47 +651,35 @@ def _cuda_stream(
     return out
 
 
-def measure_cuda(device: str, budget_s: float = 0.5, probes: Probes | None = None) -> DevicePeaks:
-    """Peaks of one CUDA device with torch, timed by CUDA events around each call."""
+def measure_gpu(device: str, budget_s: float = 0.5, probes: Probes | None = None) -> DevicePeaks:
+    """Peaks of one GPU (cuda:N, xpu:N or mps) with torch, timed by that device's events around
+    each call: the same probes on every vendor, only torch's module differs (core/hw/roofs.py)."""
     import torch
+
+    from gpuplay.core.hw.roofs import device_api
 
     device = normalize_device(device)
     t_start = time.perf_counter()
+    api = device_api(torch, device)
     dev = torch.device(device)
-    torch.cuda.set_device(dev)
-    name = torch.cuda.get_device_name(dev)
     if probes is not None:
-        probes.name = name
-    out: list[Measurement] = []
-
-    def events(fn: Callable[[], Any]) -> Timed:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-        def once() -> float:
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            return float(start.elapsed_time(end)) / 1e3
-
-        return once
-
+        probes.name = api.name
     probes = probes or Probes()
-    free, _total = torch.cuda.mem_get_info(dev)
-    out.extend(_cuda_stream(torch, dev, events, free, budget_s, probes))
-    torch.cuda.empty_cache()
+    out = _gpu_stream(torch, api, budget_s, probes)
+    api.empty_cache()
+    free = api.free_bytes()
 
     # TF32 through the installed torch's precision API: torch 2.9+ raises when the legacy
     # allow_tf32 switch is read after the new one was set (as a run with --tf32 does).
     from gpuplay.core.backends.torch_backend import fp32_matmul_precision
 
-    for dtype in CUDA_DTYPES:
+    for dtype in api.dtypes:
         tdt = torch.float32 if dtype == "tf32" else getattr(torch, dtype)
 
         def make(k: int, tdt: Any = tdt) -> Timed:
             x = torch.randn(k, k, device=dev, dtype=tdt)
             y = torch.randn(k, k, device=dev, dtype=tdt)
-            return events(lambda: torch.matmul(x, y))
+            return api.timer(lambda: torch.matmul(x, y))
 
         itemsize = torch.tensor([], dtype=tdt).element_size()
         n_max = 16384 if 3 * 16384**2 * itemsize < free // 2 else 8192
@@ -702,8 +688,10 @@ def measure_cuda(device: str, budget_s: float = 0.5, probes: Probes | None = Non
             rate, n_used, best, calls = _matmul_peak(make, 1024, n_max, 0.005, budget_s)
         out.append(Measurement("compute", dtype, "torch", rate, f"n={n_used}", best, calls, "2n³ FLOP"))
         probes.add(out[-1])
-        torch.cuda.empty_cache()
-    return DevicePeaks(device, name, fingerprint(device, name), _now(), time.perf_counter() - t_start, out)
+        api.empty_cache()
+    return DevicePeaks(
+        device, api.name, fingerprint(device, api.name), _now(), time.perf_counter() - t_start, out
+    )
 
 
 def calibrate(device: str, budget_s: float | None = None, probes: Probes | None = None) -> DevicePeaks:
@@ -719,11 +707,9 @@ def calibrate(device: str, budget_s: float | None = None, probes: Probes | None 
         peaks = measure_cpu(probes=probes) if budget_s is None else measure_cpu(budget_s, probes=probes)
     else:
         peaks = (
-            measure_cuda(device, probes=probes)
-            if budget_s is None
-            else measure_cuda(device, budget_s, probes)
+            measure_gpu(device, probes=probes) if budget_s is None else measure_gpu(device, budget_s, probes)
         )
-    peaks.noise = noise.host_noise(before, noise.host_mark())
+    peaks.noise = noise.host_noise(before, noise.host_mark(before))
     save_peaks(peaks)
     return peaks
 

@@ -325,3 +325,14 @@ def spec_for(sc: Scenario, preset: str | None, params: Mapping[str, Any] | None 
     workload = get_workload(sc.workload)
     resolved = workload.resolve({**sc.preset_params(preset), **dict(params or {})})
     return RunSpec.make(sc.workload, resolved, scenario=sc.name, **fields), workload.size_label(resolved)
+
+
+def on_needed_backend(spec: Any) -> tuple[Any, str | None]:
+    """`spec` on the backend its parameters need (an exported torch model, torch's DataLoader),
+    and the sentence that says so; (spec, None) when it needs none or is on it already. For a
+    caller whose user named no backend (`gpuplay run` without -b, gpuplay.run without backend=):
+    one named explicitly stays, and the planner says why it cannot run."""
+    needed = get_workload(spec.workload).needs_backend(spec.params)
+    if needed is None or spec.backend == needed:
+        return spec, None
+    return spec.replace(backend=needed), f"backend {needed}: these parameters run on {needed}"

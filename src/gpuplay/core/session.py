@@ -13,7 +13,7 @@ from typing import Any
 from gpuplay.core import levers
 from gpuplay.core.compare import baseline_spec, is_baseline
 from gpuplay.core.result import RunResult
-from gpuplay.core.scenarios import Scenario, ScenarioSet
+from gpuplay.core.scenarios import Scenario, ScenarioSet, on_needed_backend
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary, summarize
 
@@ -87,7 +87,8 @@ class LiveSession:
         if not name or name not in self.scenario_set.scenarios:
             return False
         self.scenario = self.scenario_set.scenarios[name]
-        self.spec = self.make_spec(self.spec)
+        # the backend the scenario needs (the dataloader: torch), as gpuplay run without -b takes it
+        self.spec = on_needed_backend(self.make_spec(self.spec))[0]
         return True
 
     def cycle_preset(self) -> None:

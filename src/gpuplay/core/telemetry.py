@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -521,6 +521,7 @@ class _Window:
     gpu_note: str = ""
     activity: gpm.GpmWindow | None = None
     vendor: Any = None  # AMD, Intel or Apple's own reader (core/hw): NVML's fields stay unused
+    own_pids: frozenset[int] = frozenset()  # a data loader's workers: the run's own CPU
 
 
 class RunTelemetry:
@@ -537,12 +538,15 @@ class RunTelemetry:
         self.sampler = sampler
         self.interval = interval
 
-    def begin(self, device: str) -> Any:
+    def begin(self, device: str, own_pids: Collection[int] = ()) -> Any:
+        """Start the window; `own_pids` (a data loader's workers) count as the run's own CPU."""
         vendor = run_window(device)  # not NVIDIA's: amdsmi (ROCm), torch.xpu or torch.mps answer
         if vendor is not None:
             cpu0 = psutil.cpu_times() if psutil is not None else None
-            hmark = noise.host_mark()
-            return _Window(time.monotonic(), cpu0, None, None, hmark, None, None, vendor.note, None, vendor)
+            hmark = noise.host_mark(listing=bool(own_pids))
+            vw = _Window(time.monotonic(), cpu0, None, None, hmark, None, None, vendor.note, None, vendor)
+            vw.own_pids = frozenset(own_pids)
+            return vw
         target, gpu0, gmark, note = None, None, None, ""
         if device.startswith("cuda"):
             note = nvml_status()
@@ -557,12 +561,16 @@ class RunTelemetry:
         window = _WindowSampler(target.nvml_index, self.interval) if target is not None and own else None
         cpu0 = psutil.cpu_times() if psutil is not None else None
         activity = _gpm_window(target, gpu0)  # one GPM sample here, one at the end: none between
-        hmark = noise.host_mark()  # last: the window starts as close to the timed loop as it can
-        return _Window(time.monotonic(), cpu0, target, gpu0, hmark, gmark, window, note, activity)
+        # Last: the window starts as close to the timed loop as it can. A run with helper processes
+        # (a loader's workers) lists every process, or their CPU would read as another's.
+        hmark = noise.host_mark(listing=bool(own_pids))
+        w = _Window(time.monotonic(), cpu0, target, gpu0, hmark, gmark, window, note, activity)
+        w.own_pids = frozenset(own_pids)
+        return w
 
     def end(self, token: Any) -> dict[str, Any]:
         w: _Window = token
-        hmark1 = noise.host_mark()  # first, for the same reason
+        hmark1 = noise.host_mark(w.hmark)  # first, for the same reason
         t1 = time.monotonic()
         activity = w.activity.close() if w.activity is not None else None
         during = w.sampler.stop() if w.sampler is not None else []
@@ -570,7 +578,7 @@ class RunTelemetry:
             "duration_s": t1 - w.t0,
             "host_cpu_mean_percent": _cpu_busy_percent(w.cpu0),
             "process_rss_bytes": _process.memory_info().rss if _process is not None else None,
-            "noise": {"host": noise.host_noise(w.hmark, hmark1), "gpu": None},
+            "noise": {"host": noise.host_noise(w.hmark, hmark1, w.own_pids), "gpu": None},
         }
         if w.vendor is not None:
             out["gpu"] = w.vendor.end(t1 - w.t0)

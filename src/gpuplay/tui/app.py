@@ -137,7 +137,8 @@ class GpuPlayApp(TextApp):
 
     def on_unmount(self) -> None:
         self.runs.stop()
-        self.engine.kill()  # nothing in it to save; a compile or a long step must not delay quitting
+        # Nothing in it to save; a compile or a long step must not delay quitting, nor its teardown.
+        self.engine.kill(wait=False)
         if not self.engine.in_process:
             forget_engine_probe()
         self.telemetry.stop()

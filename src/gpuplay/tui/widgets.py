@@ -27,6 +27,7 @@ from gpuplay.core.safetext import visible
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary
 from gpuplay.core.telemetry import Snapshot
+from gpuplay.core.workloads import reference_name
 from gpuplay.tui.controls import controls_for, label, values_for, verdict_for
 from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
 
@@ -158,7 +159,8 @@ class StatsPanel(Static):
         if info.get("split"):  # a data loader's step: waiting for data vs copy vs model
             t.add_row("split", Text(info["split"].removeprefix("split: ")))
         if info.get("result") is not None:
-            t.add_row("error", fmt_error(info["result"]) + " vs float64")
+            ref = reference_name(info["result"].spec.workload)  # inference: the float32 forward pass
+            t.add_row("error", f"{fmt_error(info['result'])} vs {ref}")
         if info.get("speedup_reason"):  # beside the big digits' "~": why
             t.add_row("⚠ speedup", Text(info["speedup_reason"], style="yellow"))
         c = info.get("conditions") or {}
@@ -244,13 +246,16 @@ class Pacer:
 class CachedPlot(PlotextPlot):
     """A plot that rebuilds only when its data or size changed.
 
-    PlotextPlot rebuilds the whole figure on every render (~20 ms at 160x45),
-    and a layout change (a tab switch) re-renders every visible widget.
+    PlotextPlot rebuilds the whole figure on every render (~20 ms at 160x45, ~100 ms on a loaded
+    machine), and a layout change (a tab switch) re-renders every visible widget. A layout that
+    goes and comes back (the help panel opened then closed) shows the same data at the sizes it
+    had: the renders are kept per size (a few) until the data changes.
     """
 
+    SIZES_KEPT = 4
     _version = 0
-    _cache_key: tuple[Any, ...] | None = None
-    _cache: Any = None
+    _cache_version = -1
+    _cache: dict[tuple[Any, ...], Any]
 
     def unchanged(self, key: Any) -> bool:
         """True when `key` (a summary of the data) is what is drawn already."""
@@ -264,10 +269,14 @@ class CachedPlot(PlotextPlot):
         self.refresh()
 
     def render(self) -> Any:
-        key = (self._version, self.size.width, self.size.height, self.app.theme)
-        if key != self._cache_key:
-            self._cache, self._cache_key = super().render(), key
-        return self._cache
+        if self._cache_version != self._version:  # new data: no render of the old one is shown again
+            self._cache, self._cache_version = {}, self._version
+        key = (self.size.width, self.size.height, self.app.theme)
+        if key not in self._cache:
+            if len(self._cache) >= self.SIZES_KEPT:
+                del self._cache[next(iter(self._cache))]  # the oldest
+            self._cache[key] = super().render()
+        return self._cache[key]
 
 
 class ClaimLine(Static):

@@ -48,8 +48,19 @@ class CupyBackend(Backend):
             return Availability(
                 False, f"CuPy {cupy.__version__}: no CUDA device ({type(exc).__name__}: {exc})"
             ), []
+        hip = bool(getattr(cupy.cuda.runtime, "is_hip", False))
         if count == 0:
-            return Availability(False, f"CuPy {cupy.__version__}: no CUDA device"), []
+            return Availability(
+                False, f"CuPy {cupy.__version__}: no {'AMD GPU (ROCm)' if hip else 'CUDA device'}"
+            ), []
+        if hip:  # CuPy's ROCm build: AMD GPUs behind the cuda API, labelled as what they are
+            from gpuplay.core.hw import amd
+
+            extra = lambda a: {"vendor": a.vendor, "arch": a.arch, "runtime": a.runtime}  # noqa: E731
+            return Availability(True), [
+                DeviceInfo(a.torch_device, a.label(), a.memory_bytes, extra(a))
+                for a in amd.cupy_devices(cupy)
+            ]
         devices = []
         for i in range(count):
             props = cupy.cuda.runtime.getDeviceProperties(i)
@@ -89,6 +100,11 @@ class CupyBackend(Backend):
     def synchronize(self, device: str) -> None:
         with self._device(device):
             _cupy().cuda.get_current_stream().synchronize()
+
+    def timer_name(self, device: str) -> str:
+        """How a step is timed, for the result's conditions: never "CUDA" on an AMD GPU."""
+        hip = getattr(getattr(getattr(_cupy(), "cuda", None), "runtime", None), "is_hip", False)
+        return "HIP events (CuPy on ROCm)" if hip else "CUDA events"
 
     def step_timer(self, device: str) -> StepTimer:
         cupy = _cupy()

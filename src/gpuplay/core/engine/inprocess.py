@@ -100,7 +100,7 @@ class InProcessEngine:
         )
         return answer.data
 
-    def kill(self) -> None:
+    def kill(self, wait: bool = True) -> None:
         return None
 
     def close(self) -> None:

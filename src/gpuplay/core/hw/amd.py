@@ -66,6 +66,46 @@ def torch_devices(torch: Any) -> list[Accelerator]:
     return out
 
 
+def hip_version(number: int) -> str:
+    """HIP's runtime version as ROCm spells it: HIP_VERSION is major·10⁷ + minor·10⁵ + patch
+    (60241133 → 6.2.41133), which CuPy's runtimeGetVersion returns on its ROCm build."""
+    return f"{number // 10_000_000}.{number // 100_000 % 100}.{number % 100_000}"
+
+
+def cupy_devices(cupy: Any) -> list[Accelerator]:
+    """CuPy's ROCm build (`cupy.cuda.runtime.is_hip`) names AMD GPUs `cuda:N` as torch's does:
+    labelled from hipDeviceProp (name, gcnArchName) and the HIP runtime, never "CUDA"."""
+    rt = cupy.cuda.runtime
+    try:
+        runtime = f"ROCm {hip_version(int(rt.runtimeGetVersion()))}"
+    except Exception:
+        runtime = "ROCm"
+    out = []
+    for i in range(rt.getDeviceCount()):
+        p = rt.getDeviceProperties(i)
+
+        def text(key: str, p: Any = p) -> str:
+            v = p.get(key, b"")
+            return (v.decode(errors="replace") if isinstance(v, bytes) else str(v)).strip("\x00 ")
+
+        arch = text("gcnArchName").split(":")[0]
+        total = number(p.get("totalGlobalMem"))
+        out.append(
+            Accelerator(
+                f"cuda:{i}", "AMD", text("name") or "AMD GPU", arch, runtime, int(total) if total else None
+            )
+        )
+    return out
+
+
+# What CuPy's ROCm build lacks that a gpuplay workload would call (CuPy's installation guide,
+# "Limitations" for ROCm): said before the run, not as a HIP error from inside it.
+CUPY_ROCM_SPARSE = (
+    "CuPy's ROCm build does not support sparse matrices (cupyx.scipy.sparse) yet: "
+    "CSR products run on NVIDIA GPUs only"
+)
+
+
 # -- amdsmi ---------------------------------------------------------------------------------
 class _AMDSMI:
     def __init__(self) -> None:

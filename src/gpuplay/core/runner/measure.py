@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 import numpy as np
@@ -48,9 +48,17 @@ CUDA_GRAPH_WARMUP = 3
 class TelemetryWindow(Protocol):
     """What the runner needs from a telemetry sampler: bracket the timed phase."""
 
-    def begin(self, device: str) -> Any: ...
+    def begin(self, device: str, own_pids: Collection[int] = ()) -> Any: ...
 
     def end(self, token: Any) -> dict[str, Any]: ...
+
+
+def begin_window(telemetry: TelemetryWindow | None, device: str, own_pids: Collection[int]) -> Any:
+    """telemetry.begin, naming the run's own processes only when there are some: a window written
+    before `own_pids` existed (`begin(self, device)`) still brackets every run that starts none."""
+    if telemetry is None:
+        return None
+    return telemetry.begin(device, own_pids=own_pids) if own_pids else telemetry.begin(device)
 
 
 def _now() -> str:
@@ -104,6 +112,7 @@ class _Measurement:
         self.flush: Any = None  # the cold-cache flusher (prepare sets it)
         self.compiled_mark: Any = None  # dynamo's counters after the compile (prepare sets it)
         self.split: Any = None  # phases the step times itself (a data loader's wait, copy, model)
+        self.own_pids: tuple[int, ...] = ()  # processes the workload started for the run
 
     def phase(self, name: str, detail: str = "") -> None:
         if self.on_phase is not None:
@@ -190,6 +199,7 @@ class _Measurement:
         result.conditions.update(report.conditions)
         result.notes.extend(report.notes)
         self.split = report.split
+        self.own_pids = report.own_pids  # a loader's workers: the noise check counts them as the run's
 
     def warm_up(self, step: Callable[[], Any], timer: StepTimer) -> None:
         """The warm-up loop, after the compile's counters are marked and the cache flusher is made."""
@@ -240,7 +250,7 @@ class _Measurement:
         telemetry = self.telemetry
         with contextlib.suppress(Exception):  # no count on this device: no figure, never a failure
             backend.reset_peak_memory(spec.device)
-        token = telemetry.begin(spec.device) if telemetry is not None else None
+        token = begin_window(telemetry, spec.device, self.own_pids)
         faults0 = _minor_faults()
         if self.split is not None:
             self.split.reset()  # the warm-up's phases are not the timed steps'

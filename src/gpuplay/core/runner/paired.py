@@ -24,7 +24,7 @@ from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, minor_faults
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
-from gpuplay.core.runner.measure import TelemetryWindow, _Measurement, _now, run
+from gpuplay.core.runner.measure import TelemetryWindow, _Measurement, _now, begin_window, run
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.stats import PairedSpeedup, paired_speedup
@@ -245,7 +245,8 @@ class _Paired:
         cand, base, spec = self.cand, self.base, self.cand.plan.spec
         if self.on_phase is not None:
             self.on_phase("paired", "")
-        token = self.telemetry.begin(spec.device) if self.telemetry is not None else None
+        own = (*cand.own_pids, *base.own_pids)  # a loader's workers are the run's own CPU
+        token = begin_window(self.telemetry, spec.device, own)
         # The run's own peak device memory over the paired phase, as an unpaired run counts it
         # over its timed one (the NumPy baseline holds host memory only).
         with contextlib.suppress(Exception):

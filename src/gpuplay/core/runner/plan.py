@@ -84,9 +84,13 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
     from gpuplay.core.backends.numpy_backend import blas_threads
 
     spec, backend = plan.spec, plan.backend
-    threads: dict[str, Any] = {"cores": cpu_count(), "numpy_blas": blas_threads()}
+    counts: dict[str, Any] = {}
     with contextlib.suppress(Exception):
-        threads.update(backend.thread_counts())
+        counts = dict(backend.thread_counts())
+    # NumPy's own counts hold numpy_blas already: threadpoolctl's scan of the loaded libraries
+    # costs a few ms (more on a loaded machine), once a run is enough.
+    blas = counts.pop("numpy_blas") if "numpy_blas" in counts else blas_threads()
+    threads: dict[str, Any] = {"cores": cpu_count(), "numpy_blas": blas, **counts}
     device_name = cpu_name() if spec.device == "cpu" else backend.device_name(spec.device)
     # torch's timer_name says CUDA, HIP (ROCm), XPU or MPS events; CuPy's steps are CUDA-event timed
     timer = "CUDA events" if spec.device.startswith("cuda") else "perf_counter_ns (synchronous)"

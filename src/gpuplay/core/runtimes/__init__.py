@@ -4,7 +4,8 @@ One module per runtime (eager, torchscript, onnxruntime, tensorrt), each with
 `available(device) -> reason | None` (cheap: no import of the runtime's package, so the
 front end's planner can ask it) and `build(model, example, dtype, device) -> (callable,
 build_seconds, conditions)`. This registry adds what they share: the refusal words, the
-notes, and a cache of what was built, per model, shapes, dtype, device and runtime, for the
+notes, and a cache of what was built, per model, shapes, dtype, device, runtime and the settings
+it fixed at build time (ONNX Runtime's threads), for the
 life of the engine process (an ONNX export takes seconds; a second run of the same
 configuration reuses the session, and says so).
 """
@@ -85,11 +86,13 @@ def build(
 ) -> Built:
     """`name`'s forward pass of the model `make_model` builds, for `example`'s shapes; cached per
     `key` (the caller's model identity), shapes, dtype, device and runtime in this process."""
-    full_key = (name, key, tuple(example.shape), dtype, device)
+    mod = module(name)
+    # and what the runtime fixed at build time from the run's settings (ONNX Runtime's threads)
+    settings = mod.build_settings() if hasattr(mod, "build_settings") else None
+    full_key = (name, key, tuple(example.shape), dtype, device, settings)
     hit = _cache.get(full_key)
     if hit is not None:
         return Built(hit.run, hit.build_s, dict(hit.conditions), hit.notes, cached=True)
-    mod = module(name)
     why = refusal(name, device, dtype)
     if why:  # the planner refused it already; an engine whose packages differ says so here
         raise RuntimeError(why)

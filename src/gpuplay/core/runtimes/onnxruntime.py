@@ -69,6 +69,14 @@ def notes(device: str, conditions: dict[str, Any]) -> list[str]:
     ]
 
 
+def build_settings() -> Any:
+    """What a session fixes at build time from the run's settings: its intra-op threads are
+    torch's then, so a run at another `threads` builds its own session (like for like)."""
+    import torch
+
+    return torch.get_num_threads()
+
+
 def export(model: Any, example: Any) -> bytes:
     """The model as ONNX bytes (torch's dynamo exporter, which needs onnxscript)."""
     import torch

@@ -169,6 +169,13 @@ class Batches:
         self.loader, self.split, self.workers = loader, split, workers
         self.iterator = iter(loader)  # starts the workers, once
 
+    def worker_pids(self) -> tuple[int, ...]:
+        """The workers' PIDs, for the noise check to count as the run's own CPU. torch keeps its
+        worker processes (multiprocessing.Process) in the iterator's `_workers`, its one record
+        of them; without it (another torch) none are named, and the test of this says so."""
+        procs = getattr(self.iterator, "_workers", None) or []
+        return tuple(int(p.pid) for p in procs if getattr(p, "pid", None) is not None)
+
     def __next__(self) -> Any:
         return next(self.iterator)
 
@@ -270,7 +277,7 @@ class DataLoaderWorkload(Workload):
         if not isinstance(batches, Batches):
             return None
         conditions = {"loader_workers": batches.workers, "loader_pin_memory": bool(batches.loader.pin_memory)}
-        return SetupReport(conditions=conditions, split=batches.split)
+        return SetupReport(conditions=conditions, split=batches.split, own_pids=batches.worker_pids())
 
     def needs_backend(self, p: Mapping[str, Any]) -> str | None:
         return "torch"
