@@ -66,6 +66,8 @@ class GpmReading:
 
 def bounded(key: str, value: Any) -> float | None:
     """A finite figure inside its metric's range, else None (a glitch is n/a, not a number)."""
+    if isinstance(value, bool):  # float(True) is 1.0: a flag is not a reading
+        return None
     try:
         v = float(value)
     except (TypeError, ValueError):
