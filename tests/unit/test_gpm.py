@@ -266,3 +266,43 @@ def test_gpm_stream_closed_mid_snapshot_keeps_no_sample(monkeypatch):
     stream.close()  # the Telemetry tab left the screen while the sampler thread was reading
     late = stream.read(0, fake.nvmlDeviceGetHandleByIndex(0), "NVIDIA H100 PCIe")
     assert "no view shows it" in late.reason and fake.gpm_live == set()
+
+
+def test_gpm_sample_is_freed_when_the_step_fails_inside_the_timed_loop(monkeypatch, tmp_path):
+    """A step that raises between the window's two samples (user code, an OOM): the run fails,
+    and the first GPM buffer is still freed and the window's sampling thread stopped; before,
+    `end` was never called, so a long-lived engine leaked one NVML buffer and one thread per run."""
+    import threading
+
+    from gpuplay.core.runner import run
+    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.workloads.usercode import code_ref
+
+    fake = _two_gpus(monkeypatch, [H100])
+    code = tmp_path / "late_boom.py"
+    code.write_text(
+        "calls = [0]\n"
+        "def inputs(rng, n=8):\n"
+        "    return rng.standard_normal(n)\n"
+        "def step(xp, x):\n"
+        "    calls[0] += 1\n"
+        "    if calls[0] > 6:\n"
+        "        raise RuntimeError('fails in the timed steps')\n"
+        "    return x * 2.0\n"
+    )
+    begun: list[object] = []
+
+    class OnTheFakeGpu(RunTelemetry):
+        def begin(self, device):
+            begun.append(device)
+            return super().begin("cuda:0")
+
+    before = {t.ident for t in threading.enumerate()}
+    r = run(RunSpec.make(code_ref(code), {}, warmup=1, repeat=50, threads=1), telemetry=OnTheFakeGpu())
+    assert r.status == "failed" and "fails in the timed steps" in r.message
+    assert begun, "the step failed before the timed window opened: the test proves nothing"
+    assert fake.gpm_live == set()  # the window's first sample freed on the failure path too
+    deadline = time.monotonic() + 5
+    while {t.ident for t in threading.enumerate()} - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert {t.ident for t in threading.enumerate()} - before == set()  # its sampler stopped

@@ -254,15 +254,23 @@ class _Measurement:
         faults0 = _minor_faults()
         if self.split is not None:
             self.split.reset()  # the warm-up's phases are not the timed steps'
-        timed = self.loop(
-            step,
-            timer,
-            "timed",
-            count=spec.repeat,
-            budget_s=spec.budget_s,
-            min_count=spec.min_repeat,
-            max_count=spec.max_repeat,
-        )
+        try:
+            timed = self.loop(
+                step,
+                timer,
+                "timed",
+                count=spec.repeat,
+                budget_s=spec.budget_s,
+                min_count=spec.min_repeat,
+                max_count=spec.max_repeat,
+            )
+        except BaseException:
+            # A step that raises mid-window (user code, OOM) still closes it: the window holds an
+            # NVML GPM sample buffer and a sampling thread, which a long-lived engine would leak.
+            if telemetry is not None:
+                with contextlib.suppress(Exception):
+                    telemetry.end(token)
+            raise
         faults1 = _minor_faults()
         if self.split is not None:
             result.split = self.split.take()
