@@ -176,7 +176,8 @@ def test_gpm_figures_reach_the_result_conditions_report_and_csv(monkeypatch):
         def begin(self, device):
             return super().begin("cuda:0")
 
-    spec = RunSpec.make("matmul", {"n": 32}, repeat=3, warmup=1, threads=1)
+    # Timed by budget for 0.3 s: GPM's two samples must lie over 100 ms apart (NVML's refresh).
+    spec = RunSpec.make("matmul", {"n": 32}, budget_s=0.3, warmup=1, threads=1)
     r = run(spec, telemetry=OnTheFakeGpu())
     assert r.status == "ok", r.message
     assert r.telemetry["gpu"]["activity"]["tensor_active"] == pytest.approx(71.0)
@@ -306,3 +307,40 @@ def test_gpm_sample_is_freed_when_the_step_fails_inside_the_timed_loop(monkeypat
     while {t.ident for t in threading.enumerate()} - before and time.monotonic() < deadline:
         time.sleep(0.05)
     assert {t.ident for t in threading.enumerate()} - before == set()  # its sampler stopped
+
+
+def test_gpm_window_within_nvmls_refresh_is_na_not_an_idle_gpu(monkeypatch):
+    """NVML's GPM documentation: the two nvmlGpmSampleGet calls must lie more than 100 ms apart
+    (the counters' refresh); closer samples hold the same counters, whose metrics read as an idle
+    GPU. A run's timed steps shorter than that get the reason, not "tensor cores 0 %"; the live
+    tab polled again within the refresh keeps its last figures and its open window."""
+    from gpuplay.core.hw.nvidia import GpmStream
+    from gpuplay.core.runner import run
+    from gpuplay.core.telemetry import RunTelemetry
+
+    fake = _two_gpus(monkeypatch, [H100])
+    fake.busy(0, MATMUL)
+
+    class OnTheFakeGpu(RunTelemetry):
+        def begin(self, device):
+            return super().begin("cuda:0")
+
+    r = run(RunSpec.make("matmul", {"n": 8}, repeat=3, warmup=1, threads=1), telemetry=OnTheFakeGpu())
+    assert r.status == "ok", r.message
+    activity = r.telemetry["gpu"]["activity"]
+    assert "tensor_active" not in activity and "over 100 ms between its samples" in activity["reason"]
+    assert "tensor cores" not in r.conditions["gpu_activity"]
+    assert fake.gpm_live == set()
+
+    from gpuplay.core import telemetry
+
+    stream = GpmStream(telemetry.nvml)
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    assert stream.read(0, handle).values == {}  # the first sample opens the window
+    fake.work(0, 1.0, MATMUL)
+    first = stream.read(0, handle)
+    assert first.values["tensor_active"] == pytest.approx(71.0, abs=1.0)
+    again = stream.read(0, handle)  # polled again at once: within the refresh
+    assert again.values == first.values and not again.reason
+    stream.close()
+    assert fake.gpm_live == set()
