@@ -72,3 +72,24 @@ def test_a_numpy_row_is_its_own_baseline_even_when_measured_twice():
     first = _result("matmul", {"n": 64}, "numpy", 0.010, "64×64")
     again = _result("matmul", {"n": 64}, "numpy", 0.020, "64×64")
     assert [row.speedup for row in attach_baselines([first, again])] == [1.0, 1.0]
+
+
+def test_a_run_logged_before_calibrating_is_placed_against_the_calibration_made_since():
+    from gpuplay.core import roofline
+    from tests.unit.test_roofline import cpu_name, peaks
+
+    log = SessionLog(sessions_dir())
+    r = _result("matmul", {"n": 1024}, "numpy", 0.05, "1024×1024")
+    r.flops, r.bytes = 2 * 1024**3, 3 * 4 * 1024**2
+    r.conditions["device_name"] = cpu_name()  # what a run on this machine records
+    r.roof = {"status": "not calibrated", "note": roofline.NOT_CALIBRATED}  # as a run stamps it
+    assert log.append(r)
+    before = CliRunner().invoke(main, ["history"])
+    assert "not calibrated" in before.output
+    roofline.save_peaks(peaks("cpu", bw=20.0, f32=200.0))
+    after = CliRunner().invoke(main, ["history", "--format", "json"])
+    assert after.exit_code == 0, after.output
+    rows = json.loads(after.stdout)["results"]
+    assert all(r["roof"]["status"] != "not calibrated" for r in rows if r["workload"] == "matmul")
+    table = CliRunner().invoke(main, ["history"])
+    assert "not calibrated" not in table.output
