@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from gpuplay.cli import main
@@ -93,3 +95,23 @@ def test_a_run_logged_before_calibrating_is_placed_against_the_calibration_made_
     assert all(r["roof"]["status"] != "not calibrated" for r in rows if r["workload"] == "matmul")
     table = CliRunner().invoke(main, ["history"])
     assert "not calibrated" not in table.output
+
+
+@pytest.mark.parametrize("command", [["history"], ["list"], ["info"]])
+def test_a_reader_that_leaves_early_ends_the_command_quietly(command, tmp_path):
+    """`gpuplay history | head -1`: the pipe closes before the table is written; like `git log |
+    head`, that is no error: exit 0, no traceback, no error line."""
+    import os
+    import subprocess
+    import sys
+
+    _session("20260101-000000-1", numpy_s=0.010, torch_s=0.005)
+    env = {**os.environ, "GPUPLAY_IN_PROCESS": "1"}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "gpuplay", *command],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    p.stdout.close()  # the reader is gone before the command writes its first line
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0, err
+    assert err == ""
