@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from click.testing import CliRunner
 
 from gpuplay.cli import main
@@ -115,3 +114,18 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(command, tmp_path):
     err = p.stderr.read().decode()
     assert p.wait(timeout=120) == 0, err
     assert err == ""
+
+
+def test_the_footer_names_each_workloads_reference():
+    log = SessionLog(sessions_dir())
+    assert log.append(_result("matmul", {"n": 64}, "numpy", 0.01, "64×64"))
+    one = " ".join(CliRunner().invoke(main, ["history"]).stdout.split())
+    assert "error vs float64 NumPy" in one
+    assert log.append(_result("inference", {"batch": 1}, "torch", 0.01, "batch 1"))
+    both = " ".join(CliRunner().invoke(main, ["history"]).stdout.split())
+    # inference is checked against its float32 forward pass, not float64 NumPy
+    assert "error vs float64 NumPy (inference: the float32 forward pass)" in both
+    log.path.unlink()
+    assert log.append(_result("inference", {"batch": 1}, "torch", 0.01, "batch 1"))
+    alone = " ".join(CliRunner().invoke(main, ["history"]).stdout.split())
+    assert "error vs the float32 forward pass" in alone and "float64" not in alone

@@ -190,7 +190,8 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
             gpu = "GPU: CUDA events from an idle GPU, dispatch included" if idle else "GPU: CUDA events"
             con.print(
                 f"{env['cpu']} ({env['cores']} cores) · medians after warm-up, ± = half the IQR · "
-                f"CPU: perf_counter_ns, {gpu} · compile time excluded · error vs float64 NumPy",
+                f"CPU: perf_counter_ns, {gpu} · compile time excluded · "
+                f"error vs {report.error_reference([r.result.spec.workload for r in shown])}",
                 style="dim",
                 highlight=False,
                 markup=False,

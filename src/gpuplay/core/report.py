@@ -451,3 +451,26 @@ NOTES = COLUMNS.index("notes")
 def footnotes(rows: Sequence[Row]) -> list[str]:
     cells = [row_cells(row, noise=False) for row in rows]
     return [f"[{i}] {c[NOTES]}" for i, c in enumerate(cells, 1) if c[NOTES]]
+
+
+def error_reference(workloads: Sequence[str]) -> str:
+    """What the error column of a table of these workloads is measured against, in words for a
+    footer: "float64 NumPy" for most, a workload's own reference where it has one (inference is
+    checked against its float32 forward pass), each named where they differ."""
+    from gpuplay.core.workloads import reference_name
+
+    def words(ref: str) -> str:
+        return "float64 NumPy" if ref == "float64" else ref
+
+    refs: dict[str, list[str]] = {}
+    for name in dict.fromkeys(workloads):  # first-seen order, once each
+        refs.setdefault(words(reference_name(name)), []).append(name)
+    if not refs:
+        return "float64 NumPy"
+    if len(refs) == 1:
+        return next(iter(refs))
+    common = "float64 NumPy" if "float64 NumPy" in refs else next(iter(refs))
+    others = "; ".join(
+        f"{', '.join(visible(n) for n in names)}: {ref}" for ref, names in refs.items() if ref != common
+    )
+    return f"{common} ({others})"
