@@ -129,3 +129,17 @@ def test_the_footer_names_each_workloads_reference():
     assert log.append(_result("inference", {"batch": 1}, "torch", 0.01, "batch 1"))
     alone = " ".join(CliRunner().invoke(main, ["history"]).stdout.split())
     assert "error vs the float32 forward pass" in alone and "float64" not in alone
+
+
+def test_the_dataloader_split_is_shares_of_the_step_and_adds_up_to_it():
+    # As seen on a real run: wait 104 ms + model 73.8 ms inside a 259 ms median step. Shares of the
+    # phases' sum (58 % + 41 %) hid the 81 ms nothing accounted for; of the step, with "other", they add up.
+    r = _result("dataloader", {"batch": 2}, "torch", 0.259, "2×32² JPEG")
+    r.split = {"data_wait_s": [0.104] * 5, "h2d_s": [0.0] * 5, "model_s": [0.0738] * 5}
+    assert SessionLog(sessions_dir()).append(r)
+    res = CliRunner().invoke(main, ["history"])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.stdout.split())
+    assert "data wait 104 ms (40 %)" in out and "model 73.8 ms (28 %)" in out
+    assert "other 81.2 ms (31 %)" in out
+    assert "bottleneck" not in out  # the model waits 40 % of the step, not 58 %
