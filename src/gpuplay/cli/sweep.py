@@ -213,6 +213,7 @@ def print_table(doc: dict[str, Any]) -> None:
 
     from gpuplay.cli.output import stdout_console
     from gpuplay.core import sweepreport as sr
+    from gpuplay.core.report import error_reference
 
     sweep = doc["sweep"]
     series = sweep.get("series") or []
@@ -226,7 +227,8 @@ def print_table(doc: dict[str, Any]) -> None:
     con = stdout_console(table)
     con.print(table)
     con.print(f"{sr.machine_text(doc)} · medians after warm-up, "
-              "± half the IQR · each size a full measurement, checked against float64",
+              "± half the IQR · each size a full measurement, checked against "
+              f"{error_reference([str(sweep.get('workload') or '')])}",
               style="dim", highlight=False, markup=False)  # fmt: skip
     unstable = [p for s in series for p in s.get("points") or [] if p.get("unstable")]
     if unstable:
