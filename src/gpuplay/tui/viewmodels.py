@@ -139,7 +139,7 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
             conditions=r.conditions,
             compile_s=r.compile_s,
             build_s=r.build_s,
-            split=split_note(r.split) if r.split else "",
+            split=split_note(r.split, r.median) if r.split else "",
             notes=r.notes,
             message=r.message if r.status in ("failed", "refused") else "",
             roof=r.roof_fields(),
