@@ -382,3 +382,21 @@ def test_sweep_exits_1_when_a_point_raised(monkeypatch):
     res = CliRunner().invoke(main, ["sweep", "matmul", "--over", "n=8..32", "--backends", "numpy", "--budget", "0.02"])
     assert res.exit_code == 1, res.output
     assert "boom at this size" in res.output
+
+
+# -- (3) a bare word is a scenario's name, even beside a file of that name ---------------------
+def test_a_scenario_name_runs_beside_a_file_of_that_name(tmp_path):
+    (tmp_path / "matmul").write_bytes(b"\x7fELF a binary the user built")
+    proc = gpuplay("run", "matmul", "-s", "n=16", "--repeat", "2", "--warmup", "0", "--format", "json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert '"scenario": "matmul"' in proc.stdout
+    (tmp_path / "mine").write_text(PYTHON_TEXT.format(marker=str(tmp_path / "marker")))
+    proc = gpuplay("run", "mine", cwd=tmp_path)  # no such scenario: the file is named, not run
+    assert proc.returncode == 2 and not (tmp_path / "marker").exists(), proc.stderr
+    assert "mine: not something gpuplay runs: a FILE.py is your code" in proc.stderr
+
+
+def test_a_usage_error_shows_the_control_characters_of_a_path(tmp_path):
+    proc = gpuplay("run", "gone\x1b[31m.py", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "\x1b" not in proc.stderr and "gone␛[31m.py: no such file" in proc.stderr, proc.stderr
