@@ -379,7 +379,9 @@ def test_sweep_exits_1_when_a_point_raised(monkeypatch):
         return boom
 
     monkeypatch.setattr(cls, "kernel_function", kernel_function)
-    res = CliRunner().invoke(main, ["sweep", "matmul", "--over", "n=8..32", "--backends", "numpy", "--budget", "0.02"])
+    res = CliRunner().invoke(
+        main, ["sweep", "matmul", "--over", "n=8..32", "--backends", "numpy", "--budget", "0.02"]
+    )
     assert res.exit_code == 1, res.output
     assert "boom at this size" in res.output
 
@@ -387,7 +389,9 @@ def test_sweep_exits_1_when_a_point_raised(monkeypatch):
 # -- (3) a bare word is a scenario's name, even beside a file of that name ---------------------
 def test_a_scenario_name_runs_beside_a_file_of_that_name(tmp_path):
     (tmp_path / "matmul").write_bytes(b"\x7fELF a binary the user built")
-    proc = gpuplay("run", "matmul", "-s", "n=16", "--repeat", "2", "--warmup", "0", "--format", "json", cwd=tmp_path)
+    proc = gpuplay(
+        "run", "matmul", "-s", "n=16", "--repeat", "2", "--warmup", "0", "--format", "json", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert '"scenario": "matmul"' in proc.stdout
     (tmp_path / "mine").write_text(PYTHON_TEXT.format(marker=str(tmp_path / "marker")))
