@@ -282,3 +282,12 @@ async def test_sweep_steps_are_said_not_recorded_and_replay_says_so(tmp_path):
         assert "numpy cpu" not in shown and "0/? points" not in shown, shown
         fig = app.figure(1)
         assert fig is not None and fig.median is None and fig.result is None and fig.source == "unavailable"
+
+
+def test_help_names_every_shipped_deck():
+    # A deck added to scenarios/decks but missing from --help is one a user never learns about.
+    from gpuplay.core.decks import builtin_decks_dir
+
+    text = " ".join(CliRunner().invoke(main, ["demo", "--help"]).output.split())
+    for path in builtin_decks_dir().glob("*.toml"):
+        assert path.stem in text, path.stem

@@ -50,3 +50,21 @@ def test_a_crashed_app_exits_non_zero(monkeypatch):
     with pytest.raises(SystemExit) as exit_:
         app_module.run_app([])
     assert exit_.value.code == 1
+
+
+async def test_the_sweep_charts_title_shows_a_titles_escapes(tmp_path):
+    # The Sweep tab's chart title is the scenario's title: plotext would obey its ESC bytes (a
+    # colour change, a terminal title) unless they are shown as text first.
+    from gpuplay.tui.sweep_view import SweepChart
+
+    app = GpuPlayApp([hostile_folder(tmp_path)], budget_s=0.05, telemetry=False, export_dir=tmp_path / "out")
+    async with app.run_test(size=(140, 40)) as pilot:
+        options = app.query_one("#scenarios", OptionList)
+        options.highlighted = next(
+            i for i in range(options.option_count) if options.get_option_at_index(i).id == "markup"
+        )
+        await pilot.pause()
+        await pilot.press("7")
+        chart = app.query_one(SweepChart)
+        await wait_until(pilot, lambda: "RED" in str(chart.render()))
+        assert "[/]␛[31mRED [bold" in str(chart.render())

@@ -54,3 +54,34 @@ def test_a_number_of_workers_is_shown_as_a_number():
     from gpuplay.tui.controls import label
 
     assert [label(v) for v in (0, 2, 1, False, True, "torch")] == ["0", "2", "1", "off", "on", "PyTorch"]
+
+
+async def test_the_live_error_row_names_inferences_float32_reference(tmp_path):
+    # Inference is checked against the float32 forward pass, not float64: the Live tab said
+    # "vs float64" while the CLI's note said otherwise.
+    from textual.widgets import OptionList
+
+    from gpuplay.tui.app import GpuPlayApp
+    from gpuplay.tui.widgets import StatsPanel
+    from tests.tui.test_roofline_widget import shown_text
+    from tests.tui_helpers import tiny_scenarios, wait_until
+
+    folder = tiny_scenarios(tmp_path / "sc")
+    (folder / "inf.toml").write_text(
+        'name = "inf"\nworkload = "inference"\ntitle = "inf"\n'
+        '[params]\nmodel = "mlp"\nbatch = 2\nwidth = 16\n'
+    )
+    app = GpuPlayApp([folder], budget_s=0.05, telemetry=False, export_dir=tmp_path / "out")
+    async with app.run_test(size=(140, 40)) as pilot:
+        options = app.query_one("#scenarios", OptionList)
+        options.highlighted = next(
+            i for i in range(options.option_count) if options.get_option_at_index(i).id == "inf"
+        )
+        await pilot.pause()
+        await wait_until(
+            pilot,
+            lambda: app.session.live_result is not None and app.session.live_result.spec.scenario == "inf",
+        )
+        await pilot.pause(0.3)
+        text = " ".join(shown_text(app.query_one(StatsPanel)).split())
+        assert "vs the float32 forward pass" in text and "vs float64" not in text

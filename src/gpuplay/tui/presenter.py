@@ -36,6 +36,7 @@ from gpuplay.core.safetext import visible
 from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import summarize
+from gpuplay.core.workloads import reference_name
 from gpuplay.tui.bignumber import BigNumber
 from gpuplay.tui.sweep_view import SWEEP_NOT_REPLAYED, SweepView, show_sweep_step
 from gpuplay.tui.textapp import TextNotifications
@@ -157,7 +158,7 @@ def figure_for(
         s = result.summary
         detail = f"{result.spec.label()} · {result.size} · ±{100 * s.rel_iqr / 2:.1f}% · n={s.n}" if s else ""
         if result.error is not None:
-            detail += f" · error {fmt_error(result)} vs float64"
+            detail += f" · error {fmt_error(result)} vs {reference_name(result.spec.workload)}"
         if result.conditions.get("threads"):
             detail += f" · threads: {threads_text(result.conditions)}"
         if recording is not None:

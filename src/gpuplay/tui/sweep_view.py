@@ -30,6 +30,7 @@ from textual.widgets import Static
 
 from gpuplay.core.lifeline import spawn
 from gpuplay.core.report import fmt_time
+from gpuplay.core.safetext import visible
 from gpuplay.core.scenarios import builtin_dir
 from gpuplay.core.sweepfit import crossing, fit_floor_rate
 from gpuplay.core.sweepreport import crossover_text, fit_text, fmt_value
@@ -495,7 +496,8 @@ class SweepView(Vertical, can_focus=True):
         if not self.is_mounted:
             return
         done = sum(len(v) for v in self.series.values())
-        title = (f"{self.scenario.title if self.scenario else '?'}: "
+        # A title from a file or a code file's TITLE: plotext would obey its escape bytes.
+        title = (f"{visible(self.scenario.title, one_line=True) if self.scenario else '?'}: "
                  f"{'speedup over NumPy CPU' if self.speedup else 'time per step'} against {self.param}")  # fmt: skip
         self.query_one(SweepChart).show(self.param, self.series, self.crossovers(), self.speedup, title)
         self.query_one("#sweep-status", Static).update(self.status_line(done))

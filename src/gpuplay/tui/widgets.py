@@ -27,6 +27,7 @@ from gpuplay.core.safetext import visible
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary
 from gpuplay.core.telemetry import Snapshot
+from gpuplay.core.workloads import reference_name
 from gpuplay.tui.controls import controls_for, label, values_for, verdict_for
 from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
 
@@ -158,7 +159,8 @@ class StatsPanel(Static):
         if info.get("split"):  # a data loader's step: waiting for data vs copy vs model
             t.add_row("split", Text(info["split"].removeprefix("split: ")))
         if info.get("result") is not None:
-            t.add_row("error", fmt_error(info["result"]) + " vs float64")
+            ref = reference_name(info["result"].spec.workload)  # inference: the float32 forward pass
+            t.add_row("error", f"{fmt_error(info['result'])} vs {ref}")
         if info.get("speedup_reason"):  # beside the big digits' "~": why
             t.add_row("⚠ speedup", Text(info["speedup_reason"], style="yellow"))
         c = info.get("conditions") or {}

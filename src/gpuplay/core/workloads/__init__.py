@@ -59,4 +59,14 @@ def get_workload(name: str) -> Workload:
         raise KeyError(f"unknown workload {name!r}; known: {', '.join(registry())}") from None
 
 
-__all__ = ["Param", "Workload", "get_workload", "registry", "relative_error"]
+__all__ = ["Param", "Workload", "get_workload", "reference_name", "registry", "relative_error"]
+
+
+def reference_name(name: str) -> str:
+    """What workload `name`'s error is measured against; a code file's is float64 (not loaded here)."""
+    if name.startswith("code:"):
+        return "float64"
+    try:
+        return get_workload(name).reference_name
+    except KeyError:
+        return "float64"

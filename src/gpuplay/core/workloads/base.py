@@ -115,6 +115,8 @@ class Workload:
     compile_safe: bool = True
     half_ok: bool = True  # computes in float16/bfloat16 natively on some backend
     tol_scale: float = 10.0
+    # What `error` is measured against, as results say it ("error 3e-07 vs float64").
+    reference_name: str = "float64"
     user_code: bool = False  # runs a user's file: a cancel interrupts its Python loops
 
     @property

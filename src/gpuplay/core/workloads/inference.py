@@ -171,6 +171,7 @@ def int8_refusal(device: str, dtype: str) -> str | None:
 
 class Inference(Workload):
     name = "inference"
+    reference_name = "the float32 forward pass"  # see reference(): float32 weights and maths
     title = "Model inference: MLP / transformer block"
     category = "models"
     params = (
