@@ -148,7 +148,9 @@ def load_scenarios(extra: Sequence[str]) -> Any:
 
 
 def message(exc: BaseException) -> str:
-    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    """An exception's words for a usage error, control characters shown: they often quote a
+    user's path or name (`gpuplay run $'x\\e[31m.py'`), and click prints the text as it is."""
+    return visible(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
 
 
 def emit(text: str, out: str | None) -> None:
