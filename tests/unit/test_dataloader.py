@@ -54,11 +54,11 @@ def test_each_step_splits_into_data_wait_copy_and_model():
     assert d["data_wait_s"] > 0 and d["model_s"] > 0 and len(d["per_step"]["h2d_s"]) == 4
     assert split_note(r.split).startswith("split: data wait ")
     # The playground's stats panel says the same as the CLI: shares of the median step, with the rest
+    import dataclasses
+
     from gpuplay.core.scenarios import load_scenarios
     from gpuplay.core.session import LiveSession
     from gpuplay.tui import viewmodels
-
-    import dataclasses
 
     live = LiveSession(load_scenarios([]), threads=1)
     # A step of 100 ms whose phases cover 20 ms of it: the rest is "other", as the CLI says.
