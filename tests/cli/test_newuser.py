@@ -336,3 +336,71 @@ def test_a_step_that_never_returns_is_said_to_be_over_its_limit_while_it_waits(t
     assert when, first
     assert stopped - told < float(when.group(1)) + 30  # it said when, and that came to pass
     assert proc.returncode == 1 and "was stopped by ending the engine" in rest
+
+
+# -- (4) exit 1 when a measurement failed or was refused, in compare and sweep as in run ---------
+@pytest.mark.parametrize(
+    "args",
+    [
+        # every configuration refused at the step limit: nothing measured, the reasons printed
+        ["compare", "matmul", "-p", "quick", "--backends", "numpy", "--max-step", "0.001", "--budget", "0.02"],
+        # the first size already over the limit: the series measured nothing
+        ["sweep", "matmul", "--over", "n=512..1024", "--backends", "numpy", "--max-step", "0.001",
+         "--budget", "0.02"],
+    ],
+)  # fmt: skip
+def test_compare_and_sweep_exit_1_when_nothing_could_be_measured(args):
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1, res.output
+    assert "one step is estimated" in res.stderr
+
+
+def test_sweep_exits_1_when_a_point_raised(monkeypatch):
+    """A size whose step raises (not a refusal or out-of-memory, which end a series by design)."""
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+    from gpuplay.core.workloads import get_workload
+
+    cls = type(get_workload("matmul"))
+    real = cls.kernel_function
+
+    def kernel_function(self, backend, p):
+        if p["n"] <= 16:
+            return real(self, backend, p)
+
+        def boom(*args):
+            raise RuntimeError("boom at this size")
+
+        return boom
+
+    monkeypatch.setattr(cls, "kernel_function", kernel_function)
+    res = CliRunner().invoke(
+        main, ["sweep", "matmul", "--over", "n=8..32", "--backends", "numpy", "--budget", "0.02"]
+    )
+    assert res.exit_code == 1, res.output
+    assert "boom at this size" in res.output
+
+
+# -- (3) a bare word is a scenario's name, even beside a file of that name ---------------------
+def test_a_scenario_name_runs_beside_a_file_of_that_name(tmp_path):
+    (tmp_path / "matmul").write_bytes(b"\x7fELF a binary the user built")
+    proc = gpuplay(
+        "run", "matmul", "-s", "n=16", "--repeat", "2", "--warmup", "0", "--format", "json", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert '"scenario": "matmul"' in proc.stdout
+    (tmp_path / "mine").write_text(PYTHON_TEXT.format(marker=str(tmp_path / "marker")))
+    proc = gpuplay("run", "mine", cwd=tmp_path)  # no such scenario: the file is named, not run
+    assert proc.returncode == 2 and not (tmp_path / "marker").exists(), proc.stderr
+    assert "mine: not something gpuplay runs: a FILE.py is your code" in proc.stderr
+
+
+def test_a_usage_error_shows_the_control_characters_of_a_path(tmp_path):
+    proc = gpuplay("run", "gone\x1b[31m.py", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "\x1b" not in proc.stderr and "gone␛[31m.py: no such file" in proc.stderr, proc.stderr

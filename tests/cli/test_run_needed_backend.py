@@ -21,3 +21,20 @@ def test_run_on_the_backend_the_parameters_need_is_probed_not_refused(tmp_path):
     assert "these parameters run on torch" in proc.stderr
     assert "still being probed" not in proc.stderr + proc.stdout
     assert proc.returncode == 0, proc.stderr
+
+
+def test_baseline_of_a_workload_with_no_numpy_form_is_said_not_a_failure():
+    # The dataloader is torch's DataLoader: no NumPy form, so no NumPy baseline. The run's figures
+    # stand (exit 0), one stderr line says why there is no speedup, as gpuplay.run notes it.
+    import json
+
+    from click.testing import CliRunner
+
+    from gpuplay.cli import main
+
+    res = CliRunner().invoke(main, ["run", "dataloader", "--baseline", "-s", "batch=2", "-s", "size=32",
+                                    "--format", "json", "--repeat", "1", "--warmup", "0"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "no NumPy baseline for dataloader" in res.stderr and "refused" not in res.stderr
+    rows = json.loads(res.stdout)["results"]
+    assert [r["spec"]["backend"] for r in rows] == ["torch"] and rows[0]["status"] == "ok"

@@ -176,3 +176,10 @@ def test_a_one_point_range_is_one_point(cli):
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)["sweep"]
     assert [(p["value"], p["status"]) for s in doc["series"] for p in s["points"]] == [(64, "ok")], doc
+
+
+def test_the_footer_names_the_reference_the_workload_is_checked_against(cli):
+    res = cli.invoke(main, ["sweep", "inference", "--over", "batch=1,2", "--backends", "torch", *FAST])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.stdout.split())
+    assert "checked against the float32 forward pass" in out and "float64" not in out

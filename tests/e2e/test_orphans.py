@@ -43,6 +43,40 @@ def step(xp, x):
     return x * 2
 """
 
+# A double-fork daemon: the child calls setsid() (a new session and group: a group kill misses
+# it), forks `sleep 300` and exits, so the sleep is re-parented away from the engine's tree.
+SPAWNS_A_DAEMON = """
+import os, time
+_kids = []
+
+def inputs(rng, n=64):
+    return rng.standard_normal(n)
+
+def step(xp, x):
+    if not _kids:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.execvp("sleep", ["sleep", "300"])
+            os.write(w, b"ok")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        os.read(r, 2)
+        time.sleep(0.2)  # the grandchild has exec'd by now
+        me = os.getpid()
+        import psutil
+        daemon = next(p.pid for p in psutil.process_iter(["cmdline"])
+                      if (p.info["cmdline"] or [])[:2] == ["sleep", "300"] and p.pid not in _kids
+                      and p.ppid() in (me, 1) and os.getsid(p.pid) != os.getsid(me))
+        _kids.append(daemon)
+        with open(os.environ["PIDFILE"], "w") as f:
+            f.write(f"{me} {daemon}\\n")
+    time.sleep(0.01)
+    return x * 2
+"""
+
 
 def alive(pid: int) -> bool:
     try:
@@ -73,10 +107,15 @@ def wait_for_pids(path: Path, proc: subprocess.Popen[str], timeout: float = 120.
     pytest.fail(f"{path} never appeared")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])
-def test_a_killed_front_end_leaves_no_engine_and_no_child_of_the_measured_code(tmp_path, sig):
+@pytest.mark.parametrize(
+    ("sig", "user_code"),
+    [(signal.SIGKILL, SPAWNS_A_SLEEP), (signal.SIGHUP, SPAWNS_A_SLEEP),
+     (signal.SIGKILL, SPAWNS_A_DAEMON), (signal.SIGHUP, SPAWNS_A_DAEMON)],
+    ids=["sigkill-child", "sighup-child", "sigkill-setsid-daemon", "sighup-setsid-daemon"],
+)  # fmt: skip
+def test_a_killed_front_end_leaves_no_engine_and_no_child_of_the_measured_code(tmp_path, sig, user_code):
     code = tmp_path / "spawner.py"
-    code.write_text(textwrap.dedent(SPAWNS_A_SLEEP))
+    code.write_text(textwrap.dedent(user_code))
     pidfile = tmp_path / "pids"
     before = sleeps_300()
     env = {**os.environ, "GPUPLAY_STATE_DIR": str(tmp_path / "state"), "OMP_NUM_THREADS": "1",
@@ -90,6 +129,8 @@ def test_a_killed_front_end_leaves_no_engine_and_no_child_of_the_measured_code(t
     try:
         assert alive(engine) and alive(child)
         assert psutil.Process(engine).ppid() == front.pid
+        if user_code is SPAWNS_A_DAEMON:  # it left the engine's session and group
+            assert os.getsid(child) != os.getsid(engine) and os.getpgid(child) != os.getpgid(engine)
         os.kill(front.pid, sig)  # the front end only, as a user's `kill -9 PID` or a closed terminal
         front.communicate(timeout=30)
         deadline = time.monotonic() + 10
@@ -191,3 +232,39 @@ def test_the_playground_killed_in_a_real_terminal_leaves_nothing(tmp_path, how):
         for pid in (app, engine, child):
             with contextlib.suppress(ProcessLookupError, TypeError):
                 os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("how", ["finishes", "sigint", "sigterm"])
+def test_a_setsid_daemon_of_the_measured_code_ends_with_the_run(tmp_path, how):
+    """A double-fork daemon (setsid'd: out of the engine's group, re-parented away from it) is
+    ended when the run ends normally or by Ctrl+C/SIGTERM, not only when the front end is killed:
+    the engine is its subreaper and ends its descendants on the way out."""
+    code = tmp_path / "daemon.py"
+    code.write_text(textwrap.dedent(SPAWNS_A_DAEMON))
+    pidfile = tmp_path / "pids"
+    before = sleeps_300()
+    env = {**os.environ, "GPUPLAY_STATE_DIR": str(tmp_path / "state"), "OMP_NUM_THREADS": "1",
+           "PIDFILE": str(pidfile)}  # fmt: skip
+    budget = "2" if how == "finishes" else "120"
+    front = subprocess.Popen(
+        [*GPUPLAY, "run", str(code), "--budget", budget, "--max-step", "5"],
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    engine, child = wait_for_pids(pidfile, front)
+    try:
+        assert alive(child) and os.getsid(child) != os.getsid(engine)
+        if how != "finishes":
+            os.kill(front.pid, signal.SIGINT if how == "sigint" else signal.SIGTERM)
+        front.communicate(timeout=120)
+        deadline = time.monotonic() + 10
+        while (alive(engine) or alive(child)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(engine), "the engine outlived its front end"
+        assert not alive(child), f"the measured code's setsid'd `sleep 300` outlived a run that {how}"
+        assert sleeps_300() - before == set()
+    finally:
+        front.kill()
+        for pid in (engine, child):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -351,19 +351,38 @@ class FakePynvml:
         self.calls: list[tuple[float, str]] = []
         self._energy = itertools.count(1_000_000, 50_000)
         self.gpm_driver = gpm_driver  # False: a driver older than R520, without the GPM calls
-        self.gpm_clock = 100.0  # the GPU's own time, advanced by `work`
+        self.gpm_clock = 100.0  # the GPU's own time, advanced by `work` and by real time (`now`)
+        self._real_mark = time.monotonic()
         self.gpm_counts: dict[tuple[int, int | None], dict[int, float]] = {}
         self.gpm_live: set[int] = set()  # ids of sample buffers not yet freed
         self._steady: dict[int, tuple[dict[int, float], float]] = {}  # gpu -> (activity, since)
 
     def busy(self, gpu: int, activity: dict[int, float]) -> None:
         """The device busy at `activity` from now on, in real time (for a run through the runner)."""
+        self.now()  # the time before this is not busy time
         self._steady[gpu] = (activity, time.monotonic())
+
+    def now(self) -> float:
+        """The GPU's clock: the simulated `work` plus the real time that passed (busy devices
+        counting over it). gpuplay's GPM code reads its window from this clock (install_nvml),
+        so a simulated second is a second to both sides, as it is on a real GPU."""
+        real = time.monotonic()
+        elapsed, self._real_mark = max(0.0, real - self._real_mark), real
+        if not self._steady:
+            return self.gpm_clock  # only simulated `work` so far: real time is not GPU time yet
+        self.gpm_clock += elapsed
+        for gpu, (activity, _since) in self._steady.items():
+            self._count(gpu, elapsed, activity, None)
+        return self.gpm_clock
 
     # -- GPM ---------------------------------------------------------------------------------
     def work(self, gpu: int, seconds: float, activity: dict[int, float], mig: int | None = None) -> None:
         """The device busy for `seconds` at `activity` (metric id -> % or MiB/s): counters grow."""
+        self.now()
         self.gpm_clock += seconds
+        self._count(gpu, seconds, activity, mig)
+
+    def _count(self, gpu: int, seconds: float, activity: dict[int, float], mig: int | None) -> None:
         for key in {(gpu, None), (gpu, mig)}:
             counts = self.gpm_counts.setdefault(key, {})
             for metric, rate in activity.items():
@@ -391,12 +410,8 @@ class FakePynvml:
     def _fill(self, s: FakeGpmSample, key: tuple[int, int | None]) -> FakeGpmSample:
         if self.gpus[key[0]].arch not in ("hopper", "blackwell"):
             raise NVMLError_NotSupported("nvmlGpmSampleGet")
-        if key[0] in self._steady:
-            activity, since = self._steady[key[0]]
-            now = time.monotonic()
-            self.work(key[0], now - since, activity)
-            self._steady[key[0]] = (activity, now)
-        s.key, s.t, s.counts = key, self.gpm_clock, dict(self.gpm_counts.get(key, {}))
+        s.key, s.t = key, self.now()
+        s.counts = dict(self.gpm_counts.get(key, {}))
         return s
 
     def nvmlGpmSampleGet(self, h: _Handle, s: FakeGpmSample) -> FakeGpmSample:  # noqa: N802
@@ -420,9 +435,14 @@ class FakePynvml:
         if mg.version != 1 or s1 is None or s2 is None or s1.key != s2.key or s2.t <= s1.t:
             raise NVMLError("Invalid Argument")
         absent = self.gpus[s1.key[0]].gpm_absent
+        # NVML: the two nvmlGpmSampleGet calls "must be greater than 100 ms" apart (the counters'
+        # refresh). Closer, both samples hold the same counters: every metric reads as idle.
+        stale = s2.t - s1.t <= 0.1
         for m in mg.metrics[: mg.numMetrics]:
             if m.metricId in absent:
                 m.nvmlReturn, m.value = NVML_ERROR_NOT_SUPPORTED, 0.0
+            elif stale:
+                m.nvmlReturn, m.value = 0, 0.0
             else:
                 m.nvmlReturn = 0
                 m.value = (s2.counts.get(m.metricId, 0.0) - s1.counts.get(m.metricId, 0.0)) / (s2.t - s1.t)
@@ -512,6 +532,9 @@ def install_nvml(monkeypatch: Any, fake: FakePynvml) -> None:
     state = telemetry._NVML()
     state._tried, state._pynvml = True, fake
     monkeypatch.setattr(telemetry, "nvml", state)
+    from gpuplay.core.hw import nvidia
+
+    monkeypatch.setattr(nvidia, "now", fake.now)  # GPM windows timed on the fake GPU's clock
 
 
 def install_cuda_uuids(monkeypatch: Any, uuids: list[str]) -> None:

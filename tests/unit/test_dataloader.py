@@ -53,6 +53,19 @@ def test_each_step_splits_into_data_wait_copy_and_model():
     d = r.to_dict()["split"]
     assert d["data_wait_s"] > 0 and d["model_s"] > 0 and len(d["per_step"]["h2d_s"]) == 4
     assert split_note(r.split).startswith("split: data wait ")
+    # The playground's stats panel says the same as the CLI: shares of the median step, with the rest
+    import dataclasses
+
+    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.core.session import LiveSession
+    from gpuplay.tui import viewmodels
+
+    live = LiveSession(load_scenarios([]), threads=1)
+    # A step of 100 ms whose phases cover 20 ms of it: the rest is "other", as the CLI says.
+    split = {"data_wait_s": [0.01] * 4, "h2d_s": [0.0] * 4, "model_s": [0.01] * 4}
+    live.live_result = dataclasses.replace(r, samples=[0.1] * 4, split=split)
+    assert viewmodels.stats_info(live)["split"] == split_note(split, 0.1)
+    assert "other" in viewmodels.stats_info(live)["split"]
 
 
 def test_the_split_says_when_the_loader_is_the_bottleneck():

@@ -176,7 +176,8 @@ def test_gpm_figures_reach_the_result_conditions_report_and_csv(monkeypatch):
         def begin(self, device):
             return super().begin("cuda:0")
 
-    spec = RunSpec.make("matmul", {"n": 32}, repeat=3, warmup=1, threads=1)
+    # Timed by budget for 0.3 s: GPM's two samples must lie over 100 ms apart (NVML's refresh).
+    spec = RunSpec.make("matmul", {"n": 32}, budget_s=0.3, warmup=1, threads=1)
     r = run(spec, telemetry=OnTheFakeGpu())
     assert r.status == "ok", r.message
     assert r.telemetry["gpu"]["activity"]["tensor_active"] == pytest.approx(71.0)
@@ -266,3 +267,80 @@ def test_gpm_stream_closed_mid_snapshot_keeps_no_sample(monkeypatch):
     stream.close()  # the Telemetry tab left the screen while the sampler thread was reading
     late = stream.read(0, fake.nvmlDeviceGetHandleByIndex(0), "NVIDIA H100 PCIe")
     assert "no view shows it" in late.reason and fake.gpm_live == set()
+
+
+def test_gpm_sample_is_freed_when_the_step_fails_inside_the_timed_loop(monkeypatch, tmp_path):
+    """A step that raises between the window's two samples (user code, an OOM): the run fails,
+    and the first GPM buffer is still freed and the window's sampling thread stopped; before,
+    `end` was never called, so a long-lived engine leaked one NVML buffer and one thread per run."""
+    import threading
+
+    from gpuplay.core.runner import run
+    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.workloads.usercode import code_ref
+
+    fake = _two_gpus(monkeypatch, [H100])
+    code = tmp_path / "late_boom.py"
+    code.write_text(
+        "calls = [0]\n"
+        "def inputs(rng, n=8):\n"
+        "    return rng.standard_normal(n)\n"
+        "def step(xp, x):\n"
+        "    calls[0] += 1\n"
+        "    if calls[0] > 6:\n"
+        "        raise RuntimeError('fails in the timed steps')\n"
+        "    return x * 2.0\n"
+    )
+    begun: list[object] = []
+
+    class OnTheFakeGpu(RunTelemetry):
+        def begin(self, device):
+            begun.append(device)
+            return super().begin("cuda:0")
+
+    before = {t.ident for t in threading.enumerate()}
+    r = run(RunSpec.make(code_ref(code), {}, warmup=1, repeat=50, threads=1), telemetry=OnTheFakeGpu())
+    assert r.status == "failed" and "fails in the timed steps" in r.message
+    assert begun, "the step failed before the timed window opened: the test proves nothing"
+    assert fake.gpm_live == set()  # the window's first sample freed on the failure path too
+    deadline = time.monotonic() + 5
+    while {t.ident for t in threading.enumerate()} - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert {t.ident for t in threading.enumerate()} - before == set()  # its sampler stopped
+
+
+def test_gpm_window_within_nvmls_refresh_is_na_not_an_idle_gpu(monkeypatch):
+    """NVML's GPM documentation: the two nvmlGpmSampleGet calls must lie more than 100 ms apart
+    (the counters' refresh); closer samples hold the same counters, whose metrics read as an idle
+    GPU. A run's timed steps shorter than that get the reason, not "tensor cores 0 %"; the live
+    tab polled again within the refresh keeps its last figures and its open window."""
+    from gpuplay.core.hw.nvidia import GpmStream
+    from gpuplay.core.runner import run
+    from gpuplay.core.telemetry import RunTelemetry
+
+    fake = _two_gpus(monkeypatch, [H100])
+    fake.busy(0, MATMUL)
+
+    class OnTheFakeGpu(RunTelemetry):
+        def begin(self, device):
+            return super().begin("cuda:0")
+
+    r = run(RunSpec.make("matmul", {"n": 8}, repeat=3, warmup=1, threads=1), telemetry=OnTheFakeGpu())
+    assert r.status == "ok", r.message
+    activity = r.telemetry["gpu"]["activity"]
+    assert "tensor_active" not in activity and "over 100 ms between its samples" in activity["reason"]
+    assert "tensor cores" not in r.conditions["gpu_activity"]
+    assert fake.gpm_live == set()
+
+    from gpuplay.core import telemetry
+
+    stream = GpmStream(telemetry.nvml)
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    assert stream.read(0, handle).values == {}  # the first sample opens the window
+    fake.work(0, 1.0, MATMUL)
+    first = stream.read(0, handle)
+    assert first.values["tensor_active"] == pytest.approx(71.0, abs=1.0)
+    again = stream.read(0, handle)  # polled again at once: within the refresh
+    assert again.values == first.values and not again.reason
+    stream.close()
+    assert fake.gpm_live == set()

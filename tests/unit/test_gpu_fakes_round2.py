@@ -479,3 +479,20 @@ def test_gpuplay_info_says_a_cached_roof_is_stale(monkeypatch):
     nvml.gpus[0].power_limit_mw = 350_000  # a power cap since the calibration
     roofline._cached.cache_clear()
     assert "power_limit_w 700 → 350" in roofline.summary("cuda:0")["stale"]
+
+
+@pytest.mark.parametrize("n", [float("nan"), float("inf"), -1.0, True])
+def test_a_byte_count_that_is_no_count_reads_na_not_a_crash(n):
+    """fmt_bytes is shared by OOM refusals, the peak-memory note and the Collectives chart: a NaN
+    from a glitching counter or a file raised ValueError in int(n) before."""
+    from gpuplay.core.backends.oom import fmt_bytes
+
+    assert fmt_bytes(n) == "n/a"
+    assert fmt_bytes(3 * 2**30) == "3.00 GiB" and fmt_bytes(12) == "12 B"
+
+
+def test_a_gpm_figure_that_is_a_flag_is_not_a_reading():
+    """float(True) is 1.0: a bool in a GPM reading (a fake, a file) must read n/a, not '1 %'."""
+    from gpuplay.core.hw.nvidia import bounded
+
+    assert bounded("tensor_active", True) is None and bounded("tensor_active", 71) == 71.0

@@ -15,6 +15,18 @@ from gpuplay.cli.exitcodes import HELP as EXIT_HELP
 from gpuplay.cli.options import scenario_dirs_option
 
 
+def _quiet_stdout() -> None:
+    import os
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real file descriptor (a test's captured stream)
+        pass
+
+
 class _Gpuplay(click.Group):
     """The group, with one failure every command can meet turned into words: an engine process
     that cannot start (the interpreter gone or not executable after an upgrade) exits 1 with what
@@ -23,6 +35,12 @@ class _Gpuplay(click.Group):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            # The reader left early (`gpuplay history | head -1`): normal for a CLI, so no traceback,
+            # no error line and exit 0, not Click's exit 1. Output still buffered goes to /dev/null,
+            # or flushing it at interpreter exit would fail again and print "Exception ignored".
+            _quiet_stdout()
+            ctx.exit(0)
         except RuntimeError as exc:
             from gpuplay.core.engine.client import EngineStartError
 

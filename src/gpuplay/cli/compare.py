@@ -217,8 +217,9 @@ def compare(
     if stop.interrupted:
         report_interruption(stop.name, len(results), len(specs), log)
         sys.exit(stop.exit_code)
-    from gpuplay.cli.exitcodes import exit_if_checks_failed
+    from gpuplay.cli.exitcodes import exit_if_checks_failed, exit_if_runs_failed
 
+    exit_if_runs_failed(results)
     exit_if_checks_failed(results, err)
 
 

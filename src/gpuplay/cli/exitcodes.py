@@ -27,6 +27,14 @@ def failed_checks(results: Iterable[Any]) -> list[Any]:
     return [r for r in results if r is not None and r.check_ok is False]
 
 
+def exit_if_runs_failed(results: Iterable[Any]) -> None:
+    """After everything is printed (each failure and refusal already named on stderr as it came):
+    exit 1 when a measurement failed or was refused, as `run` does and `--help` says, so a
+    compare whose configurations all crashed cannot pass a CI step with status 0."""
+    if any(r is not None and r.status in ("failed", "refused") for r in results):
+        sys.exit(1)
+
+
 def exit_if_checks_failed(results: Iterable[Any], err: Any) -> None:
     """After everything is printed: name each failed check on stderr and exit 3."""
     from gpuplay.core.safetext import visible

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,13 +38,28 @@ def plain(text: object, **kw: Any) -> Any:
 PIPED_TABLE_WIDTH = 120
 
 
+@functools.cache
+def _pipe_console_class() -> Any:
+    """Rich's Console, but a reader that closed the pipe early (`gpuplay history | head -1`) raises
+    BrokenPipeError instead of Rich's SystemExit(1): the command group turns it into a quiet exit 0
+    (cli/__init__.py), as for every other write to a closed pipe."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True  # nothing more to write where nobody reads
+            raise BrokenPipeError
+
+    return PipeConsole
+
+
 def _console(stderr: bool = False) -> Any:
     """A console on stdout/stderr. On a terminal (or with COLUMNS set) it honours that width;
     otherwise lines stay whole (a log file or `| cat` must not split a sentence at 80 columns)
     and tables are as wide as they need, up to PIPED_TABLE_WIDTH."""
     import os
 
-    from rich.console import Console
+    Console = _pipe_console_class()
 
     con = Console(stderr=stderr)
     if con.is_terminal:
@@ -132,7 +148,9 @@ def load_scenarios(extra: Sequence[str]) -> Any:
 
 
 def message(exc: BaseException) -> str:
-    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    """An exception's words for a usage error, control characters shown: they often quote a
+    user's path or name (`gpuplay run $'x\\e[31m.py'`), and click prints the text as it is."""
+    return visible(str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc))
 
 
 def emit(text: str, out: str | None) -> None:
@@ -174,7 +192,8 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
             gpu = "GPU: CUDA events from an idle GPU, dispatch included" if idle else "GPU: CUDA events"
             con.print(
                 f"{env['cpu']} ({env['cores']} cores) · medians after warm-up, ± = half the IQR · "
-                f"CPU: perf_counter_ns, {gpu} · compile time excluded · error vs float64 NumPy",
+                f"CPU: perf_counter_ns, {gpu} · compile time excluded · "
+                f"error vs {report.error_reference([r.result.spec.workload for r in shown])}",
                 style="dim",
                 highlight=False,
                 markup=False,

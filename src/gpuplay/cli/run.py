@@ -101,7 +101,8 @@ def run(
         specs = []
     else:
         results, specs = [], [spec]
-        if baseline and not is_baseline(spec):
+        baseline = baseline and not is_baseline(spec) and _baseline_runs(spec, err)
+        if baseline:
             specs.insert(0, baseline_spec(spec))
     from gpuplay.core.telemetry import RunTelemetry
 
@@ -151,6 +152,25 @@ def run(
     from gpuplay.cli.exitcodes import exit_if_checks_failed
 
     exit_if_checks_failed(results, err)
+
+
+def _baseline_runs(spec: Any, err: Any) -> bool:
+    """Whether --baseline's NumPy run can run. A workload with no NumPy form (the dataloader is
+    torch's DataLoader) has no NumPy baseline: one line says so and the run goes on unpaired with
+    exit 0, as gpuplay.run does (core/runner/paired.py notes "no speedup")."""
+    from gpuplay.core.compare import baseline_spec
+    from gpuplay.core.planner import check
+
+    verdict = check(baseline_spec(spec), probe_timeout=30.0)
+    if not isinstance(verdict, Refusal):
+        return True
+    err.print(
+        visible(f"no NumPy baseline for {spec.workload}, so no speedup: {verdict}"),
+        style="yellow",
+        highlight=False,
+        markup=False,
+    )
+    return False
 
 
 def _needed_backend(spec: Any) -> Any:

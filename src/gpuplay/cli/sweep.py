@@ -130,6 +130,12 @@ def sweep(
     if done.interrupted:
         report_interruption(done.name, sum(len(s.points) for s in plan.series), plan.total, done.log)
         sys.exit(done.exit_code)
+    # A refusal or out-of-memory at a size is where a series stops growing (said on stderr, not an
+    # error); a point that raised, or a series with nothing measured, is an error: exit 1.
+    crashed = any(p.status == "failed" and getattr(p.result, "failure", None) != "out-of-memory"
+                  for s in plan.series for p in s.points)  # fmt: skip
+    if crashed or any(not any(p.status == "ok" for p in s.points) for s in plan.series):
+        sys.exit(1)
     from gpuplay.cli.exitcodes import exit_if_checks_failed
 
     exit_if_checks_failed((p.result for s in plan.series for p in s.points), err)
@@ -213,6 +219,7 @@ def print_table(doc: dict[str, Any]) -> None:
 
     from gpuplay.cli.output import stdout_console
     from gpuplay.core import sweepreport as sr
+    from gpuplay.core.report import error_reference
 
     sweep = doc["sweep"]
     series = sweep.get("series") or []
@@ -226,7 +233,8 @@ def print_table(doc: dict[str, Any]) -> None:
     con = stdout_console(table)
     con.print(table)
     con.print(f"{sr.machine_text(doc)} · medians after warm-up, "
-              "± half the IQR · each size a full measurement, checked against float64",
+              "± half the IQR · each size a full measurement, checked against "
+              f"{error_reference([str(sweep.get('workload') or '')])}",
               style="dim", highlight=False, markup=False)  # fmt: skip
     unstable = [p for s in series for p in s.get("points") or [] if p.get("unstable")]
     if unstable:

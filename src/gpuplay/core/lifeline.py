@@ -7,6 +7,9 @@ Two mechanisms, because neither is enough alone:
   its terminal closed) it ends that group — whatever the measured code started goes with it —
   and itself. The front end's own cleanup (`EngineClient._reap`) does the same, but never runs
   when the front end dies by SIGKILL.
+- `adopt_orphans`: the engine is a child subreaper, so a double-fork daemon of the measured
+  code (setsid'd: out of the group) is re-parented to the engine, not init, and still found
+  among its descendants.
 - `spawn(..., die_with_parent=True)`: Linux's PR_SET_PDEATHSIG as a backstop: the child gets
   SIGTERM when its parent dies. The kernel ties it to the *thread* that forked the child, not
   the process, so a child started from a worker thread would be signalled when that worker
@@ -27,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def _prctl() -> Callable[..., int] | None:
@@ -96,17 +100,36 @@ def spawn(argv: list[str], *, die_with_parent: bool = True, **popen_kw: Any) -> 
     return _spawner.call(lambda: subprocess.Popen(argv, **popen_kw))
 
 
+def adopt_orphans() -> bool:
+    """Make this process the subreaper of its descendants (Linux 3.4+): a process the measured
+    code starts that double-forks, and calls setsid() to leave the group, is re-parented here
+    instead of to init, so `end_group_and_exit` still finds it among this process's children.
+    The cost: such an orphan that exits stays a zombie until this process exits (reaping it here
+    would take the exit status from user code that waits for its own children). False where it
+    is not available."""
+    prctl = _prctl()
+    if prctl is None:
+        return False
+    return bool(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0)
+
+
+def kill_descendants(pid: int) -> None:
+    """SIGKILL every descendant of `pid`: those that left its process group (setsid) too, which a
+    group kill misses. With `adopt_orphans` in `pid`, a double-forked daemon is among them."""
+    with contextlib.suppress(Exception):
+        import psutil
+
+        for child in psutil.Process(pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+
+
 def end_group_and_exit(code: int = 0) -> None:
     """End every process this one started — its descendants, and its process group if it leads
     one — then itself. For the engine, once its front end is gone: nothing it or the measured
     code started may be left running."""
     me = os.getpid()
-    with contextlib.suppress(Exception):  # psutil finds descendants that left the group (setsid)
-        import psutil
-
-        for child in psutil.Process(me).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                child.kill()
+    kill_descendants(me)
     if os.getpgrp() == me:
         # The group's SIGKILL takes this process too; os._exit follows in case it is not at once.
         with contextlib.suppress(OSError):

@@ -140,15 +140,22 @@ def roof_markdown(roof: dict[str, Any]) -> str:
     return f"{roof_text(roof)} (AI {roof['intensity_flop_per_byte']:.3g} FLOP/B{ridge})"
 
 
-def split_note(split: dict[str, list[float]]) -> str:
-    """Where a step's time went (median per step of each phase), and the loader's verdict."""
+def split_note(split: dict[str, list[float]], step_s: float | None = None) -> str:
+    """Where a step's time went (median per step of each phase), and the loader's verdict.
+
+    With `step_s` (the step's median) each phase is a share of the step, and what the phases do not
+    cover (the loop, Python, the timers) is "other", so the parts add up to the step; the phases'
+    medians can sum past the step's median, and then they fill it with no "other"."""
     med = {k: statistics.median(v) for k, v in split.items() if v}
     total = sum(med.values())
     if not total:
         return "split: nothing recorded"
+    step = max(step_s or 0.0, total)
+    if step_s and math.isfinite(step_s) and step > total:
+        med["other"] = step - total
     words = {"data_wait_s": "data wait", "h2d_s": "h2d", "model_s": "model"}
-    parts = [f"{words.get(k, k)} {fmt_time(v)} ({100 * v / total:.0f} %)" for k, v in med.items()]
-    wait = med.get("data_wait_s", 0.0) / total
+    parts = [f"{words.get(k, k)} {fmt_time(v)} ({100 * v / step:.0f} %)" for k, v in med.items()]
+    wait = med.get("data_wait_s", 0.0) / step
     verdict = (
         f"; the model is idle {100 * wait:.0f} % of the step: the loader is the bottleneck"
         if wait > 0.5
@@ -165,7 +172,7 @@ def setup_notes(r: RunResult) -> list[str]:
     if r.build_s is not None:
         notes.append(f"{r.conditions.get('runtime', 'runtime')} build {fmt_time(r.build_s)} (excluded)")
     if r.split:
-        notes.append(split_note(r.split))
+        notes.append(split_note(r.split, r.median))
     return notes
 
 
@@ -451,3 +458,26 @@ NOTES = COLUMNS.index("notes")
 def footnotes(rows: Sequence[Row]) -> list[str]:
     cells = [row_cells(row, noise=False) for row in rows]
     return [f"[{i}] {c[NOTES]}" for i, c in enumerate(cells, 1) if c[NOTES]]
+
+
+def error_reference(workloads: Sequence[str]) -> str:
+    """What the error column of a table of these workloads is measured against, in words for a
+    footer: "float64 NumPy" for most, a workload's own reference where it has one (inference is
+    checked against its float32 forward pass), each named where they differ."""
+    from gpuplay.core.workloads import reference_name
+
+    def words(ref: str) -> str:
+        return "float64 NumPy" if ref == "float64" else ref
+
+    refs: dict[str, list[str]] = {}
+    for name in dict.fromkeys(workloads):  # first-seen order, once each
+        refs.setdefault(words(reference_name(name)), []).append(name)
+    if not refs:
+        return "float64 NumPy"
+    if len(refs) == 1:
+        return next(iter(refs))
+    common = "float64 NumPy" if "float64 NumPy" in refs else next(iter(refs))
+    others = "; ".join(
+        f"{', '.join(visible(n) for n in names)}: {ref}" for ref, names in refs.items() if ref != common
+    )
+    return f"{common} ({others})"

@@ -85,8 +85,10 @@ class RunResult:
 
         Reads the calibration cache only (never measures): without one, says so.
         """
-        if self.roof is not None:
+        if self.roof is not None and self.roof.get("status") != "not calibrated":
             return self.roof
+        # A measurement logged before its device was calibrated is placed against the calibration
+        # made since (history, compare, load): the peaks describe the device, not the session.
         from gpuplay.core.roofline import roof_for
 
         return roof_for(

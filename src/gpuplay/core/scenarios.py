@@ -57,6 +57,12 @@ class Scenario:
         return get_workload(self.workload).resolve(base)
 
 
+NOT_RUNNABLE = (
+    "not something gpuplay runs: a FILE.py is your code, a FILE.toml is a scenario (data), "
+    "anything else is a scenario's name (gpuplay list)"
+)
+
+
 class ScenarioError(ValueError):
     def __init__(self, path: Path | str, field_name: str, message: str) -> None:
         self.path, self.field, self.detail = Path(path), field_name, message
@@ -212,6 +218,8 @@ class ScenarioSet:
         try:
             return self.scenarios[name]
         except KeyError:
+            if Path(name).expanduser().is_file():  # scenario_from_argument left a bare file name here
+                raise KeyError(f"{name}: {NOT_RUNNABLE}") from None
             raise KeyError(f"unknown scenario {name!r}; known: {', '.join(self.scenarios)}") from None
 
 
@@ -274,12 +282,14 @@ def scenario_from_argument(arg: str) -> Scenario | None:
         return scenario_for(arg)
     if arg.endswith(".toml"):
         return scenario_file(arg)
-    if "/" in arg or Path(arg).expanduser().is_file():
+    # A bare word is a scenario's name even when a file of that name sits in the current folder
+    # (`gpuplay run matmul` beside a binary called matmul); ScenarioSet.get names the file when the
+    # word is no scenario. Only a path (with a /) is refused here.
+    if "/" in arg:
         raise ScenarioError(
             arg,
             "",
-            "not something gpuplay runs: a FILE.py is your code, a FILE.toml is a scenario (data), "
-            "anything else is a scenario's name (gpuplay list)",
+            NOT_RUNNABLE,
         )
     return None
 

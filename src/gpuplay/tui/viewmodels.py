@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,7 +139,7 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
             conditions=r.conditions,
             compile_s=r.compile_s,
             build_s=r.build_s,
-            split=split_note(r.split) if r.split else "",
+            split=split_note(r.split, r.median) if r.split else "",
             notes=r.notes,
             message=r.message if r.status in ("failed", "refused") else "",
             roof=r.roof_fields(),
@@ -265,7 +266,21 @@ def telemetry_pace(session: LiveSession, sample_interval: float) -> TelemetryPac
 # What identifies a row (the scenario and its size, one column) is kept before the secondary
 # columns: at 80×24 "torch cpu 0.869×" and "torch cpu 1.57×" of matmul 1024² and SVD 384² read
 # alike once it was the first to go (issue 39).
-COMPARE_COLUMNS = ("configuration", "speedup", "error", "scenario", "median", "±", "compute")
+# The run's own peak device memory and its tensor-core activity over the timed steps (GPM,
+# issues 32 and 37) come last: secondary, the first to go at 80×24, and left out altogether
+# when no row has one (a CPU-only session's table is as it was).
+COMPARE_COLUMNS = (
+    "configuration",
+    "speedup",
+    "error",
+    "scenario",
+    "median",
+    "±",
+    "compute",
+    "peak mem",
+    "tensor",
+)
+COMPARE_OPTIONAL = ("peak mem", "tensor")
 COMPARE_KEPT = 4  # configuration, speedup, error, scenario (with its size): never dropped
 COMPARE_ESSENTIAL = 6  # ... then median and ±, before the configuration gets its full width
 MAX_SCENARIO = 20  # a longer scenario · size is shortened with … (its size stays readable first)
@@ -276,11 +291,10 @@ CELL_PADDING = 2  # DataTable pads each cell by one column on both sides
 
 def compare_cells(row: Any) -> dict[str, str]:
     """One Compare row's cells, by column name."""
-    import math
-
     from gpuplay.core.report import fmt_error, fmt_speedup
 
     r, s = row.result, row.result.summary
+    tensor = _tensor_active(r.telemetry)
     return {
         "configuration": r.spec.label(with_dtype=False),
         "speedup": getattr(row, "speedup_marker", "") + fmt_speedup(row.speedup),  # "~": see the notes
@@ -291,7 +305,37 @@ def compare_cells(row: Any) -> dict[str, str]:
         "scenario": f"{short_size(r.size)} {r.spec.scenario or r.spec.workload}"
         if r.size
         else str(r.spec.scenario or r.spec.workload),
+        "peak mem": _peak_memory_cell(r.peak_memory),
+        "tensor": "—" if tensor is None else f"{tensor:.0f} %",
     }
+
+
+MAX_PEAK_BYTES = 2**60  # core/result.peak_memory_of's bound: beyond it a figure is a glitch
+
+
+def _peak_memory_cell(peak: Any) -> str:
+    """'1.25 GiB' from a run's own peak record; '—' without one or with a figure not to be shown
+    (NaN, negative, absurd: a result may come from a hand-edited file)."""
+    from gpuplay.core.backends.oom import fmt_bytes
+
+    n = peak.get("bytes") if isinstance(peak, dict) else None
+    if (
+        isinstance(n, bool)
+        or not isinstance(n, int | float)
+        or not math.isfinite(n)
+        or not 0 <= n < MAX_PEAK_BYTES
+    ):
+        return "—"
+    return fmt_bytes(n)
+
+
+def _tensor_active(telemetry: Any) -> float | None:
+    """Tensor-core activity % over the timed steps, where GPM gave it (bounded to 0–100)."""
+    activity = gpu_activity(telemetry) if isinstance(telemetry, dict) else None
+    if not activity or activity.get("reason"):
+        return None
+    v = activity.get("tensor_active")
+    return None if isinstance(v, bool) else gpm.bounded("tensor_active", v)  # True is not "1 %"
 
 
 def short_size(size: str | None) -> str:
@@ -307,21 +351,26 @@ def fit_columns(cells: list[dict[str, str]], width: int) -> list[tuple[str, int]
 
     The first COMPARE_KEPT always (the scenario with its size among them); then median and ±
     while the configuration keeps MIN_CONFIGURATION; the configuration then grows to its natural
-    width (up to MAX_CONFIGURATION) before compute is added. A configuration
+    width (up to MAX_CONFIGURATION) before compute, peak memory and tensor-core activity are
+    added (those two only when a row has a figure). A configuration
     narrower than its text is shortened with an ellipsis (ellipsize)."""
-    natural = {name: max([len(name), *(len(c[name]) for c in cells)]) for name in COMPARE_COLUMNS}
+    # A secondary column no row has a figure for is not offered at all.
+    offered = tuple(
+        n for n in COMPARE_COLUMNS if n not in COMPARE_OPTIONAL or any(c.get(n, "—") != "—" for c in cells)
+    )
+    natural = {name: max([len(name), *(len(c.get(name, "—")) for c in cells)]) for name in offered}
     natural["scenario"] = min(natural["scenario"], MAX_SCENARIO)
     config_natural = min(natural["configuration"], MAX_CONFIGURATION)
 
     def fixed(names: list[str]) -> int:
         return sum(natural[n] + CELL_PADDING for n in names if n != "configuration") + CELL_PADDING
 
-    order: tuple[str, ...] = COMPARE_COLUMNS
+    order: tuple[str, ...] = offered
     kept, essential = COMPARE_KEPT, COMPARE_ESSENTIAL
     if len({c["scenario"] for c in cells}) <= 1:
         # One scenario and size for every row: the column tells rows nothing (the chart's title
         # names it), so it goes last and the configuration keeps the room.
-        order = (*(n for n in COMPARE_COLUMNS if n != "scenario"), "scenario")
+        order = (*(n for n in offered if n != "scenario"), "scenario")
         kept, essential = COMPARE_KEPT - 1, COMPARE_ESSENTIAL - 1
     chosen = list(order[:kept])
     for i, name in enumerate(order[kept:], kept):

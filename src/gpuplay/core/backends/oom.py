@@ -13,6 +13,7 @@ here imports torch or CuPy.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -91,6 +92,9 @@ def requested_bytes(exc: BaseException) -> int | None:
 
 
 def fmt_bytes(n: float) -> str:
+    """A byte count in words; a count that is no count (NaN, inf, negative: a glitch) reads n/a."""
+    if not isinstance(n, int | float) or isinstance(n, bool) or not math.isfinite(n) or n < 0:
+        return "n/a"
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             return f"{n / scale:.2f} {unit}"

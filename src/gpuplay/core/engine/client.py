@@ -50,7 +50,7 @@ from gpuplay.core.engine.messages import (
     encode,
 )
 from gpuplay.core.engine.protocol import Engine, Listener, PhaseCallback, ProbeCallback, SampleCallback
-from gpuplay.core.lifeline import spawn
+from gpuplay.core.lifeline import kill_descendants, spawn
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
@@ -409,7 +409,11 @@ class EngineClient:
             # The engine leads its own process group (start_new_session): the group takes with it
             # whatever the measured code started (a `sleep 1000`, a multiprocessing pool), which
             # would otherwise outlive it and hold the socket open. Killed before the engine is
-            # reaped, so its pid (the group's id) cannot have been reused.
+            # reaped, so its pid (the group's id) cannot have been reused. A descendant that called
+            # setsid() left the group: found through the engine's children (it is their
+            # subreaper, core/lifeline.adopt_orphans) while the engine still lives.
+            if proc.returncode is None:
+                kill_descendants(proc.pid)
             with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError, OSError):

@@ -36,7 +36,7 @@ from gpuplay.core.engine.messages import (
     encode,
 )
 from gpuplay.core.engine.protocol import probe_data
-from gpuplay.core.lifeline import end_group_and_exit, end_group_on_sigterm
+from gpuplay.core.lifeline import adopt_orphans, end_group_and_exit, end_group_on_sigterm
 
 __all__ = ["STICKY_CUDA_ERRORS", "STICKY_EXIT_CODE", "EngineServer", "main"]
 
@@ -54,10 +54,16 @@ def main(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     end_group_on_sigterm()  # the parent-death signal the client asks for: the group goes too
+    adopt_orphans()  # a setsid'd double-fork daemon of user code re-parents here, so it is ended too
     os.set_inheritable(fd, False)  # pass_fds made it inheritable: no process user code starts gets it
     faulthandler.enable(sys.stderr)  # a segfault leaves the Python stack in the engine log
     print(f"--- gpuplay engine pid {os.getpid()} started {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
     EngineServer(Connection(fd)).serve()
+    # Asked to shut down: what the measured code started goes too, a setsid'd daemon included
+    # (it re-parented here, `adopt_orphans`; a plain exit would hand it to init).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    end_group_and_exit(0)
 
 
 class EngineServer:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,15 @@ GPM_METRICS: tuple[GpmMetric, ...] = (
 BY_KEY = {m.key: m for m in GPM_METRICS}
 # A rate above this is a counter glitch (a wrapped or reset counter), not traffic: 10 TiB/s.
 MAX_RATE_MIBS = 10 * 2**20
+# NVML's GPM documentation: the interval between the two nvmlGpmSampleGet calls "must be greater
+# than 100 ms due to the internal sample refresh rate". Closer samples hold the same counters, and
+# their "metrics" read as an idle GPU: a shorter window is n/a, not 0 %.
+MIN_WINDOW_S = 0.1
+
+
+def now() -> float:
+    """The clock a GPM window is timed on (module-level so a fake GPU can lend its own)."""
+    return time.monotonic()
 
 
 @dataclass
@@ -66,6 +76,8 @@ class GpmReading:
 
 def bounded(key: str, value: Any) -> float | None:
     """A finite figure inside its metric's range, else None (a glitch is n/a, not a number)."""
+    if isinstance(value, bool):  # float(True) is 1.0: a flag is not a reading
+        return None
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -122,8 +134,6 @@ class GpmSampler:
 
     def sample(self) -> tuple[Any, float] | str:
         """(a GPM sample, its time), or the reason none could be taken."""
-        import time
-
         if self.reason:
             return self.reason
         pm = self.nvml.module
@@ -140,7 +150,7 @@ class GpmSampler:
             self.free(s)
             what = "this MIG instance" if self._gi is not None else "this GPU"
             return f"GPM n/a: the driver gives no GPM sample for {what} ({_error_name(exc)})"
-        return s, time.monotonic()
+        return s, now()
 
     def free(self, s: Any) -> None:
         try:
@@ -150,6 +160,12 @@ class GpmSampler:
 
     def between(self, first: tuple[Any, float], second: tuple[Any, float]) -> GpmReading:
         """The figures over the window from `first` to `second` (both samples stay allocated)."""
+        window = second[1] - first[1]
+        if window <= MIN_WINDOW_S:
+            return GpmReading(
+                reason=f"GPM n/a: the window lasted {max(window, 0.0) * 1000:.0f} ms; GPM needs over "
+                f"{MIN_WINDOW_S * 1000:.0f} ms between its samples (NVML's counter refresh)"
+            )
         pm = self.nvml.module
         wanted = [(m.key, getattr(pm, m.nvml_id, None)) for m in GPM_METRICS]
         wanted = [(k, i) for k, i in wanted if isinstance(i, int)]  # an older binding lacks some ids
@@ -204,6 +220,7 @@ class GpmStream:
         self._lock = threading.Lock()
         self._samplers: dict[int, GpmSampler] = {}
         self._last: dict[int, tuple[Any, float]] = {}
+        self._shown: dict[int, GpmReading] = {}  # the latest figures per GPU
         self._closed = False
 
     def read(self, index: int, handle: Any, name: str | None = None) -> GpmReading:
@@ -217,11 +234,17 @@ class GpmStream:
             if isinstance(taken, str):
                 return GpmReading(reason=taken)
             previous = self._last.get(index)
+            if previous is not None and taken[1] - previous[1] <= MIN_WINDOW_S:
+                # Polled again within NVML's refresh: the counters have not moved. The window
+                # stays open from the earlier sample, and the view keeps its last figures.
+                sampler.free(taken[0])
+                return self._shown.get(index, GpmReading())
             self._last[index] = taken
             if previous is None:
                 return GpmReading()  # the first sample opens the window: figures from the next
             try:
-                return sampler.between(previous, taken)
+                reading = self._shown[index] = sampler.between(previous, taken)
+                return reading
             finally:
                 sampler.free(previous[0])
 

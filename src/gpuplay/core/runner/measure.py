@@ -254,15 +254,7 @@ class _Measurement:
         faults0 = _minor_faults()
         if self.split is not None:
             self.split.reset()  # the warm-up's phases are not the timed steps'
-        timed = self.loop(
-            step,
-            timer,
-            "timed",
-            count=spec.repeat,
-            budget_s=spec.budget_s,
-            min_count=spec.min_repeat,
-            max_count=spec.max_repeat,
-        )
+        timed = self.timed_loop(step, timer, token)
         faults1 = _minor_faults()
         if self.split is not None:
             result.split = self.split.take()
@@ -286,6 +278,27 @@ class _Measurement:
         self.energy(step)
         result.notes.extend(plan.workload.after_run(step, backend.name, spec.device, plan.params))
         return step
+
+    def timed_loop(self, step: Callable[[], Any], timer: StepTimer, token: Any) -> Any:
+        """The timed steps inside the telemetry window opened with `token`."""
+        spec = self.plan.spec
+        try:
+            return self.loop(
+                step,
+                timer,
+                "timed",
+                count=spec.repeat,
+                budget_s=spec.budget_s,
+                min_count=spec.min_repeat,
+                max_count=spec.max_repeat,
+            )
+        except BaseException:
+            # A step that raises mid-window (user code, OOM) still closes it: the window holds an
+            # NVML GPM sample buffer and a sampling thread, which a long-lived engine would leak.
+            if self.telemetry is not None:
+                with contextlib.suppress(Exception):
+                    self.telemetry.end(token)
+            raise
 
     def peak_memory(self) -> None:
         """The run's own peak device memory over the timed phase, where the library counts it."""
