@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gpuplay.tui.app import GpuPlayApp
 from tests.snapshot_feed import feed
 from tests.tui_helpers import tiny_scenarios, wait_until
@@ -180,3 +182,91 @@ async def test_a_refused_talk_step_says_why_under_its_digits(tmp_path):
         await pilot.pause()
         note = " ".join(text(app, "#speedup-note").split())
         assert "refused here: no CUDA device here" in note, note
+
+
+@pytest.mark.parametrize("size", [(120, 36), (80, 24)])
+async def test_the_scenario_list_keeps_its_height_and_control_values_fit(tmp_path, size):
+    """At 120×36 the list shrank from 10 rows to 3 as the controls grew with a workload's
+    parameters, dtype's values took a line each, and "reduce-overhe…" was cut (issue 39)."""
+    from rich.console import Console
+    from textual.widgets import OptionList
+
+    from gpuplay.tui.sidebar import Sidebar
+    from gpuplay.tui.widgets import ControlsPanel
+
+    app = GpuPlayApp(None, autostart=False, telemetry=False, export_dir=tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        heights = []
+        for name in ("matmul", "inference", "dataloader", "fft2d"):
+            app.query_one(Sidebar).highlight(name)
+            await wait_until(pilot, lambda name=name: app.spec is not None and app.spec.workload == name)
+            panel = app.query_one(ControlsPanel)
+            # drawn for this scenario (its controls), and laid out again after it
+            await wait_until(pilot, lambda p=panel: getattr(p, "_key", (None,))[0] == app.spec)
+            await pilot.pause()
+            await pilot.pause()
+            heights.append(app.query_one("#scenarios", OptionList).size.height)
+            console = Console(width=panel.content_size.width, color_system=None, record=True)
+            console.print(panel.content)
+            lines = console.export_text().splitlines()
+            if size == (120, 36) and name == "inference":
+                compile_row = next(i for i, line in enumerate(lines) if line.startswith("c compile"))
+                block = " ".join(lines[compile_row : compile_row + 3])
+                assert "reduce-overhead" in block and "…" not in block, block
+                dtype_row = next(line for line in lines if line.startswith("t dtype"))
+                assert "float64" in dtype_row and "float32" in dtype_row, lines  # values share a line
+        assert len(set(heights)) == 1 and heights[0] >= 7, (size, heights)
+
+
+async def test_the_roofline_legend_is_never_overprinted(tmp_path):
+    """A point in the chart's top-left corner wrote its workload over the legend ("torch cpu
+    +amp:fp16 floatmatmul", issue 39): on the rendered screen every legend line and every label
+    reads whole."""
+    from gpuplay.tui.roofline import RooflineChart
+    from tests.snapshot_feed import fixed_result
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        feed(app)
+        spec = app.spec
+        # the fastest result at the lowest intensity: it lands where plotext writes its legend
+        low = fixed_result(
+            spec.replace(workload="elementwise", scenario="elementwise", backend="numpy", params={}),
+            1e-7,
+            0.0,
+        )
+        high = fixed_result(spec.replace(backend="torch", amp="fp16"), 0.05, 1e-3)
+        app.session.results = [low, high]
+        app.refresh_all()
+        await pilot.press("2")
+        await pilot.pause()
+        chart = app.query_one(RooflineChart)
+        await wait_until(pilot, lambda: chart._shown is not None and len(chart._shown[0]) == 2)
+        await pilot.pause()
+        screen = "\n".join("".join(s.text for s in chart.render_line(y)) for y in range(chart.size.height))
+        for text in ("numpy cpu float32", "torch cpu +amp:fp16 float32", "elementwise", "matmul"):
+            assert text in screen, screen
+
+
+async def test_roofline_labels_of_neighbouring_points_do_not_overprint(tmp_path):
+    """Two workloads at nearly the same intensity and rate: each label reads whole on screen."""
+    from gpuplay.tui.roofline import RooflineChart
+    from tests.snapshot_feed import fixed_result
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        feed(app)
+        spec = app.spec
+        a = fixed_result(spec.replace(backend="numpy"), 0.02, 1e-7)
+        b = fixed_result(spec.replace(backend="torch", scenario="renamed_mm"), 0.0201, 1e-7)
+        app.session.results = [a, b]
+        app.refresh_all()
+        await pilot.press("2")
+        chart = app.query_one(RooflineChart)
+        await wait_until(pilot, lambda: chart._shown is not None and len(chart._shown[0]) == 2)
+        await pilot.pause()
+        screen = "\n".join("".join(s.text for s in chart.render_line(y)) for y in range(chart.size.height))
+        assert "matmul" in screen and "renamed_mm" in screen, screen

@@ -35,6 +35,7 @@ def compose_main(scenarios: ScenarioSet) -> ComposeResult:
 def adapt_layout(screen: Screen[object], width: int, height: int) -> None:
     """Classes for the stylesheet (narrow, short) and the footer's density."""
     screen.set_class(width < 150, "narrow")
+    screen.set_class(110 <= width < 150, "roomy")  # every control value shown (not compact)
     screen.set_class(height < 32, "short")
     # Compact footer keys below 120 columns, and no palette hint below 100 (ctrl+p and the
     # help still open it): at 80 the full footer cuts off help and quit.

@@ -114,6 +114,7 @@ class RooflineChart(CachedPlot):
         y_hi = max([*ys, *tops] or [100.0]) * 2
         lg = math.log10
         grid = _geom(x_lo, x_hi, 48)
+        legend = 0  # plotext writes one legend line per labelled series, top left inside the frame
         for i, (device, pk) in enumerate(sorted(peaks.items())):
             bw = pk.bandwidth()
             if bw is None:
@@ -136,6 +137,7 @@ class RooflineChart(CachedPlot):
                 marker="braille",
                 label=f"{device} roof: {bw.value:.3g} GB/s",
             )
+            legend += 1
             for m in shown:
                 ridge = m.value / bw.value
                 part = [x for x in grid if x >= ridge]
@@ -148,13 +150,21 @@ class RooflineChart(CachedPlot):
                         marker="braille",
                         label=name,
                     )
+                    legend += 1
         # One colour and marker per configuration (legend); the workload written beside each point.
         # Two results in one character cell would hide each other: the later one moves one cell
         # right (a few % in intensity, never in rate), and the cell group is labelled once.
         width, height = (self.size.width or 100), (self.size.height or 30)
+        configs = list(dict.fromkeys(p[0] for p in points))
+        # The legend's lines are kept clear of points and labels (a label over "torch cpu
+        # +amp:fp16 float16" read "…floatmatmul"): the y axis grows so that the data starts
+        # below them. canvas: its rows, less title, frame, ticks and axis label.
+        canvas, reserved = max(8, height - 5), legend + len(configs) + 1
+        if reserved < canvas:
+            span = lg(y_hi) - lg(y_lo)
+            y_hi = 10 ** (lg(y_hi) + span * reserved / (canvas - reserved))
         cell_x = (lg(x_hi) - lg(x_lo)) / max(20, width - 10)  # the canvas, less ticks and frame
         cell_y = (lg(y_hi) - lg(y_lo)) / max(8, height - 6)
-        configs = list(dict.fromkeys(p[0] for p in points))
         placed: list[tuple[float, float]] = []
         labels: list[tuple[float, float, str, str]] = []
 
@@ -187,8 +197,14 @@ class RooflineChart(CachedPlot):
                 else:
                     labels.append((x, y, text, color))
             plt.scatter(px, py, marker=MARKERS[j % len(MARKERS)], color=color, label=config[:30])
+        drawn: list[tuple[float, float, float]] = []  # (y, first x, last x) of each label written
         for x, y, text, color in labels:  # two cells right of the marker
-            plt.text(text, x=x + 2 * cell_x, y=y, color=color, background="default", alignment="left")
+            x0, x1 = x + 2 * cell_x, x + (3 + len(text)) * cell_x
+            for ly in (y, y + cell_y, y - cell_y):  # a label over another: a row up or down, or none
+                if not any(abs(ly - oy) < cell_y and x0 < o1 and o0 < x1 for oy, o0, o1 in drawn):
+                    drawn.append((ly, x0, x1))
+                    plt.text(text, x=x0, y=ly, color=color, background="default", alignment="left")
+                    break
         plt.xlim(lg(x_lo), lg(x_hi))
         plt.ylim(lg(y_lo), lg(y_hi))
         plt.xticks(*_decades(x_lo, x_hi))

@@ -11,7 +11,7 @@ from typing import Any
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
@@ -36,7 +36,8 @@ class Sidebar(Vertical):
 
     def compose(self) -> ComposeResult:
         yield OptionList(*self._options(), id="scenarios")
-        yield ControlsPanel(id="controls")
+        with VerticalScroll(id="controls-scroll", can_focus=False):  # the list keeps its height
+            yield ControlsPanel(id="controls")
 
     def on_mount(self) -> None:
         self.query_one("#scenarios", OptionList).border_title = "scenarios"
