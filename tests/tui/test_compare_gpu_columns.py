@@ -9,6 +9,7 @@ import csv
 import html
 import json
 import math
+import time
 
 import pytest
 
@@ -47,7 +48,9 @@ def _gpu_run():
                       F.NVML_GPM_METRIC_DRAM_BW_UTIL: 12.0})  # fmt: skip
         cuda = FakeCuda(1)
         cuda.allocated = GIB
-        install_cuda_run(mp, cuda, on_step=lambda call: cuda.allocate(256 * 2**20))
+        # Each step also takes 30 ms of real time: GPM's two samples must lie over 100 ms apart
+        # (NVML's refresh), or the run's activity reads n/a, as on a real GPU.
+        install_cuda_run(mp, cuda, on_step=lambda call: (cuda.allocate(256 * 2**20), time.sleep(0.03)))
         spec = RunSpec.make("elementwise", {"n": 4096}, backend="torch", device="cuda:0", repeat=5, warmup=1)
         # the engine's own telemetry window (engine/server.py), which brackets the timed steps
         gpu = run(spec, telemetry=RunTelemetry())
