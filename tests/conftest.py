@@ -20,6 +20,13 @@ def isolated_dirs(tmp_path, monkeypatch):
     # Beside tmp_path, not in it: tests that list what a command left in their folder see none of it.
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path.parent / f"{tmp_path.name}-inductor"))
     yield
+    # A command run in this process (CliRunner, the Python API) hands its backends' questions to the
+    # engine process and marks those it did not ask about as the engine's, pending: right for that
+    # command's process, wrong for the next test, which measures in this process and would read
+    # "PyTorch is still being probed" forever. Each test starts with backends that probe here.
+    from gpuplay.core.engine.protocol import forget_engine_probe
+
+    forget_engine_probe()
 
 
 def gpu_available() -> bool:
