@@ -114,7 +114,6 @@ def demo(
 
     try:
         from gpuplay.core.decks import saved_position
-
         from gpuplay.core.talkresults import load_results, prune_stale
 
         prune_stale(loaded)  # per-tab files of talks over for a week

@@ -40,7 +40,9 @@ def save_results(deck: Deck, measured: Mapping[Any, RunResult]) -> str | None:
         "format": TALK_RESULTS_FORMAT,
         "deck": deck.title,
         # Each under the deck's spec it answers (the live run's own spec carries the thread policy).
-        "results": [{"key": k.to_dict(), "result": r.to_dict()} for k, r in list(measured.items())[:MAX_RESULTS]],
+        "results": [
+            {"key": k.to_dict(), "result": r.to_dict()} for k, r in list(measured.items())[:MAX_RESULTS]
+        ],
     }
     try:
         write_atomic(results_file(deck), json.dumps(doc, allow_nan=False, default=str))
