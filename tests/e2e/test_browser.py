@@ -300,3 +300,62 @@ def test_a_fresh_browser_starts_a_talk_at_its_first_step(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def _staircase_row(page, title: str) -> tuple[str, str]:
+    """The staircase's row for `title` (its bar line) and the provenance line under it."""
+    import re
+
+    lines = _screen_text(page).splitlines()
+    for i, line in enumerate(lines[:-1]):  # the big digits share these lines: match the row itself
+        m = re.search(rf"(?<!\S){re.escape(title)} +(█+|—|measuring).*", line)
+        if m:
+            return m.group(0), lines[i + 1][m.start() :]
+    return "", ""
+
+
+def test_a_reloaded_talk_tab_keeps_its_earlier_figures(tmp_path):
+    """As a speaker (issue 39), keys only (no click): step 1's figure arrives, PageDown, step 2's
+    arrives, reload:
+    the tab resumes at its step and the earlier step's figure is still there (not "—"), marked
+    as measured earlier in this talk, before the reload (not live now), and not measured again."""
+    if CHROMIUM is None:
+        _missing("no system Chromium (Debian: apt-get install chromium; .ci/run does it)")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        _missing("playwright is not installed (pip install -e '.[test]')")
+    deck = tmp_path / "speaker.toml"
+    deck.write_text(SPEAKER_DECK)
+    state = Path(os.environ["GPUPLAY_STATE_DIR"])  # the conftest's; inherited by the app process
+    port = free_port()
+    server = start_server(port, "--demo", str(deck), "--theme", "projector")
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = _open_browser(pw, tmp_path, 1920, 1080)
+            page = browser.pages[0] if browser.pages else browser.new_page()
+            page.goto(server.url)
+            _wait_step(page, {1})
+            try:
+                _wait(lambda: "numpy" in _backends_measured(state), 120, "step 1's measurement")
+                page.keyboard.press("PageDown")  # a clicker, and no click on the page at all
+                _wait_step(page, {2})
+                _wait(lambda: "torch" in _backends_measured(state), 120, "step 2's measurement")
+                _wait(lambda: "running" not in _staircase_row(page, "PyTorch")[1], 30, "step 2's figure")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; on screen:\n{_screen_text(page)}") from None
+            before = _backends_measured(state)
+            page.reload()
+            assert _wait_step(page, {1, 2}) == 2, "a reload of the tab lost its step"
+            _wait(lambda: _staircase_row(page, "NumPy")[0] != "", 30, "the staircase")
+            time.sleep(2.0)  # a resumed tab that re-measured or lost the figure would show it by now
+            bar, tag = _staircase_row(page, "NumPy")
+            png = _save_png(page, tmp_path, "browser-reloaded-talk-1080p.png")
+            assert "█" in bar and "—" not in bar, f"the earlier step's figure is gone: {bar!r} ({png})"
+            assert "earlier in this talk" in tag and "before a reload" in tag, tag
+            assert "live" in tag  # measured live here, only earlier: said so
+            assert _backends_measured(state) == before, "the resumed tab measured again"
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

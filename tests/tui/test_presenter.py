@@ -476,3 +476,22 @@ async def test_notifications_show_outside_text_as_text(scenarios):
         (toast,) = list(app._notifications)
         assert "\x1b" not in toast.message and "␛" in toast.message and "[/]" in toast.message
         assert toast.markup is False
+
+
+async def test_a_resumed_talk_shows_its_earlier_figures_marked_and_does_not_remeasure(scenarios):
+    """`gpuplay demo DECK --resume` (and a reloaded browser tab): the results saved before are
+    shown at once, tagged as measured earlier in this talk, and are not measured again."""
+    deck = deck_of(scenarios)
+    numpy, torch = deck.steps[0].spec, deck.steps[1].spec
+    earlier = {
+        s: RunResult(s, samples=[0.010, 0.0101, 0.0102, 0.0101, 0.0100], size="64×64", finished="")
+        for s in (numpy, torch)
+    }
+    app = PresenterApp(deck, start_step=1, remember=False, earlier=earlier)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        fig = app.figure(0)
+        assert fig is not None and fig.median == pytest.approx(0.0101)
+        assert "earlier in this talk" in fig.tag and "before a reload" in fig.tag
+        assert app.running is None  # nothing re-measured
+        assert "earlier in this talk" in text(app, "#speedup-note")

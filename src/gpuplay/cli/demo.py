@@ -114,9 +114,18 @@ def demo(
 
     try:
         from gpuplay.core.decks import saved_position
+        from gpuplay.core.talkresults import load_results, prune_stale
 
+        prune_stale(loaded)  # per-tab files of talks over for a week
         start = saved_position(loaded) if resume else 0
-        app = PresenterApp(loaded, replay=recording, fallback=fallback_rec, theme=theme, start_step=start)
+        earlier: dict[Any, Any] = {}
+        if resume and recording is None:
+            earlier, problem = load_results(loaded)
+            if problem:
+                err.print(visible(problem, one_line=True), style="yellow", highlight=False, markup=False)
+        app = PresenterApp(
+            loaded, replay=recording, fallback=fallback_rec, theme=theme, start_step=start, earlier=earlier
+        )
     except ValueError as exc:  # an unknown theme
         raise click.BadParameter(str(exc), param_hint="--theme") from None
     app.run()

@@ -372,6 +372,7 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
         autostart: bool = True,
         start_step: int = 0,
         remember: bool = True,
+        earlier: dict[RunSpec, RunResult] | None = None,
     ) -> None:
         super().__init__()
         self.deck = deck
@@ -382,6 +383,10 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
         apply_theme(self, theme)
         self.index = min(max(start_step, 0), len(deck.steps) - 1)
         self.measured: dict[RunSpec, RunResult] = {}  # this session's live results
+        # Results this tab measured before a reload or restart (core/talkresults): shown again,
+        # marked "earlier in this talk", never re-measured.
+        self.earlier: dict[RunSpec, RunResult] = dict(earlier or {}) if replay is None else {}
+        self.measured.update(self.earlier)
         self.failed: dict[RunSpec, RunResult] = {}
         self.run_id = 0
         self.cancel = threading.Event()
@@ -594,6 +599,9 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
             where=where,
             recording=self.replay,
         )
+        if result is not None and self.earlier.get(spec) is result and fig.source == "live":
+            fig.where = f"earlier in this talk, {fig.where}"
+            fig.when = f"{fig.when}, before a reload" if fig.when else "before a reload"
         paired = result is not None and isinstance(result.speedup, dict)
         if fig.source in ("live", "recorded") and baseline is None and not is_baseline(spec) and not paired:
             fig.detail += " · NumPy baseline " + ("measuring…" if self.running else "not recorded")
@@ -787,6 +795,13 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
         r, key = msg.result, msg.key
         if r.status == "ok" and r.usable:
             self.measured[key] = r
+            self.earlier.pop(key, None)
+            if self.remember and self.replay is None:
+                from gpuplay.core.talkresults import save_results
+
+                problem = save_results(self.deck, self.measured)
+                if problem:
+                    self.notify(problem, severity="warning", markup=False)
             if not self.session_log.append(r):
                 self.notify(self.session_log.error or "session log not written", severity="warning")
         elif r.status in ("failed", "refused"):
