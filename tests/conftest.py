@@ -10,6 +10,20 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(autouse=True)
+def backends_probe_here():
+    """A command run in this process (CliRunner, the Python API) hands its backends' questions to
+    the engine process and marks those it did not ask about as the engine's, pending: right for that
+    command's process, wrong for the next test, which measures in this process and would read
+    "PyTorch is still being probed" forever. Each test ends with backends that probe here again.
+    Set up before `isolated_dirs` (and its monkeypatch), so this runs after a test's patches of the
+    backend registry are undone."""
+    yield
+    from gpuplay.core.engine.protocol import forget_engine_probe
+
+    forget_engine_probe()
+
+
+@pytest.fixture(autouse=True)
 def isolated_dirs(tmp_path, monkeypatch):
     """Session logs and config go to a temporary folder, never the user's."""
     monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path / "state"))
@@ -20,13 +34,6 @@ def isolated_dirs(tmp_path, monkeypatch):
     # Beside tmp_path, not in it: tests that list what a command left in their folder see none of it.
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path.parent / f"{tmp_path.name}-inductor"))
     yield
-    # A command run in this process (CliRunner, the Python API) hands its backends' questions to the
-    # engine process and marks those it did not ask about as the engine's, pending: right for that
-    # command's process, wrong for the next test, which measures in this process and would read
-    # "PyTorch is still being probed" forever. Each test starts with backends that probe here.
-    from gpuplay.core.engine.protocol import forget_engine_probe
-
-    forget_engine_probe()
 
 
 def gpu_available() -> bool:

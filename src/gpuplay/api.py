@@ -338,7 +338,7 @@ def _compare_scenarios(
         for k, v in (("budget_s", budget_s), ("threads", threads), ("max_step_s", max_step_s))
         if v is not None
     }
-    kw.update(levers or {})  # the cell magic's other `gpuplay run` flags (--warmup, --amp, …)
+    kw.update(levers or {})  # the cell magic's other `gpuplay run` flags (--warmup, --cache, …)
     fields = {"dtype": dtype, **kw}
     for name, value in fields.items():
         _check_lever(name, value)

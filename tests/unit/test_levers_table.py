@@ -46,6 +46,7 @@ PERVASIVE = {
     "mode": "an ordinary word (inference's autograd mode)",
     "op": "an ordinary word (transfers' operation)",
     "format": "str.format and the export formats",
+    "workers": "an ordinary word (Textual's workers; a loader's worker processes the noise check counts)",
     "runtime": "an ordinary word (CUDA runtime, an inference runtime's own package core/runtimes/)",
 }
 

@@ -50,7 +50,7 @@ def test_a_sweep_step_parses_with_defaults(scenarios):
     [
         ("", "over: missing"),
         ('over = "m=16..64"', "over: matmul has no parameter 'm'"),
-        ('over = "n=64..16"', "above its start"),
+        ('over = "n=64..16"', "must not be below its start"),
         ('over = "n=1,4"', "n must be >= 2"),
         ('over = "n=16,32"\nbackends = ["jax"]', "backends: unknown jax"),
         ('over = "n=16,32"\nbackends = "numpy"', "backends: must be a non-empty list"),

@@ -156,8 +156,8 @@ class RooflineChart(CachedPlot):
         # right (a few % in intensity, never in rate), and the cell group is labelled once.
         width, height = (self.size.width or 100), (self.size.height or 30)
         configs = list(dict.fromkeys(p[0] for p in points))
-        # The legend's lines are kept clear of points and labels (a label over "torch cpu
-        # +amp:fp16 float16" read "…floatmatmul"): the y axis grows so that the data starts
+        # The legend's lines are kept clear of points and labels (a label written over a legend
+        # line read "…floatmatmul"): the y axis grows so that the data starts
         # below them. canvas: its rows, less title, frame, ticks and axis label.
         canvas, reserved = max(8, height - 5), legend + len(configs) + 1
         if reserved < canvas:
