@@ -154,7 +154,9 @@ def _fields(msg: Message) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in msg.__dataclass_fields__:
         value = getattr(msg, name)
-        if isinstance(value, RunSpec | RunResult):
+        if isinstance(value, RunResult):
+            value = value.to_dict(derived=False)  # the front end derives the rest (summary, roof)
+        elif isinstance(value, RunSpec):
             value = value.to_dict()
         out[name] = value
     return out

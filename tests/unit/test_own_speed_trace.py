@@ -1,0 +1,152 @@
+"""gpuplay's own speed, round 3 (issue 34): the trace of a whole command, the engine started
+before the front end's imports, and what neither process does any more. Checked by order and by
+what is imported, never by timing."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuplay.core.engine import messages as m
+from gpuplay.core.result import RunResult
+from gpuplay.core.spec import RunSpec
+
+RUN = ("run", "matmul", "-s", "n=64", "--budget", "0.05", "--warmup", "1")
+
+
+def gpuplay(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k not in ("GPUPLAY_IN_PROCESS", "COLUMNS", "GPUPLAY_TRACE")}
+    full.update(GPUPLAY_STATE_DIR=str(tmp_path / "state"), GPUPLAY_CONFIG_DIR=str(tmp_path / "config"), **env)
+    return subprocess.run([sys.executable, "-m", "gpuplay", *args], capture_output=True, text=True, env=full,
+                          stdin=subprocess.DEVNULL, timeout=300)  # fmt: skip
+
+
+def trace_lines(stderr: str) -> list[tuple[float, str, str]]:
+    """(seconds, process, what) of each GPUPLAY_TRACE line."""
+    pattern = re.compile(r"^gpuplay trace +([\d.]+) s +cpu +[\d.]+ s +(front end|engine) +(.+)$")
+    return [(float(x[1]), x[2], x[3]) for line in stderr.splitlines() if (x := pattern.match(line))]
+
+
+def test_gpuplay_trace_puts_both_processes_on_one_timeline_and_is_silent_when_off(tmp_path):
+    out = gpuplay(tmp_path, *RUN, GPUPLAY_TRACE="1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = trace_lines(out.stderr)
+    seen = [(who, what) for _, who, what in lines]
+    for mark in [("front end", "engine: spawned"), ("engine", "runner imported"), ("front end", "sending RunRequest"),
+                 ("engine", "phase warmup"), ("engine", "phase timed"), ("engine", "phase check"),
+                 ("front end", "answer taken"), ("front end", "run: printed"), ("front end", "exit")]:  # fmt: skip
+        assert mark in seen, f"{mark} not traced:\n{out.stderr[-3000:]}"
+    at = {(who, what): t for t, who, what in lines}
+    # One clock: the engine's phases fall between the request and the answer the front end saw.
+    assert at["front end", "sending RunRequest"] <= at["engine", "phase timed"] <= at["front end", "answer taken"]
+    assert "gpuplay trace" not in gpuplay(tmp_path, *RUN).stderr  # off by default
+
+
+def test_the_engine_starts_before_the_front_end_imports_click(tmp_path):
+    # The entry spawns the engine first: its interpreter and imports overlap the front end's.
+    out = gpuplay(tmp_path, *RUN, GPUPLAY_TRACE="1", PYTHONPROFILEIMPORTTIME="1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stderr.splitlines()
+    spawned = next(i for i, line in enumerate(lines) if line.endswith("front end  engine: spawned"))
+    # importtime writes a module's line when its import ends: the first of click's modules.
+    click = next(i for i, line in enumerate(lines) if re.match(r"^import time:.*\| +click(\.\S+)?$", line))
+    assert spawned < click
+    log = (tmp_path / "state" / "engine.log").read_text()
+    assert log.count("--- gpuplay engine pid ") == 1  # the command used the engine it started early
+
+
+def test_an_engine_started_early_for_a_command_that_stops_is_ended_with_it(tmp_path):
+    import psutil
+
+    out = gpuplay(tmp_path, "run", "no-such-scenario")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    state = str(tmp_path / "state")
+
+    def engines() -> list[int]:
+        found = []
+        for p in psutil.process_iter(["cmdline"]):
+            try:
+                if "gpuplay.core.engine.server" in " ".join(p.info["cmdline"] or ()) and (
+                    p.environ().get("GPUPLAY_STATE_DIR") == state
+                ):
+                    found.append(p.pid)
+            except psutil.Error:
+                continue
+        return found
+
+    deadline = time.monotonic() + 5
+    while engines() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not engines()
+
+
+def test_no_early_engine_outside_the_gpuplay_command():
+    from gpuplay.core.engine.process import wanted_early
+
+    assert wanted_early(["/venv/bin/gpuplay", "run", "matmul"])
+    assert wanted_early(["/src/gpuplay/__main__.py", "sweep", "x"])
+    assert not wanted_early(["/venv/bin/gpuplay", "run", "matmul", "--help"])
+    assert not wanted_early(["/venv/bin/gpuplay", "list"])
+    assert not wanted_early(["/venv/bin/gpuplay"])  # the app starts its own engines
+    assert not wanted_early(["-c", "run"])  # a program that imports the CLI (a notebook, a test)
+    assert not wanted_early(["/usr/bin/ipykernel_launcher.py", "run"])
+
+
+def test_a_numpy_run_front_end_imports_no_telemetry(tmp_path):
+    # The engine opens the telemetry window; the front end built one it never used (33 ms).
+    out = gpuplay(tmp_path, *RUN, PYTHONPROFILEIMPORTTIME="1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    front = {x[1] for line in out.stderr.splitlines() if (x := re.match(r"^import time:.*\| *(\S+)$", line))}
+    assert "gpuplay.core.runner.measure" not in front and "gpuplay.core.cli" not in front
+    assert "gpuplay.core.telemetry" not in front
+
+
+def test_the_engine_answer_leaves_what_the_front_end_derives_to_it(monkeypatch):
+    from gpuplay.core import roofline
+
+    r = RunResult(spec=RunSpec.make("matmul", {"n": 64}), samples=[3e-3, 1e-3, 2e-3], warmup=[4e-3],
+                  flops=5e5, bytes=4e4, error=1e-7, tolerance=1e-5, conditions={"threads": 2},
+                  telemetry={"noise": {}}, started="a", finished="b")  # fmt: skip
+    full = r.to_dict()
+
+    def no_cache_read(**_kw: object) -> None:
+        raise AssertionError("the engine read the roofline cache for its answer")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(roofline, "roof_for", no_cache_read)
+        wire = m.encode(m.Finished(1, r))  # the engine's side: no roof, no summary, no verdicts
+    back = m.decode(wire)
+    assert isinstance(back, m.Finished)
+    assert back.result.to_dict() == full  # the front end derives the same figures
+    for derived in ("summary", "gflops", "check_ok", "unstable", "noise_warnings"):
+        assert f'"{derived}"'.encode() not in wire
+
+
+@pytest.mark.gpu_fake
+def test_nvml_is_not_imported_where_its_library_cannot_load():
+    # nvidia-ml-py opens libnvidia-ml.so.1; where that fails it only says so, after 9-30 ms of import.
+    probe = (
+        "import sys\nfrom gpuplay.core import telemetry\n"
+        "telemetry.NVML_LIBRARY = sys.argv[1]\n"
+        "print(telemetry.nvml_status()); print('pynvml' in sys.modules)\n"
+    )
+    absent = subprocess.run([sys.executable, "-c", probe, "libno-such-nvml.so.1"], capture_output=True, text=True,
+                            check=True).stdout.splitlines()  # fmt: skip
+    assert absent == [
+        "NVML unavailable: the NVIDIA driver library (libnvidia-ml.so) was not found: no NVIDIA driver "
+        "installed (NVMLError_LibraryNotFound)",
+        "False",
+    ]
+    # A library that loads: nvidia-ml-py is imported and initialised as before (here it then finds
+    # no driver itself, in the same words).
+    present = subprocess.run([sys.executable, "-c", probe, "libc.so.6"], capture_output=True, text=True,
+                             check=True).stdout.splitlines()  # fmt: skip
+    assert present[1] == "True"
+    if not Path("/proc/driver/nvidia").exists():
+        assert present[0] == absent[0]
