@@ -86,6 +86,26 @@ def test_an_engine_started_early_for_a_command_that_stops_is_ended_with_it(tmp_p
     assert not engines()
 
 
+def test_an_early_engine_is_taken_once_and_one_not_taken_or_stale_is_ended(monkeypatch, tmp_path):
+    from gpuplay.core.engine import process
+
+    def early() -> process.Spawned:
+        process.start_early(["/venv/bin/gpuplay", "run", "matmul"])
+        assert process._early is not None
+        return process._early
+
+    first = early()
+    assert process.take_early() is first and process.take_early() is None  # adopted once
+    first.kill()
+    second = early()
+    process._discard()  # at exit: never adopted (a usage error), ended at once
+    assert second.proc.poll() is not None
+    third = early()
+    monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path / "elsewhere"))
+    assert process.take_early() is None  # it inherited another state folder: a new engine instead
+    assert third.proc.poll() is not None
+
+
 def test_no_early_engine_outside_the_gpuplay_command():
     from gpuplay.core.engine.process import wanted_early
 

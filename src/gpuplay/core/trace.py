@@ -46,10 +46,9 @@ def _setup() -> None:
         try:
             _fd = int(given)
             _zero = float(os.environ.get(ZERO_ENV, ""))
-        except ValueError:
-            _fd, _zero = None, _process_start()
-        if _fd is not None:
             os.set_inheritable(_fd, False)  # nothing the measured code starts gets it
+        except (ValueError, OSError):  # a trace must never stop the engine: no lines, then
+            _fd, _zero = None, _process_start()
         mark("process started", at=_process_start())
         return
     _fd, _zero = 2, _process_start()
