@@ -170,3 +170,38 @@ def test_nvml_is_not_imported_where_its_library_cannot_load():
     assert present[1] == "True"
     if not Path("/proc/driver/nvidia").exists():
         assert present[0] == absent[0]
+
+
+def test_a_result_s_step_timings_travel_packed_and_exact():
+    samples = [1e-6 * (1 + i / 7) for i in range(20_000)] + [0.1 + 1e-17, 5e-324]
+    r = RunResult(spec=RunSpec.make("elementwise", {"n": 4096}), samples=samples, warmup=[2e-6])
+    wire = m.encode(m.Finished(3, r))
+    assert len(wire) < 300_000 and b"1.142857" not in wire  # bytes, not 20,000 numbers in digits
+    back = m.decode(wire)
+    assert isinstance(back, m.Finished)
+    assert back.result.samples == samples and back.result.warmup == [2e-6]  # bit for bit
+    cut = wire.replace(b'"warmup_s": {"f64": "', b'"warmup_s": {"f64": "AAAA')
+    with pytest.raises(m.ProtocolError, match="bad result message"):
+        m.decode(cut)
+
+
+def test_a_request_nobody_listens_to_streams_ticks_not_every_timing():
+    # The client's watchdog needs proof of progress, not 10,000 timings a sweep point encoded in
+    # the engine between timed steps and decoded in the front end.
+    import threading
+
+    from gpuplay.core.engine.jobs import run_job
+
+    spec = RunSpec.make("elementwise", {"n": 1024}, budget_s=0.3, warmup=1)
+    heard: dict[bool, list[m.Samples]] = {}
+    for live in (True, False):
+        sent: list[object] = []
+        answer = run_job(m.RunRequest(1, spec, live), sent.append, threading.Event(), threading.Event(),
+                         batch_s=0.05)  # fmt: skip
+        heard[live] = [e for e in sent if isinstance(e, m.Samples)]
+        steps = len(answer.result.samples) + len(answer.result.warmup)
+        if live:
+            assert sum(len(b.samples) for b in heard[live]) >= steps  # every timing (and the estimate's)
+        else:
+            assert heard[live] and all(len(b.samples) == 1 for b in heard[live])  # one per batch
+            assert len(heard[live]) < steps / 10

@@ -3,7 +3,7 @@
 One line per mark on the front end's stderr, the engine's lines among them (the engine gets a
 duplicate of the front end's stderr: its own stderr is the engine log):
 
-    gpuplay trace  0.412 s  cpu 0.301 s  engine  phase timed
+    gpuplay trace  0.4120 s  cpu 0.3010 s  engine  phase timed
 
 The times are seconds since the front end's process started (the kernel's start time, to its
 10 ms tick) on the system-wide monotonic clock, so both processes' lines read on one timeline;
@@ -68,7 +68,7 @@ def mark(what: str, at: float | None = None) -> None:
         return
     t = (time.monotonic() if at is None else at) - _zero
     cpu = time.process_time() if at is None else 0.0  # a past moment's CPU time is not known
-    line = f"gpuplay trace {t:7.3f} s  cpu {cpu:6.3f} s  {_who:9}  {what}\n"
+    line = f"gpuplay trace {t:8.4f} s  cpu {cpu:7.4f} s  {_who:9}  {what}\n"
     try:
         os.write(_fd, line.encode(errors="replace"))
     except OSError:

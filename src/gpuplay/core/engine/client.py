@@ -453,9 +453,10 @@ class EngineClient:
             started = _now()
             if cancel.is_set():
                 return self._stopped(spec, started, "cancelled", "cancelled by the user")
-            # Step timings always flow while the watchdog is on: each batch is proof of progress.
+            # Step timings flow only to a caller that listens; otherwise the engine sends a tick
+            # per batch (jobs.run_job), the watchdog's proof of progress.
             watch = Watchdog(spec.max_step_s)
-            request = RunRequest(next(self._ids), spec, on_sample is not None or watch.enabled, paired_with)
+            request = RunRequest(next(self._ids), spec, on_sample is not None, paired_with)
             wait = _Wait(
                 request.run_id, cancel, pause, CANCEL_GRACE_S, watch, Listener(on_sample, on_phase), on_notice
             )
