@@ -205,3 +205,26 @@ def test_a_request_nobody_listens_to_streams_ticks_not_every_timing():
         else:
             assert heard[live] and all(len(b.samples) == 1 for b in heard[live])  # one per batch
             assert len(heard[live]) < steps / 10
+
+
+def test_the_noise_check_s_process_listing_reads_what_psutil_reads():
+    # Read from /proc without psutil's per-process objects (half the time, at both ends of every
+    # sweep point on a busy machine): the keys (pid, create time) and CPU seconds must be psutil's,
+    # or a window's two ends would not pair up and a process would be misattributed.
+    import psutil
+
+    from gpuplay.core import noise
+
+    if not noise._PROC_STAT:
+        pytest.skip("no /proc here: psutil's listing is used")
+    me = os.getpid()
+    ours = noise.process_cpu_seconds(me)
+    theirs = {}
+    for p in psutil.process_iter(["cpu_times", "create_time"]):
+        ct, created = p.info["cpu_times"], p.info["create_time"]
+        if p.pid != me and ct is not None and created is not None:
+            theirs[(p.pid, created)] = ct.user + ct.system
+    both = set(ours) & set(theirs)
+    assert len(both) >= 0.9 * max(len(ours), len(theirs))  # a process may start or end between the two
+    assert all(abs(ours[k] - theirs[k]) < 0.05 for k in both)  # 0.05 s: it may run meanwhile
+    assert (me, psutil.Process().create_time()) not in ours
