@@ -228,3 +228,56 @@ def test_the_noise_check_s_process_listing_reads_what_psutil_reads():
     assert len(both) >= 0.9 * max(len(ours), len(theirs))  # a process may start or end between the two
     assert all(abs(ours[k] - theirs[k]) < 0.05 for k in both)  # 0.05 s: it may run meanwhile
     assert (me, psutil.Process().create_time()) not in ours
+
+
+def _count_inputs(monkeypatch, workload_name: str) -> list[int]:
+    from gpuplay.core.workloads import get_workload
+
+    cls = type(get_workload(workload_name))
+    made: list[int] = []
+    real = cls.inputs
+    monkeypatch.setattr(cls, "inputs", lambda self, p, rng: made.append(p["n"]) or real(self, p, rng))
+    return made
+
+
+def test_a_checked_run_makes_its_inputs_once_and_its_reference_from_them(monkeypatch):
+    from gpuplay.core.runner import clear_caches, run
+
+    clear_caches()
+    made = _count_inputs(monkeypatch, "matmul")
+    r = run(RunSpec.make("matmul", {"n": 96}, budget_s=0.02, warmup=1, seed=11))
+    assert r.status == "ok" and r.check_ok and r.error is not None and r.error < r.tolerance
+    # (the step-cost estimate makes smaller ones of its own)
+    assert made.count(96) == 1  # set-up's inputs served the reference too (it used to make them again)
+    again = run(RunSpec.make("matmul", {"n": 96}, budget_s=0.02, warmup=1, seed=11, dtype="float64"))
+    assert again.check_ok and made.count(96) == 2  # the second configuration: its inputs; the reference cached
+
+
+def test_a_reference_that_writes_into_its_inputs_is_made_from_fresh_ones(monkeypatch):
+    # The run's own inputs may be the very arrays (NumPy float64): a reference may not touch them.
+    from gpuplay.core.runner import clear_caches, run
+    from gpuplay.core.workloads import get_workload
+
+    clear_caches()
+    cls = type(get_workload("matmul"))
+
+    def scribbling(self, p, inputs):
+        inputs[0][...] = 0.0  # raises on a read-only array; corrupted the run's input otherwise
+        return np.zeros((p["n"], p["n"]))
+
+    import numpy as np
+
+    monkeypatch.setattr(cls, "reference", scribbling)
+    r = run(RunSpec.make("matmul", {"n": 64}, budget_s=0.02, warmup=1, dtype="float64"))
+    # The reference (here all zeros) was made after the run from fresh inputs: the step's output
+    # is the real product, so the check compares it against zeros and fails. Had the reference
+    # been made from the run's inputs, their zeroed A would have made both zero: a false pass.
+    assert r.status == "ok" and r.check_ok is False
+
+
+def test_a_run_still_carries_its_cold_allocation_probe_of_three_steps():
+    from gpuplay.core.runner import run
+
+    r = run(RunSpec.make("matmul", {"n": 1024}, budget_s=0.05, warmup=1))
+    probe = r.conditions["alloc_cold_probe"]  # 4 MiB of output a step: probed beside the warm figure
+    assert probe["steps"] == 3 and probe["cold_median_s"] > 0 and probe["cold_faults_per_step"] > 0
