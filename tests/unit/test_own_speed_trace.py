@@ -118,13 +118,34 @@ def test_no_early_engine_outside_the_gpuplay_command():
     assert not wanted_early(["/usr/bin/ipykernel_launcher.py", "run"])
 
 
-def test_a_numpy_run_front_end_imports_no_telemetry(tmp_path):
-    # The engine opens the telemetry window; the front end built one it never used (33 ms).
-    out = gpuplay(tmp_path, *RUN, PYTHONPROFILEIMPORTTIME="1")
+def test_a_numpy_run_front_end_imports_what_it_reads_before_the_answer_and_no_more(tmp_path):
+    out = gpuplay(tmp_path, *RUN, PYTHONPROFILEIMPORTTIME="1", GPUPLAY_TRACE="1")
     assert out.returncode == 0, out.stderr[-2000:]
-    front = {x[1] for line in out.stderr.splitlines() if (x := re.match(r"^import time:.*\| *(\S+)$", line))}
-    assert "gpuplay.core.runner.measure" not in front and "gpuplay.core.cli" not in front
+    lines = out.stderr.splitlines()
+    front = {x[1] for line in lines if (x := re.match(r"^import time:.*\| *(\S+)$", line))}
+    assert "gpuplay.core.runner.measure" not in front
+    # The engine opens the telemetry window; the front end built one it never used (33 ms).
     assert "gpuplay.core.telemetry" not in front
+    # The table's footer names the CPU: no package versions read from installed metadata (15 ms).
+    assert "importlib.metadata" not in front
+    # What reading the answer needs is imported while the engine starts, not after it answers.
+    noise = next(i for i, line in enumerate(lines) if re.match(r"^import time:.*\| +gpuplay\.core\.noise$", line))
+    sent = next(i for i, line in enumerate(lines) if line.endswith("front end  sending RunRequest"))
+    assert noise < sent
+
+
+def test_a_command_s_exit_does_not_wait_for_its_engine_to_be_torn_down(monkeypatch):
+    from gpuplay.core.engine import client as client_module
+
+    c = client_module.shared_client(("numpy",))
+    assert c.run(RunSpec.make("matmul", {"n": 16}, budget_s=0.01, warmup=1)).status == "ok"
+    proc, waits = c._proc, []
+    real = proc.wait
+    monkeypatch.setattr(proc, "wait", lambda timeout=None: waits.append(timeout) or real(timeout))
+    client_module.shutdown_shared()  # what atexit runs
+    assert waits and all(w == 0.0 for w in waits)  # SIGKILLed, not waited for (it was idle)
+    real(5.0)
+    assert proc.returncode is not None
 
 
 def test_the_engine_answer_leaves_what_the_front_end_derives_to_it(monkeypatch):

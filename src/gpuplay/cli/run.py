@@ -21,6 +21,7 @@ from gpuplay.cli.output import (
     progress_line,
     report_interruption,
     stderr_console,
+    warm_for_results,
 )
 from gpuplay.core.safetext import visible
 from gpuplay.core.spec import Refusal, SpecError
@@ -96,6 +97,7 @@ def run(
 
     busy = BusyNotice(err)
     busy.now(spec.device)  # a wait for the device is said at once, not after the engine starts
+    warm_for_results()  # while the engine still imports: its answer is read at once
     # with the backend the parameters switched to (inference's runtime, the dataloader: torch)
     adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=(*needs, spec.backend))
     verdict = check(spec, probe_timeout=30.0)

@@ -397,17 +397,21 @@ class EngineClient:
             return proc.returncode is not None
         return info is not None
 
-    def close(self) -> None:
-        """Shut down for good: a polite request, then SIGKILL if it is not gone at once."""
+    def close(self, wait: bool = True) -> None:
+        """Shut down for good: a polite request, then SIGKILL if it is not gone at once.
+
+        `wait=False` (a command's exit): the request, then at once SIGKILL for the engine's group
+        and descendants without waiting for the kernel to tear it down (~15 ms here); it was idle."""
         self._closed = True
         trace.mark("engine: closing")
         # An engine that was never asked to measure (a command that stopped at a usage error
         # after starting it early) holds nothing: it is killed without waiting for it to listen.
         if self.alive() and self._asked:
             self._send(Shutdown())
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(0.2)
-        self.kill()
+            if wait:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._proc.wait(0.2)
+        self.kill(wait)
         trace.mark("engine: closed")
 
     def wait_probe(self, timeout: float | None = None, final: bool = False) -> dict[str, Any] | None:
@@ -660,7 +664,7 @@ def shutdown_shared() -> None:
         _shared = None
         _per_device.clear()
     for client in clients:
-        client.close()
+        client.close(wait=False)  # this process is exiting: its engines need no waiting for
 
 
 def adopt_shared_probe(
