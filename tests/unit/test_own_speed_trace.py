@@ -302,3 +302,20 @@ def test_a_run_still_carries_its_cold_allocation_probe_of_three_steps():
     r = run(RunSpec.make("matmul", {"n": 1024}, budget_s=0.05, warmup=1))
     probe = r.conditions["alloc_cold_probe"]  # 4 MiB of output a step: probed beside the warm figure
     assert probe["steps"] == 3 and probe["cold_median_s"] > 0 and probe["cold_faults_per_step"] > 0
+
+
+def test_a_slow_backend_on_the_command_line_starts_importing_in_the_early_engine(monkeypatch):
+    from types import SimpleNamespace
+
+    from gpuplay.core import backends
+    from gpuplay.core.engine import process, server
+
+    assert process.probe_hint(["matmul", "-b", "torch", "--baseline"]) == ("torch",)
+    assert process.probe_hint(["x", "--backend=cupy"]) == ("cupy",)
+    assert process.probe_hint(["x", "--backends", "numpy,torch,cupy"]) == ("torch", "cupy")
+    assert process.probe_hint(["x", "-s", "n=64"]) == ()  # NumPy only: nothing imported early
+    started: list[str] = []
+    monkeypatch.setattr(backends, "get_backend", lambda n: SimpleNamespace(start_probe=lambda: started.append(n)))
+    monkeypatch.setenv(process.PROBE_ENV, "torch,os")  # only the backends it knows
+    server.EngineServer(SimpleNamespace(send_bytes=lambda d: None))._head_start()
+    assert started == ["torch"]

@@ -102,8 +102,25 @@ class Spawned:
             self.sock.close()
 
 
-def spawn() -> Spawned:
-    """Start an engine process. Raises OSError when the interpreter cannot be started."""
+PROBE_ENV = "GPUPLAY_ENGINE_PROBE"  # backends an early engine starts importing at once (server.py)
+SLOW_BACKENDS = ("torch", "cupy")  # an import of a second or more: worth starting before asked
+
+
+def probe_hint(argv: list[str]) -> tuple[str, ...]:
+    """The slow backends a command line names (`-b torch`, `--backend=cupy`, `--backends
+    numpy,torch`), read before click parses it: only a head start, the parsed command still asks."""
+    names: list[str] = []
+    for i, arg in enumerate(argv):
+        flag, eq, value = arg.partition("=")
+        if flag in ("-b", "--backend", "--backends"):
+            value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            names.extend(v.strip() for v in value.split(","))
+    return tuple(b for b in SLOW_BACKENDS if b in names)
+
+
+def spawn(env: dict[str, str] | None = None) -> Spawned:
+    """Start an engine process (`env`: variables to add to what it inherits). Raises OSError when
+    the interpreter cannot be started."""
     ours, theirs = socket.socketpair()
     log_path: Path | None = None
     log = None
@@ -128,7 +145,7 @@ def spawn() -> Spawned:
             stderr=log or subprocess.DEVNULL,
             start_new_session=True,
             close_fds=True,
-            env={**os.environ, **trace_env} if trace_env else None,
+            env={**os.environ, **trace_env, **(env or {})} if trace_env or env else None,
         )
     except OSError:  # the interpreter gone or not executable (an upgrade, a venv moved)
         ours.close()
@@ -171,12 +188,15 @@ def wanted_early(argv: list[str]) -> bool:
 
 def start_early(argv: list[str] | None = None) -> None:
     """Start the engine now if this process is a `gpuplay` command that measures (`wanted_early`).
-    It probes nothing until its client names the backends the parsed command needs."""
+    A slow backend the command line names (torch, CuPy) starts importing in it at once; the rest
+    waits until its client names the backends the parsed command needs."""
     global _early
     if _early is not None or not wanted_early(sys.argv if argv is None else argv):
         return
+    argv = sys.argv if argv is None else argv
+    hint = probe_hint(argv[2:])
     try:
-        _early = spawn()
+        _early = spawn({PROBE_ENV: ",".join(hint)} if hint else None)
     except OSError:
         return  # the command's own start says what could not start, in words (EngineStartError)
     atexit.register(_discard)

@@ -97,9 +97,11 @@ class EngineServer:
         # No probe here: the client names the backends its command needs (ProbeRequest), so a
         # NumPy-only command never imports torch in the engine.
         threading.Thread(target=self._read, name="gpuplay-engine-reader", daemon=True).start()
-        # The runner is imported now, while the front end still imports and plans: every
-        # measurement needs it. Probes wait for it (`warmed`): imports in two threads at once can
-        # hand one of them a partly initialised module.
+        # A slow backend the command line named starts importing first (its own thread: torch
+        # shares no module with the runner), then the runner, while the front end still imports
+        # and plans: every measurement needs it. Probes wait for it (`warmed`): two threads
+        # importing the same modules at once can hand one of them a partly initialised module.
+        self._head_start()
         try:
             warm_runner()
         except Exception as exc:  # said in the log; the first run then fails with the reason
@@ -113,6 +115,20 @@ class EngineServer:
                 break
             self.do(job)
         self.conn.close()
+
+    def _head_start(self) -> None:
+        """Start importing the slow backends the command line named (process.start_early set
+        PROBE_ENV): torch's import (~0.8 s) then overlaps the front end's imports and planning;
+        the client's own ProbeRequest finds it under way."""
+        from gpuplay.core.engine.process import PROBE_ENV, SLOW_BACKENDS
+
+        names = [b for b in os.environ.get(PROBE_ENV, "").split(",") if b in SLOW_BACKENDS]
+        if names:
+            from gpuplay.core.backends import get_backend
+
+            trace.mark(f"head start: importing {', '.join(names)}")
+            for name in names:
+                get_backend(name).start_probe()
 
     def do(self, job: RunRequest | ProfileRequest) -> None:
         """Run one request to its answer; a CUDA error that poisons the context ends the process."""
