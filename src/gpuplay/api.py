@@ -346,7 +346,7 @@ def _compare_scenarios(
     devs = None if devices is None else [_device(d) for d in _names(devices, "device(s)", None)]
     try:
         for sc in scenarios:
-            sc.preset_params(preset)
+            sc.preset_params(sc.chosen_preset(preset))
         _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs or ()), ("numpy", *chosen))
         specs, refused = plan_compare(scenarios, preset, chosen, dtype=dtype, variants=vlist, **kw)
     except KeyError as exc:
@@ -383,7 +383,7 @@ def compare(
     devices: str | Sequence[str] | None = None,
     variants: str | Sequence[str] = ("base",),
     dtype: str = "float32",
-    preset: str | None = "quick",
+    preset: str | None = None,
     budget_s: float | None = None,
     threads: int | None = None,
     max_step_s: float | None = None,
@@ -416,7 +416,7 @@ def sweep(
     dtypes: str | Sequence[str] = ("float32",),
     variants: str | Sequence[str] = ("base",),
     transfers: str = "off",
-    preset: str | None = "quick",
+    preset: str | None = None,
     budget_s: float = 0.5,
     warmup: int = 3,
     threads: int | None = None,

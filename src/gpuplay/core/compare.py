@@ -151,7 +151,7 @@ def plan_compare(
     specs: list[RunSpec] = []
     refused: list[tuple[RunSpec, Refusal]] = []
     for sc in scenarios:
-        params = sc.preset_params(preset)
+        params = sc.preset_params(sc.chosen_preset(preset))
         for b in backends:
             avail, devs = get_backend(b).probe(probe_timeout)
             # An unavailable backend still gets one row, refused with the reason it is missing.

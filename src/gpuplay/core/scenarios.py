@@ -17,6 +17,7 @@ from gpuplay.core.safeload import read_text_file, toml_loads
 from gpuplay.core.workloads import get_workload, registry
 
 MAX_FILE_BYTES = 256 * 1024
+DEFAULT_PRESET = "quick"  # what compare and sweep run when no preset is named (Scenario.chosen_preset)
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,14 @@ class Scenario:
     claim: Claim | None = None
     path: Path | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def chosen_preset(self, preset: str | None) -> str | None:
+        """The preset a compare or a sweep runs: the one named, else `quick` where the scenario
+        defines it, else none (its own parameters). A user's scenario or code file without a quick
+        preset must not stop a compare of every scenario; a preset the user names is still checked."""
+        if preset is not None:
+            return preset
+        return DEFAULT_PRESET if DEFAULT_PRESET in self.presets else None
 
     def preset_params(self, preset: str | None) -> dict[str, Any]:
         """Resolved parameters for a preset (None: the scenario's own defaults)."""

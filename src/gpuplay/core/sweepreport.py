@@ -72,6 +72,8 @@ def cell(point: Mapping[str, Any] | None) -> str:
 def fit_text(fit: Mapping[str, Any] | None) -> str:
     if not fit:
         return "no fit (fewer than two sizes measured)"
+    if fit.get("none"):  # sizes measured, no work counted (core/sweep.py Series._no_fit); a file's words
+        return f"no fit ({str(fit['none'])[:200]})"
     floor = fmt_time(_num(fit.get("floor_s")))
     rate = fmt_rate(fit.get("rate"), str(fit.get("unit", "")))
     resid = _num(fit.get("rms_rel_residual"))
