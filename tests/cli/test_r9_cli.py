@@ -46,3 +46,21 @@ def test_a_scenario_folder_with_a_scenario_without_presets_does_not_stop_compare
                                     "--scenario", "matmul", "--backends", "numpy", "--budget", "0.02"])  # fmt: skip
     assert res.exit_code == 0, res.output
     assert "mine · 1,000" in res.stdout and "matmul · 1024×1024" in res.stdout  # its own n; matmul's quick
+
+
+def test_setting_or_sweeping_a_parameter_a_code_file_does_not_declare_says_how_to_declare_it(tmp_path):
+    """It said "(known: )": an empty list, for a file whose inputs(rng, size=1000) looks parameterised."""
+    f = tmp_path / "double.py"
+    f.write_text(DOUBLE.replace("n=1000", "size=1000").replace("rng.random(n)", "rng.random(size)"))
+    res = CliRunner().invoke(main, ["sweep", str(f), "--over", "size=100..1000"])
+    assert res.exit_code == 2, res.output
+    said = " ".join(res.output.split())
+    assert "(known: )" not in said
+    assert "double.py declares no PARAMS, so it takes none; inputs() has size=1000, but only PARAMS" in said
+    assert "add PARAMS = {'size': 1000} to double.py" in said
+    g = tmp_path / "withn.py"
+    g.write_text('PARAMS = {"n": 1000}\n' + DOUBLE)
+    res = CliRunner().invoke(main, ["run", str(g), "-s", "m=3"])
+    assert res.exit_code == 2 and "(known: n; to add m, put 'm': 1000 in withn.py's PARAMS" in " ".join(
+        res.output.split()
+    )

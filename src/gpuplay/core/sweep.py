@@ -366,8 +366,7 @@ def _size_param(sc: Scenario, param: str) -> Param:
     try:
         kind = workload.param(param)
     except KeyError:
-        known = ", ".join(p.name for p in workload.params)
-        raise SweepError(f"{sc.name} has no parameter {param!r} (known: {known})") from None
+        raise SweepError(f"{sc.name} has no parameter {param!r} {workload.params_known([param])}") from None
     if kind.kind not in (int, float):
         raise SweepError(f"{param} is not a size ({kind.kind.__name__}); sweep a numeric parameter")
     return kind
