@@ -385,7 +385,9 @@ class Table(Sequence[dict[str, Any]]):
         cap = f"<caption>{_h(self.source)}</caption>" if self.source else ""
         more = len(self.rows) - MAX_HTML_ROWS
         tail = f"<p>… {more} more row(s): to_pandas() has them all</p>" if more > 0 else ""
-        return f"<table class='gpuplay'>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{tail}"
+        return (
+            f"<table class='gpuplay'>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{tail}"
+        )
 
     def __repr__(self) -> str:
         return f"<gpuplay.Table: {len(self)} row(s) from {visible(self.source)}>"

@@ -143,7 +143,9 @@ def compare_devices(
         results = dc.run_devices(chosen, concurrent=concurrent, on_result=on_result)
     except KeyboardInterrupt:
         # 130, as every command stopped by Ctrl+C exits (cli/exitcodes.py), never 1 (an error)
-        err.print("interrupted by SIGINT: stopped before the devices finished", style="yellow", highlight=False)
+        err.print(
+            "interrupted by SIGINT: stopped before the devices finished", style="yellow", highlight=False
+        )
         raise SystemExit(130) from None
     log_results(results)
     rows = dc.side_by_side(results)

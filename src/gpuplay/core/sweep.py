@@ -154,7 +154,9 @@ def roof_seconds(result: RunResult, roof: dict[str, Any]) -> float | None:
     return None
 
 
-NO_WORK = "no work counted: the code file defines no flops() or bytes() to fit time against; docs/your-code.md"
+NO_WORK = (
+    "no work counted: the code file defines no flops() or bytes() to fit time against; docs/your-code.md"
+)
 
 
 @dataclass

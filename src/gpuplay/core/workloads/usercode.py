@@ -481,7 +481,11 @@ class UserCodeWorkload(Workload):
         if self.params:
             known = ", ".join(p.name for p in self.params)
             return f"(known: {known}; to add {name}, put {name!r}: {default!r} in {file}'s PARAMS; docs/your-code.md)"
-        seen = f"; inputs() has {name}={default!r}, but only PARAMS are parameters" if name in self.info.input_defaults else ""
+        seen = (
+            f"; inputs() has {name}={default!r}, but only PARAMS are parameters"
+            if name in self.info.input_defaults
+            else ""
+        )
         return (f"({file} declares no PARAMS, so it takes none{seen}: add PARAMS = {{{name!r}: {default!r}}} "
                 f"to {file} and take {name} in inputs(rng, {name}); docs/your-code.md)")  # fmt: skip
 
