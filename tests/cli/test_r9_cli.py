@@ -64,3 +64,12 @@ def test_setting_or_sweeping_a_parameter_a_code_file_does_not_declare_says_how_t
     assert res.exit_code == 2 and "(known: n; to add m, put 'm': 1000 in withn.py's PARAMS" in " ".join(
         res.output.split()
     )
+
+
+def test_preset_default_is_a_scenarios_own_parameters_on_the_command_line_as_in_the_playground():
+    res = CliRunner().invoke(main, ["run", "batched_matmul", "-p", "default", "--format", "json", "--budget",
+                                    "0.01", "--warmup", "0", "-s", "n=8"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert '"batch": 256' in res.stdout  # the scenario's [params], not quick's batch=64
+    bad = CliRunner().invoke(main, ["run", "matmul", "-p", "huge"])
+    assert bad.exit_code == 2 and "(has: quick, published, or default for its own parameters)" in bad.output
