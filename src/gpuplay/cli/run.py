@@ -31,7 +31,9 @@ FORMATS = ("table", "markdown", "json", "csv")
 @click.command(epilog=EXIT_HELP)
 @click.argument("scenario", metavar="SCENARIO|FILE.py")
 @spec_options
-@click.option("--preset", "-p", default=None, help="quick, published, default (own parameters), or its own.")
+@click.option(
+    "--preset", "-p", default=None, help="quick, published, default (its [params]), or one it defines."
+)
 @click.option(
     "--size", "-s", "sizes", multiple=True, metavar="NAME=VALUE", help="Set a parameter, e.g. -s n=2048."
 )
