@@ -73,3 +73,14 @@ def test_preset_default_is_a_scenarios_own_parameters_on_the_command_line_as_in_
     assert '"batch": 256' in res.stdout  # the scenario's [params], not quick's batch=64
     bad = CliRunner().invoke(main, ["run", "matmul", "-p", "huge"])
     assert bad.exit_code == 2 and "(has: quick, published, or default for its own parameters)" in bad.output
+
+
+def test_an_output_path_under_a_file_says_so_not_file_exists(tmp_path):
+    (tmp_path / "results.json").write_text("{}")
+    out = tmp_path / "results.json" / "run" / "r.json"
+    res = CliRunner().invoke(main, ["run", "matmul", "-s", "n=16", "--repeat", "2", "--warmup", "0", "--out",
+                                    str(out)])  # fmt: skip
+    assert res.exit_code == 1, res.output
+    said = " ".join(res.output.split())
+    assert f"cannot write {out}: {tmp_path / 'results.json'} is a file, not a folder" in said, said
+    assert "File exists" not in said and "Not a directory" not in said
