@@ -3,6 +3,7 @@ command a user types."""
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 
 from gpuplay.cli import main
@@ -84,3 +85,22 @@ def test_an_output_path_under_a_file_says_so_not_file_exists(tmp_path):
     said = " ".join(res.output.split())
     assert f"cannot write {out}: {tmp_path / 'results.json'} is a file, not a folder" in said, said
     assert "File exists" not in said and "Not a directory" not in said
+
+
+@pytest.mark.parametrize(
+    ("devices", "said"),
+    [("", "no device given"), (" , ", "no device given"), ("cuda:x", "'cuda:x' is not a device")],
+)
+def test_a_devices_value_written_wrongly_is_a_usage_error_and_measures_nothing(monkeypatch, devices, said):
+    """`--devices ''` ran every scenario on every device (41 runs here); `cuda:x` exited 1 as a
+    device missing here does (`cuda:7` still does: it is written right)."""
+    from gpuplay.core import compare, devices_compare
+
+    def measured(*args, **kwargs):
+        raise AssertionError("nothing may be measured")
+
+    monkeypatch.setattr(compare, "run_compare", measured)
+    monkeypatch.setattr(devices_compare, "run_devices", measured)
+    res = CliRunner().invoke(main, ["compare", "--backends", "numpy", "--devices", devices])
+    assert res.exit_code == 2, res.output
+    assert said in res.output and "Invalid value for --devices" in res.output

@@ -102,7 +102,8 @@ def compare(
         files = ()
     if from_files or files:
         return compare_more.compare_from(files, fmt, out)
-    device_list = compare_more.resolve(devices) if devices else None
+    # `--devices ''` is a value, refused: it ran every scenario on every device
+    device_list = compare_more.resolve(devices) if devices is not None else None
     from gpuplay.core.compare import VARIANTS, attach_baselines, plan_compare, run_compare
 
     chosen = [b.strip() for b in backends.split(",") if b.strip()]

@@ -109,13 +109,15 @@ def versions_markdown(sources: Sequence[Any], v: _Versions) -> str:
 
 
 def resolve(devices: str) -> list[str]:
-    from gpuplay.core.devices_compare import DevicesError, cuda_devices, resolve_devices
+    from gpuplay.core.devices_compare import DevicesError, DevicesUsageError, cuda_devices, resolve_devices
 
     cuda, why = cuda_devices()
     try:
         return resolve_devices(devices, cuda, why)
+    except DevicesUsageError as exc:  # exit 2, as any bad value; a device missing here exits 1
+        raise click.BadParameter(visible(str(exc)), param_hint="--devices") from None
     except DevicesError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(visible(str(exc))) from None
 
 
 def compare_devices(
