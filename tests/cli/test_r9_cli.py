@@ -104,3 +104,21 @@ def test_a_devices_value_written_wrongly_is_a_usage_error_and_measures_nothing(m
     res = CliRunner().invoke(main, ["compare", "--backends", "numpy", "--devices", devices])
     assert res.exit_code == 2, res.output
     assert said in res.output and "Invalid value for --devices" in res.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["run", "matmul"], ["sweep", "matmul", "--over", "n=8,16"], ["compare", "--scenario", "matmul"],
+     ["demo", "numpy-to-gpu", "--rehearse"]],
+)  # fmt: skip
+def test_an_empty_out_path_is_refused_before_anything_runs(monkeypatch, command):
+    """`--out "$UNSET"` printed to stdout and exited 0, as if no --out had been given."""
+    from gpuplay.core import engine
+
+    def measured(*args, **kwargs):
+        raise AssertionError("nothing may be measured")
+
+    monkeypatch.setattr(engine, "measure", measured)
+    res = CliRunner().invoke(main, [*command, "--out", ""])
+    assert res.exit_code == 2, res.output
+    assert "Invalid value for '--out': an empty path" in res.output

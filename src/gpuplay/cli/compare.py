@@ -56,7 +56,7 @@ FORMATS = ("table", "markdown", "json", "csv")
 @threads_option
 @click.option("--max-step", type=FiniteFloat(bounds.MAX_STEP_S), default=30.0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), default=None)
+@click.option("--out", type=options.OutPath(), default=None)
 @click.option(
     "--devices",
     default=None,

@@ -41,9 +41,7 @@ FORMATS = ("table", "markdown", "json", "csv")
     "--baseline/--no-baseline", default=False, help="Also run NumPy on the CPU and show the speedup."
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option(
-    "--out", type=click.Path(dir_okay=False), default=None, help="Write to a file instead of stdout."
-)
+@click.option("--out", type=options.OutPath(), default=None, help="Write to a file instead of stdout.")
 @click.option(
     "--profile", is_flag=True, help="Then profile a few steps: top ops, kernels per step, overhead."
 )

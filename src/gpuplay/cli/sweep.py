@@ -57,9 +57,7 @@ def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
 @click.option("--max-step", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
               help="Stop a configuration at the first size whose step is estimated longer (seconds).")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option(
-    "--out", type=click.Path(dir_okay=False), default=None, help="Write to a file instead of stdout."
-)
+@click.option("--out", type=options.OutPath(), default=None, help="Write to a file instead of stdout.")
 @click.option(
     "--progress-json", is_flag=True, hidden=True, help="One JSON object per point on stderr (the app)."
 )
