@@ -122,3 +122,16 @@ def test_an_empty_out_path_is_refused_before_anything_runs(monkeypatch, command)
     res = CliRunner().invoke(main, [*command, "--out", ""])
     assert res.exit_code == 2, res.output
     assert "Invalid value for '--out': an empty path" in res.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["run", "matmul"], ["sweep", "matmul", "--over", "n=8,16"], ["compare", "--scenario", "matmul"]],
+)
+def test_an_empty_preset_is_refused_not_taken_as_the_scenarios_own_parameters(command):
+    """`-p ""` ran the scenario's own parameters, unsaid (matmul at 2048² where quick is 1024²)."""
+    res = CliRunner().invoke(
+        main, [*command, "-p", "", "--backends" if command[0] != "run" else "-b", "numpy"]
+    )
+    assert res.exit_code == 2, res.output
+    assert "an empty preset; name one (quick, published, default) or leave it out" in res.output

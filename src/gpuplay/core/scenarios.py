@@ -56,6 +56,10 @@ class Scenario:
         """Resolved parameters for a preset (None, or `default` where the scenario defines no preset
         of that name: its own parameters, as the playground's preset key calls them)."""
         base = dict(self.params)
+        if preset is not None and not preset.strip():  # `-p "$UNSET"`: it ran the own parameters, unsaid
+            raise ValueError(
+                f"an empty preset; name one ({', '.join([*self.presets, OWN_PARAMS])}) or leave it out"
+            )
         if preset == OWN_PARAMS and OWN_PARAMS not in self.presets:
             preset = None
         if preset:
