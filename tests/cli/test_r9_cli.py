@@ -135,3 +135,20 @@ def test_an_empty_preset_is_refused_not_taken_as_the_scenarios_own_parameters(co
     )
     assert res.exit_code == 2, res.output
     assert "an empty preset; name one (quick, published, default) or leave it out" in res.output
+
+
+def test_compare_of_the_data_pipeline_exits_0_its_numpy_row_refused_by_the_planner_is_not_measured(tmp_path):
+    """The planner refuses NumPy for the data pipeline (it is torch's DataLoader), yet the torch
+    row's NumPy baseline was scheduled and measured, came back refused, and every `gpuplay compare`
+    (the README's command) exited 1 on every machine."""
+    import json
+
+    from tests.tui_helpers import tiny_scenarios
+
+    folder = tiny_scenarios(tmp_path / "sc")
+    res = CliRunner().invoke(main, ["compare", "--scenarios", str(folder), "--scenario", "dataloader",
+                                    "--backends", "numpy,torch", "--budget", "0.02", "--format", "json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "skipped numpy cpu float32 (dataloader): the data pipeline is torch's DataLoader" in res.stderr
+    results = json.loads(res.stdout)["results"]
+    assert [(r["spec"]["backend"], r["status"]) for r in results] == [("torch", "ok")]
