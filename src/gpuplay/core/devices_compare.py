@@ -8,7 +8,6 @@ link), the usual reasons one GPU of a node lags its twins.
 from __future__ import annotations
 
 import re
-
 import statistics
 import threading
 from collections.abc import Callable, Mapping, Sequence
