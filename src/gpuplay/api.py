@@ -22,29 +22,19 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import gpuplay as _package
 from gpuplay import progress as _progress
 from gpuplay.core.safetext import visible
-from gpuplay.results import Comparison, Result, Results, Sweep, Table
+from gpuplay.results import Comparison as Comparison  # re-exported: a name of gpuplay.__all__
+from gpuplay.results import Result, Results, Sweep, Table
 
 if TYPE_CHECKING:
     from gpuplay.core.result import RunResult
     from gpuplay.core.scenarios import Scenario
     from gpuplay.core.spec import RunSpec
 
-__all__ = [
-    "Comparison",
-    "MeasurementError",
-    "Refused",
-    "Result",
-    "Results",
-    "Sweep",
-    "Table",
-    "compare",
-    "load",
-    "measure",
-    "run",
-    "sweep",
-]
+# The names are listed once, in the package's __init__ (which loads them from here on first use).
+__all__ = [n for n in _package.__all__ if n not in ("__version__", "load_ipython_extension")]
 
 PROBE_TIMEOUT_S = 30.0
 MAX_LOAD_WARNINGS = 5  # load(): problems with a file said one by one, the rest counted
@@ -346,7 +336,7 @@ def _compare_scenarios(
     devs = None if devices is None else [_device(d) for d in _names(devices, "device(s)", None)]
     try:
         for sc in scenarios:
-            sc.preset_params(preset)
+            sc.preset_params(sc.chosen_preset(preset))
         _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs or ()), ("numpy", *chosen))
         specs, refused = plan_compare(scenarios, preset, chosen, dtype=dtype, variants=vlist, **kw)
     except KeyError as exc:
@@ -383,7 +373,7 @@ def compare(
     devices: str | Sequence[str] | None = None,
     variants: str | Sequence[str] = ("base",),
     dtype: str = "float32",
-    preset: str | None = "quick",
+    preset: str | None = None,
     budget_s: float | None = None,
     threads: int | None = None,
     max_step_s: float | None = None,
@@ -416,7 +406,7 @@ def sweep(
     dtypes: str | Sequence[str] = ("float32",),
     variants: str | Sequence[str] = ("base",),
     transfers: str = "off",
-    preset: str | None = "quick",
+    preset: str | None = None,
     budget_s: float = 0.5,
     warmup: int = 3,
     threads: int | None = None,
@@ -573,17 +563,6 @@ def measure(
 
 
 # -- reading files back --------------------------------------------------------------------------
-def _read_json(p: Path) -> Any:
-    from gpuplay.core.safeload import FileReadError, json_loads, read_text_file
-
-    try:
-        return json_loads(read_text_file(p))
-    except FileReadError as exc:
-        raise ValueError(str(exc)) from None
-    except ValueError as exc:
-        raise ValueError(f"{p}: not JSON ({exc})") from None
-
-
 def _results_from(dicts: Sequence[Any], p: Path, problems: list[str]) -> list[RunResult]:
     from gpuplay.core.result import RunResult
 
@@ -599,7 +578,9 @@ def _results_from(dicts: Sequence[Any], p: Path, problems: list[str]) -> list[Ru
 
 
 def _load_json(p: Path, problems: list[str]) -> Results | Sweep | Table:
-    doc = _read_json(p)
+    from gpuplay.core.safeload import read_json_file
+
+    doc = read_json_file(p)  # ValueError naming the file, as load() promises
     if not isinstance(doc, dict):
         doc = {}
     env = doc.get("environment") if isinstance(doc.get("environment"), dict) else {}

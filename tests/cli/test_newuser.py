@@ -344,6 +344,9 @@ def test_a_step_that_never_returns_is_said_to_be_over_its_limit_while_it_waits(t
     [
         # every configuration refused at the step limit: nothing measured, the reasons printed
         ["compare", "matmul", "-p", "quick", "--backends", "numpy", "--max-step", "0.001", "--budget", "0.02"],
+        # the same per device (--devices): a device's refused rows exit 1 too, with their reasons
+        ["compare", "matmul", "-p", "quick", "--backends", "numpy", "--devices", "cpu", "--max-step", "0.001",
+         "--budget", "0.02"],
         # the first size already over the limit: the series measured nothing
         ["sweep", "matmul", "--over", "n=512..1024", "--backends", "numpy", "--max-step", "0.001",
          "--budget", "0.02"],

@@ -21,7 +21,9 @@ RUN = ("run", "matmul", "-s", "n=64", "--budget", "0.05", "--warmup", "1")
 
 
 def gpuplay(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if k not in ("GPUPLAY_IN_PROCESS", "COLUMNS", "GPUPLAY_TRACE")}
+    full = {
+        k: v for k, v in os.environ.items() if k not in ("GPUPLAY_IN_PROCESS", "COLUMNS", "GPUPLAY_TRACE")
+    }
     full.update(GPUPLAY_STATE_DIR=str(tmp_path / "state"), GPUPLAY_CONFIG_DIR=str(tmp_path / "config"), **env)
     return subprocess.run([sys.executable, "-m", "gpuplay", *args], capture_output=True, text=True, env=full,
                           stdin=subprocess.DEVNULL, timeout=300)  # fmt: skip
@@ -44,7 +46,11 @@ def test_gpuplay_trace_puts_both_processes_on_one_timeline_and_is_silent_when_of
         assert mark in seen, f"{mark} not traced:\n{out.stderr[-3000:]}"
     at = {(who, what): t for t, who, what in lines}
     # One clock: the engine's phases fall between the request and the answer the front end saw.
-    assert at["front end", "sending RunRequest"] <= at["engine", "phase timed"] <= at["front end", "answer taken"]
+    assert (
+        at["front end", "sending RunRequest"]
+        <= at["engine", "phase timed"]
+        <= at["front end", "answer taken"]
+    )
     assert "gpuplay trace" not in gpuplay(tmp_path, *RUN).stderr  # off by default
 
 
@@ -129,7 +135,9 @@ def test_a_numpy_run_front_end_imports_what_it_reads_before_the_answer_and_no_mo
     # The table's footer names the CPU: no package versions read from installed metadata (15 ms).
     assert "importlib.metadata" not in front
     # What reading the answer needs is imported while the engine starts, not after it answers.
-    noise = next(i for i, line in enumerate(lines) if re.match(r"^import time:.*\| +gpuplay\.core\.noise$", line))
+    noise = next(
+        i for i, line in enumerate(lines) if re.match(r"^import time:.*\| +gpuplay\.core\.noise$", line)
+    )
     sent = next(i for i, line in enumerate(lines) if line.endswith("front end  sending RunRequest"))
     assert noise < sent
 
@@ -270,7 +278,9 @@ def test_a_checked_run_makes_its_inputs_once_and_its_reference_from_them(monkeyp
     # (the step-cost estimate makes smaller ones of its own)
     assert made.count(96) == 1  # set-up's inputs served the reference too (it used to make them again)
     again = run(RunSpec.make("matmul", {"n": 96}, budget_s=0.02, warmup=1, seed=11, dtype="float64"))
-    assert again.check_ok and made.count(96) == 2  # the second configuration: its inputs; the reference cached
+    assert (
+        again.check_ok and made.count(96) == 2
+    )  # the second configuration: its inputs; the reference cached
 
 
 def test_a_reference_that_writes_into_its_inputs_is_made_from_fresh_ones(monkeypatch):
@@ -314,7 +324,9 @@ def test_a_slow_backend_on_the_command_line_starts_importing_in_the_early_engine
     assert process.probe_hint(["x", "--backends", "numpy,torch,cupy"]) == ("torch", "cupy")
     assert process.probe_hint(["x", "-s", "n=64"]) == ()  # NumPy only: nothing imported early
     started: list[str] = []
-    monkeypatch.setattr(backends, "get_backend", lambda n: SimpleNamespace(start_probe=lambda: started.append(n)))
+    monkeypatch.setattr(
+        backends, "get_backend", lambda n: SimpleNamespace(start_probe=lambda: started.append(n))
+    )
     monkeypatch.setenv(process.PROBE_ENV, "torch,os")  # only the backends it knows
     server.EngineServer(SimpleNamespace(send_bytes=lambda d: None))._head_start()
     assert started == ["torch"]

@@ -41,6 +41,19 @@ def bounded_int(limits: tuple[int, int]) -> click.IntRange:
     return click.IntRange(*limits)
 
 
+class OutPath(click.Path):
+    """An output file's path; an empty one (an unset variable in a script) is refused before
+    anything runs, where it printed to stdout and exited 0 as if no --out had been given."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("an empty path: name a file, or leave out --out to print", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 class ThreadCount(click.ParamType):
     """CPU threads: at least 1, at most this machine's logical cores (more only oversubscribes)."""
 

@@ -163,10 +163,23 @@ def emit(text: str, out: str | None) -> None:
         try:
             write_atomic(Path(out).expanduser(), text)
         except OSError as exc:
-            raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}") from None
+            raise click.ClickException(
+                f"cannot write {visible(out)}: {_write_failure(folder, exc)}"
+            ) from None
         stderr_console().print(f"wrote {esc(out)}", highlight=False)
     else:
         click.echo(text, nl=not text.endswith("\n"))
+
+
+def _write_failure(folder: Path, exc: OSError) -> str:
+    """Why an output file could not be written, in words: a file where its folder should be made
+    mkdir say "File exists" (`--out results.json/run.json`, or a path under /etc/passwd)."""
+    for parent in (folder, *folder.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{visible(str(parent))} is a file, not a folder"
+            break
+    return str(exc.strerror or exc)
 
 
 def warm_for_results() -> None:

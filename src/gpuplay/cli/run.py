@@ -32,7 +32,9 @@ FORMATS = ("table", "markdown", "json", "csv")
 @click.command(epilog=EXIT_HELP)
 @click.argument("scenario", metavar="SCENARIO|FILE.py")
 @spec_options
-@click.option("--preset", "-p", default=None, help="quick, published, or a preset the scenario defines.")
+@click.option(
+    "--preset", "-p", default=None, help="quick, published, default (its [params]), or one it defines."
+)
 @click.option(
     "--size", "-s", "sizes", multiple=True, metavar="NAME=VALUE", help="Set a parameter, e.g. -s n=2048."
 )
@@ -40,9 +42,7 @@ FORMATS = ("table", "markdown", "json", "csv")
     "--baseline/--no-baseline", default=False, help="Also run NumPy on the CPU and show the speedup."
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option(
-    "--out", type=click.Path(dir_okay=False), default=None, help="Write to a file instead of stdout."
-)
+@click.option("--out", type=options.OutPath(), default=None, help="Write to a file instead of stdout.")
 @click.option(
     "--profile", is_flag=True, help="Then profile a few steps: top ops, kernels per step, overhead."
 )

@@ -151,7 +151,7 @@ def plan_compare(
     specs: list[RunSpec] = []
     refused: list[tuple[RunSpec, Refusal]] = []
     for sc in scenarios:
-        params = sc.preset_params(preset)
+        params = sc.preset_params(sc.chosen_preset(preset))
         for b in backends:
             avail, devs = get_backend(b).probe(probe_timeout)
             # An unavailable backend still gets one row, refused with the reason it is missing.
@@ -182,16 +182,20 @@ def plan_compare(
                             refused.append((spec, verdict))
                         else:
                             specs.append(spec)
-    return with_baselines(specs), refused
+    return with_baselines(specs, refused=[s for s, _ in refused]), refused
 
 
-def with_baselines(specs: Sequence[RunSpec]) -> list[RunSpec]:
-    """The specs in order, each preceded by its NumPy-CPU baseline once."""
+def with_baselines(specs: Sequence[RunSpec], refused: Iterable[RunSpec] = ()) -> list[RunSpec]:
+    """The specs in order, each preceded by its NumPy-CPU baseline once, unless the planner
+    refused that baseline (the data pipeline is torch's: no NumPy row): measured anyway, it came
+    back refused and every `gpuplay compare` exited 1. The row's own paired run says why it has
+    no speedup."""
+    skip = set(refused)
     ordered: list[RunSpec] = []
     for s in specs:
         if not is_baseline(s):
             base = baseline_spec(s)
-            if base not in ordered:
+            if base not in ordered and base not in skip:
                 ordered.append(base)
         if s not in ordered:
             ordered.append(s)

@@ -250,6 +250,8 @@ def peak_memory_of(d: Any) -> dict[str, Any] | None:
     if not isinstance(d, dict):
         return None
     n, source = d.get("bytes"), d.get("source")
+    if n is None and isinstance(source, str) and source:
+        return {"bytes": None, "source": source[:200]}  # no count on this device, and why (MPS)
     if isinstance(n, bool) or not isinstance(n, int | float) or not math.isfinite(n) or not 0 <= n < 2**60:
         return None
     return {"bytes": int(n), "source": str(source)[:200] if source is not None else ""}

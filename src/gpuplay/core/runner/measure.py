@@ -315,7 +315,7 @@ class _Measurement:
         with contextlib.suppress(Exception):
             peak = backend.peak_memory(spec.device)
         if peak is not None:
-            self.result.peak_memory = {"bytes": int(peak[0]), "source": peak[1]}
+            self.result.peak_memory = {"bytes": None if peak[0] is None else int(peak[0]), "source": peak[1]}
 
     def energy(self, step: Callable[[], Any]) -> None:
         """Energy per step over its own window after the timed one (gpuplay.core.energy)."""
