@@ -158,6 +158,7 @@ ONLY = {
     # never printed: the early engine's reading of a command line (engine/process.py probe_hint)
     ("process.py", "--backend"): ("run",),
     ("process.py", "--backends"): ("compare", "sweep"),
+    ("process.py", "--help"): (),  # click's own: a command asked for help starts no engine
 }
 
 
