@@ -330,3 +330,19 @@ def test_a_slow_backend_on_the_command_line_starts_importing_in_the_early_engine
     monkeypatch.setenv(process.PROBE_ENV, "torch,os")  # only the backends it knows
     server.EngineServer(SimpleNamespace(send_bytes=lambda d: None))._head_start()
     assert started == ["torch"]
+
+
+def test_a_trace_line_shows_outside_text_escaped(monkeypatch, tmp_path):
+    # A phase's words can name another process (a device wait): one line, controls shown.
+    from gpuplay.core import trace
+
+    out = tmp_path / "trace"
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT)
+    monkeypatch.setattr(trace, "ENABLED", True)
+    monkeypatch.setattr(trace, "_fd", fd)
+    monkeypatch.setattr(trace, "_zero", time.monotonic())
+    trace.mark("heard Phase waiting for \x1b[2J\x1b]0;evil\x07 (pid 1)\nnext")
+    os.close(fd)
+    text = out.read_text()
+    assert text.count("\n") == 1 and "\x1b" not in text and "\x07" not in text
+    assert "waiting for" in text and "evil" in text

@@ -66,6 +66,9 @@ def mark(what: str, at: float | None = None) -> None:
         _setup()
     if _fd is None or _zero is None:
         return
+    from gpuplay.core.safetext import visible  # a phase's words may carry another process's name
+
+    what = visible(what, one_line=True)
     t = (time.monotonic() if at is None else at) - _zero
     cpu = time.process_time() if at is None else 0.0  # a past moment's CPU time is not known
     line = f"gpuplay trace {t:8.4f} s  cpu {cpu:7.4f} s  {_who:9}  {what}\n"
