@@ -129,3 +129,30 @@ def test_the_noise_check_reads_a_process_whose_name_has_parentheses_as_psutil_do
     finally:
         child.kill()
         child.wait()
+
+
+def test_compare_from_files_starts_no_engine(tmp_path):
+    # `compare --from FILE…` merges result files: the entry must not start an engine for it
+    # (an interpreter and its imports on a busy machine, then a kill at exit, for nothing).
+    from gpuplay.core.engine.process import wanted_early
+
+    assert not wanted_early(["/venv/bin/gpuplay", "compare", "--from", "a.json", "b.json"])
+    assert not wanted_early(["/venv/bin/gpuplay", "compare", "a.json", "--from", "b.json"])
+    assert wanted_early(["/venv/bin/gpuplay", "compare", "matmul", "svd"])
+    assert wanted_early(["/venv/bin/gpuplay", "run", "matmul"])
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUPLAY_IN_PROCESS", "COLUMNS")}
+    env.update(GPUPLAY_STATE_DIR=str(tmp_path / "state"), GPUPLAY_CONFIG_DIR=str(tmp_path / "config"),
+               GPUPLAY_TRACE="1")  # fmt: skip
+    files = []
+    for name in ("a", "b"):
+        files.append(tmp_path / f"{name}.json")
+        run = subprocess.run([sys.executable, "-m", "gpuplay", "run", "matmul", "-s", "n=32", "--repeat", "3",
+                              "--warmup", "1", "--format", "json", "--out", str(files[-1])],
+                             capture_output=True, text=True, env={**env, "GPUPLAY_TRACE": ""}, stdin=subprocess.DEVNULL,
+                             timeout=300)  # fmt: skip
+        assert run.returncode == 0, run.stderr[-2000:]
+    out = subprocess.run([sys.executable, "-m", "gpuplay", "compare", "--from", *map(str, files)],
+                         capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "matmul" in out.stdout
+    assert "engine: spawn" not in out.stderr  # GPUPLAY_TRACE marks every engine spawn
