@@ -270,7 +270,12 @@ class GpuPlayApp(TextApp):
         self.main.query_one(tabs.CollectivesTab).start()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(help_rows(self.BINDINGS, self.keymap)))
+        # Built once and kept (installed): a screen pushed anew is composed and laid out twice (its
+        # resize, its resume), ~70 ms on the 2-core machine; a kept one only repaints (issue 34).
+        # Its rows cannot change while the app runs: the keymap is set once, in on_mount.
+        if not self.is_screen_installed("help"):
+            self.install_screen(HelpScreen(help_rows(self.BINDINGS, self.keymap)), "help")
+        self.push_screen("help")
 
     def action_export(self) -> None:
         self.notify(**exports.export_session(self.session.results, self.export_dir))
