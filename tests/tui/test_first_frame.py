@@ -24,9 +24,15 @@ def test_bare_gpuplay_imports_no_subcommand_and_help_still_lists_them_all():
         "import sys, gpuplay.cli\n"
         "print(' '.join(m for m in sys.modules if m.startswith('gpuplay.cli.') or m == 'gpuplay.core.report'))"
     )
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert not [m for m in loaded if m.rsplit(".", 1)[-1] in SUBCOMMANDS or m == "gpuplay.core.report"], loaded
-    out = subprocess.run([sys.executable, "-m", "gpuplay", "--help"], capture_output=True, text=True, check=True)
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert not [m for m in loaded if m.rsplit(".", 1)[-1] in SUBCOMMANDS or m == "gpuplay.core.report"], (
+        loaded
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuplay", "--help"], capture_output=True, text=True, check=True
+    )
     for name in SUBCOMMANDS:
         assert f"  {name} " in out.stdout
 
