@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from gpuplay.core import bounds, levers
+from gpuplay.core.safetext import visible
 
 
 class FiniteFloat(click.ParamType):
@@ -42,8 +43,9 @@ def bounded_int(limits: tuple[int, int]) -> click.IntRange:
 
 
 class OutPath(click.Path):
-    """An output file's path; an empty one (an unset variable in a script) is refused before
-    anything runs, where it printed to stdout and exited 0 as if no --out had been given."""
+    """An output file's path, checked before anything runs: an empty one (an unset variable in a
+    script) printed to stdout and exited 0 as if no --out had been given, and an unwritable one
+    was found only after measuring, which was then lost."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False)
@@ -51,7 +53,13 @@ class OutPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
             self.fail("an empty path: name a file, or leave out --out to print", param, ctx)
-        return super().convert(value, param, ctx)
+        path = super().convert(value, param, ctx)
+        from gpuplay.core.writable import unwritable
+
+        problem = unwritable(path)
+        if problem:
+            self.fail(f"cannot write {visible(str(path))}: {problem}", param, ctx)
+        return path
 
 
 class ThreadCount(click.ParamType):
