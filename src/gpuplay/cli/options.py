@@ -78,11 +78,29 @@ class ThreadCount(click.ParamType):
         return f"1..{bounds.max_threads()}"
 
 
+class ScenarioFolder(click.Path):
+    """A folder the user named for scenarios: one that is not there is bad input, exit 2 (it was a
+    warning and exit 0, the scenarios in it silently missing); `scenario_dirs` in config.toml
+    stays a warning, as a config file outlives its folders."""
+
+    def __init__(self) -> None:
+        super().__init__(file_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import os
+
+        path = os.path.expanduser(os.fsdecode(value)) if isinstance(value, str | bytes) else value
+        if isinstance(path, str) and not os.path.isdir(path):
+            what = "is not a folder" if os.path.exists(path) else "does not exist"
+            self.fail(f"{visible(path)} {what}: name a folder of scenario .toml files", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 scenario_dirs_option = click.option(
     "--scenarios",
     "scenario_dirs",
     multiple=True,
-    type=click.Path(file_okay=False),
+    type=ScenarioFolder(),
     help="Extra folder of scenario .toml files (repeatable; also `scenario_dirs` in config.toml).",
 )
 
