@@ -110,3 +110,29 @@ def test_a_write_that_fails_after_measuring_prints_the_results_instead(monkeypat
     assert '"workload": "matmul"' in res.stdout  # the measurement, on stdout
     said = " ".join(res.stderr.split())
     assert f"cannot write {out}: No space left on device; what was measured is printed above instead" in said
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["list"], ["run", "matmul"], ["sweep", "matmul", "--over", "n=8,16"], ["compare"], ["demo", "intro"], []],
+    ids=lambda c: c[0] if c else "playground",
+)
+@pytest.mark.parametrize("what", ["missing", "a_file"])
+def test_a_scenario_folder_that_is_not_there_is_bad_input_on_every_command(monkeypatch, tmp_path, command, what):
+    """`gpuplay list --scenarios /missing` warned and exited 0 (run measured on); now exit 2 with
+    the message on every command that takes --scenarios, nothing measured or started."""
+    from gpuplay.core import compare, engine
+
+    def measured(*args, **kwargs):
+        raise AssertionError("nothing may be measured")
+
+    monkeypatch.setattr(engine, "measure", measured)
+    monkeypatch.setattr(compare, "run_compare", measured)
+    folder = tmp_path / "missing"
+    if what == "a_file":
+        folder.write_text("x")
+    res = CliRunner().invoke(main, [*command, "--scenarios", str(folder)])
+    assert res.exit_code == 2, res.output
+    said = " ".join(res.output.split())
+    why = "does not exist" if what == "missing" else "is not a folder"
+    assert f"Invalid value for '--scenarios': {folder} {why}: name a folder of scenario .toml files" in said
