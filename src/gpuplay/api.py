@@ -349,14 +349,18 @@ def _compare_scenarios(
     # "cuda" is the first GPU, as everywhere else ('cuda' would match no planned 'cuda:N' row).
     devs = None if devices is None else [_device(d) for d in _names(devices, "device(s)", None)]
     if params is not None and not isinstance(params, Mapping):
-        raise ValueError(f"params must be a mapping of parameter names to values; got {type(params).__name__}")
+        raise ValueError(
+            f"params must be a mapping of parameter names to values; got {type(params).__name__}"
+        )
     try:
         for sc in scenarios:
             sc.preset_params(sc.chosen_preset(preset))
             if params:  # run's checks: an unknown name or a bad value, with the known names
                 _spec(sc, sc.chosen_preset(preset), params, {"dtype": dtype})
         _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs or ()), ("numpy", *chosen))
-        specs, refused = plan_compare(scenarios, preset, chosen, dtype=dtype, variants=vlist, params=params, **kw)
+        specs, refused = plan_compare(
+            scenarios, preset, chosen, dtype=dtype, variants=vlist, params=params, **kw
+        )
     except KeyError as exc:
         raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
     if devs is not None:

@@ -82,12 +82,20 @@ def test_an_unwritable_out_is_refused_before_anything_is_measured(monkeypatch, t
     for module, name in ((engine, "measure"), (compare, "run_compare"), (devices_compare, "run_devices")):
         monkeypatch.setattr(module, name, measured)
     (tmp_path / "results.json").write_text("{}")
-    out = tmp_path / "results.json" / "run" / "r.json" if where == "under_a_file" else "/proc/gpuplay-out/r.json"
+    out = (
+        tmp_path / "results.json" / "run" / "r.json"
+        if where == "under_a_file"
+        else "/proc/gpuplay-out/r.json"
+    )
     res = CliRunner().invoke(main, [*command, "--out", str(out)])
     assert res.exit_code == 2, res.output
     said = " ".join(res.output.split())
     assert f"Invalid value for '--out': cannot write {out}: " in said, said
-    why = f"{tmp_path / 'results.json'} is a file, not a folder" if where == "under_a_file" else "no file can be made in /proc"
+    why = (
+        f"{tmp_path / 'results.json'} is a file, not a folder"
+        if where == "under_a_file"
+        else "no file can be made in /proc"
+    )
     assert why in said and "creating folder" not in said
     assert not list(tmp_path.glob("**/.gpuplay-write-check-*"))  # the check's file is removed
 
@@ -114,11 +122,20 @@ def test_a_write_that_fails_after_measuring_prints_the_results_instead(monkeypat
 
 @pytest.mark.parametrize(
     "command",
-    [["list"], ["run", "matmul"], ["sweep", "matmul", "--over", "n=8,16"], ["compare"], ["demo", "intro"], []],
+    [
+        ["list"],
+        ["run", "matmul"],
+        ["sweep", "matmul", "--over", "n=8,16"],
+        ["compare"],
+        ["demo", "intro"],
+        [],
+    ],
     ids=lambda c: c[0] if c else "playground",
 )
 @pytest.mark.parametrize("what", ["missing", "a_file"])
-def test_a_scenario_folder_that_is_not_there_is_bad_input_on_every_command(monkeypatch, tmp_path, command, what):
+def test_a_scenario_folder_that_is_not_there_is_bad_input_on_every_command(
+    monkeypatch, tmp_path, command, what
+):
     """`gpuplay list --scenarios /missing` warned and exited 0 (run measured on); now exit 2 with
     the message on every command that takes --scenarios, nothing measured or started."""
     from gpuplay.core import compare, engine

@@ -54,9 +54,11 @@ class OutPath(click.Path):
         if isinstance(value, str) and not value.strip():
             self.fail("an empty path: name a file, or leave out --out to print", param, ctx)
         path = super().convert(value, param, ctx)
+        import os
+
         from gpuplay.core.writable import unwritable
 
-        problem = unwritable(path)
+        problem = unwritable(os.fsdecode(path))
         if problem:
             self.fail(f"cannot write {visible(str(path))}: {problem}", param, ctx)
         return path

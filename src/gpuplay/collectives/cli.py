@@ -18,8 +18,8 @@ import click
 from gpuplay.collectives.backend import BACKENDS
 from gpuplay.collectives.bandwidth import OPS
 from gpuplay.collectives.report import FORMATS
-from gpuplay.core.safetext import visible
 from gpuplay.collectives.sizes import SizeError, parse_sizes
+from gpuplay.core.safetext import visible
 
 
 def parse_ops(values: tuple[str, ...]) -> list[str]:
@@ -92,8 +92,13 @@ SWEEP_OPTIONS: list[Callable[[Any], Any]] = [
         help="torch threads per rank on gloo (default: cores / local ranks).",
     ),  # fmt: skip
     click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True),
-    click.option("--out", type=click.Path(dir_okay=False), default=None, callback=lambda c, p, v: _writable(v),
-                 help="Write the output here."),  # fmt: skip
+    click.option(
+        "--out",
+        type=click.Path(dir_okay=False),
+        default=None,
+        callback=lambda c, p, v: _writable(v),
+        help="Write the output here.",
+    ),  # fmt: skip
 ]
 
 
@@ -123,7 +128,9 @@ def write_output(doc: dict[str, Any], fmt: str, out: str | None) -> None:
             write_atomic(Path(out), text)
         except OSError as exc:  # a full disk after all: the output goes to stdout, not lost
             click.echo(text, nl=not text.endswith("\n"))
-            raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}; printed above instead") from None
+            raise click.ClickException(
+                f"cannot write {out}: {exc.strerror or exc}; printed above instead"
+            ) from None
         click.echo(f"wrote {out}", err=True)
     else:
         click.echo(text, nl=not text.endswith("\n"))

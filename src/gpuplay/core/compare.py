@@ -168,7 +168,11 @@ def plan_compare(
                     if sc.workload == "autograd" and b == "torch" and params_here.get("method") == "auto":
                         methods = ["autograd", "fd"]  # device and algorithm told apart
                     for method in methods:
-                        p = {**params_here, **extra} if method is None else {**params_here, **extra, "method": method}
+                        p = (
+                            {**params_here, **extra}
+                            if method is None
+                            else {**params_here, **extra, "method": method}
+                        )
                         spec = RunSpec.make(
                             sc.workload,
                             p,

@@ -612,7 +612,9 @@ def _cpu_stream(libs: Sequence[str], probes: Probes) -> list[Measurement]:
 
 
 def measure_cpu(
-    budget_s: float = DEFAULT_BUDGET_S, libraries: Iterable[str] = ("numpy", "torch"), probes: Probes | None = None
+    budget_s: float = DEFAULT_BUDGET_S,
+    libraries: Iterable[str] = ("numpy", "torch"),
+    probes: Probes | None = None,
 ) -> DevicePeaks:
     """The CPU's peaks, in about `budget_s` seconds of measuring in all."""
     import numpy as np
@@ -736,10 +738,7 @@ def calibrate(device: str, budget_s: float | None = None, probes: Probes | None 
     before = noise.host_mark()
     probes = probes or Probes()
     budget_s = DEFAULT_BUDGET_S if budget_s is None else budget_s  # this device's, all probes together
-    if device == "cpu":
-        peaks = measure_cpu(budget_s, probes=probes)
-    else:
-        peaks = measure_gpu(device, budget_s, probes)
+    peaks = measure_cpu(budget_s, probes=probes) if device == "cpu" else measure_gpu(device, budget_s, probes)
     peaks.noise = noise.host_noise(before, noise.host_mark(before))
     save_peaks(peaks)
     return peaks
