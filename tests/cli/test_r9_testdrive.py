@@ -40,6 +40,14 @@ def test_calibrate_budget_bounds_the_whole_wait(numpy_only):
     assert float(said.group(2)) <= float(said.group(1)) <= took + 0.05
 
 
+def test_a_budget_too_small_for_the_least_a_probe_needs_is_said(numpy_only):
+    res = CliRunner().invoke(main, ["calibrate", "-d", "cpu", "--budget", "0.01", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.stderr.split())
+    assert "against a budget of 0.01 s" in said
+    assert "the least each probe needs (its smallest size, timed twice) took longer than this budget" in said
+
+
 def test_a_matmul_probe_stops_growing_before_a_size_that_would_overrun_its_budget():
     """A probe whose rate still rises with size (each call 4x the last, as a GPU filling up does)
     grew until a call took long enough: to n=1024 here, ~2 s for a 0.3 s share. It now stops

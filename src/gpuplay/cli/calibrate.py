@@ -131,8 +131,11 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
     if measured:
         _print(measured, fmt)
     took = time.perf_counter() - t_start
+    over = measuring > 1.2 * total  # only the least a probe needs runs past its share: say so
     err.print(f"calibration took {took:.1f} s against a budget of {total:g} s: {measuring:.1f} s measuring "
-              f"{sum(planned.values())} probes, {took - measuring:.1f} s loading libraries and writing", highlight=False)  # fmt: skip
+              f"{sum(planned.values())} probes, {took - measuring:.1f} s loading libraries and writing"
+              + ("; the least each probe needs (its smallest size, timed twice) took longer than this budget"
+                 if over else ""), highlight=False)  # fmt: skip
     if stop.interrupted:
         sys.exit(stop.exit_code)
 
