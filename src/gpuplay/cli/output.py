@@ -168,7 +168,7 @@ def emit(text: str, out: str | None) -> None:
         except OSError as exc:
             click.echo(text, nl=not text.endswith("\n"))
             raise click.ClickException(
-                f"cannot write {visible(out)}: {_write_failure(folder, exc)}; what was measured is printed above instead"
+                f"cannot write {visible(out)}: {_write_failure(folder, exc)}; what was measured is printed to stdout instead"
             ) from None
         stderr_console().print(f"wrote {esc(out)}", highlight=False)
     else:

@@ -129,7 +129,7 @@ def write_output(doc: dict[str, Any], fmt: str, out: str | None) -> None:
         except OSError as exc:  # a full disk after all: the output goes to stdout, not lost
             click.echo(text, nl=not text.endswith("\n"))
             raise click.ClickException(
-                f"cannot write {out}: {exc.strerror or exc}; printed above instead"
+                f"cannot write {out}: {exc.strerror or exc}; printed to stdout instead"
             ) from None
         click.echo(f"wrote {out}", err=True)
     else:
