@@ -125,7 +125,9 @@ def test_a_write_that_fails_after_measuring_prints_the_results_instead(monkeypat
     assert res.exit_code == 1, res.output
     assert '"workload": "matmul"' in res.stdout  # the measurement, on stdout
     said = " ".join(res.stderr.split())
-    assert f"cannot write {out}: No space left on device; what was measured is printed to stdout instead" in said
+    assert (
+        f"cannot write {out}: No space left on device; what was measured is printed to stdout instead" in said
+    )
 
 
 @pytest.mark.parametrize(
