@@ -155,6 +155,10 @@ ONLY = {
     ("planner.py", "--transfers"): ("run", "sweep"),  # compare never times transfers
     ("fused.py", "--compile"): ("run",),  # compare and sweep say --variants compile
     ("devices_compare.py", "--devices"): ("compare", "sweep"),  # many devices: those two only
+    # never printed: the early engine's reading of a command line (engine/process.py probe_hint)
+    ("process.py", "--backend"): ("run",),
+    ("process.py", "--backends"): ("compare", "sweep"),
+    ("process.py", "--help"): (),  # click's own: a command asked for help starts no engine
 }
 
 

@@ -160,8 +160,6 @@ def compare(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from gpuplay.core.telemetry import RunTelemetry
-
     log = ResultLog()
     # A live bar on a terminal; otherwise (a log file, CI) one plain line per measurement.
     plain = not err.is_terminal
@@ -206,7 +204,6 @@ def compare(
             cancel=stop.cancel,
             on_start=on_start,
             on_result=on_result,
-            telemetry=RunTelemetry(),
             measure=functools.partial(measure, on_notice=notice_printer(progress.console)),
         )
     results = done

@@ -186,6 +186,12 @@ def _write_failure(folder: Path, exc: OSError) -> str:
     return str(exc.strerror or exc)
 
 
+def warm_for_results() -> None:
+    """Import what reading a result's noise verdicts needs (psutil) before the engine answers:
+    a command calls it while it waits for the engine to start, not after the measurement."""
+    import gpuplay.core.noise  # noqa: F401
+
+
 def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: Any) -> None:
     from gpuplay.core import report
 
@@ -203,7 +209,11 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
         shown = [r for r in rows if r.result.summary is not None]
         if shown:
             con.print(rich_table(shown, title))  # the title is Text there: a file's words
-            env = report.environment()
+            from gpuplay.core.system import cpu_count, cpu_name
+
+            # Not report.environment(): its package versions (importlib.metadata, ~15 ms) are
+            # for the files; this line names the CPU only.
+            env = {"cpu": cpu_name(), "cores": cpu_count()}
             # The GPU timing convention (docs/engine.md), said where a GPU figure is shown
             idle = any(r.result.spec.device.startswith("cuda") for r in shown)
             gpu = "GPU: CUDA events from an idle GPU, dispatch included" if idle else "GPU: CUDA events"

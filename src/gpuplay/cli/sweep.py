@@ -158,7 +158,6 @@ def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Don
     measure = functools.partial(measure_one, on_phase=busy.on_phase, on_notice=notice_printer(err))
     from gpuplay.core.report import fmt_time
     from gpuplay.core.sweep import run_sweep
-    from gpuplay.core.telemetry import RunTelemetry
 
     log = ResultLog()
     total, count = plan.total, 0
@@ -187,8 +186,8 @@ def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Don
         if status is not None:
             status.start()
         try:
-            run_sweep(plan, measure, cancel=stop.cancel, on_start=on_start, on_point=on_point,
-                      telemetry=RunTelemetry())  # fmt: skip
+            # No telemetry here: the engine opens its window (in-process: `measure` does).
+            run_sweep(plan, measure, cancel=stop.cancel, on_start=on_start, on_point=on_point)
         finally:
             if status is not None:
                 status.stop()
