@@ -11,6 +11,7 @@ import importlib
 
 __version__ = "0.1.0"
 
+# The package's public names, listed here only: api.__all__ is these less the two defined here.
 __all__ = [
     "Comparison",
     "MeasurementError",

@@ -324,6 +324,26 @@ class Comparison:
             lines.append("versions: the same in both (as far as the files say)")
         return visible("\n".join(lines))
 
+    def _repr_html_(self) -> str:
+        """One row per configuration in both sets; every cell escaped (the labels are a file's)."""
+        head = "".join(f"<th>{h}</th>" for h in ("scenario", "size", "configuration", "old", "new", "new/old",
+                                                  "95% interval", "verdict"))  # fmt: skip
+        body = ""
+        for c in self.changes:
+            ratio, low, high = _finite(c.ratio), _finite(c.low), _finite(c.high)
+            cells = [*c.key, _fmt_time(_finite(c.old_median)), _fmt_time(_finite(c.new_median)),
+                     "—" if ratio is None else f"×{ratio:.3f}",
+                     "—" if low is None or high is None else f"{low:.3f}–{high:.3f}", c.verdict]  # fmt: skip
+            body += "<tr>" + "".join(f"<td>{_h(x)}</td>" for x in cells) + "</tr>"
+        if not self.changes:
+            body = "<tr><td colspan='8'>no configuration is in both</td></tr>"
+        versions = (
+            "versions that differ: " + "; ".join(f"{n} {a} → {b}" for n, a, b in self.versions)
+            if self.versions
+            else "versions: the same in both (as far as the files say)"
+        )
+        return f"<table class='gpuplay'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{_h(versions)}</p>"
+
     def _repr_markdown_(self) -> str:
         return "\n\n".join(_md(line) for line in self.text().splitlines())
 
@@ -351,8 +371,35 @@ class Table(Sequence[dict[str, Any]]):
     def to_pandas(self) -> Any:
         return _pandas().DataFrame(self.rows)
 
+    def _repr_html_(self) -> str:
+        """The rows as a table, every cell and heading escaped (a CSV's text is the file's, any
+        text at all); at most MAX_HTML_ROWS of them, so a huge file cannot stall a notebook."""
+        columns: dict[str, None] = {}
+        for row in self.rows:
+            columns.update(dict.fromkeys(str(k) if k is not None else "(extra)" for k in row))
+        head = "".join(f"<th>{_h(c)}</th>" for c in columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{_h(_cell(row, c))}</td>" for c in columns) + "</tr>"
+            for row in self.rows[:MAX_HTML_ROWS]
+        )
+        cap = f"<caption>{_h(self.source)}</caption>" if self.source else ""
+        more = len(self.rows) - MAX_HTML_ROWS
+        tail = f"<p>… {more} more row(s): to_pandas() has them all</p>" if more > 0 else ""
+        return (
+            f"<table class='gpuplay'>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{tail}"
+        )
+
     def __repr__(self) -> str:
         return f"<gpuplay.Table: {len(self)} row(s) from {visible(self.source)}>"
+
+
+MAX_HTML_ROWS = 500  # a Table's rows shown in a notebook; the rest counted
+
+
+def _cell(row: Mapping[Any, Any], column: str) -> object:
+    """A Table row's value under a heading ("(extra)": the cells a CSV row had beyond its header)."""
+    value = row.get(None) if column == "(extra)" and column not in row else row.get(column, "")
+    return "" if value is None else value
 
 
 class Sweep:

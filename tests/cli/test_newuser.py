@@ -155,6 +155,10 @@ ONLY = {
     ("planner.py", "--transfers"): ("run", "sweep"),  # compare never times transfers
     ("fused.py", "--compile"): ("run",),  # compare and sweep say --variants compile
     ("devices_compare.py", "--devices"): ("compare", "sweep"),  # many devices: those two only
+    # never printed: the early engine's reading of a command line (engine/process.py probe_hint)
+    ("process.py", "--backend"): ("run",),
+    ("process.py", "--backends"): ("compare", "sweep"),
+    ("process.py", "--help"): (),  # click's own: a command asked for help starts no engine
 }
 
 
@@ -344,6 +348,9 @@ def test_a_step_that_never_returns_is_said_to_be_over_its_limit_while_it_waits(t
     [
         # every configuration refused at the step limit: nothing measured, the reasons printed
         ["compare", "matmul", "-p", "quick", "--backends", "numpy", "--max-step", "0.001", "--budget", "0.02"],
+        # the same per device (--devices): a device's refused rows exit 1 too, with their reasons
+        ["compare", "matmul", "-p", "quick", "--backends", "numpy", "--devices", "cpu", "--max-step", "0.001",
+         "--budget", "0.02"],
         # the first size already over the limit: the series measured nothing
         ["sweep", "matmul", "--over", "n=512..1024", "--backends", "numpy", "--max-step", "0.001",
          "--budget", "0.02"],

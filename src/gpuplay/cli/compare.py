@@ -24,6 +24,7 @@ from gpuplay.cli.output import (
 )
 from gpuplay.core import bounds, levers
 from gpuplay.core.safetext import visible
+from gpuplay.core.scenarios import DEFAULT_PRESET
 from gpuplay.core.spec import BACKENDS, DTYPES, RunSpec, SpecError
 
 if TYPE_CHECKING:
@@ -33,7 +34,10 @@ FORMATS = ("table", "markdown", "json", "csv")
 
 
 @click.command(epilog=EXIT_HELP)
-@click.option("--preset", "-p", default="quick", show_default=True)
+@click.option(
+    "--preset", "-p", default=None,
+    help="A preset of the scenarios. [default: quick; a scenario without one runs its own parameters]",
+)  # fmt: skip
 @click.option(
     "--backends",
     default="numpy,torch,cupy",
@@ -52,7 +56,7 @@ FORMATS = ("table", "markdown", "json", "csv")
 @threads_option
 @click.option("--max-step", type=FiniteFloat(bounds.MAX_STEP_S), default=30.0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False), default=None)
+@click.option("--out", type=options.OutPath(), default=None)
 @click.option(
     "--devices",
     default=None,
@@ -72,7 +76,7 @@ FORMATS = ("table", "markdown", "json", "csv")
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False), metavar="[SCENARIO]... | --from FILE...")
 @scenario_dirs_option
 def compare(
-    preset: str,
+    preset: str | None,
     backends: str,
     only: tuple[str, ...],
     dtype: str,
@@ -98,7 +102,8 @@ def compare(
         files = ()
     if from_files or files:
         return compare_more.compare_from(files, fmt, out)
-    device_list = compare_more.resolve(devices) if devices else None
+    # `--devices ''` is a value, refused: it ran every scenario on every device
+    device_list = compare_more.resolve(devices) if devices is not None else None
     from gpuplay.core.compare import VARIANTS, attach_baselines, plan_compare, run_compare
 
     chosen = [b.strip() for b in backends.split(",") if b.strip()]
@@ -122,7 +127,7 @@ def compare(
     try:
         scenarios = [sset.get(n) for n in only] if only else list(sset.scenarios.values())
         for sc in scenarios:
-            sc.preset_params(preset)
+            sc.preset_params(sc.chosen_preset(preset))
         from gpuplay.core.engine.client import adopt_shared_probe
 
         adopt_shared_probe(30.0, final="cupy" in chosen, backends=("numpy", *chosen))
@@ -154,8 +159,6 @@ def compare(
         return compare_more.compare_devices(specs, device_list, concurrent, fmt, out)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from gpuplay.core.telemetry import RunTelemetry
 
     log = ResultLog()
     # A live bar on a terminal; otherwise (a log file, CI) one plain line per measurement.
@@ -201,7 +204,6 @@ def compare(
             cancel=stop.cancel,
             on_start=on_start,
             on_result=on_result,
-            telemetry=RunTelemetry(),
             measure=functools.partial(measure, on_notice=notice_printer(progress.console)),
         )
     results = done
@@ -210,8 +212,8 @@ def compare(
         rows,
         fmt,
         out,
-        title=f"gpuplay compare --preset {preset}",
-        preset=preset,
+        title=f"gpuplay compare --preset {preset or DEFAULT_PRESET}",
+        preset=preset or DEFAULT_PRESET,
         refused=[{"label": s.label(), "scenario": s.scenario, "reason": str(w)} for s, w in refused],
     )
     if stop.interrupted:

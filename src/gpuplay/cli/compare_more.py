@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from gpuplay.cli.output import emit, log_results, stderr_console
+from gpuplay.core.safetext import visible
 
 
 def compare_from(files: Sequence[str], fmt: str, out: str | None) -> None:
@@ -108,13 +109,15 @@ def versions_markdown(sources: Sequence[Any], v: _Versions) -> str:
 
 
 def resolve(devices: str) -> list[str]:
-    from gpuplay.core.devices_compare import DevicesError, cuda_devices, resolve_devices
+    from gpuplay.core.devices_compare import DevicesError, DevicesUsageError, cuda_devices, resolve_devices
 
     cuda, why = cuda_devices()
     try:
         return resolve_devices(devices, cuda, why)
+    except DevicesUsageError as exc:  # exit 2, as any bad value; a device missing here exits 1
+        raise click.BadParameter(visible(str(exc)), param_hint="--devices") from None
     except DevicesError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(visible(str(exc))) from None
 
 
 def compare_devices(
@@ -133,13 +136,19 @@ def compare_devices(
     )
 
     def on_result(r: Any) -> None:
-        err.print(f"{r.spec.device}: {r.spec.scenario} {r.spec.label()}: {r.status}", style="dim", highlight=False,
-                  markup=False)  # fmt: skip
+        # A failed or refused row says why (escaped: the words can be a user file's), as `compare` does.
+        why = f": {r.message}" if r.status in ("failed", "refused") and r.message else ""
+        err.print(visible(f"{r.spec.device}: {r.spec.scenario} {r.spec.label()}: {r.status}{why}"),
+                  style="yellow" if why else "dim", highlight=False, markup=False)  # fmt: skip
 
     try:
         results = dc.run_devices(chosen, concurrent=concurrent, on_result=on_result)
     except KeyboardInterrupt:
-        raise click.ClickException("interrupted") from None
+        # 130, as every command stopped by Ctrl+C exits (cli/exitcodes.py), never 1 (an error)
+        err.print(
+            "interrupted by SIGINT: stopped before the devices finished", style="yellow", highlight=False
+        )
+        raise SystemExit(130) from None
     log_results(results)
     rows = dc.side_by_side(results)
     flagged = sorted({d for row in rows for d in row.outliers})
@@ -161,6 +170,7 @@ def compare_devices(
         emit(buf.getvalue(), out)
     else:
         emit(dc.to_markdown(rows, devices, health_lines), out)
-    from gpuplay.cli.exitcodes import exit_if_checks_failed
+    from gpuplay.cli.exitcodes import exit_if_checks_failed, exit_if_runs_failed
 
+    exit_if_runs_failed(results)  # a device's failed or refused row exits 1, as in `run` and `compare`
     exit_if_checks_failed(results, err)

@@ -31,9 +31,7 @@ from gpuplay.core.safetext import visible
 @click.option(
     "--rehearse", is_flag=True, help="Run every step headless and record the results (needs --out)."
 )
-@click.option(
-    "--out", type=click.Path(dir_okay=False), default=None, help="Where --rehearse writes its JSON."
-)
+@click.option("--out", type=options.OutPath(), default=None, help="Where --rehearse writes its JSON.")
 @click.option(
     "--replay",
     type=click.Path(dir_okay=False),

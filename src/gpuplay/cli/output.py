@@ -154,6 +154,9 @@ def message(exc: BaseException) -> str:
 
 
 def emit(text: str, out: str | None) -> None:
+    """`text` to `out`, or to stdout. Where the file cannot be written after all (a full disk, a
+    folder removed meanwhile), the text goes to stdout and the error says so: what was measured
+    is never lost to a failed write."""
     if out:
         from gpuplay.core.atomicfile import write_atomic
 
@@ -163,10 +166,30 @@ def emit(text: str, out: str | None) -> None:
         try:
             write_atomic(Path(out).expanduser(), text)
         except OSError as exc:
-            raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}") from None
+            click.echo(text, nl=not text.endswith("\n"))
+            raise click.ClickException(
+                f"cannot write {visible(out)}: {_write_failure(folder, exc)}; what was measured is printed to stdout instead"
+            ) from None
         stderr_console().print(f"wrote {esc(out)}", highlight=False)
     else:
         click.echo(text, nl=not text.endswith("\n"))
+
+
+def _write_failure(folder: Path, exc: OSError) -> str:
+    """Why an output file could not be written, in words: a file where its folder should be made
+    mkdir say "File exists" (`--out results.json/run.json`, or a path under /etc/passwd)."""
+    for parent in (folder, *folder.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{visible(str(parent))} is a file, not a folder"
+            break
+    return str(exc.strerror or exc)
+
+
+def warm_for_results() -> None:
+    """Import what reading a result's noise verdicts needs (psutil) before the engine answers:
+    a command calls it while it waits for the engine to start, not after the measurement."""
+    import gpuplay.core.noise  # noqa: F401
 
 
 def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: Any) -> None:
@@ -186,7 +209,11 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
         shown = [r for r in rows if r.result.summary is not None]
         if shown:
             con.print(rich_table(shown, title))  # the title is Text there: a file's words
-            env = report.environment()
+            from gpuplay.core.system import cpu_count, cpu_name
+
+            # Not report.environment(): its package versions (importlib.metadata, ~15 ms) are
+            # for the files; this line names the CPU only.
+            env = {"cpu": cpu_name(), "cores": cpu_count()}
             # The GPU timing convention (docs/engine.md), said where a GPU figure is shown
             idle = any(r.result.spec.device.startswith("cuda") for r in shown)
             gpu = "GPU: CUDA events from an idle GPU, dispatch included" if idle else "GPU: CUDA events"

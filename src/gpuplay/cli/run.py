@@ -21,6 +21,7 @@ from gpuplay.cli.output import (
     progress_line,
     report_interruption,
     stderr_console,
+    warm_for_results,
 )
 from gpuplay.core.safetext import visible
 from gpuplay.core.spec import Refusal, SpecError
@@ -31,7 +32,9 @@ FORMATS = ("table", "markdown", "json", "csv")
 @click.command(epilog=EXIT_HELP)
 @click.argument("scenario", metavar="SCENARIO|FILE.py")
 @spec_options
-@click.option("--preset", "-p", default=None, help="quick, published, or a preset the scenario defines.")
+@click.option(
+    "--preset", "-p", default=None, help="quick, published, default (its [params]), or one it defines."
+)
 @click.option(
     "--size", "-s", "sizes", multiple=True, metavar="NAME=VALUE", help="Set a parameter, e.g. -s n=2048."
 )
@@ -39,9 +42,7 @@ FORMATS = ("table", "markdown", "json", "csv")
     "--baseline/--no-baseline", default=False, help="Also run NumPy on the CPU and show the speedup."
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option(
-    "--out", type=click.Path(dir_okay=False), default=None, help="Write to a file instead of stdout."
-)
+@click.option("--out", type=options.OutPath(), default=None, help="Write to a file instead of stdout.")
 @click.option(
     "--profile", is_flag=True, help="Then profile a few steps: top ops, kernels per step, overhead."
 )
@@ -66,8 +67,10 @@ def run(
     FILE.py defines step(xp, *arrays) and inputs(rng, **params); it runs with your
     rights, like `python FILE.py` (see docs/your-code.md).
     """
+    from gpuplay.core import trace as tracing  # `trace` is the --trace option
     from gpuplay.core.engine.client import start_engine_early
 
+    tracing.mark("run: command parsed")
     # The engine's interpreter and imports overlap the scenarios' loading and the planning below.
     needs = (kw.get("backend") or "numpy", *(("numpy",) if baseline else ()))
     start_engine_early(needs)
@@ -85,6 +88,7 @@ def run(
         spec = _needed_backend(spec)
     except (KeyError, ValueError, SpecError) as exc:
         raise click.UsageError(message(exc)) from None
+    tracing.mark("run: scenario loaded")
     err = stderr_console()
     # Refuse first: a configuration that cannot run here must not cost a baseline measurement.
     from gpuplay.core.engine.client import adopt_shared_probe
@@ -93,9 +97,11 @@ def run(
 
     busy = BusyNotice(err)
     busy.now(spec.device)  # a wait for the device is said at once, not after the engine starts
+    warm_for_results()  # while the engine still imports: its answer is read at once
     # with the backend the parameters switched to (inference's runtime, the dataloader: torch)
     adopt_shared_probe(30.0, final=spec.backend == "cupy", backends=(*needs, spec.backend))
     verdict = check(spec, probe_timeout=30.0)
+    tracing.mark("run: planned")
     if isinstance(verdict, Refusal):
         results = [RunResult(spec=spec, status="refused", message=str(verdict), size=size)]
         specs = []
@@ -104,9 +110,6 @@ def run(
         baseline = baseline and not is_baseline(spec) and _baseline_runs(spec, err)
         if baseline:
             specs.insert(0, baseline_spec(spec))
-    from gpuplay.core.telemetry import RunTelemetry
-
-    telemetry = RunTelemetry()
     log = ResultLog()
     quiet = not err.is_terminal
     with Interruption() as stop:
@@ -119,7 +122,6 @@ def run(
                 r = run_spec(
                     s,
                     cancel=stop.cancel,
-                    telemetry=telemetry,
                     paired_with=pair,
                     on_phase=busy.on_phase,
                     on_notice=notice_printer(err),
@@ -130,8 +132,10 @@ def run(
             log(r)
             if quiet:
                 err.print(progress_line(i, len(specs), r), highlight=False, markup=False)
+    tracing.mark("run: measured")
     rows = attach_baselines(results)
     print_rows(rows, fmt, out, title=f"{sc.title} ({results[-1].size if results else size})")
+    tracing.mark("run: printed")
     if stop.interrupted:
         report_interruption(stop.name, len(results), len(specs), log)
         sys.exit(stop.exit_code)

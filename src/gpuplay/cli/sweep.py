@@ -48,7 +48,8 @@ def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
               help=f"Torch levers, comma-separated: {', '.join(levers.variants())}.")  # fmt: skip
 @click.option("--transfers", type=click.Choice(("off", "on", "both")), default="off", show_default=True,
               help="On a GPU: time host↔device copies inside each step; both: two lines.")  # fmt: skip
-@click.option("--preset", "-p", default="quick", show_default=True, help="The other parameters' preset.")
+@click.option("--preset", "-p", default=None, help="The other parameters' preset. [default: quick; a "
+              "scenario or code file without one runs its own parameters]")  # fmt: skip
 @click.option("--budget", type=click.FloatRange(min=0.001), default=0.5, show_default=True,
               help="Seconds of timed steps per size and configuration.")  # fmt: skip
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True)
@@ -56,9 +57,7 @@ def _names(text: str, allowed: tuple[str, ...] | None, hint: str) -> list[str]:
 @click.option("--max-step", type=click.FloatRange(min=0.001), default=10.0, show_default=True,
               help="Stop a configuration at the first size whose step is estimated longer (seconds).")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
-@click.option(
-    "--out", type=click.Path(dir_okay=False), default=None, help="Write to a file instead of stdout."
-)
+@click.option("--out", type=options.OutPath(), default=None, help="Write to a file instead of stdout.")
 @click.option(
     "--progress-json", is_flag=True, hidden=True, help="One JSON object per point on stderr (the app)."
 )
@@ -71,7 +70,7 @@ def sweep(
     dtypes: str,
     variants: str,
     transfers: str,
-    preset: str,
+    preset: str | None,
     budget: float,
     warmup: int,
     threads: int | None,
@@ -159,7 +158,6 @@ def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Don
     measure = functools.partial(measure_one, on_phase=busy.on_phase, on_notice=notice_printer(err))
     from gpuplay.core.report import fmt_time
     from gpuplay.core.sweep import run_sweep
-    from gpuplay.core.telemetry import RunTelemetry
 
     log = ResultLog()
     total, count = plan.total, 0
@@ -188,8 +186,8 @@ def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Don
         if status is not None:
             status.start()
         try:
-            run_sweep(plan, measure, cancel=stop.cancel, on_start=on_start, on_point=on_point,
-                      telemetry=RunTelemetry())  # fmt: skip
+            # No telemetry here: the engine opens its window (in-process: `measure` does).
+            run_sweep(plan, measure, cancel=stop.cancel, on_start=on_start, on_point=on_point)
         finally:
             if status is not None:
                 status.stop()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuplay.core import levers
 from gpuplay.core.backends import get_backend
@@ -145,13 +145,15 @@ def plan_compare(
     dtype: str = "float32",
     variants: Sequence[str] = ("base",),
     probe_timeout: float | None = 30.0,
+    params: Mapping[str, Any] | None = None,
     **spec_kw: object,
 ) -> tuple[list[RunSpec], list[tuple[RunSpec, Refusal]]]:
-    """Every (scenario × backend × device × variant) that can run here, and the ones that cannot."""
+    """Every (scenario × backend × device × variant) that can run here, and the ones that cannot;
+    `params` set over each scenario's preset (checked by the caller, as `run`'s are)."""
     specs: list[RunSpec] = []
     refused: list[tuple[RunSpec, Refusal]] = []
     for sc in scenarios:
-        params = sc.preset_params(preset)
+        params_here = {**sc.preset_params(sc.chosen_preset(preset)), **(params or {})}
         for b in backends:
             avail, devs = get_backend(b).probe(probe_timeout)
             # An unavailable backend still gets one row, refused with the reason it is missing.
@@ -163,10 +165,14 @@ def plan_compare(
                         continue
                     fields, extra = split
                     methods: list[str | None] = [None]
-                    if sc.workload == "autograd" and b == "torch" and params.get("method") == "auto":
+                    if sc.workload == "autograd" and b == "torch" and params_here.get("method") == "auto":
                         methods = ["autograd", "fd"]  # device and algorithm told apart
                     for method in methods:
-                        p = {**params, **extra} if method is None else {**params, **extra, "method": method}
+                        p = (
+                            {**params_here, **extra}
+                            if method is None
+                            else {**params_here, **extra, "method": method}
+                        )
                         spec = RunSpec.make(
                             sc.workload,
                             p,
@@ -182,16 +188,20 @@ def plan_compare(
                             refused.append((spec, verdict))
                         else:
                             specs.append(spec)
-    return with_baselines(specs), refused
+    return with_baselines(specs, refused=[s for s, _ in refused]), refused
 
 
-def with_baselines(specs: Sequence[RunSpec]) -> list[RunSpec]:
-    """The specs in order, each preceded by its NumPy-CPU baseline once."""
+def with_baselines(specs: Sequence[RunSpec], refused: Iterable[RunSpec] = ()) -> list[RunSpec]:
+    """The specs in order, each preceded by its NumPy-CPU baseline once, unless the planner
+    refused that baseline (the data pipeline is torch's: no NumPy row): measured anyway, it came
+    back refused and every `gpuplay compare` exited 1. The row's own paired run says why it has
+    no speedup."""
+    skip = set(refused)
     ordered: list[RunSpec] = []
     for s in specs:
         if not is_baseline(s):
             base = baseline_spec(s)
-            if base not in ordered:
+            if base not in ordered and base not in skip:
                 ordered.append(base)
         if s not in ordered:
             ordered.append(s)

@@ -7,6 +7,7 @@ link), the usual reasons one GPU of a node lags its twins.
 
 from __future__ import annotations
 
+import re
 import statistics
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,10 @@ OUTLIER_THRESHOLD = 0.05
 
 class DevicesError(ValueError):
     """A --devices value that names no device here, with what to do."""
+
+
+class DevicesUsageError(DevicesError):
+    """--devices written wrongly (empty, or a word that names no device): a usage error."""
 
 
 def measure(spec: RunSpec, cancel: threading.Event | None = None) -> RunResult:
@@ -51,7 +56,7 @@ def resolve_devices(text: str, cuda: Sequence[str], why_none: str = "") -> list[
     """'all' → every cuda:N; else a comma list of cpu, cuda:N or N. Raises DevicesError."""
     words = [w.strip() for w in text.split(",") if w.strip()]
     if not words:
-        raise DevicesError("no device given: write all, cpu, or a list such as cuda:0,cuda:1")
+        raise DevicesUsageError("no device given: write all, cpu, or a list such as cuda:0,cuda:1")
     out: list[str] = []
     for w in words:
         if w == "all":
@@ -65,6 +70,8 @@ def resolve_devices(text: str, cuda: Sequence[str], why_none: str = "") -> list[
             chosen = ["cpu"]
         else:
             dev = f"cuda:{w}" if w.isdigit() else ("cuda:0" if w == "cuda" else w)
+            if not re.fullmatch(r"cuda:\d+", dev):  # a typo, not a device that is missing here
+                raise DevicesUsageError(f"{w!r} is not a device: write all, cpu, cuda, cuda:N or N")
             if dev not in cuda:
                 have = ", ".join(cuda) if cuda else f"none ({why_none or 'no CUDA device'})"
                 raise DevicesError(f"no device {w!r} here; CUDA devices: {have}")

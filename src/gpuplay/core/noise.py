@@ -57,12 +57,41 @@ def process_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
 
     Names are read later, for the few worth naming: this runs at both ends of every run.
     """
+    if _PROC_STAT and hasattr(psutil, "boot_time"):
+        return _proc_cpu_seconds(exclude)
     out: dict[ProcKey, float] = {}
     for p in psutil.process_iter(["cpu_times", "create_time"]):
         ct, created = p.info.get("cpu_times"), p.info.get("create_time")
         if p.pid == exclude or ct is None or created is None:
             continue
         out[(p.pid, created)] = ct.user + ct.system
+    return out
+
+
+_PROC_STAT = os.path.isfile("/proc/self/stat")
+_boot: float | None = None
+
+
+def _proc_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
+    """process_cpu_seconds read from /proc/PID/stat directly, as psutil reads it (utime + stime
+    in clock ticks; the create time as boot time + start ticks, psutil's own formula, so the keys
+    match), without a Process object per process: half the time (~1 ms for 80 processes here,
+    at both ends of every sweep point on a busy machine)."""
+    global _boot
+    if _boot is None:
+        _boot = psutil.boot_time()
+    hz = os.sysconf("SC_CLK_TCK")
+    out: dict[ProcKey, float] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == exclude:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+            fields = data[data.rindex(b")") + 2 :].split()  # after the command name, which may hold spaces
+            out[(int(name), _boot + int(fields[19]) / hz)] = (int(fields[11]) + int(fields[12])) / hz
+        except (OSError, ValueError, IndexError):
+            continue  # gone since the listing, or not ours to read
     return out
 
 

@@ -405,6 +405,8 @@ def peak_memory_text(r: RunResult) -> str:
     peak = r.peak_memory
     if not peak:
         return ""
+    if peak.get("bytes") is None:  # the device keeps no peak count: say so, and what it does offer
+        return f"peak memory {visible(peak.get('source') or 'n/a', one_line=True)}"
     how = f" ({visible(peak['source'], one_line=True)})" if peak.get("source") else ""
     return f"peak memory {fmt_bytes(peak['bytes'])}{how}"
 

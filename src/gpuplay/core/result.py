@@ -121,8 +121,29 @@ class RunResult:
         s = self.summary
         return bool(s and stability(s.rel_iqr, s.n))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, derived: bool = True) -> dict[str, Any]:
+        """The result as JSON-ready data. `derived=False` (the engine's answer on the wire) leaves
+        out what `from_dict` recomputes from the rest — the summary, rates, the check's verdict,
+        the roof (a calibration-cache read), the noise verdicts — so the engine, whose answer the
+        front end waits for, does none of that work."""
+        if not derived:
+            d = self._fields()
+            d["roof"] = self.roof
+            return d
         s = self.summary
+        d = self._fields()
+        d.update(
+            summary=s.to_dict() if s else None,
+            gflops=self.gflops,
+            gbps=self.gbps,
+            check_ok=self.check_ok,
+            roof=self.roof_fields(),
+            unstable=self.unstable,
+            noise_warnings=self.noise_warnings,
+        )
+        return {k: d[k] for k in _KEY_ORDER}
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "scenario": self.spec.scenario,
             "workload": self.spec.workload,
@@ -133,7 +154,6 @@ class RunResult:
             "message": self.message,
             "detail": self.detail,
             "failure": self.failure,
-            "summary": s.to_dict() if s else None,
             "samples_s": self.samples,
             "warmup_s": self.warmup,
             "setup_s": self.setup_s,
@@ -143,18 +163,12 @@ class RunResult:
             "estimate_s": self.estimate_s,
             "flops": self.flops,
             "bytes": self.bytes,
-            "gflops": self.gflops,
-            "gbps": self.gbps,
             "error": _finite_or_str(self.error),
             "tolerance": self.tolerance,
-            "check_ok": self.check_ok,
             "compute_dtype": self.compute_dtype,
             "conditions": self.conditions,
             "notes": self.notes,
             "telemetry": self.telemetry,
-            "roof": self.roof_fields(),
-            "unstable": self.unstable,
-            "noise_warnings": self.noise_warnings,
             "speedup": self.speedup,
             "peak_memory": self.peak_memory,
             "started": self.started,
@@ -194,6 +208,15 @@ class RunResult:
         )
 
 
+# The keys of a full to_dict, in the order files have always had them.
+_KEY_ORDER = (
+    "scenario", "workload", "size", "label", "spec", "status", "message", "detail", "failure", "summary",
+    "samples_s", "warmup_s", "setup_s", "compile_s", "build_s", "split", "estimate_s", "flops", "bytes",
+    "gflops", "gbps", "error", "tolerance", "check_ok", "compute_dtype", "conditions", "notes", "telemetry",
+    "roof", "unstable", "noise_warnings", "speedup", "peak_memory", "started", "finished",
+)  # fmt: skip
+
+
 def split_summary(split: dict[str, list[float]]) -> dict[str, Any] | None:
     """Each phase's median seconds per step beside its per-step values (`per_step`)."""
     if not split:
@@ -227,6 +250,8 @@ def peak_memory_of(d: Any) -> dict[str, Any] | None:
     if not isinstance(d, dict):
         return None
     n, source = d.get("bytes"), d.get("source")
+    if n is None and isinstance(source, str) and source:
+        return {"bytes": None, "source": source[:200]}  # no count on this device, and why (MPS)
     if isinstance(n, bool) or not isinstance(n, int | float) or not math.isfinite(n) or not 0 <= n < 2**60:
         return None
     return {"bytes": int(n), "source": str(source)[:200] if source is not None else ""}

@@ -84,3 +84,15 @@ def read_text_file(path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_BYTES
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FileReadError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def read_json_file(path: str | os.PathLike[str], error: type[Exception] = ValueError) -> Any:
+    """A user file's JSON, or `error` naming the file and why not (missing, a FIFO or a folder,
+    too large, not UTF-8, not JSON, nested too deeply): the one reader of the API's `load` and the
+    sweep files, so both say the same words for the same file."""
+    try:
+        return json_loads(read_text_file(path))
+    except FileReadError as exc:
+        raise error(str(exc)) from None
+    except ValueError as exc:  # json.JSONDecodeError, and TOO_DEEP from json_loads
+        raise error(f"{os.fspath(path)}: not a readable JSON file ({exc})") from None

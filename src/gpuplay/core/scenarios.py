@@ -17,6 +17,8 @@ from gpuplay.core.safeload import read_text_file, toml_loads
 from gpuplay.core.workloads import get_workload, registry
 
 MAX_FILE_BYTES = 256 * 1024
+DEFAULT_PRESET = "quick"  # what compare and sweep run when no preset is named (Scenario.chosen_preset)
+OWN_PARAMS = "default"  # the preset name of a scenario's own parameters (the playground's `p` key)
 
 
 @dataclass(frozen=True)
@@ -42,15 +44,30 @@ class Scenario:
     path: Path | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
 
+    def chosen_preset(self, preset: str | None) -> str | None:
+        """The preset a compare or a sweep runs: the one named, else `quick` where the scenario
+        defines it, else none (its own parameters). A user's scenario or code file without a quick
+        preset must not stop a compare of every scenario; a preset the user names is still checked."""
+        if preset is not None:
+            return preset
+        return DEFAULT_PRESET if DEFAULT_PRESET in self.presets else None
+
     def preset_params(self, preset: str | None) -> dict[str, Any]:
-        """Resolved parameters for a preset (None: the scenario's own defaults)."""
+        """Resolved parameters for a preset (None, or `default` where the scenario defines no preset
+        of that name: its own parameters, as the playground's preset key calls them)."""
         base = dict(self.params)
+        if preset is not None and not preset.strip():  # `-p "$UNSET"`: it ran the own parameters, unsaid
+            raise ValueError(
+                f"an empty preset; name one ({', '.join([*self.presets, OWN_PARAMS])}) or leave it out"
+            )
+        if preset == OWN_PARAMS and OWN_PARAMS not in self.presets:
+            preset = None
         if preset:
             if preset not in self.presets:
                 has = (
-                    f"has: {', '.join(self.presets)}"
+                    f"has: {', '.join(self.presets)}, or {OWN_PARAMS} for its own parameters"
                     if self.presets
-                    else "it defines no PRESETS; leave out the preset"
+                    else f"it defines no PRESETS; leave out the preset, or name {OWN_PARAMS}"
                 )
                 raise ValueError(f"scenario {self.name} has no preset {preset!r} ({has})")
             base.update(self.presets[preset])

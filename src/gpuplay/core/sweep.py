@@ -154,6 +154,11 @@ def roof_seconds(result: RunResult, roof: dict[str, Any]) -> float | None:
     return None
 
 
+NO_WORK = (
+    "no work counted: the code file defines no flops() or bytes() to fit time against; docs/your-code.md"
+)
+
+
 @dataclass
 class Series:
     """One configuration (backend, device, dtype, lever, transfers) across the sizes."""
@@ -185,7 +190,9 @@ class Series:
             for p in self.points
             if p.result is not None and p.median and p.status == "ok"
         ]
-        if not pairs:
+        if not any(w > 0 for w, _ in pairs):
+            # No work counted at any size (a code file without flops() or bytes()): a fit of time
+            # against a work of 0 would read "time did not grow" under times that grew 50-fold.
             return None
         return fit_floor_rate(
             [w for w, _ in pairs], [t for _, t in pairs], "GFLOP/s" if kind == "flops" else "GB/s"
@@ -215,8 +222,15 @@ class Series:
             "threads": t.threads,
             "stopped": self.stopped or None,
             "points": [p.to_dict() for p in self.points],
-            "fit": fit.to_dict() if fit else None,
+            "fit": fit.to_dict() if fit else self._no_fit(),
         }
+
+    def _no_fit(self) -> dict[str, Any] | None:
+        """Why there is no fit when sizes were measured but no work was counted (None: too few sizes)."""
+        measured = [p for p in self.points if p.result is not None and p.median and p.status == "ok"]
+        if len(measured) < 2:
+            return None
+        return {"none": NO_WORK}
 
 
 @dataclass
@@ -322,7 +336,7 @@ def plan_sweep(
     **spec_kw: Any,
 ) -> Sweep:
     """Every configuration that can run here, each checked at the first size; the others refused."""
-    base = sc.preset_params(preset)
+    base = sc.preset_params(sc.chosen_preset(preset))
     kind = _size_param(sc, param)
     checked = []
     for v in values:
@@ -354,8 +368,7 @@ def _size_param(sc: Scenario, param: str) -> Param:
     try:
         kind = workload.param(param)
     except KeyError:
-        known = ", ".join(p.name for p in workload.params)
-        raise SweepError(f"{sc.name} has no parameter {param!r} (known: {known})") from None
+        raise SweepError(f"{sc.name} has no parameter {param!r} {workload.params_known([param])}") from None
     if kind.kind not in (int, float):
         raise SweepError(f"{param} is not a size ({kind.kind.__name__}); sweep a numeric parameter")
     return kind

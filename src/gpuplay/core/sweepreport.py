@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuplay.core.report import fmt_time
-from gpuplay.core.safeload import FileReadError, json_loads, read_text_file
+from gpuplay.core.safeload import read_json_file
 
 KIND = "gpuplay-sweep"
 POINT_FIELDS = ("value", "status", "median", "low", "high", "n", "gflops", "gbps", "roof_fraction", "roof_s",
@@ -72,6 +72,8 @@ def cell(point: Mapping[str, Any] | None) -> str:
 def fit_text(fit: Mapping[str, Any] | None) -> str:
     if not fit:
         return "no fit (fewer than two sizes measured)"
+    if fit.get("none"):  # sizes measured, no work counted (core/sweep.py Series._no_fit); a file's words
+        return f"no fit ({str(fit['none'])[:200]})"
     floor = fmt_time(_num(fit.get("floor_s")))
     rate = fmt_rate(fit.get("rate"), str(fit.get("unit", "")))
     resid = _num(fit.get("rms_rel_residual"))
@@ -175,25 +177,15 @@ class SweepFileError(ValueError):
     """A file that is not a sweep, said with its path."""
 
 
-def _read_json(path: str | Path) -> Any:
-    """The file's JSON, or SweepFileError naming it (a FIFO, a huge or non-UTF-8 file, bad or too deep JSON)."""
-    try:
-        return json_loads(read_text_file(path))
-    except FileReadError as exc:
-        raise SweepFileError(str(exc)) from None
-    except ValueError as exc:
-        raise SweepFileError(f"{path}: not a readable JSON file ({exc})") from None
-
-
 def is_sweep_file(path: str | Path) -> bool:
     """Whether the file is a sweep; raises SweepFileError when it cannot be read as JSON at all."""
-    doc = _read_json(path)
+    doc = read_json_file(path, SweepFileError)
     return isinstance(doc, dict) and isinstance(doc.get("sweep"), dict)
 
 
 def load_sweep(path: str | Path) -> dict[str, Any]:
     p = Path(path)
-    doc = _read_json(p)
+    doc = read_json_file(p, SweepFileError)
     sweep = doc.get("sweep") if isinstance(doc, dict) else None
     if not isinstance(sweep, dict) or not isinstance(sweep.get("series"), list):
         raise SweepFileError(f"{p}: not a sweep file; write one with gpuplay sweep --format json")

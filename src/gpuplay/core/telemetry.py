@@ -43,6 +43,10 @@ class _NVML:
         with self._lock:
             if not self._tried:
                 self._tried = True
+                missing = _nvml_library_missing()
+                if missing is not None:
+                    self._error = missing
+                    return self._error
                 try:
                     import pynvml
 
@@ -68,10 +72,36 @@ class _NVML:
         return self._pynvml
 
 
+NVML_LIBRARY = "libnvidia-ml.so.1"  # the name nvidia-ml-py's _LoadNvmlLibrary opens on Linux
+LIBRARY_NOT_FOUND = "the NVIDIA driver library (libnvidia-ml.so) was not found: no NVIDIA driver installed"
+
+
+def _nvml_library_missing() -> str | None:
+    """Why NVML cannot load, found without importing nvidia-ml-py (9–30 ms on the development
+    machine, which has no NVIDIA driver): the module not installed, or on Linux the driver's
+    library not loadable under the name nvidia-ml-py opens. None: go on and import it. A module
+    already imported (a test's stand-in, an earlier import) is used as it is."""
+    import importlib.util
+
+    if "pynvml" in sys.modules:
+        return None
+    if importlib.util.find_spec("pynvml") is None:
+        return "NVML unavailable: nvidia-ml-py is not installed"
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(NVML_LIBRARY)
+        except OSError:
+            # The words nvidia-ml-py's own NVMLError_LibraryNotFound gives (_nvml_error_text).
+            return f"NVML unavailable: {LIBRARY_NOT_FOUND} (NVMLError_LibraryNotFound)"
+    return None
+
+
 def _nvml_error_text(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     hints = {
-        "LibraryNotFound": "the NVIDIA driver library (libnvidia-ml.so) was not found: no NVIDIA driver installed",
+        "LibraryNotFound": LIBRARY_NOT_FOUND,
         "DriverNotLoaded": "the NVIDIA kernel driver is not loaded",
         "NoPermission": "no permission to query the GPU",
     }

@@ -15,6 +15,8 @@ from typing import Any
 
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
+from textual.markup import escape
 
 from gpuplay.core.safetext import visible
 from gpuplay.tui.controls import controls_for, label, values_for, verdict_for, with_value
@@ -83,14 +85,33 @@ class GpuplayCommands(Provider):
     async def discover(self) -> Hits:
         for text, callback, help_text in self.commands():
             if ": " not in text:  # tabs and actions; scenarios and lever values by search
-                yield DiscoveryHit(text, callback, help=help_text)
+                plain = visible(text, one_line=True)
+                yield DiscoveryHit(Content(plain), callback, text=plain, help=_help(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for text, callback, help_text in self.commands():
             score = matcher.match(text)
             if score > 0:
-                yield Hit(score, matcher.highlight(text), callback, help=help_text)
+                plain = visible(text, one_line=True)
+                yield Hit(score, _highlight(matcher, plain), callback, text=plain, help=_help(help_text))
+
+
+# Textual reads a hit's prompt and help as markup, and Matcher.highlight its candidate: a
+# scenario's title or a path is a file's text (a `[red]` in it was a colour, its ESC gone).
+def _highlight(matcher: Any, plain: str) -> Content:
+    """The prompt as plain Content (never parsed as markup), the query's matches highlighted."""
+    content = Content(plain)
+    _score, offsets = matcher.fuzzy_search.match(matcher.query, plain)
+    for offset in offsets:
+        if not plain[offset].isspace():
+            content = content.stylize(matcher.match_style, offset, offset + 1)
+    return content
+
+
+def _help(text: str) -> str:
+    """A hit's help line (markup to Textual) that reads as itself: controls shown, markup escaped."""
+    return escape(visible(text, one_line=True))
 
 
 def set_lever(app: Any, field: str, value: Any) -> None:

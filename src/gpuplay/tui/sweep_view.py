@@ -372,11 +372,13 @@ class SweepView(Vertical, can_focus=True):
         app: Any = self.app
         devices = self.devices or ",".join(["cpu", *(["cuda"] if _cuda_listed() else [])])
         transfers = self.transfers or ("both" if "cuda" in devices else "off")
+        # A preset the scenario lacks (a code file without PRESETS) is its own parameters, as the
+        # Live tab takes it (core/session.py), never a sweep that fails on start.
         preset = self.preset or getattr(app, "preset", None) or "quick"
         args += ["sweep", name, "--over", self.over, "--backends", self.backends, "-d", devices,
                  "--dtypes", self.dtypes, "--variants", self.variants,
                  "--budget", str(self.budget_s), "--max-step", str(self.max_step_s),
-                 "--transfers", transfers, "--preset", str(preset),
+                 "--transfers", transfers, "--preset", str(preset) if preset in sc.presets else "default",
                  "--format", "json", "--out", str(out), "--progress-json"]  # fmt: skip
         threads = getattr(getattr(app, "session", None), "threads", None)
         if threads is None:  # the presenter: the live thread policy, as its single figures use

@@ -155,9 +155,9 @@ class Backend(ABC):
         """Start counting the run's own peak device memory from here (before the timed phase)."""
         return None
 
-    def peak_memory(self, device: str) -> tuple[int, str] | None:
+    def peak_memory(self, device: str) -> tuple[int | None, str] | None:
         """(bytes, how it was counted): the run's own peak device memory since reset_peak_memory;
-        None where the library keeps no such count (host memory, MPS)."""
+        (None, why not) where the device's library keeps no peak (MPS); None for host memory."""
         return None
 
     # -- what only some libraries have (the planner refuses the others first) ----

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from gpuplay.core.backends import peakmem
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, host_timer, widen
 from gpuplay.core.backends.compile_watch import DynamoCounts, read_counters
 from gpuplay.core.backends.oom import out_of_memory
@@ -175,15 +176,14 @@ class TorchBackend(Backend):
         return int(free)
 
     def reset_peak_memory(self, device: str) -> None:
-        if device.startswith("cuda"):
-            _torch().cuda.reset_peak_memory_stats(device)
+        if device != "cpu":
+            peakmem.reset(_torch(), device)
 
-    def peak_memory(self, device: str) -> tuple[int, str] | None:
-        if not device.startswith("cuda"):
-            return None
-        # The caching allocator's own count: this process's tensors on this device, the run's
-        # inputs included; its cached free blocks, the CUDA context and other processes not.
-        return int(_torch().cuda.max_memory_allocated(device)), "torch.cuda.max_memory_allocated, timed phase"
+    def peak_memory(self, device: str) -> tuple[int | None, str] | None:
+        # The allocator's own count where the vendor keeps one (core/backends/peakmem.py): this
+        # process's tensors on this device, the run's inputs included; cached free blocks, the
+        # context and other processes not. MPS keeps none: (None, why).
+        return None if device == "cpu" else peakmem.read(_torch(), device)
 
     def cache_flusher(self, device: str) -> Any:
         if not device.startswith("cuda"):

@@ -26,6 +26,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from gpuplay.core import trace
+from gpuplay.core.engine import process
 from gpuplay.core.engine.messages import (
     PROBED,
     PROTOCOL_VERSION,
@@ -49,12 +51,22 @@ from gpuplay.core.engine.messages import (
     decode,
     encode,
 )
+from gpuplay.core.engine.process import (  # noqa: F401 - the log's helpers, named here as before
+    ENGINE_ENV,
+    LOG_CAP_BYTES,
+    LOG_KEEP_BYTES,
+    LOG_TAIL_BYTES,
+    cap_log,
+    engine_log_path,
+    read_tail,
+)
 from gpuplay.core.engine.protocol import Engine, Listener, PhaseCallback, ProbeCallback, SampleCallback
-from gpuplay.core.lifeline import kill_descendants, spawn
+from gpuplay.core.lifeline import kill_descendants
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
 CANCEL_GRACE_S = 0.3  # an engine that has not stopped this long after a cancel is killed
+WAIT_POLITELY_S = 0.2  # close(): how long an engine asked to shut down may take before SIGKILL
 POLL_S = 0.02
 # The watchdog: a step that has not finished after max_step_s × FACTOR + GRACE_S is stopped by
 # ending the engine. The factor absorbs a first step's one-off costs and a rough estimate; the
@@ -63,9 +75,6 @@ POLL_S = 0.02
 WATCHDOG_FACTOR = 3.0
 WATCHDOG_GRACE_S = 5.0
 WATCHED_PHASES = frozenset({"estimate", "warmup", "timed"})
-LOG_CAP_BYTES = 10 * 2**20  # engine.log is cut to its last LOG_KEEP_BYTES at an engine start past this
-LOG_KEEP_BYTES = 1 * 2**20
-LOG_TAIL_BYTES = 64 * 2**10  # what the error path reads of it
 HEALTH_CHECK_S = 1.0  # how often a waiting request checks the engine is alive and caps its log
 
 
@@ -73,42 +82,6 @@ def _now() -> str:
     import datetime as dt
 
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def engine_log_path() -> Path:
-    from gpuplay.core.config import state_dir
-
-    folder = state_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "engine.log"
-    with contextlib.suppress(OSError):
-        cap_log(path)
-    return path
-
-
-def cap_log(path: Path, cap: int | None = None, keep: int | None = None) -> None:
-    """Past `cap` bytes, keep only the last `keep` (from a line start): the latest crashes are
-    what matter. Run at each engine start and while a run waits, so a chatty step that prints in a
-    loop cannot fill the disk: the engine writes with O_APPEND, so cutting the file under it is safe."""
-    cap = LOG_CAP_BYTES if cap is None else cap
-    keep = min(cap, LOG_KEEP_BYTES if keep is None else keep)
-    if path.stat().st_size <= cap:
-        return
-    tail = read_tail(path, keep)
-    cut = tail.find(b"\n")
-    tail = tail[cut + 1 :] if 0 <= cut < len(tail) - 1 else tail
-    with open(path, "r+b") as f:
-        f.write(b"--- gpuplay: engine.log was cut to its last part\n" + tail)
-        f.truncate(f.tell())
-
-
-def read_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> bytes:
-    """The last `limit` bytes of a file, never more, whatever its size."""
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - limit))
-        return f.read(limit)
 
 
 def death_cause(exitcode: int | None) -> str:
@@ -293,6 +266,7 @@ class EngineClient:
         self._log_path: Path | None = None
         self._closed = False
         self._asked = False  # a run or a profile was sent to an engine of this client
+        self.adopt_early = False  # start() takes the engine process.start_early started, if any
 
     # -- the process ----------------------------------------------------------------
     @property
@@ -314,33 +288,13 @@ class EngineClient:
             if self.alive():
                 return
             self._reap()
-            ours, theirs = socket.socketpair()
-            try:
-                self._log_path = engine_log_path()
-                log = open(self._log_path, "ab")  # noqa: SIM115
-            except OSError:
-                self._log_path, log = None, None
-            # A fresh interpreter, not multiprocessing's spawn: it never re-imports the caller's
-            # __main__, and its own session keeps the terminal's Ctrl+C for the front end.
-            # Forked from a thread that lives as long as this process, with a parent-death signal:
-            # the engine ends its group if this process dies by SIGKILL (core/lifeline.py).
-            try:
-                proc = spawn(
-                    [sys.executable, "-m", "gpuplay.core.engine.server", str(theirs.fileno())],
-                    pass_fds=(theirs.fileno(),),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log or subprocess.DEVNULL,
-                    stderr=log or subprocess.DEVNULL,
-                    start_new_session=True,
-                    close_fds=True,
-                )
-            except OSError as exc:  # the interpreter gone or not executable (an upgrade, a venv moved)
-                ours.close()
-                raise EngineStartError(sys.executable, exc) from None
-            finally:
-                theirs.close()
-                if log is not None:
-                    log.close()
+            spawned = process.take_early() if self.adopt_early else None
+            if spawned is None:
+                try:
+                    spawned = process.spawn()
+                except OSError as exc:
+                    raise EngineStartError(sys.executable, exc) from None
+            proc, ours, self._log_path = spawned.proc, spawned.sock, spawned.log_path
             # The reader blocks in recv on a duplicate; shutting `ours` down wakes it even when a
             # process the measured code forked still holds the engine's end open.
             self._proc, self._sock, self._conn = proc, ours, Connection(os.dup(ours.fileno()))
@@ -377,6 +331,8 @@ class EngineClient:
                 events.put(Lost(f"the engine speaks protocol version {msg.version}, this front end "
                                 f"{PROTOCOL_VERSION}: restart gpuplay after an upgrade"))  # fmt: skip
                 return
+            if trace.ENABLED:
+                trace.mark(f"heard {type(msg).__name__}" + (f" {msg.name}" if isinstance(msg, Phase) else ""))
             if isinstance(msg, ProbeAnswer):
                 self.probe, self.probe_final = msg.data, msg.final
                 self._probe_event.set()
@@ -442,16 +398,23 @@ class EngineClient:
             return proc.returncode is not None
         return info is not None
 
-    def close(self) -> None:
-        """Shut down for good: a polite request, then SIGKILL if it is not gone at once."""
+    def close(self, wait: bool = True) -> None:
+        """Shut down for good: a polite request, then SIGKILL if it is not gone at once.
+
+        `wait=False` (a command's exit): the request, then at once SIGKILL for the engine's group
+        and descendants, without waiting for it to exit on its own (~15 ms here; ~8 ms this way);
+        it was idle. It is still reaped: its CPU time and memory count as this process's children's."""
         self._closed = True
+        trace.mark("engine: closing")
         # An engine that was never asked to measure (a command that stopped at a usage error
         # after starting it early) holds nothing: it is killed without waiting for it to listen.
         if self.alive() and self._asked:
             self._send(Shutdown())
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._proc.wait(0.2)
+            if wait:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._proc.wait(WAIT_POLITELY_S)
         self.kill()
+        trace.mark("engine: closed")
 
     def wait_probe(self, timeout: float | None = None, final: bool = False) -> dict[str, Any] | None:
         """The engine's probe answer (starting the engine if needed), or None after `timeout`."""
@@ -496,9 +459,10 @@ class EngineClient:
             started = _now()
             if cancel.is_set():
                 return self._stopped(spec, started, "cancelled", "cancelled by the user")
-            # Step timings always flow while the watchdog is on: each batch is proof of progress.
+            # Step timings flow only to a caller that listens; otherwise the engine sends a tick
+            # per batch (jobs.run_job), the watchdog's proof of progress.
             watch = Watchdog(spec.max_step_s)
-            request = RunRequest(next(self._ids), spec, on_sample is not None or watch.enabled, paired_with)
+            request = RunRequest(next(self._ids), spec, on_sample is not None, paired_with)
             wait = _Wait(
                 request.run_id, cancel, pause, CANCEL_GRACE_S, watch, Listener(on_sample, on_phase), on_notice
             )
@@ -543,6 +507,7 @@ class EngineClient:
         self.start()
         events = self._events
         self._asked = True
+        trace.mark(f"sending {type(request).__name__}")
         if not self._send(request):
             return Lost()
         next_check = time.monotonic() + HEALTH_CHECK_S
@@ -566,6 +531,7 @@ class EngineClient:
             answer = wait.hear(event)
             if answer is not None:
                 self._cap_log()
+                trace.mark("answer taken")
                 return answer
 
     def _replace(self) -> None:
@@ -592,7 +558,7 @@ class EngineClient:
     def _cap_log(self) -> None:
         if self._log_path is not None:
             with contextlib.suppress(OSError):
-                cap_log(self._log_path)
+                cap_log(self._log_path, LOG_CAP_BYTES, LOG_KEEP_BYTES)
 
     def _stopped(
         self, spec: RunSpec, started: str, status: str, message: str, failure: str = ""
@@ -648,8 +614,6 @@ _shared: EngineClient | None = None
 _shared_lock = threading.Lock()
 
 
-# The engine inherits these when it starts; a caller that changes them needs a new engine.
-ENGINE_ENV = ("GPUPLAY_STATE_DIR", "GPUPLAY_CONFIG_DIR", "OMP_NUM_THREADS")
 _shared_env: tuple[str | None, ...] = ()
 
 
@@ -657,7 +621,7 @@ def shared_client(backends: tuple[str, ...] | None = None) -> EngineClient:
     """This process's engine; `backends`: those its probe must cover besides those already asked
     for (None: nothing more, or every backend for a new engine)."""
     global _shared, _shared_env
-    env = tuple(os.environ.get(k) for k in ENGINE_ENV)
+    env = process.engine_env()
     stale = None
     with _shared_lock:
         if _shared is not None and env != _shared_env:
@@ -665,6 +629,7 @@ def shared_client(backends: tuple[str, ...] | None = None) -> EngineClient:
             backends = backends or stale.backends
         if _shared is None:
             _shared, _shared_env = EngineClient(backends=PROBED if backends is None else backends), env
+            _shared.adopt_early = True  # the engine the command's entry started (process.start_early)
             atexit.register(shutdown_shared)
         client = _shared
     if stale is not None:
@@ -701,7 +666,7 @@ def shutdown_shared() -> None:
         _shared = None
         _per_device.clear()
     for client in clients:
-        client.close()
+        client.close(wait=False)  # this process is exiting: its engines need no waiting for
 
 
 def adopt_shared_probe(
@@ -740,10 +705,17 @@ def measure(
 ) -> RunResult:
     """`runner.run`'s contract, measured in the shared engine process (or in-process if asked).
 
-    With `paired_with`, `spec` and that baseline are timed in interleaved pairs (runner.paired)."""
+    With `paired_with`, `spec` and that baseline are timed in interleaved pairs (runner.paired).
+    `telemetry`: the window in-process runs bracket the timed steps with (a new one when None);
+    the engine process opens its own, so a front end that leaves it None never imports it."""
     if in_process():
         from gpuplay.core.runner import run
         from gpuplay.core.runner.paired import run_paired
+
+        if telemetry is None:
+            from gpuplay.core.telemetry import RunTelemetry
+
+            telemetry = RunTelemetry()
 
         if paired_with is not None:
             return run_paired(spec, paired_with, on_sample, cancel, pause=pause, on_phase=on_phase,

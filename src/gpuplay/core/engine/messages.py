@@ -13,7 +13,9 @@ unpickling an engine's object, and a message from another version of gpuplay is 
 
 from __future__ import annotations
 
+import base64
 import json
+from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -23,7 +25,9 @@ from gpuplay.core.spec import RunSpec
 
 # Bump when a message's kind or fields change meaning. The engine announces it in `Ready`; a client
 # that speaks another version stops that engine instead of misreading it.
-PROTOCOL_VERSION = 3  # 3: the engine probes only the backends a ProbeRequest names
+# 3: the engine probes only the backends a ProbeRequest names; 4: a result's step timings travel
+# packed (float64 bytes in base64), not as JSON numbers.
+PROTOCOL_VERSION = 4
 
 
 class ProtocolError(ValueError):
@@ -154,10 +158,43 @@ def _fields(msg: Message) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in msg.__dataclass_fields__:
         value = getattr(msg, name)
-        if isinstance(value, RunSpec | RunResult):
+        if isinstance(value, RunResult):
+            value = value.to_dict(derived=False)  # the front end derives the rest (summary, roof)
+            for key in PACKED:
+                value[key] = {"f64": pack(value[key])}
+        elif isinstance(value, RunSpec):
             value = value.to_dict()
         out[name] = value
     return out
+
+
+# A result's step timings: tens of thousands of numbers at a sweep point of microsecond steps,
+# whose JSON took ~6 ms to write in the engine and ~7 ms to read in the front end per 10,000.
+PACKED = ("samples_s", "warmup_s")
+
+
+def pack(values: list[float]) -> str:
+    """Floats as their float64 bytes in base64: exact, and ~100× quicker than JSON's digits."""
+    return base64.b64encode(array("d", values).tobytes()).decode("ascii")
+
+
+def unpack(data: Any) -> list[float]:
+    """`pack`'s floats back. Raises ValueError for anything that is not whole float64s."""
+    if not isinstance(data, dict) or not isinstance(data.get("f64"), str):
+        raise ValueError("packed timings expected")
+    raw = base64.b64decode(data["f64"], validate=True)
+    if len(raw) % 8:
+        raise ValueError("packed timings cut short")
+    out = array("d")
+    out.frombytes(raw)
+    return out.tolist()
+
+
+def _result(d: Mapping[str, Any]) -> RunResult:
+    data = dict(d["result"])
+    for key in PACKED:
+        data[key] = unpack(data.get(key))
+    return RunResult.from_dict(data)
 
 
 def encode(msg: Message) -> bytes:
@@ -195,7 +232,7 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], Message]] = {
     ProbeAnswer.kind: lambda d: ProbeAnswer(dict(d["data"]), bool(d["final"])),
     Phase.kind: lambda d: Phase(int(d["run_id"]), str(d["name"])),
     Samples.kind: lambda d: Samples(int(d["run_id"]), _samples(d)),
-    Finished.kind: lambda d: Finished(int(d["run_id"]), RunResult.from_dict(d["result"])),
+    Finished.kind: lambda d: Finished(int(d["run_id"]), _result(d)),
     Profiled.kind: lambda d: Profiled(int(d["run_id"]), dict(d["data"])),
     Failed.kind: lambda d: Failed(int(d["run_id"]), str(d["message"])),
 }

@@ -17,6 +17,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from gpuplay.core import trace
 from gpuplay.core.cuda_errors import STICKY_CUDA_ERRORS
 from gpuplay.core.engine.jobs import poisoned, profile_job, run_job
 from gpuplay.core.engine.messages import (
@@ -51,6 +52,7 @@ def main(fd: int) -> None:
     The client starts it in a session of its own (Ctrl+C in the terminal is the front end's to
     handle) with stdout and stderr on the engine log, and FD one end of a socket pair.
     """
+    trace.mark("server imported")
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     end_group_on_sigterm()  # the parent-death signal the client asks for: the group goes too
@@ -63,6 +65,7 @@ def main(fd: int) -> None:
     # (it re-parented here, `adopt_orphans`; a plain exit would hand it to init).
     sys.stdout.flush()
     sys.stderr.flush()
+    trace.mark("exit")
     end_group_and_exit(0)
 
 
@@ -77,6 +80,8 @@ class EngineServer:
         self.cancel = threading.Event()
         self.pause = threading.Event()
         self.stopping = threading.Event()
+        self.warmed = threading.Event()  # the runner is imported (or failed to be): serve() clears it
+        self.warmed.set()
 
     def send(self, msg: Event) -> None:
         with self.send_lock:
@@ -86,16 +91,44 @@ class EngineServer:
                 end_group_and_exit(0)  # the front end is gone: nothing left to measure for
 
     def serve(self) -> None:
+        self.warmed.clear()
         self.send(Ready(os.getpid()))
+        trace.mark("ready sent")
         # No probe here: the client names the backends its command needs (ProbeRequest), so a
         # NumPy-only command never imports torch in the engine.
         threading.Thread(target=self._read, name="gpuplay-engine-reader", daemon=True).start()
+        # A slow backend the command line named starts importing first (its own thread: torch
+        # shares no module with the runner), then the runner, while the front end still imports
+        # and plans: every measurement needs it. Probes wait for it (`warmed`): two threads
+        # importing the same modules at once can hand one of them a partly initialised module.
+        self._head_start()
+        try:
+            warm_runner()
+        except Exception as exc:  # said in the log; the first run then fails with the reason
+            print(f"gpuplay engine: importing the runner failed: {exc!r}", file=sys.stderr, flush=True)
+        finally:
+            self.warmed.set()
+        trace.mark("runner imported")
         while not self.stopping.is_set():
             job = self.jobs.get()
             if job is None:
                 break
             self.do(job)
         self.conn.close()
+
+    def _head_start(self) -> None:
+        """Start importing the slow backends the command line named (process.start_early set
+        PROBE_ENV): torch's import (~0.8 s) then overlaps the front end's imports and planning;
+        the client's own ProbeRequest finds it under way."""
+        from gpuplay.core.engine.process import PROBE_ENV, SLOW_BACKENDS
+
+        names = [b for b in os.environ.get(PROBE_ENV, "").split(",") if b in SLOW_BACKENDS]
+        if names:
+            from gpuplay.core.backends import get_backend
+
+            trace.mark(f"head start: importing {', '.join(names)}")
+            for name in names:
+                get_backend(name).start_probe()
 
     def do(self, job: RunRequest | ProfileRequest) -> None:
         """Run one request to its answer; a CUDA error that poisons the context ends the process."""
@@ -108,6 +141,7 @@ class EngineServer:
             answer = profile_job(job, self.send, self.cancel)
         self.current = None
         self.send(answer)
+        trace.mark("answer sent")
         if poisoned(answer):
             os._exit(STICKY_EXIT_CODE)
 
@@ -131,6 +165,8 @@ class EngineServer:
 
     def take(self, msg: object) -> bool:
         """Act on one message from the client; False once it asked to shut down."""
+        if trace.ENABLED:
+            trace.mark(f"heard {type(msg).__name__}")
         if isinstance(msg, RunRequest | ProfileRequest):
             self.jobs.put(msg)
         elif isinstance(msg, Cancel) and msg.run_id == self.current:
@@ -150,15 +186,17 @@ class EngineServer:
     def _probe(self, names: tuple[str, ...] = PROBED) -> None:
         # NumPy and PyTorch first (the first measurement needs them); CuPy's probe can take >10 s,
         # so it comes in a second answer, the final one.
+        self.warmed.wait()
         from gpuplay.core.backends import get_backend
 
+        trace.mark(f"probing {', '.join(names)}")
         for b in names:
             get_backend(b).start_probe()
         quick = tuple(b for b in names if b != "cupy")
         if quick != names:
             self.send(ProbeAnswer(probe_data(quick), False))
         self.send(ProbeAnswer(probe_data(names), True))
-        warm_runner()
+        trace.mark("probe answered")
 
 
 def warm_runner() -> None:

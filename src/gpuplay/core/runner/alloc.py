@@ -27,7 +27,11 @@ ALLOC_MODES = ("warm", "cold")
 # ~4 MiB of 4 KiB pages faulted in per step: worth a word beside the figure.
 FAULTS_NOTE_THRESHOLD = 1000
 FLIP_RATIO = 1.2  # a cold mode this much slower is worth saying
-PROBE_STEPS = 5
+# The probe's figure is the median of this many steps, each on memory just handed back to the OS
+# (malloc_trim before it), so each faults its output in as a fresh process's step does. Three
+# steps (five before round 3 of issue 34) give a median robust to one outlier: the figure is a
+# ratio read against FLIP_RATIO, and two fewer steps are ~25 ms of a 1024² matmul run.
+PROBE_STEPS = 3
 PROBE_BUDGET_S = 1.0
 
 try:  # page faults, a diagnostic of allocator behaviour (Unix only)

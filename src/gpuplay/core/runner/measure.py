@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from gpuplay.core import trace
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.backends.compile_watch import CompileFindings, after_first_call, during_timing
 from gpuplay.core.backends.oom import describe_oom
@@ -77,6 +78,7 @@ def run(
 ) -> RunResult:
     """Measure `spec`. Never raises for a failure a user can cause: the result says what happened."""
     result = RunResult(spec=spec, started=_now())
+    trace.mark("planning the run")
     try:
         plan = plan_run(spec, probe_timeout)
     except UserCodeError as exc:  # a user's flops() or bytes() raised
@@ -91,6 +93,7 @@ def run(
     result.size, result.flops, result.bytes = plan.size, plan.flops, plan.bytes
     _Measurement(plan, result, cancel or threading.Event(), pause, on_sample, on_phase, telemetry).run()
     result.finished = _now()
+    trace.mark("measured")
     return result
 
 
@@ -115,6 +118,7 @@ class _Measurement:
         self.own_pids: tuple[int, ...] = ()  # processes the workload started for the run
 
     def phase(self, name: str, detail: str = "") -> None:
+        trace.mark(f"phase {name}")
         if self.on_phase is not None:
             self.on_phase(name, detail)
 
@@ -136,6 +140,7 @@ class _Measurement:
                         # Its copies to host buffers may still be in flight (non_blocking d2h).
                         backend.synchronize(device)
                         self.check(out)
+                        trace.mark("checked")
         except (Cancelled, Interrupted):
             result.status, result.message = "cancelled", "cancelled by the user"
         except UserCodeError as exc:
@@ -251,16 +256,19 @@ class _Measurement:
         with contextlib.suppress(Exception):  # no count on this device: no figure, never a failure
             backend.reset_peak_memory(spec.device)
         token = begin_window(telemetry, spec.device, self.own_pids)
+        trace.mark("telemetry window opened")
         faults0 = _minor_faults()
         if self.split is not None:
             self.split.reset()  # the warm-up's phases are not the timed steps'
         timed = self.timed_loop(step, timer, token)
         faults1 = _minor_faults()
+        trace.mark("timed loop done")
         if self.split is not None:
             result.split = self.split.take()
         self.peak_memory()
         if telemetry is not None:
             result.telemetry = telemetry.end(token)
+            trace.mark("telemetry window closed")
             gpu = result.telemetry.get("gpu")
             if gpu and gpu.get("energy_j") is not None and timed.samples:
                 gpu["energy_per_step_j"] = gpu["energy_j"] / len(timed.samples)
@@ -307,7 +315,7 @@ class _Measurement:
         with contextlib.suppress(Exception):
             peak = backend.peak_memory(spec.device)
         if peak is not None:
-            self.result.peak_memory = {"bytes": int(peak[0]), "source": peak[1]}
+            self.result.peak_memory = {"bytes": None if peak[0] is None else int(peak[0]), "source": peak[1]}
 
     def energy(self, step: Callable[[], Any]) -> None:
         """Energy per step over its own window after the timed one (gpuplay.core.energy)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -135,14 +135,20 @@ class Workload:
                 return p
         raise KeyError(name)
 
+    def params_known(self, asked: Sequence[str]) -> str:
+        """After "no parameter X": the ones there are, or that there are none ("known: " said nothing)."""
+        if self.params:
+            return f"(known: {', '.join(p.name for p in self.params)})"
+        return "(it takes no parameters)"
+
     def resolve(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Defaults filled in and each value checked. Raises ValueError naming the parameter."""
         given = dict(given or {})
         unknown = set(given) - {p.name for p in self.params}
         if unknown:
-            known = ", ".join(p.name for p in self.params)
             raise ValueError(
-                f"unknown parameter(s) {', '.join(sorted(unknown))} for {self.name} (known: {known})"
+                f"unknown parameter(s) {', '.join(sorted(unknown))} for {self.name} "
+                f"{self.params_known(sorted(unknown))}"
             )
         return {p.name: p.coerce(given.get(p.name, p.default)) for p in self.params}
 

@@ -150,6 +150,9 @@ class CodeInfo:
     step_line: int = 0
     amp_eligible: bool = False  # has an op torch.autocast lowers (matmul-like), read from the syntax
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # inputs()'s keyword arguments with a literal default that PARAMS does not declare: not
+    # parameters (only PARAMS are), named when a user sets or sweeps one
+    input_defaults: dict[str, Any] = field(default_factory=dict)
 
 
 def read_source(path: Path) -> str:
@@ -199,7 +202,23 @@ def inspect_code(path: Path, source: str | None = None) -> CodeInfo:
         has_bytes="bytes" in mod.funcs,
         step_line=step.lineno,
         amp_eligible=_has_autocast_op(mod.tree),
+        input_defaults=_literal_defaults(mod.funcs["inputs"], names),
     )
+
+
+def _literal_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef, params: list[str]) -> dict[str, Any]:
+    """`fn`'s keyword arguments with literal defaults, those not in `params`: `def inputs(rng, n=1000)`."""
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = [*zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True),
+             *((k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None)]  # fmt: skip
+    out: dict[str, Any] = {}
+    for arg, node in pairs:
+        with contextlib.suppress(ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            value = ast.literal_eval(node)
+            if arg.arg not in params and isinstance(value, int | float | str) and not isinstance(value, bool):
+                out[arg.arg] = value
+    return out
 
 
 class _ParsedFile:
@@ -452,6 +471,23 @@ class UserCodeWorkload(Workload):
     @property
     def cache_key(self) -> str:
         return f"{self.name}@{self.info.sha256[:16]}"
+
+    def params_known(self, asked: Sequence[str]) -> str:
+        """What the file declares, and how to declare the parameter asked for: only PARAMS are
+        parameters, and a keyword default of inputs() (`def inputs(rng, n=1000)`) looks like one."""
+        name = asked[0] if asked else "n"
+        default = self.info.input_defaults.get(name, 1000)
+        file = self.path.name
+        if self.params:
+            known = ", ".join(p.name for p in self.params)
+            return f"(known: {known}; to add {name}, put {name!r}: {default!r} in {file}'s PARAMS; docs/your-code.md)"
+        seen = (
+            f"; inputs() has {name}={default!r}, but only PARAMS are parameters"
+            if name in self.info.input_defaults
+            else ""
+        )
+        return (f"({file} declares no PARAMS, so it takes none{seen}: add PARAMS = {{{name!r}: {default!r}}} "
+                f"to {file} and take {name} in inputs(rng, {name}); docs/your-code.md)")  # fmt: skip
 
     def provenance(self) -> dict[str, Any]:
         return {"code_file": str(self.info.path), "code_sha256": self.info.sha256}
