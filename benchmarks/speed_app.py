@@ -78,7 +78,7 @@ def wait_for(name: str, test, timeout: float) -> float | None:
     return None
 
 
-def one_app(src: str, rounds: int) -> tuple[float, dict[str, list[float]], float]:
+def one_app(src: str, rounds: int, keys_: tuple[str, ...] = KEYS) -> tuple[float, dict[str, list[float]], float]:
     name = f"gpuplay-speed-{time.monotonic_ns()}"
     with tempfile.TemporaryDirectory(prefix="gpuplay-app-") as tmp:
         env = env_for(src, tmp)
@@ -94,9 +94,9 @@ def one_app(src: str, rounds: int) -> tuple[float, dict[str, list[float]], float
             first = shown - t0
             # The keys are timed once the first measurement is done, as a user presses them.
             wait_for(name, lambda: "phase     done" in tmux("capture-pane", "-p", "-t", name), 120)
-            keys: dict[str, list[float]] = {k: [] for k in KEYS}
+            keys: dict[str, list[float]] = {k: [] for k in keys_}
             for _ in range(rounds):
-                for key in KEYS:
+                for key in keys_:
                     time.sleep(0.5)
                     before = region(key, screen(name), tmux("capture-pane", "-p", "-t", name).splitlines())
                     t1 = time.perf_counter()
@@ -139,14 +139,17 @@ def p95(xs: list[float]) -> float:
 def main() -> None:
     ap = parser(__doc__)
     ap.add_argument("--rounds", type=int, default=3, help="presses of each key per app run")
+    ap.add_argument("--keys", default=",".join(KEYS), help="the keys pressed, in order, comma-separated "
+                    "(each must change its region of the screen: Escape after ?, 1 after another tab)")  # fmt: skip
     args = ap.parse_args()
+    keys_ = tuple(k for k in args.keys.split(",") if k)
     header("the playground in tmux 120×36", "first frame <= 0.3 s; key -> repaint p95 <= 50 ms for every key; "
            "q -> shell <= 0.2 s", args.runs)  # fmt: skip
     trees = [args.src, *([args.vs] if args.vs else [])]
-    got = {src: ([], [], {k: [] for k in KEYS}) for src in trees}
+    got = {src: ([], [], {k: [] for k in keys_}) for src in trees}
     for _ in range(args.runs):
         for src in reversed(trees):  # alternating, the other tree first: A B A B … as the CLI rows
-            f, ks, q = one_app(src, args.rounds)
+            f, ks, q = one_app(src, args.rounds, keys_)
             firsts, quits, keys = got[src]
             firsts.append(f)
             quits.append(q)

@@ -61,11 +61,24 @@ class MeasurementError(RuntimeError):
 
 
 # -- measuring -----------------------------------------------------------------------------------
+def _check_dirs(scenario_dirs: Sequence[str | Path]) -> None:
+    """A scenario folder the caller named must be one (as `--scenarios` on the command line): it
+    was a warning, and the scenarios in it were silently missing."""
+    if isinstance(scenario_dirs, str | Path):
+        raise ValueError("scenario_dirs must be a list of folders: scenario_dirs=['my_scenarios']")
+    for d in scenario_dirs:
+        folder = Path(d).expanduser()
+        if not folder.is_dir():
+            what = "is not a folder" if folder.exists() else "does not exist"
+            raise ValueError(visible(f"scenario_dirs: {folder} {what}"))
+
+
 def _scenario(name: str | Path, scenario_dirs: Sequence[str | Path] = ()) -> Scenario:
     from gpuplay.core.config import load_config
     from gpuplay.core.scenarios import code_scenario, load_scenarios
     from gpuplay.core.workloads.usercode import UserCodeError
 
+    _check_dirs(scenario_dirs)
     arg = str(name)
     try:
         sc = code_scenario(arg)
@@ -316,6 +329,7 @@ def _compare_scenarios(
     progress: bool,
     levers: Mapping[str, Any] | None = None,
     paired: bool = True,
+    params: Mapping[str, Any] | None = None,
 ) -> Results:
     from gpuplay.core.compare import VARIANTS, plan_compare
     from gpuplay.core.report import environment
@@ -334,11 +348,19 @@ def _compare_scenarios(
         _check_lever(name, value)
     # "cuda" is the first GPU, as everywhere else ('cuda' would match no planned 'cuda:N' row).
     devs = None if devices is None else [_device(d) for d in _names(devices, "device(s)", None)]
+    if params is not None and not isinstance(params, Mapping):
+        raise ValueError(
+            f"params must be a mapping of parameter names to values; got {type(params).__name__}"
+        )
     try:
         for sc in scenarios:
             sc.preset_params(sc.chosen_preset(preset))
+            if params:  # run's checks: an unknown name or a bad value, with the known names
+                _spec(sc, sc.chosen_preset(preset), params, {"dtype": dtype})
         _adopt_probe("cupy" in chosen or any(d != "cpu" for d in devs or ()), ("numpy", *chosen))
-        specs, refused = plan_compare(scenarios, preset, chosen, dtype=dtype, variants=vlist, **kw)
+        specs, refused = plan_compare(
+            scenarios, preset, chosen, dtype=dtype, variants=vlist, params=params, **kw
+        )
     except KeyError as exc:
         raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
     if devs is not None:
@@ -374,6 +396,7 @@ def compare(
     variants: str | Sequence[str] = ("base",),
     dtype: str = "float32",
     preset: str | None = None,
+    params: Mapping[str, Any] | None = None,
     budget_s: float | None = None,
     threads: int | None = None,
     max_step_s: float | None = None,
@@ -382,11 +405,14 @@ def compare(
 ) -> Results:
     """A scenario (a list of them, or None for all) on each backend and device that can run it,
     each paired with NumPy on the CPU, as `gpuplay compare` does. Configurations that cannot run
-    here are in `Results.refused` with the reason. An interrupt keeps what finished."""
+    here are in `Results.refused` with the reason. An interrupt keeps what finished. `params` are
+    set over every scenario's preset, checked as `run` checks them (ValueError naming the known
+    ones, for the first scenario that lacks one)."""
     if scenario is None:
         from gpuplay.core.config import load_config
         from gpuplay.core.scenarios import load_scenarios
 
+        _check_dirs(scenario_dirs)
         scs = list(load_scenarios([*load_config().scenario_dirs, *scenario_dirs]).scenarios.values())
     elif isinstance(scenario, str | Path):
         scs = [_scenario(scenario, scenario_dirs)]
@@ -394,7 +420,7 @@ def compare(
         scs = [_scenario(s, scenario_dirs) for s in scenario]
     return _compare_scenarios(scs, backends=backends, devices=devices, variants=variants, dtype=dtype,
                               preset=preset, budget_s=budget_s, threads=threads, max_step_s=max_step_s,
-                              progress=progress)  # fmt: skip
+                              progress=progress, params=params)  # fmt: skip
 
 
 def sweep(

@@ -199,7 +199,12 @@ async def test_views_and_help(app):
         )
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
+        help_screen = app.screen
         await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("question_mark")  # the same screen, kept: not composed and laid out again
+        assert app.screen is help_screen
+        await pilot.press("question_mark")  # ? closes it too
         assert not isinstance(app.screen, HelpScreen)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
 import click
@@ -59,7 +60,8 @@ def _devices(wanted: tuple[str, ...]) -> list[str]:
     "--budget",
     type=FiniteFloat(bounds.CALIBRATE_BUDGET_S),
     default=None,
-    help="Seconds per probe (default 0.25 on the CPU, 0.5 on a GPU); more is steadier.",
+    help="Seconds of measuring in all, spread over every device's probes (default 5 per device); "
+    "loading torch comes on top. More is steadier.",
 )
 @click.option("--show", is_flag=True, help="Print the cached peaks; measure nothing.")
 @click.option("--forget", is_flag=True, help="Delete the cached peaks of these devices.")
@@ -99,28 +101,41 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
         sys.exit(0 if found else 1)
     from gpuplay.cli.interrupt import Interrupted, Interruption
 
+    t_start = time.perf_counter()
+    wanted = _devices(devices)  # imports torch: start-up, not measuring
+    planned = {d: roofline.planned_probes(d) for d in wanted}
+    total = budget if budget is not None else roofline.DEFAULT_BUDGET_S * len(wanted)
+    measuring = 0.0
     measured = []
     # SIGINT and SIGTERM stop between two probes (a second one at once): what finished is cached
     # and said, and the exit status is 130 or 143, as for `run` and `sweep`.
     with Interruption() as stop:
-        for d in _devices(devices):
-            planned = roofline.planned_probes(d)
+        for d, n in planned.items():
             probes = roofline.Probes(stop=stop.cancel)
+            share = total * n / sum(planned.values())  # the devices share the budget by their probes
             try:
                 with err.status(f"calibrating {d} (STREAM copy/triad, matmul per dtype) …"):
-                    probes.on_probe = lambda m, d=d, p=probes, n=planned: err.print(
+                    probes.on_probe = lambda m, d=d, p=probes, n=n: err.print(
                         f"{esc(d)}: {'memory' if m.kind == 'memory' else 'matmul'} {esc(m.name)} ({esc(m.library)}) "
                         f"{m.value:,.1f} {m.unit} [{len(p.done)} of {n} probes]", highlight=False, markup=False,
                     )  # fmt: skip
-                    measured.append(roofline.calibrate(d, budget, probes))
+                    measured.append(roofline.calibrate(d, share, probes))
             except (roofline.CalibrationStopped, Interrupted):
-                _stopped(d, probes, planned, stop.name)
+                _stopped(d, probes, n, stop.name)
                 break
             except Exception as exc:  # a driver or memory failure: say which device and why
                 raise click.ClickException(f"calibrating {d} failed: {type(exc).__name__}: {exc}") from None
+            finally:
+                measuring += time.perf_counter() - probes.started
             err.print(f"wrote {roofline.cache_path(d)}", highlight=False)
     if measured:
         _print(measured, fmt)
+    took = time.perf_counter() - t_start
+    over = measuring > 1.2 * total  # only the least a probe needs runs past its share: say so
+    err.print(f"calibration took {took:.1f} s against a budget of {total:g} s: {measuring:.1f} s measuring "
+              f"{sum(planned.values())} probes, {took - measuring:.1f} s loading libraries and writing"
+              + ("; the least each probe needs (its smallest size, timed twice) took longer than this budget"
+                 if over else ""), highlight=False)  # fmt: skip
     if stop.interrupted:
         sys.exit(stop.exit_code)
 

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from gpuplay.core import bounds, levers
+from gpuplay.core.safetext import visible
 
 
 class FiniteFloat(click.ParamType):
@@ -42,8 +43,9 @@ def bounded_int(limits: tuple[int, int]) -> click.IntRange:
 
 
 class OutPath(click.Path):
-    """An output file's path; an empty one (an unset variable in a script) is refused before
-    anything runs, where it printed to stdout and exited 0 as if no --out had been given."""
+    """An output file's path, checked before anything runs: an empty one (an unset variable in a
+    script) printed to stdout and exited 0 as if no --out had been given, and an unwritable one
+    was found only after measuring, which was then lost."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False)
@@ -51,7 +53,15 @@ class OutPath(click.Path):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
             self.fail("an empty path: name a file, or leave out --out to print", param, ctx)
-        return super().convert(value, param, ctx)
+        path = super().convert(value, param, ctx)
+        import os
+
+        from gpuplay.core.writable import unwritable
+
+        problem = unwritable(os.fsdecode(path))
+        if problem:
+            self.fail(f"cannot write {visible(str(path))}: {problem}", param, ctx)
+        return path
 
 
 class ThreadCount(click.ParamType):
@@ -70,11 +80,29 @@ class ThreadCount(click.ParamType):
         return f"1..{bounds.max_threads()}"
 
 
+class ScenarioFolder(click.Path):
+    """A folder the user named for scenarios: one that is not there is bad input, exit 2 (it was a
+    warning and exit 0, the scenarios in it silently missing); `scenario_dirs` in config.toml
+    stays a warning, as a config file outlives its folders."""
+
+    def __init__(self) -> None:
+        super().__init__(file_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import os
+
+        path = os.path.expanduser(os.fsdecode(value)) if isinstance(value, str | bytes) else value
+        if isinstance(path, str) and not os.path.isdir(path):
+            what = "is not a folder" if os.path.exists(path) else "does not exist"
+            self.fail(f"{visible(path)} {what}: name a folder of scenario .toml files", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 scenario_dirs_option = click.option(
     "--scenarios",
     "scenario_dirs",
     multiple=True,
-    type=click.Path(file_okay=False),
+    type=ScenarioFolder(),
     help="Extra folder of scenario .toml files (repeatable; also `scenario_dirs` in config.toml).",
 )
 

@@ -154,6 +154,9 @@ def message(exc: BaseException) -> str:
 
 
 def emit(text: str, out: str | None) -> None:
+    """`text` to `out`, or to stdout. Where the file cannot be written after all (a full disk, a
+    folder removed meanwhile), the text goes to stdout and the error says so: what was measured
+    is never lost to a failed write."""
     if out:
         from gpuplay.core.atomicfile import write_atomic
 
@@ -163,8 +166,9 @@ def emit(text: str, out: str | None) -> None:
         try:
             write_atomic(Path(out).expanduser(), text)
         except OSError as exc:
+            click.echo(text, nl=not text.endswith("\n"))
             raise click.ClickException(
-                f"cannot write {visible(out)}: {_write_failure(folder, exc)}"
+                f"cannot write {visible(out)}: {_write_failure(folder, exc)}; what was measured is printed to stdout instead"
             ) from None
         stderr_console().print(f"wrote {esc(out)}", highlight=False)
     else:

@@ -19,6 +19,7 @@ from gpuplay.collectives.backend import BACKENDS
 from gpuplay.collectives.bandwidth import OPS
 from gpuplay.collectives.report import FORMATS
 from gpuplay.collectives.sizes import SizeError, parse_sizes
+from gpuplay.core.safetext import visible
 
 
 def parse_ops(values: tuple[str, ...]) -> list[str]:
@@ -91,8 +92,24 @@ SWEEP_OPTIONS: list[Callable[[Any], Any]] = [
         help="torch threads per rank on gloo (default: cores / local ranks).",
     ),  # fmt: skip
     click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True),
-    click.option("--out", type=click.Path(dir_okay=False), default=None, help="Write the output here."),
+    click.option(
+        "--out",
+        type=click.Path(dir_okay=False),
+        default=None,
+        callback=lambda c, p, v: _writable(v),
+        help="Write the output here.",
+    ),  # fmt: skip
 ]
+
+
+def _writable(out: str | None) -> str | None:
+    """An --out that cannot be written is refused before any rank starts, not after it measured."""
+    from gpuplay.core.writable import unwritable
+
+    problem = unwritable(out) if out else ""
+    if problem:
+        raise click.BadParameter(f"cannot write {visible(out or '')}: {problem}", param_hint="'--out'")
+    return out
 
 
 def sweep_options(f: Any) -> Any:
@@ -109,8 +126,11 @@ def write_output(doc: dict[str, Any], fmt: str, out: str | None) -> None:
     if out:
         try:
             write_atomic(Path(out), text)
-        except OSError as exc:
-            raise click.ClickException(f"cannot write {out}: {exc.strerror or exc}") from None
+        except OSError as exc:  # a full disk after all: the output goes to stdout, not lost
+            click.echo(text, nl=not text.endswith("\n"))
+            raise click.ClickException(
+                f"cannot write {out}: {exc.strerror or exc}; printed to stdout instead"
+            ) from None
         click.echo(f"wrote {out}", err=True)
     else:
         click.echo(text, nl=not text.endswith("\n"))

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gpuplay.core import levers
 from gpuplay.core.backends import get_backend
@@ -145,13 +145,15 @@ def plan_compare(
     dtype: str = "float32",
     variants: Sequence[str] = ("base",),
     probe_timeout: float | None = 30.0,
+    params: Mapping[str, Any] | None = None,
     **spec_kw: object,
 ) -> tuple[list[RunSpec], list[tuple[RunSpec, Refusal]]]:
-    """Every (scenario × backend × device × variant) that can run here, and the ones that cannot."""
+    """Every (scenario × backend × device × variant) that can run here, and the ones that cannot;
+    `params` set over each scenario's preset (checked by the caller, as `run`'s are)."""
     specs: list[RunSpec] = []
     refused: list[tuple[RunSpec, Refusal]] = []
     for sc in scenarios:
-        params = sc.preset_params(sc.chosen_preset(preset))
+        params_here = {**sc.preset_params(sc.chosen_preset(preset)), **(params or {})}
         for b in backends:
             avail, devs = get_backend(b).probe(probe_timeout)
             # An unavailable backend still gets one row, refused with the reason it is missing.
@@ -163,10 +165,14 @@ def plan_compare(
                         continue
                     fields, extra = split
                     methods: list[str | None] = [None]
-                    if sc.workload == "autograd" and b == "torch" and params.get("method") == "auto":
+                    if sc.workload == "autograd" and b == "torch" and params_here.get("method") == "auto":
                         methods = ["autograd", "fd"]  # device and algorithm told apart
                     for method in methods:
-                        p = {**params, **extra} if method is None else {**params, **extra, "method": method}
+                        p = (
+                            {**params_here, **extra}
+                            if method is None
+                            else {**params_here, **extra, "method": method}
+                        )
                         spec = RunSpec.make(
                             sc.workload,
                             p,

@@ -4,9 +4,10 @@ Peaks are measured here, never taken from a spec sheet:
 - memory bandwidth the STREAM way: copy and triad over arrays at least 4x the last-level
   cache, best of N, counting the bytes each implementation really reads and writes;
 - compute: a square matmul per dtype (float64, float32, TF32 on CUDA, bfloat16, float16),
-  grown until one call is long enough to time, then best of N within a time budget, so a
-  dtype the CPU only emulates (half precision: 100-500x slower) costs seconds, not minutes,
-  and is recorded at the size it could afford.
+  grown until one call is long enough to time, then best of N, so a dtype the CPU only
+  emulates (half precision: 100-500x slower) is recorded at the size it could afford.
+The budget is the whole calibration's (per device), spread over its probes: each probe gets
+what is left over the probes left, and a matmul stops growing before a size that would not fit.
 
 They are cached as JSON in the state folder, one file per device, and read by every result
 (`roof_for`). Nothing here calibrates implicitly: a device without a cache is "not calibrated".
@@ -37,6 +38,8 @@ NOT_CALIBRATED = "not calibrated: run gpuplay calibrate"
 ABOVE_ROOF = 1.05  # a result this far above its roof means the roof was measured low
 CPU_DTYPES = ("float64", "float32", "bfloat16", "float16")
 CUDA_DTYPES = ("float64", "float32", "tf32", "bfloat16", "float16")
+# Seconds of measuring per device when --budget is not given: all of its probes together.
+DEFAULT_BUDGET_S = 5.0
 
 
 # -- the roof math (plain numbers) ---------------------------------------------------
@@ -442,6 +445,19 @@ class Probes:
     done: list[Measurement] = field(default_factory=list)
     name: str = ""  # the device's name, once the calibration has read it
     started: float = field(default_factory=time.perf_counter)
+    budget_s: float = math.inf  # the whole calibration's seconds, spread over its probes
+    planned: int = 1
+
+    def plan(self, budget_s: float, planned: int) -> None:
+        """The budget counts from here: what was loaded before (torch) is start-up, said apart."""
+        self.budget_s, self.planned, self.started = budget_s, planned, time.perf_counter()
+
+    def share(self) -> float:
+        """Seconds the next probe may take: what is left of the budget over the probes left, so
+        a probe that finished early leaves its time to the others and one that ran over takes it
+        from them (a user reads --budget as how long they wait, not as a figure per probe)."""
+        left = self.budget_s - (time.perf_counter() - self.started)
+        return max(left, 0.0) / max(self.planned - len(self.done), 1)
 
     def check(self) -> None:
         if self.stop is not None and self.stop.is_set():
@@ -473,45 +489,56 @@ def keep_partial(device: str, probes: Probes) -> Path | None:
     return save_peaks(peaks)
 
 
-def _best(run_once: Timed, budget_s: float, max_repeats: int = 10, min_repeats: int = 3) -> tuple[float, int]:
-    """Best of N, N bounded by time (STREAM reports the best of its repetitions)."""
+def _best(run_once: Timed, budget_s: float, max_repeats: int = 10, min_repeats: int = 2) -> tuple[float, int]:
+    """Best of N (STREAM reports the best of its repetitions), N bounded by time: a repetition
+    starts only while one more fits in `budget_s`, past the first `min_repeats`."""
+    t_end = time.perf_counter() + budget_s
     run_once()  # first touch, page faults, lazy init: not part of the figure
-    best, n, t_end = math.inf, 0, time.perf_counter() + budget_s
-    while n < max_repeats and (n < min_repeats or time.perf_counter() < t_end):
+    best, n = math.inf, 0
+    while n < max_repeats:
+        t0 = time.perf_counter()
         best = min(best, run_once())
         n += 1
+        if n >= min_repeats and time.perf_counter() + (time.perf_counter() - t0) > t_end:
+            break
     return best, n
 
 
 def _matmul_peak(
     make: Callable[[int], Timed], n0: int, n_max: int, long_enough_s: float, budget_s: float
 ) -> tuple[float, int, float, int]:
-    """The best 2n³/t over growing sizes, then best of N at the last: (GFLOP/s, n, seconds, calls).
+    """The best 2n³/t over growing sizes, then best of N at the last: (GFLOP/s, n, seconds, calls),
+    all within `budget_s` but for the first size (the least a figure needs).
 
-    Sizes double until one call takes `long_enough_s` and the rate stopped rising (bounded by
-    time, not size: a dtype the CPU emulates runs no faster at larger sizes and stops small).
-    A slow call whose rate still rose (a busy moment, a thread pool waking) does not stop it.
+    Sizes double until one call takes `long_enough_s` and the rate stopped rising, or the next
+    size would not fit in what is left of the budget (it costs ~8x this one's calls and ~4x its
+    inputs). A dtype the CPU emulates runs no faster at larger sizes and stops small; a slow call
+    whose rate still rose (a busy moment, a thread pool waking) does not stop it.
     """
+    t_end = time.perf_counter() + budget_s
     best = (0.0, n0, math.inf)
-    n, calls, previous = n0, 0, 0.0
-    grow_until = time.perf_counter() + 4 * budget_s
+    n, calls, previous, call_s = n0, 0, 0.0, 0.0
     while True:
+        t0 = time.perf_counter()
         op = make(n)
+        made_s = time.perf_counter() - t0
         op()  # the first call at a size pays one-off costs (thread pools, packing)
+        t1 = time.perf_counter()
         t = min(op(), op())  # two: one busy moment must not end the growth
+        call_s = (time.perf_counter() - t1) / 2  # wall per call (a GPU timer counts only the kernel)
         calls += 2
         rate = 2 * n**3 / t / 1e9
         if rate > best[0]:
             best = (rate, n, t)
-        if n * 2 > n_max or time.perf_counter() >= grow_until:
+        next_s = 4 * made_s + 3 * 8 * call_s
+        if n * 2 > n_max or time.perf_counter() + next_s > t_end:
             break
         if t >= long_enough_s and rate <= 1.1 * previous:
             break
         previous = max(previous, rate)
         n *= 2
-    t_end = time.perf_counter() + budget_s
-    for _ in range(20):
-        if time.perf_counter() >= t_end:  # the growth already timed this size twice
+    for _ in range(20):  # the growth already timed this size twice
+        if time.perf_counter() + call_s > t_end:
             break
         t = op()
         calls += 1
@@ -545,7 +572,7 @@ def _clock(fn: Callable[[], Any]) -> Timed:
     return once
 
 
-def _cpu_stream(libs: Sequence[str], budget_s: float, probes: Probes) -> list[Measurement]:
+def _cpu_stream(libs: Sequence[str], probes: Probes) -> list[Measurement]:
     """STREAM copy and triad on the host; the arrays are freed when this returns."""
     import numpy as np
     import psutil
@@ -557,7 +584,7 @@ def _cpu_stream(libs: Sequence[str], budget_s: float, probes: Probes) -> list[Me
 
     def stream(library: str, name: str, op: Callable[[], Any], arrays: int, counted: str) -> None:
         probes.check()
-        best, reps = _best(_clock(op), budget_s / 2)
+        best, reps = _best(_clock(op), probes.share())
         out.append(
             Measurement("memory", name, library, arrays * n * 8 / best / 1e9, size, best, reps, counted)
         )
@@ -585,21 +612,26 @@ def _cpu_stream(libs: Sequence[str], budget_s: float, probes: Probes) -> list[Me
 
 
 def measure_cpu(
-    budget_s: float = 0.25, libraries: Iterable[str] = ("numpy", "torch"), probes: Probes | None = None
+    budget_s: float = DEFAULT_BUDGET_S,
+    libraries: Iterable[str] = ("numpy", "torch"),
+    probes: Probes | None = None,
 ) -> DevicePeaks:
+    """The CPU's peaks, in about `budget_s` seconds of measuring in all."""
     import numpy as np
 
     t_start = time.perf_counter()
     probes = probes or Probes()
     libs = [lib for lib in libraries if lib != "torch" or package_version("torch")]  # torch is optional here
-    out = _cpu_stream(libs, budget_s, probes)
+    probes.plan(budget_s, planned_probes("cpu", libs))
+    out = _cpu_stream(libs, probes)
     torch: Any = None
     if "torch" in libs:
         import torch
 
     def matmul(library: str, dtype: str, make: Callable[[int], Timed]) -> None:
         probes.check()
-        rate, n_used, best, calls = _matmul_peak(make, 64, 4096, budget_s / 8, budget_s)
+        share = probes.share()
+        rate, n_used, best, calls = _matmul_peak(make, 64, 4096, share / 8, share)
         out.append(Measurement("compute", dtype, library, rate, f"n={n_used}", best, calls, "2n³ FLOP"))
         probes.add(out[-1])
 
@@ -628,7 +660,7 @@ def measure_cpu(
     return DevicePeaks("cpu", name, fp, _now(), time.perf_counter() - t_start, out)
 
 
-def _gpu_stream(torch: Any, api: Any, budget_s: float, probes: Probes) -> list[Measurement]:
+def _gpu_stream(torch: Any, api: Any, probes: Probes) -> list[Measurement]:
     """STREAM copy and triad on one GPU; the arrays are freed when this returns."""
     free = api.free_bytes()
     n = int(min(max(4 * api.cache_bytes(), 1 << 30), free // 8) // 4)  # float32 elements per array
@@ -643,7 +675,7 @@ def _gpu_stream(torch: Any, api: Any, budget_s: float, probes: Probes) -> list[M
         ("triad", lambda: torch.add(b, c, alpha=3.0, out=a), 3, "2 reads + 1 write per element"),
     ):
         probes.check()
-        best, reps = _best(api.timer(op), budget_s / 2, max_repeats=20, min_repeats=5)
+        best, reps = _best(api.timer(op), probes.share(), max_repeats=20, min_repeats=5)
         out.append(
             Measurement("memory", name, "torch", arrays * n * 4 / best / 1e9, size, best, reps, counted)
         )
@@ -651,9 +683,10 @@ def _gpu_stream(torch: Any, api: Any, budget_s: float, probes: Probes) -> list[M
     return out
 
 
-def measure_gpu(device: str, budget_s: float = 0.5, probes: Probes | None = None) -> DevicePeaks:
+def measure_gpu(device: str, budget_s: float = DEFAULT_BUDGET_S, probes: Probes | None = None) -> DevicePeaks:
     """Peaks of one GPU (cuda:N, xpu:N or mps) with torch, timed by that device's events around
-    each call: the same probes on every vendor, only torch's module differs (core/hw/roofs.py)."""
+    each call: the same probes on every vendor, only torch's module differs (core/hw/roofs.py);
+    about `budget_s` seconds of measuring in all."""
     import torch
 
     from gpuplay.core.hw.roofs import device_api
@@ -665,7 +698,8 @@ def measure_gpu(device: str, budget_s: float = 0.5, probes: Probes | None = None
     if probes is not None:
         probes.name = api.name
     probes = probes or Probes()
-    out = _gpu_stream(torch, api, budget_s, probes)
+    probes.plan(budget_s, 2 + len(api.dtypes))
+    out = _gpu_stream(torch, api, probes)
     api.empty_cache()
     free = api.free_bytes()
 
@@ -685,7 +719,7 @@ def measure_gpu(device: str, budget_s: float = 0.5, probes: Probes | None = None
         n_max = 16384 if 3 * 16384**2 * itemsize < free // 2 else 8192
         probes.check()
         with fp32_matmul_precision(torch, dtype == "tf32"):
-            rate, n_used, best, calls = _matmul_peak(make, 1024, n_max, 0.005, budget_s)
+            rate, n_used, best, calls = _matmul_peak(make, 1024, n_max, 0.005, probes.share())
         out.append(Measurement("compute", dtype, "torch", rate, f"n={n_used}", best, calls, "2n³ FLOP"))
         probes.add(out[-1])
         api.empty_cache()
@@ -703,12 +737,8 @@ def calibrate(device: str, budget_s: float | None = None, probes: Probes | None 
     device = normalize_device(device)
     before = noise.host_mark()
     probes = probes or Probes()
-    if device == "cpu":
-        peaks = measure_cpu(probes=probes) if budget_s is None else measure_cpu(budget_s, probes=probes)
-    else:
-        peaks = (
-            measure_gpu(device, probes=probes) if budget_s is None else measure_gpu(device, budget_s, probes)
-        )
+    budget_s = DEFAULT_BUDGET_S if budget_s is None else budget_s  # this device's, all probes together
+    peaks = measure_cpu(budget_s, probes=probes) if device == "cpu" else measure_gpu(device, budget_s, probes)
     peaks.noise = noise.host_noise(before, noise.host_mark(before))
     save_peaks(peaks)
     return peaks

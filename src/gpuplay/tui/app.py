@@ -92,6 +92,9 @@ class GpuPlayApp(TextApp):
     spec = property(lambda self: self.session.spec, lambda self, v: setattr(self.session, "spec", v))
 
     def compose(self) -> ComposeResult:
+        # The size classes (narrow, short, …) before the widgets get their styles: set after, at
+        # the first resize, they restyled every widget once more before the first frame (issue 34).
+        adapt_layout(self.screen, self.size.width, self.size.height)
         yield from compose_main(self.scenario_set)
 
     def tab(self, tab_id: str) -> tabs.PlaygroundTab:
@@ -270,7 +273,12 @@ class GpuPlayApp(TextApp):
         self.main.query_one(tabs.CollectivesTab).start()
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(help_rows(self.BINDINGS, self.keymap)))
+        # Built once and kept (installed): a screen pushed anew is composed and laid out twice (its
+        # resize, its resume), ~70 ms on the 2-core machine; a kept one only repaints (issue 34).
+        # Its rows cannot change while the app runs: the keymap is set once, in on_mount.
+        if not self.is_screen_installed("help"):
+            self.install_screen(HelpScreen(help_rows(self.BINDINGS, self.keymap)), "help")
+        self.push_screen("help")
 
     def action_export(self) -> None:
         self.notify(**exports.export_session(self.session.results, self.export_dir))
@@ -281,7 +289,9 @@ class GpuPlayApp(TextApp):
     # -- drawing: the controls, the tab on screen, the telemetry; hidden tabs draw when shown ----
     def refresh_all(self) -> None:
         self.refresh_controls()
-        self.tab(self.main.query_one(TabbedContent).active).refresh_view()
+        tab = self.tab(self.main.query_one(TabbedContent).active)
+        if tab.ready:  # else it draws itself once its widgets are mounted (tabs/base.py)
+            tab.refresh_view()
         tabs.draw_visible_telemetry(self.main)
 
     def refresh_controls(self, width: int | None = None) -> None:

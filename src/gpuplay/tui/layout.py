@@ -25,9 +25,10 @@ def compose_main(scenarios: ScenarioSet) -> ComposeResult:
     yield Header()
     with Horizontal(id="body"):
         yield Sidebar(scenarios, id="sidebar")
-        with LabelledTabs(id="tabs", initial="live"):
-            for tab in TAB_CLASSES:
-                yield tab()
+        with LabelledTabs(id="tabs", initial=TAB_CLASSES[0].TAB_ID):
+            yield TAB_CLASSES[0]()
+            for tab in TAB_CLASSES[1:]:  # not on screen at start: their widgets after the first frame
+                yield tab().mount_after_first_frame()
         yield TelemetryColumn(id="side-telemetry")
     yield Footer()
 

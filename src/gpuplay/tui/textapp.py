@@ -9,10 +9,12 @@ import asyncio
 import gc
 import os
 import signal
+import sys
 import threading
 from typing import Any
 
 from textual.app import App
+from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
@@ -45,6 +47,19 @@ class TextNotifications(App[None]):
 
 class TextApp(TextNotifications):
     exit_signal: int | None = None  # the signal that ended the app, if one did
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal; on Linux and macOS one whose input thread does not
+        hold a lone Escape or the quit back by 0.1 s (tui/driver.py). TEXTUAL_DRIVER still wins."""
+        cls = super().get_driver_class()
+        if sys.platform != "win32":
+            from textual.drivers.linux_driver import LinuxDriver
+
+            if cls is LinuxDriver:
+                from gpuplay.tui.driver import PromptDriver
+
+                return PromptDriver
+        return cls
 
     @property
     def main(self) -> Screen[Any]:

@@ -40,13 +40,16 @@ class CollectivesTab(PlaygroundTab):
         yield CollectivesView(id="collectives-view")
 
     def watch_running(self) -> None:
-        self.refresh_view()
+        if self.ready:
+            self.refresh_view()
 
     def watch_doc(self) -> None:
-        self.refresh_view()
+        if self.ready:
+            self.refresh_view()
 
     def watch_error(self) -> None:
-        self.refresh_view()
+        if self.ready:
+            self.refresh_view()
 
     def on_unmount(self) -> None:
         proc = self._proc

@@ -36,7 +36,8 @@ class ProfileTab(PlaygroundTab):
         yield ProfileView(id="profile-view")
 
     def watch_profile(self, profile: dict[str, Any] | None) -> None:
-        self.query_one(ProfileView).show(profile)
+        if self.ready:
+            self.query_one(ProfileView).show(profile)
 
     def refresh_view(self) -> None:
         """Show the current configuration's profile; ask the engine for one if there is none."""

@@ -91,7 +91,7 @@ def draw_visible_telemetry(screen: Screen[Any], panel_s: float = 0.0, chart_s: f
     if side:
         draw_telemetry(screen.query_one(TelemetryColumn), panel_s, chart_s)
     tab = screen.query_one(TelemetryTab)
-    if tab.shown:
+    if tab.shown and tab.ready:
         draw_telemetry(tab, panel_s, chart_s)
     sampler = cast(Host, screen.app).telemetry.sampler
     if sampler is not None:  # GPM counters only while a panel that shows them is on screen

@@ -1,0 +1,58 @@
+"""What the playground's first frame waits for (issue 34): not the CLI's subcommands, not the
+widgets of the tabs that are not on screen."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from textual.app import App
+from textual.widgets import DataTable
+
+from gpuplay.tui.app import GpuPlayApp
+from gpuplay.tui.tabs import TAB_CLASSES, PlaygroundTab
+from gpuplay.tui.widgets import StepChart
+from tests.tui_helpers import tiny_scenarios, wait_until
+
+SUBCOMMANDS = ("run", "compare", "sweep", "calibrate", "serve", "demo", "history", "collectives")
+
+
+def test_bare_gpuplay_imports_no_subcommand_and_help_still_lists_them_all():
+    """`gpuplay` alone opens the playground: importing its group must not import `run`, `sweep`,
+    the report or the comparisons (they cost the first frame ~80 ms); `--help` still lists them."""
+    code = (
+        "import sys, gpuplay.cli\n"
+        "print(' '.join(m for m in sys.modules if m.startswith('gpuplay.cli.') or m == 'gpuplay.core.report'))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert not [m for m in loaded if m.rsplit(".", 1)[-1] in SUBCOMMANDS or m == "gpuplay.core.report"], (
+        loaded
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "gpuplay", "--help"], capture_output=True, text=True, check=True
+    )
+    for name in SUBCOMMANDS:
+        assert f"  {name} " in out.stdout
+
+
+async def test_the_first_frame_is_painted_before_the_hidden_tabs_mount_their_widgets(tmp_path, monkeypatch):
+    app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.1, telemetry=False)
+    first: dict[str, int] = {}
+    real = App._display
+
+    def display(self, screen, renderable):  # each frame the app hands its driver
+        if renderable is not None and not first and self is app:
+            first["tables"] = len(app.query(DataTable))  # the Compare tab's table
+            first["charts"] = len(app.query(StepChart))  # the Live tab's (on screen)
+        return real(self, screen, renderable)
+
+    monkeypatch.setattr(App, "_display", display)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: bool(first))
+        assert first == {"tables": 0, "charts": 1}
+        await wait_until(pilot, lambda: all(t.ready for t in app.query(PlaygroundTab)))
+        assert len(app.query(PlaygroundTab)) == len(TAB_CLASSES)
+        await pilot.press("2")  # shown once mounted: the table is there and drawn
+        await wait_until(pilot, lambda: app.query_one(DataTable).columns)
