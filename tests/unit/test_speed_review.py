@@ -173,7 +173,12 @@ def test_packed_step_timings_come_back_bit_for_bit_whatever_they_are():
     assert isinstance(back, m.Finished)
     assert [struct.pack("<d", x) for x in back.result.samples] == [struct.pack("<d", x) for x in samples]
     assert back.result.warmup == []
-    for bad in ('{"f64": "AAAA"}', '{"f64": "\\u00e9"}', '[1.0]', '{"f64": 1}'):  # cut short, not base64, not packed
+    for bad in (
+        '{"f64": "AAAA"}',
+        '{"f64": "\\u00e9"}',
+        "[1.0]",
+        '{"f64": 1}',
+    ):  # cut short, not base64, not packed
         wire = m.encode(m.Finished(2, r)).replace(b'"warmup_s": {"f64": ""}', b'"warmup_s": ' + bad.encode())
         assert bad.encode() in wire
         with pytest.raises(m.ProtocolError, match="bad result message"):
