@@ -254,7 +254,9 @@ def test_the_noise_check_s_process_listing_reads_what_psutil_reads():
             theirs[(p.pid, created)] = ct.user + ct.system
     both = set(ours) & set(theirs)
     assert len(both) >= 0.9 * max(len(ours), len(theirs))  # a process may start or end between the two
-    assert all(abs(ours[k] - theirs[k]) < 0.05 for k in both)  # 0.05 s: it may run meanwhile
+    # psutil read after us and CPU time only grows (a fixed tolerance fails when a busy process
+    # runs between the two readings); the exact figures: test_speed_review's stopped child.
+    assert all(ours[k] <= theirs[k] + 1e-9 for k in both)
     assert (me, psutil.Process().create_time()) not in ours
 
 

@@ -141,7 +141,8 @@ class RunResult:
             unstable=self.unstable,
             noise_warnings=self.noise_warnings,
         )
-        return {k: d[k] for k in _KEY_ORDER}
+        # Files keep their key order; a field `_fields` gains later follows rather than vanishes.
+        return {**{k: d[k] for k in _KEY_ORDER if k in d}, **d}
 
     def _fields(self) -> dict[str, Any]:
         return {

@@ -33,6 +33,8 @@ LOG_TAIL_BYTES = 64 * 2**10  # what the error path reads of it
 ENGINE_ENV = ("GPUPLAY_STATE_DIR", "GPUPLAY_CONFIG_DIR", "OMP_NUM_THREADS")
 # The commands that measure in the shared engine as soon as they have planned.
 EARLY_COMMANDS = frozenset({"run", "sweep", "compare"})
+# Flags with which one of them measures nothing: `compare --from FILE…` merges result files.
+NO_ENGINE_FLAGS = {"compare": frozenset({"--from"})}
 
 
 def engine_log_path() -> Path:
@@ -176,12 +178,13 @@ def is_gpuplay_command(argv: list[str]) -> bool:
 
 def wanted_early(argv: list[str]) -> bool:
     """A command that will measure in the shared engine: `gpuplay run|sweep|compare …`, not asking
-    for help, not measuring in-process. Group options before the command (rare) start it later."""
+    for help, not merging files (`compare --from`), not measuring in-process. Group options before the command (rare) start it later."""
     return (
         is_gpuplay_command(argv)
         and len(argv) > 1
         and argv[1] in EARLY_COMMANDS
         and not any(a in ("-h", "--help") for a in argv[2:])
+        and not any(a in NO_ENGINE_FLAGS.get(argv[1], ()) for a in argv[2:])
         and os.environ.get("GPUPLAY_IN_PROCESS", "") in ("", "0")
     )
 

@@ -7,6 +7,7 @@ stderr (and faulthandler's dump on a crash) go to a log file the client names in
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import queue
@@ -140,6 +141,12 @@ class EngineServer:
         else:
             answer = profile_job(job, self.send, self.cancel)
         self.current = None
+        # What the measured code printed reaches the engine log before the answer: a command's
+        # exit SIGKILLs the idle engine at once (client.close(wait=False)), and a block-buffered
+        # stdout (the log is a file) would lose its last lines there.
+        with contextlib.suppress(Exception):  # a step may have replaced or closed them
+            sys.stdout.flush()
+            sys.stderr.flush()
         self.send(answer)
         trace.mark("answer sent")
         if poisoned(answer):

@@ -110,26 +110,28 @@ def reference(workload: Workload, p: dict[str, Any], seed: int) -> np.ndarray:
 def prime_reference(workload: Workload, p: dict[str, Any], seed: int, hosts: tuple[np.ndarray, ...]) -> None:
     """Compute and cache the reference from `hosts`, the float64 inputs a run's set-up just made
     (the same values `reference` would generate again: ~25 ms for a 1024² matmul's two inputs).
-    The inputs are read-only meanwhile, so a reference that writes into them fails here instead
-    (the check then computes it from fresh inputs, as before), and a reference that is a view of
-    them is copied: the run's own inputs may be those very arrays."""
+    The reference sees read-only views of them, so one that writes into them fails here instead
+    (the check then computes it from fresh inputs, as before), and one that is a view of them is
+    copied: the run's own inputs may be those very arrays. Views, not the arrays' own flags: an
+    input that is a view of another (a transpose beside its matrix) could not be made writeable
+    again while its base is read-only, and the run needs its inputs as they were."""
     key = _reference_key(workload, p, seed)
     if _reference_cache.has(key):
         return
-    writeable = [h.flags.writeable for h in hosts]
     try:
-        for h in hosts:
-            h.flags.writeable = False
-        value = workload.reference(p, hosts)
+        views = tuple(_read_only(h) for h in hosts)
+        value = workload.reference(p, views)
     except Exception:  # the check meets the same failure and reports it
         return
-    finally:
-        for h, w in zip(hosts, writeable, strict=True):
-            if w:
-                h.flags.writeable = True
-    if any(np.may_share_memory(value, h) for h in hosts if isinstance(value, np.ndarray)):
+    if isinstance(value, np.ndarray) and any(np.may_share_memory(value, h) for h in hosts):
         value = np.array(value, copy=True)
     _reference_cache.put(key, value)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    view = a.view()
+    view.flags.writeable = False  # the view's flag only: `a` and its base keep theirs
+    return view
 
 
 def clear_caches() -> None:
