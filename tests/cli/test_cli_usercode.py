@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -139,3 +141,24 @@ def test_duplicate_scenario_names_are_said_naming_both_files(cli, tmp_path):
     doc = json.loads(cli.invoke(main, ["list", "--scenarios", str(folder), "--format", "json"]).stdout)
     mm = next(s for s in doc if s["name"] == "matmul")
     assert mm["replaces"] == str(builtin_dir() / "matmul.toml")
+
+
+def test_a_program_calling_main_gets_its_call_back_after_the_playground_closes(tmp_path):
+    """The playground's clean close skips the interpreter's teardown with os._exit, but only in the
+    `gpuplay` process itself: a test or a notebook that calls `main` must not be ended by it (a
+    pytest ended so exits 0 after the tests run so far)."""
+    script = tmp_path / "caller.py"
+    script.write_text(
+        "import gpuplay.tui.app as app\n"
+        "from click.testing import CliRunner\n"
+        "from gpuplay.cli import main\n"
+        "import gpuplay.cli.terminal as terminal\n"
+        "terminal.require_terminal = lambda what: None\n"
+        "app.run_app = lambda scenario_dirs=None, *, code_files=None, theme=None: None\n"
+        "res = CliRunner().invoke(main, [])\n"
+        "print('exit', res.exit_code, res.exception)\n"
+        "print('still here')\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert "still here" in proc.stdout, (proc.stdout, proc.stderr)
+    assert "exit 0 None" in proc.stdout

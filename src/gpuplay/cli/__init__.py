@@ -130,11 +130,17 @@ def _end_now() -> None:
     is killed. What is left is the interpreter tearing down ~1,000 modules, 60–75 ms of the 0.15 s
     from `q` to the shell on the 2-core machine (issue 34): skipped, as many CLIs do, with
     os._exit after the atexit handlers (the engine clients' shutdown, logging) and the streams'
-    flush. tests/e2e/test_e2e_tmux.py checks the terminal's settings and the log after `q`."""
+    flush. tests/e2e/test_e2e_tmux.py checks the terminal's settings and the log after `q`.
+    Only the `gpuplay` process itself ends so: a program that calls `main` (a test, a notebook)
+    gets its call back."""
     import atexit
     import os
     import sys
 
+    from gpuplay.core.engine.process import is_gpuplay_command
+
+    if not is_gpuplay_command(sys.argv):
+        return
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
