@@ -6,7 +6,18 @@ command: `gpuplay --help` loads neither Textual nor torch.
 
 from __future__ import annotations
 
-from gpuplay.core.engine.process import start_early
+import sys
+
+from gpuplay.core.command import is_gpuplay_command
+
+if is_gpuplay_command(sys.argv):  # the command itself, not a program that imports its `main`
+    from gpuplay.cli.interrupt import exit_at_start
+    from gpuplay.cli.streams import stand_in_for_closed
+
+    exit_at_start()  # Ctrl+C from here on: one line, exit 130 (cli/interrupt.py)
+    stand_in_for_closed()  # `2>&-` or `>&-`: cli/streams.py
+
+from gpuplay.core.engine.process import start_early  # noqa: E402
 
 start_early()  # `run`, `sweep`, `compare`: the engine starts before the imports below (~0.25 s)
 
@@ -54,8 +65,21 @@ class _Gpuplay(click.Group):
         self._commands = value
 
     def invoke(self, ctx: click.Context) -> object:
+        from gpuplay.cli.interrupt import at_command, say_interrupted
+        from gpuplay.cli.streams import StdoutClosed
+
+        at_command()
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Ctrl+C outside a measurement (its planning, a listing): the line and the status a
+            # stopped measurement gives, not click's "Aborted!" and exit 1.
+            say_interrupted()
+            ctx.exit(130)
+        except StdoutClosed:
+            click.echo("gpuplay: stdout is closed: the results had nowhere to go (--out FILE writes them "
+                       "to a file)", err=True)  # fmt: skip
+            ctx.exit(1)
         except BrokenPipeError:
             # The reader left early (`gpuplay history | head -1`): normal for a CLI, so no traceback,
             # no error line and exit 0, not Click's exit 1. Output still buffered goes to /dev/null,

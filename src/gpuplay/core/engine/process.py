@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from gpuplay.core import trace
+from gpuplay.core.command import is_gpuplay_command
 from gpuplay.core.lifeline import spawn as spawn_child
 
 LOG_CAP_BYTES = 10 * 2**20  # engine.log is cut to its last LOG_KEEP_BYTES at an engine start past this
@@ -165,17 +166,6 @@ def spawn(env: dict[str, str] | None = None) -> Spawned:
 _early: Spawned | None = None
 
 
-def is_gpuplay_command(argv: list[str]) -> bool:
-    """This process is the `gpuplay` command (its script, or `python -m gpuplay`), not a program
-    that imports the CLI (a notebook's magics, a test)."""
-    if not argv:
-        return False
-    head, name = os.path.split(argv[0])
-    return name in ("gpuplay", "gpuplay.exe", "gpuplay-script.py") or (
-        name == "__main__.py" and os.path.basename(head) == "gpuplay"
-    )
-
-
 def wanted_early(argv: list[str]) -> bool:
     """A command that will measure in the shared engine: `gpuplay run|sweep|compare …`, not asking
     for help, not merging files (`compare --from`), not measuring in-process. Group options before the command (rare) start it later."""
@@ -202,7 +192,7 @@ def start_early(argv: list[str] | None = None) -> None:
         _early = spawn({PROBE_ENV: ",".join(hint)} if hint else None)
     except OSError:
         return  # the command's own start says what could not start, in words (EngineStartError)
-    atexit.register(_discard)
+    atexit.register(discard_early)
 
 
 def take_early() -> Spawned | None:
@@ -218,7 +208,8 @@ def take_early() -> Spawned | None:
     return None
 
 
-def _discard() -> None:
+def discard_early() -> None:
+    """End the early engine if no client took it (at exit, or a Ctrl+C before the command ran)."""
     early = take_early()
     if early is not None:
         early.kill()
