@@ -82,7 +82,7 @@ class Spawned:
     """An engine process just started: the process, our end of its socket, its log, the
     environment it inherited (ENGINE_ENV's values)."""
 
-    __slots__ = ("env", "log_path", "proc", "sock")
+    __slots__ = ("env", "log_path", "log_start", "proc", "sock")
 
     def __init__(
         self,
@@ -90,8 +90,10 @@ class Spawned:
         sock: socket.socket,
         log_path: Path | None,
         env: tuple[str | None, ...],
+        log_start: int = 0,
     ) -> None:
         self.proc, self.sock, self.log_path, self.env = proc, sock, log_path, env
+        self.log_start = log_start  # engine.log's size before it started: what follows is its own
 
     def kill(self) -> None:
         """End it and its group (it never measured: nothing of user code runs there yet)."""
@@ -127,10 +129,11 @@ def spawn(env: dict[str, str] | None = None) -> Spawned:
     ours, theirs = socket.socketpair()
     log_path: Path | None = None
     log = None
+    log_start = 0
     try:
         path = engine_log_path()
         log = open(path, "ab")  # noqa: SIM115 - closed below, once the child holds it
-        log_path = path
+        log_path, log_start = path, log.seek(0, os.SEEK_END)
     except OSError:
         pass
     trace_fds, trace_env = trace.child_fds()  # GPUPLAY_TRACE: the engine marks on our stderr
@@ -160,7 +163,7 @@ def spawn(env: dict[str, str] | None = None) -> Spawned:
         if log is not None:
             log.close()
     trace.mark("engine: spawned")
-    return Spawned(proc, ours, log_path, engine_env())
+    return Spawned(proc, ours, log_path, engine_env(), log_start)
 
 
 _early: Spawned | None = None
