@@ -77,8 +77,8 @@ class _Gpuplay(click.Group):
             say_interrupted()
             ctx.exit(130)
         except StdoutClosed:
-            click.echo("gpuplay: stdout is closed: the results had nowhere to go (--out FILE writes them "
-                       "to a file)", err=True)  # fmt: skip
+            click.echo("gpuplay: stdout is closed, so the output had nowhere to go (where the command "
+                       "has --out FILE, that writes it to a file)", err=True)  # fmt: skip
             ctx.exit(1)
         except BrokenPipeError:
             # The reader left early (`gpuplay history | head -1`): normal for a CLI, so no traceback,
