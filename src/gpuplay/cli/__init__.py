@@ -161,7 +161,7 @@ def _end_now() -> None:
     import os
     import sys
 
-    from gpuplay.core.engine.process import is_gpuplay_command
+    from gpuplay.core.command import is_gpuplay_command
 
     if not is_gpuplay_command(sys.argv):
         return
