@@ -460,7 +460,9 @@ class EngineClient:
                 data = read_tail(self._log_path)
                 size = self._log_path.stat().st_size
                 # Only what this engine wrote (the log's size at its spawn), its last lines.
-                own = data[max(0, len(data) - (size - self._log_start)) :] if size >= self._log_start else data
+                own = (
+                    data[max(0, len(data) - (size - self._log_start)) :] if size >= self._log_start else data
+                )
                 tail = "\n".join(own.decode(errors="replace").strip().splitlines()[-6:])[-1000:]
         self.kill()
         return EngineEndedError(how, self._log_path, tail)
