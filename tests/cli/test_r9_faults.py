@@ -126,6 +126,11 @@ def test_a_closed_stdout_is_said_in_one_line_or_the_out_file_is_written(tmp_path
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("gpuplay: stdout is closed"), done.stderr
+    done = subprocess.run(["bash", "-c", f"{sys.executable} -m gpuplay --version >&-"], env=_env(tmp_path / "state"),
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 1 and done.stderr.startswith("gpuplay: stdout is closed"), (
+        done.stderr
+    )  # written while parsing
     out = tmp_path / "r.json"
     done = _shell(f"GPUPLAY --format json --out {out} >&- 2>&-", tmp_path / "state")
     assert done.returncode == 0

@@ -22,6 +22,7 @@ from gpuplay.core.engine.process import start_early  # noqa: E402
 start_early()  # `run`, `sweep`, `compare`: the engine starts before the imports below (~0.25 s)
 
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import click  # noqa: E402
 
@@ -64,9 +65,18 @@ class _Gpuplay(click.Group):
     def commands(self, value: dict[str, click.Command]) -> None:
         self._commands = value
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        from gpuplay.cli.streams import StdoutClosed
+
+        try:
+            return super().main(*args, **kwargs)
+        except StdoutClosed:  # here, not in invoke: --help and --version write while parsing
+            click.echo("gpuplay: stdout is closed, so the output had nowhere to go (where the command "
+                       "has --out FILE, that writes it to a file)", err=True)  # fmt: skip
+            sys.exit(1)
+
     def invoke(self, ctx: click.Context) -> object:
         from gpuplay.cli.interrupt import at_command, say_interrupted
-        from gpuplay.cli.streams import StdoutClosed
 
         at_command()
         try:
@@ -76,10 +86,6 @@ class _Gpuplay(click.Group):
             # stopped measurement gives, not click's "Aborted!" and exit 1.
             say_interrupted()
             ctx.exit(130)
-        except StdoutClosed:
-            click.echo("gpuplay: stdout is closed, so the output had nowhere to go (where the command "
-                       "has --out FILE, that writes it to a file)", err=True)  # fmt: skip
-            ctx.exit(1)
         except BrokenPipeError:
             # The reader left early (`gpuplay history | head -1`): normal for a CLI, so no traceback,
             # no error line and exit 0, not Click's exit 1. Output still buffered goes to /dev/null,
