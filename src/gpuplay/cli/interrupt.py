@@ -90,6 +90,7 @@ def _exit_now(signum: int, frame: FrameType | None) -> None:
     # printed a traceback or click's "Aborted!" with exit 1). An engine caught mid-spawn dies
     # with this process (its parent-death signal and its socket, core/lifeline.py).
     try:
+        signal.signal(signum, signal.SIG_IGN)  # a second Ctrl+C while the engine is ended: one line
         say_interrupted(signum)
         # Looked up, not imported: the signal may come while that module is being imported
         # (then it has started no engine yet).
