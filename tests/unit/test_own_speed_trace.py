@@ -104,7 +104,7 @@ def test_an_early_engine_is_taken_once_and_one_not_taken_or_stale_is_ended(monke
     assert process.take_early() is first and process.take_early() is None  # adopted once
     first.kill()
     second = early()
-    process._discard()  # at exit: never adopted (a usage error), ended at once
+    process.discard_early()  # at exit: never adopted (a usage error), ended at once
     assert second.proc.poll() is not None
     third = early()
     monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path / "elsewhere"))

@@ -6,11 +6,23 @@ command: `gpuplay --help` loads neither Textual nor torch.
 
 from __future__ import annotations
 
-from gpuplay.core.engine.process import start_early
+import sys
+
+from gpuplay.core.command import is_gpuplay_command
+
+if is_gpuplay_command(sys.argv):  # the command itself, not a program that imports its `main`
+    from gpuplay.cli.interrupt import exit_at_start
+    from gpuplay.cli.streams import stand_in_for_closed
+
+    exit_at_start()  # Ctrl+C from here on: one line, exit 130 (cli/interrupt.py)
+    stand_in_for_closed()  # `2>&-` or `>&-`: cli/streams.py
+
+from gpuplay.core.engine.process import start_early  # noqa: E402
 
 start_early()  # `run`, `sweep`, `compare`: the engine starts before the imports below (~0.25 s)
 
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import click  # noqa: E402
 
@@ -53,9 +65,27 @@ class _Gpuplay(click.Group):
     def commands(self, value: dict[str, click.Command]) -> None:
         self._commands = value
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        from gpuplay.cli.streams import StdoutClosed
+
+        try:
+            return super().main(*args, **kwargs)
+        except StdoutClosed:  # here, not in invoke: --help and --version write while parsing
+            click.echo("gpuplay: stdout is closed, so the output had nowhere to go (where the command "
+                       "has --out FILE, that writes it to a file)", err=True)  # fmt: skip
+            sys.exit(1)
+
     def invoke(self, ctx: click.Context) -> object:
+        from gpuplay.cli.interrupt import at_command, say_interrupted
+
+        at_command()
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt:
+            # Ctrl+C outside a measurement (its planning, a listing): the line and the status a
+            # stopped measurement gives, not click's "Aborted!" and exit 1.
+            say_interrupted()
+            ctx.exit(130)
         except BrokenPipeError:
             # The reader left early (`gpuplay history | head -1`): normal for a CLI, so no traceback,
             # no error line and exit 0, not Click's exit 1. Output still buffered goes to /dev/null,
@@ -137,7 +167,7 @@ def _end_now() -> None:
     import os
     import sys
 
-    from gpuplay.core.engine.process import is_gpuplay_command
+    from gpuplay.core.command import is_gpuplay_command
 
     if not is_gpuplay_command(sys.argv):
         return

@@ -162,6 +162,19 @@ class EngineStartError(RuntimeError):
         )
 
 
+class EngineEndedError(EngineStartError):
+    """The engine process started, then ended before its probe answered (a broken
+    sitecustomize, an import that kills the interpreter, a kill right after the spawn)."""
+
+    def __init__(self, how: str, log_path: Path | None, tail: str) -> None:
+        RuntimeError.__init__(
+            self,
+            f"the measuring engine's process ended before its backends were probed ({how})"
+            + (f"; the end of its log ({log_path}):\n{tail}" if tail and log_path is not None else "")
+            + (f"; its log: {log_path}" if not tail and log_path is not None else ""),
+        )
+
+
 # What ends a wait besides the engine's answer (client side only, never on the wire).
 @dataclass(frozen=True)
 class Lost:
@@ -264,6 +277,7 @@ class EngineClient:
         self._events: queue.Queue[Progress | Answer | Lost] = queue.Queue()
         self._send_lock = threading.Lock()
         self._log_path: Path | None = None
+        self._log_start = 0  # engine.log's size when this engine started
         self._closed = False
         self._asked = False  # a run or a profile was sent to an engine of this client
         self.adopt_early = False  # start() takes the engine process.start_early started, if any
@@ -295,6 +309,7 @@ class EngineClient:
                 except OSError as exc:
                     raise EngineStartError(sys.executable, exc) from None
             proc, ours, self._log_path = spawned.proc, spawned.sock, spawned.log_path
+            self._log_start = spawned.log_start
             # The reader blocks in recv on a duplicate; shutting `ours` down wakes it even when a
             # process the measured code forked still holds the engine's end open.
             self._proc, self._sock, self._conn = proc, ours, Connection(os.dup(ours.fileno()))
@@ -417,17 +432,40 @@ class EngineClient:
         trace.mark("engine: closed")
 
     def wait_probe(self, timeout: float | None = None, final: bool = False) -> dict[str, Any] | None:
-        """The engine's probe answer (starting the engine if needed), or None after `timeout`."""
+        """The engine's probe answer (starting the engine if needed), or None after `timeout`.
+        Raises EngineEndedError when the engine ends before it has answered: waiting out the
+        timeout for it said "NumPy is still being probed" 30 s later."""
         self.start()
         deadline = None if timeout is None else time.monotonic() + timeout
+        proc = self._proc
         while True:
             if self._probe_covers(final):
                 return self.probe
+            if proc is not None and proc.poll() is not None:
+                raise self._ended_at_start(proc.returncode)
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return None
             self._probe_event.clear()
             self._probe_event.wait(0.1 if left is None else min(0.1, left))
+
+    def _ended_at_start(self, exitcode: int) -> EngineEndedError:
+        if exitcode < 0 and -exitcode in signal.Signals._value2member_map_:
+            how = f"killed by {signal.Signals(-exitcode).name}"
+        else:
+            how = f"exit code {exitcode}"
+        tail = ""
+        if self._log_path is not None:
+            with contextlib.suppress(OSError):
+                data = read_tail(self._log_path)
+                size = self._log_path.stat().st_size
+                # Only what this engine wrote (the log's size at its spawn), its last lines.
+                own = (
+                    data[max(0, len(data) - (size - self._log_start)) :] if size >= self._log_start else data
+                )
+                tail = "\n".join(own.decode(errors="replace").strip().splitlines()[-6:])[-1000:]
+        self.kill()
+        return EngineEndedError(how, self._log_path, tail)
 
     def _probe_covers(self, final: bool) -> bool:
         """The latest answer covers every backend asked for (CuPy's only once `final`)."""

@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from gpuplay.core import trace
+from gpuplay.core.command import is_gpuplay_command
 from gpuplay.core.lifeline import spawn as spawn_child
 
 LOG_CAP_BYTES = 10 * 2**20  # engine.log is cut to its last LOG_KEEP_BYTES at an engine start past this
@@ -81,7 +82,7 @@ class Spawned:
     """An engine process just started: the process, our end of its socket, its log, the
     environment it inherited (ENGINE_ENV's values)."""
 
-    __slots__ = ("env", "log_path", "proc", "sock")
+    __slots__ = ("env", "log_path", "log_start", "proc", "sock")
 
     def __init__(
         self,
@@ -89,8 +90,10 @@ class Spawned:
         sock: socket.socket,
         log_path: Path | None,
         env: tuple[str | None, ...],
+        log_start: int = 0,
     ) -> None:
         self.proc, self.sock, self.log_path, self.env = proc, sock, log_path, env
+        self.log_start = log_start  # engine.log's size before it started: what follows is its own
 
     def kill(self) -> None:
         """End it and its group (it never measured: nothing of user code runs there yet)."""
@@ -126,10 +129,11 @@ def spawn(env: dict[str, str] | None = None) -> Spawned:
     ours, theirs = socket.socketpair()
     log_path: Path | None = None
     log = None
+    log_start = 0
     try:
         path = engine_log_path()
         log = open(path, "ab")  # noqa: SIM115 - closed below, once the child holds it
-        log_path = path
+        log_path, log_start = path, log.seek(0, os.SEEK_END)
     except OSError:
         pass
     trace_fds, trace_env = trace.child_fds()  # GPUPLAY_TRACE: the engine marks on our stderr
@@ -159,21 +163,10 @@ def spawn(env: dict[str, str] | None = None) -> Spawned:
         if log is not None:
             log.close()
     trace.mark("engine: spawned")
-    return Spawned(proc, ours, log_path, engine_env())
+    return Spawned(proc, ours, log_path, engine_env(), log_start)
 
 
 _early: Spawned | None = None
-
-
-def is_gpuplay_command(argv: list[str]) -> bool:
-    """This process is the `gpuplay` command (its script, or `python -m gpuplay`), not a program
-    that imports the CLI (a notebook's magics, a test)."""
-    if not argv:
-        return False
-    head, name = os.path.split(argv[0])
-    return name in ("gpuplay", "gpuplay.exe", "gpuplay-script.py") or (
-        name == "__main__.py" and os.path.basename(head) == "gpuplay"
-    )
 
 
 def wanted_early(argv: list[str]) -> bool:
@@ -202,7 +195,7 @@ def start_early(argv: list[str] | None = None) -> None:
         _early = spawn({PROBE_ENV: ",".join(hint)} if hint else None)
     except OSError:
         return  # the command's own start says what could not start, in words (EngineStartError)
-    atexit.register(_discard)
+    atexit.register(discard_early)
 
 
 def take_early() -> Spawned | None:
@@ -218,7 +211,8 @@ def take_early() -> Spawned | None:
     return None
 
 
-def _discard() -> None:
+def discard_early() -> None:
+    """End the early engine if no client took it (at exit, or a Ctrl+C before the command ran)."""
     early = take_early()
     if early is not None:
         early.kill()
