@@ -159,6 +159,7 @@ ONLY = {
     ("process.py", "--backend"): ("run",),
     ("process.py", "--backends"): ("compare", "sweep"),
     ("process.py", "--help"): (),  # click's own: a command asked for help starts no engine
+    ("process.py", "--from"): ("compare",),  # compare --from merges files: it starts no engine
 }
 
 

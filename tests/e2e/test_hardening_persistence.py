@@ -113,6 +113,7 @@ NETWORK = re.compile(
 # unless the user asks (serve --public, collectives under torchrun across nodes).
 SOCKETS_ALLOWED = {
     "core/engine/client.py": "a socket pair to its own engine process",
+    "core/engine/process.py": "spawns the engine with its end of that socket pair (socketpair, no address)",
     "cli/serve.py": "gpuplay serve: loopback unless --public",
     "cli/serve_web.py": "gpuplay serve's web server (aiohttp), bound where serve.py says",
     "cli/serve_guard.py": "gpuplay serve's Host/Origin checks parse URLs and list this machine's addresses",
