@@ -75,3 +75,19 @@ async def test_a_sweep_step_draws_its_curve_and_is_kept_when_revisited():
         assert view.display and not view.running and view.over == "n=16..64"
         assert set(view.series) == {"numpy cpu float32", "torch cpu float32"}
         assert all(len(p) == 3 for p in view.series.values())
+
+
+async def test_a_sweep_that_cannot_start_says_why_and_stops(monkeypatch):
+    """Whatever goes wrong before the command runs ends the sweep with its reason shown: never a
+    sweep that says it is running for ever (a scenario object without presets did that)."""
+
+    def broken(self, out):
+        raise RuntimeError("no [b]such[/b] thing")
+
+    monkeypatch.setattr(SweepView, "command", broken)
+    app = PresenterApp(parse_deck(DECK, load_scenarios([])))
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = app.query_one(SweepView)
+        await pilot.press("right")
+        await wait_until(pilot, lambda: not view.running, timeout=30)
+        assert "RuntimeError: no [b]such[/b] thing" in view.error

@@ -375,10 +375,13 @@ class SweepView(Vertical, can_focus=True):
         # A preset the scenario lacks (a code file without PRESETS) is its own parameters, as the
         # Live tab takes it (core/session.py), never a sweep that fails on start.
         preset = self.preset or getattr(app, "preset", None) or "quick"
+        # The presenter's step names its scenario only (its deck checked the preset when it loaded).
+        presets = getattr(sc, "presets", None)
+        preset = str(preset) if presets is None or preset in presets else "default"
         args += ["sweep", name, "--over", self.over, "--backends", self.backends, "-d", devices,
                  "--dtypes", self.dtypes, "--variants", self.variants,
                  "--budget", str(self.budget_s), "--max-step", str(self.max_step_s),
-                 "--transfers", transfers, "--preset", str(preset) if preset in sc.presets else "default",
+                 "--transfers", transfers, "--preset", preset,
                  "--format", "json", "--out", str(out), "--progress-json"]  # fmt: skip
         threads = getattr(getattr(app, "session", None), "threads", None)
         if threads is None:  # the presenter: the live thread policy, as its single figures use
@@ -445,7 +448,7 @@ class SweepView(Vertical, can_focus=True):
                     doc = json.loads(out.read_text(encoding="utf-8"))
                 if proc.returncode not in (0, 130, 143) and not stop.is_set():
                     error = self.notes[-1] if self.notes else f"exit code {proc.returncode}"
-            except (OSError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure ends the sweep with its reason, never a spinner forever
                 error = f"{type(exc).__name__}: {exc}"
             self.app.call_from_thread(self._finished, gen, doc, error)
 
