@@ -843,3 +843,24 @@ def test_the_cuda_probe_reads_every_gpu_and_checks_gpuplays_mapping(monkeypatch)
     assert mapping["function"] == "gpuplay.core.telemetry.cuda_nvml_mapping" and mapping["status"] == "ok"
     assert [(r["cuda"], r["gpuplay_nvml"]) for r in mapping["rows"]] == [(0, 1), (1, 0)]
     assert "CUDA" not in info["not_installed"]
+
+
+def test_the_rehearsal_keeps_its_state_out_of_the_users_folders(tmp_path, monkeypatch):
+    # Its 0.05 s calibration once replaced the user's real one in the default state folder.
+    verify = _verify_module()
+    seen: list[tuple[str | None, str | None]] = []
+
+    def stage(out, wheelhouse, seconds, **kw):
+        seen.append((os.environ.get("GPUPLAY_STATE_DIR"), os.environ.get("GPUPLAY_CONFIG_DIR")))
+        return 0
+
+    monkeypatch.setattr(stages, "STAGES", {n: (stage, "") for n in verify.ORDER})
+    monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path / "users-state"))
+    monkeypatch.delenv("GPUPLAY_CONFIG_DIR", raising=False)
+    verify.main(["rehearse", str(tmp_path / "out"), "--quick"])  # 1: these stages write no files
+    assert len(seen) == len(verify.ORDER)
+    for state, config in seen:
+        assert state and config and "users-state" not in state
+        assert "gpu-verify-rehearsal-" in state and "gpu-verify-rehearsal-" in config
+    assert os.environ["GPUPLAY_STATE_DIR"] == str(tmp_path / "users-state")  # given back
+    assert "GPUPLAY_CONFIG_DIR" not in os.environ
