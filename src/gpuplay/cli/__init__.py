@@ -165,9 +165,6 @@ def _end_now() -> None:
     gets its call back."""
     import atexit
     import os
-    import sys
-
-    from gpuplay.core.command import is_gpuplay_command
 
     if not is_gpuplay_command(sys.argv):
         return
