@@ -12,11 +12,14 @@
 
     python benchmarks/speed_app.py [-n 5] [--rounds 3] [--src OTHER/src]
 
-Needs tmux. Each of the n runs starts a fresh app with a state folder of its own.
+Needs tmux. Each of the n runs starts a fresh app with a state folder of its own, in a tmux server
+of its own (`-L`, socket `gpuplay-speed-PID` unless `GPUPLAY_SPEED_TMUX` names one): the benchmark
+never talks to, nor ends, a tmux server someone else uses.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import statistics
 import subprocess
@@ -31,10 +34,12 @@ WIDTH, HEIGHT, SIDEBAR_COLS = 120, 36, 33
 KEYS = ("t", "a", "2", "4", "5", "1", "?", "Escape", "p", "Down", "Up")
 POLL_S = 0.002
 DONE = "__gpuplay_exited__"
+# A tmux server of the benchmark's own: it ends with the last session this script kills.
+SOCKET = os.environ.get("GPUPLAY_SPEED_TMUX") or f"gpuplay-speed-{os.getpid()}"
 
 
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=False).stdout
 
 
 def screen(name: str) -> list[str]:

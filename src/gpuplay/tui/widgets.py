@@ -616,13 +616,19 @@ def _na(v: Any, unit: str, digits: int = 0) -> str:
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key, generated from the app's bindings so it cannot drift from them."""
+    """Every key, generated from the app's bindings so it cannot drift from them.
+
+    A page of its own, opaque: a modal's translucent background makes Textual render the whole
+    main screen again under it and blend it, on every paint of the help (`?` and Escape were the
+    slowest keys, issue 34). The keys' panel sits centred on the app's own background."""
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
     DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
+    HelpScreen { align: center middle; background: $background; }
+    HelpScreen:ansi { background: ansi_default; }
     HelpScreen > VerticalScroll { width: 72; max-width: 95%; height: auto; max-height: 90%;
-        border: round $accent; background: $surface; padding: 0 1; }
+        border: round $accent; border-title-color: $accent; border-subtitle-color: $text-muted;
+        background: $surface; padding: 0 1; }
     """
 
     def __init__(self, bindings: Sequence[tuple[str, str]]) -> None:
@@ -635,7 +641,9 @@ class HelpScreen(ModalScreen[None]):
         t.add_column("action")
         for key, desc in self.rows:
             t.add_row(key, desc)
-        with VerticalScroll():
+        with VerticalScroll() as panel:
+            panel.border_title = "help"
+            panel.border_subtitle = "Esc · ? · q close"
             yield Static(t)
             yield Static(
                 Text(
