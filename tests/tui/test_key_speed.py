@@ -38,3 +38,102 @@ async def test_the_help_is_opaque_the_main_screen_is_not_painted_under_it(tmp_pa
         assert app.screen.styles.background.a == 1
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_a_key_that_starts_a_run_is_painted_before_the_step_chart_is_built_again(tmp_path, monkeypatch):
+    """`p` (a new preset: a new run) repaints the controls in a frame that does not wait for the
+    step chart's plotext build; the chart, cleared for the new run, is built right after it."""
+    import time
+
+    from textual.app import App
+    from textual_plotext import PlotextPlot
+
+    from gpuplay.tui.widgets import StepChart
+
+    events: list[tuple[str, float]] = []
+    real_render, real_display = PlotextPlot.render, App._display
+
+    def render(self):
+        if isinstance(self, StepChart):
+            events.append(("build", time.perf_counter()))
+        return real_render(self)
+
+    def display(self, screen, renderable):
+        if renderable is not None:
+            events.append(("frame", time.perf_counter()))
+        return real_display(self, screen, renderable)
+
+    monkeypatch.setattr(PlotextPlot, "render", render)
+    monkeypatch.setattr(App, "_display", display)
+    app = make_app(tmp_path, autostart=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        app.start_measurement()
+        await wait_until(pilot, lambda: app.session.live_result is not None)
+        await pilot.pause(0.3)
+        preset = app.session.preset
+        events.clear()
+        t0 = time.perf_counter()
+        await pilot.press("p")
+        await wait_until(pilot, lambda: any(e == "build" for e, _ in events))
+        assert app.session.preset != preset
+        after = [e for e, t in events if t >= t0]
+        assert after.index("frame") < after.index("build"), after
+
+
+async def test_a_tab_key_paints_the_tab_before_its_view_is_drawn_again(tmp_path, monkeypatch):
+    """A tab key's handler draws nothing of the tab: its frame shows the tab bar and the tab as
+    last drawn; what the tab reads and builds (its table, its charts, the calibration file) is
+    drawn after that frame (Textual may paint before or after the handler runs; never with it)."""
+    from textual.widgets import TabbedContent
+
+    from gpuplay.tui.tabs import CompareTab
+
+    viewed: list[str] = []
+    real_view = CompareTab.refresh_view
+
+    def refresh_view(self):
+        viewed.append(self.id)
+        return real_view(self)
+
+    monkeypatch.setattr(CompareTab, "refresh_view", refresh_view)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.session.live_result is not None)
+        await wait_until(pilot, lambda: app.tab("compare").ready)
+        app.main.query_one(TabbedContent).active = "compare"
+        app._tab_changed()  # the handler of the tab key's TabActivated
+        assert viewed == []
+        await pilot.pause()
+        assert "compare" in viewed
+
+
+async def test_showing_the_live_tab_again_does_not_redraw_its_unchanged_panels(tmp_path, monkeypatch):
+    """Back on the Live tab with nothing new, its figures are not updated (each update of a text
+    panel lays the tab out again and renders its table twice)."""
+    from textual.widgets import Static
+
+    from gpuplay.tui.widgets import ClaimLine, SpeedupDigits, StatsPanel
+
+    updated: list[str] = []
+    real = Static.update
+
+    def update(self, *args, **kw):
+        if isinstance(self, StatsPanel | SpeedupDigits | ClaimLine):
+            updated.append(type(self).__name__)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(Static, "update", update)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.session.live_result is not None)
+        await wait_until(pilot, lambda: app.session.phase == "done" and app.tab("compare").ready)
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        updated.clear()
+        await pilot.press("1")
+        await pilot.pause(0.2)
+        assert updated == []
+        app.session.phase = "timed"  # something new is still drawn
+        app.refresh_all()
+        assert "StatsPanel" in updated

@@ -305,7 +305,10 @@ class GpuPlayApp(TextApp):
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self) -> None:
-        self.refresh_all()
+        # The tab bar and the tab as it was last drawn are painted first; what changed since it
+        # was hidden (a table, a chart, the calibration file it reads) is drawn right after that
+        # frame: a tab key's repaint waits for none of it (issue 34).
+        self.call_after_refresh(self.refresh_all)
 
 
 def run_app(

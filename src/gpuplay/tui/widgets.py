@@ -118,6 +118,10 @@ class SpeedupDigits(Static):
     ) -> None:
         from textual.renderables.digits import Digits
 
+        key = (speedup, note, marker, reason, short)
+        if key == getattr(self, "_key", None):
+            return  # drawn already: a repaint (a tab shown again) does not lay it out anew
+        self._key = key
         self.speedup, self.note, self.marker = speedup, note, marker
         self.tooltip = reason or None
         if speedup is None:
@@ -137,6 +141,7 @@ class StatsPanel(Static):
         t.add_column(style="bold", no_wrap=True)
         t.add_column()
         if spec is None:
+            self._cells = None
             self.update(Text("choose a scenario", style="dim"))
             return
         t.add_row("config", escape(spec.label()))
@@ -187,6 +192,10 @@ class StatsPanel(Static):
             t.add_row("peak mem", Text(info["peak_memory"], style="dim"))
         for note in info.get("notes", [])[:3]:
             t.add_row("note", Text(visible(note), style="dim"))
+        cells = _cells(t)
+        if cells == getattr(self, "_cells", None):
+            return  # drawn already: a repaint (the tab shown again) does not lay it out anew
+        self._cells = cells
         self.update(t)
 
     @staticmethod
@@ -203,6 +212,18 @@ class StatsPanel(Static):
             t.add_row("roof", roof_line(roof))
         for w in (noise or [])[:4]:
             t.add_row("⚠ noise" if not w.startswith("unstable") else "⚠ spread", Text(w, style="yellow"))
+
+
+def _cells(table: Table) -> tuple[Any, ...]:
+    """What a table of text shows, cell by cell with its styles: two tables with the same cells
+    draw the same (a panel handed the same figures again is not redrawn)."""
+
+    def cell(c: Any) -> Any:
+        if isinstance(c, Text):
+            return (c.plain, str(c.style), tuple(c.spans), c.overflow, c.no_wrap)
+        return (type(c).__name__, str(c))
+
+    return tuple(tuple(cell(c) for c in col.cells) for col in table.columns)
 
 
 def roof_line(roof: dict[str, Any]) -> Text:
@@ -283,6 +304,9 @@ class ClaimLine(Static):
     """The public claim this scenario checks, beside the live figures."""
 
     def show(self, scenario: Any) -> None:
+        if scenario is getattr(self, "_scenario", object()):
+            return  # drawn already (a scenario, as loaded, does not change)
+        self._scenario = scenario
         if scenario is None or scenario.claim is None:
             self.update("")
             return
