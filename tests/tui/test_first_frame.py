@@ -56,3 +56,44 @@ async def test_the_first_frame_is_painted_before_the_hidden_tabs_mount_their_wid
         assert len(app.query(PlaygroundTab)) == len(TAB_CLASSES)
         await pilot.press("2")  # shown once mounted: the table is there and drawn
         await wait_until(pilot, lambda: app.query_one(DataTable).columns)
+
+
+FIRST_FRAME_IMPORTS = """
+import asyncio, sys
+from pathlib import Path
+from textual.app import App
+from gpuplay.tui.app import GpuPlayApp
+
+seen = []
+real = App._display
+
+def display(self, screen, renderable):
+    if renderable is not None and not seen:
+        seen.append("psutil" in sys.modules)
+    return real(self, screen, renderable)
+
+App._display = display
+
+async def main():
+    app = GpuPlayApp([Path(sys.argv[1])], telemetry=True, autostart=False, export_dir=Path(sys.argv[2]))
+    async with app.run_test(size=(120, 36)) as pilot:
+        while not seen or app.telemetry.latest is None:
+            await asyncio.sleep(0.02)
+        print(seen[0], "psutil" in sys.modules, app.telemetry.latest.host.mem_total > 0)
+
+asyncio.run(main())
+"""
+
+
+def test_the_first_frame_does_not_wait_for_the_telemetry_imports(tmp_path):
+    """psutil and the NVML glue (the telemetry sampler) are imported after the first frame, and
+    the sampler then runs: its first snapshot reaches the app."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}  # the real app's engine
+    env.update(GPUPLAY_STATE_DIR=str(tmp_path / "state"), GPUPLAY_CONFIG_DIR=str(tmp_path / "config"))
+    out = subprocess.run(
+        [sys.executable, "-c", FIRST_FRAME_IMPORTS, str(tiny_scenarios(tmp_path / "sc")), str(tmp_path)],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert out.stdout.split() == ["False", "True", "True"], out.stdout + out.stderr[-2000:]

@@ -118,7 +118,8 @@ class GpuPlayApp(TextApp):
             return
         self.session.spec = self.session.make_spec()
         self.refresh_all()
-        self.telemetry.start()
+        # The sampler's thread and its imports (psutil, the NVML glue) after the first frame.
+        self.call_after_refresh(self.telemetry.start)
         self.quit_on_signals()  # SIGTERM and SIGHUP quit like `q`: the engine goes first
         # The engine imports torch and probes the devices in its own process; the first frame
         # does not wait for it, and the first measurement does.

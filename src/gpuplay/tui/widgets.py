@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.markup import escape
@@ -26,10 +26,12 @@ from gpuplay.core.roofline import NOT_CALIBRATED, roof_text
 from gpuplay.core.safetext import visible
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary
-from gpuplay.core.telemetry import Snapshot
 from gpuplay.core.workloads import reference_name
 from gpuplay.tui.controls import controls_for, label, values_for, verdict_for
 from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
+
+if TYPE_CHECKING:  # the telemetry (psutil) is imported after the first frame (tabs/telemetry.py)
+    from gpuplay.core.telemetry import Snapshot
 
 PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
 
