@@ -97,3 +97,34 @@ def test_the_first_frame_does_not_wait_for_the_telemetry_imports(tmp_path):
         capture_output=True, text=True, timeout=120, env=env, check=False,
     )  # fmt: skip
     assert out.stdout.split() == ["False", "True", "True"], out.stdout + out.stderr[-2000:]
+
+
+async def test_the_hidden_tabs_mount_one_at_a_time_the_shown_one_first(tmp_path, monkeypatch):
+    """After the first frame the six hidden tabs mount one at a time with a pause between, not in
+    one ~100 ms block: the screen is repainted between two mounts (a key's frame need not wait
+    for all six), and a tab shown before its turn is mounted next."""
+    from textual.widgets import TabbedContent
+
+    order: list[str] = []
+    real, real_display = PlaygroundTab.redraw_if_shown, App._display
+    app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, autostart=False, telemetry=False)
+
+    def mounted(self):
+        order.append(self.id)
+        if len(order) == 1:  # the first hidden tab is mounted: the user asks for the last one
+            app.query_one(TabbedContent).active = "sweep"
+        return real(self)
+
+    def display(self, screen, renderable):
+        if renderable is not None and order:
+            order.append("frame")
+        return real_display(self, screen, renderable)
+
+    monkeypatch.setattr(PlaygroundTab, "redraw_if_shown", mounted)
+    monkeypatch.setattr(App, "_display", display)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: all(t.ready for t in app.query(PlaygroundTab)))
+    tabs = [t for t in order if t != "frame"]
+    assert sorted(tabs) == sorted(t.TAB_ID for t in TAB_CLASSES[1:]), order
+    assert order[1] == "frame", order
+    assert tabs[1] == "sweep", order
