@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import deque
-from functools import partial
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
