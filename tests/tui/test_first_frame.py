@@ -69,7 +69,7 @@ real = App._display
 
 def display(self, screen, renderable):
     if renderable is not None and not seen:
-        seen.append("psutil" in sys.modules)
+        seen.append(sorted(m for m in ("psutil", "pygments") if m in sys.modules))
     return real(self, screen, renderable)
 
 App._display = display
@@ -79,7 +79,7 @@ async def main():
     async with app.run_test(size=(120, 36)) as pilot:
         while not seen or app.telemetry.latest is None:
             await asyncio.sleep(0.02)
-        print(seen[0], "psutil" in sys.modules, app.telemetry.latest.host.mem_total > 0)
+        print(seen[0] == [], "psutil" in sys.modules, app.telemetry.latest.host.mem_total > 0, seen[0])
 
 asyncio.run(main())
 """
@@ -87,7 +87,8 @@ asyncio.run(main())
 
 def test_the_first_frame_does_not_wait_for_the_telemetry_imports(tmp_path):
     """psutil and the NVML glue (the telemetry sampler) are imported after the first frame, and
-    the sampler then runs: its first snapshot reaches the app."""
+    the sampler then runs: its first snapshot reaches the app. pygments (the Code tab's syntax
+    colours) is not imported for the first frame either."""
     import os
 
     env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}  # the real app's engine
@@ -96,7 +97,7 @@ def test_the_first_frame_does_not_wait_for_the_telemetry_imports(tmp_path):
         [sys.executable, "-c", FIRST_FRAME_IMPORTS, str(tiny_scenarios(tmp_path / "sc")), str(tmp_path)],
         capture_output=True, text=True, timeout=120, env=env, check=False,
     )  # fmt: skip
-    assert out.stdout.split() == ["False", "True", "True"], out.stdout + out.stderr[-2000:]
+    assert out.stdout.split()[:3] == ["True", "True", "True"], out.stdout + out.stderr[-2000:]
 
 
 async def test_the_hidden_tabs_mount_one_at_a_time_the_shown_one_first(tmp_path, monkeypatch):

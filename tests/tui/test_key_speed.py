@@ -137,3 +137,35 @@ async def test_showing_the_live_tab_again_does_not_redraw_its_unchanged_panels(t
         app.session.phase = "timed"  # something new is still drawn
         app.refresh_all()
         assert "StatsPanel" in updated
+
+
+async def test_a_key_that_starts_a_run_draws_only_the_controls_in_its_handler(tmp_path, monkeypatch):
+    """`p`: the handler shows the new preset in the controls; the tab on screen (here Compare: its
+    table, its charts, the calibration file) is drawn after that frame, and the run starts after."""
+    from gpuplay.tui.tabs import CompareTab
+    from gpuplay.tui.widgets import ControlsPanel
+
+    viewed: list[str] = []
+    real_view = CompareTab.refresh_view
+
+    def refresh_view(self):
+        viewed.append(self.id)
+        return real_view(self)
+
+    monkeypatch.setattr(CompareTab, "refresh_view", refresh_view)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.session.live_result is not None)
+        await wait_until(pilot, lambda: app.tab("compare").ready)
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        viewed.clear()
+        run_id = app.session.run_id
+        app.action_cycle_preset()  # the `p` key's handler
+        assert viewed == []
+        assert app.query_one(ControlsPanel)._key[1] == app.session.preset  # shown at once
+        await wait_until(pilot, lambda: "compare" in viewed)
+        await wait_until(
+            pilot, lambda: app.session.live_result is not None and app.session.run_id == run_id + 1
+        )
+        assert app.session.live_result.spec == app.spec

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -473,6 +472,8 @@ class CodeView(Horizontal):
 
 
 def _code(title: str, source: str) -> Group:
+    from rich.syntax import Syntax  # pygments: the Code tab's, not the first frame's (issue 34)
+
     return Group(
         Text(title, style="bold"),
         Syntax(source, "python", theme="ansi_dark", line_numbers=False, word_wrap=True),
