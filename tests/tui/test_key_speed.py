@@ -169,3 +169,26 @@ async def test_a_key_that_starts_a_run_draws_only_the_controls_in_its_handler(tm
             pilot, lambda: app.session.live_result is not None and app.session.run_id == run_id + 1
         )
         assert app.session.live_result.spec == app.spec
+
+
+async def test_closing_the_help_does_not_rebuild_the_footer_with_the_same_keys(tmp_path):
+    """Escape from the help: the main screen's footer shows the same keys as before; Textual's
+    footer composed and rendered them all again. A change of keys still recomposes it."""
+    from textual.widgets import Footer
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.session.live_result is not None)
+        footer = app.main.query_one(Footer)
+        await pilot.press("question_mark")
+        await pilot.pause(0.2)
+        keys = list(footer.children)
+        assert keys
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, HelpScreen)
+        assert list(footer.children) == keys  # the same widgets: not composed again
+        footer._shown = ("other keys",)  # what it shows differs from the screen's keys: composed again
+        app.refresh_bindings()  # Textual says the bindings changed, as it does after a key
+        await pilot.pause(0.2)
+        assert footer.children and not set(footer.children) & set(keys)
