@@ -64,3 +64,27 @@ def test_steps_run_for_energy_after_the_probe_leave_the_check_its_own_step(monke
     r = run(RunSpec.make("matmul", {"n": n}, budget_s=0.03, warmup=1))
     probe = r.conditions["alloc_cold_probe"]
     assert calls.count(n) == 1 + len(r.samples) + probe["steps"] + 2 + 1 and r.check_ok
+
+
+def test_the_engine_does_before_its_first_request_what_every_first_run_paid_after_it():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from gpuplay.core.engine.server import warm_runner\n"
+        "from gpuplay.core import provenance\n"
+        "warm_runner()\n"
+        "print(sorted(m for m in ('numpy.random', 'gpuplay.core.energy', 'threadpoolctl', 'torch')"
+        " if m in sys.modules), provenance.installed.cache_info().currsize)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    # read once per process, before the request: the versions, the random module, the energy
+    # module, BLAS's thread count reader; never torch
+    import importlib.util
+
+    wanted = ["gpuplay.core.energy", "numpy.random"]
+    if importlib.util.find_spec("threadpoolctl") is not None:
+        wanted.append("threadpoolctl")
+    assert out.stdout.split("]")[0] == repr(wanted)[:-1] and out.stdout.split()[-1] == "1"

@@ -208,10 +208,22 @@ class EngineServer:
 
 def warm_runner() -> None:
     """Import the runner while the front end still plans, so the first run does not wait for it
-    (about 50 ms on the development machine). It imports no array library beyond NumPy."""
+    (about 50 ms on the development machine). It imports no array library beyond NumPy.
+
+    Then what every first run paid after its request (issue 34, round 4; ~30 ms on the 2-core
+    machine): NumPy's random module (every workload's inputs), the energy module (every run asks
+    for a counter), threadpoolctl (the BLAS thread count in a CPU run's conditions) and the
+    installed versions a result records (core/provenance.py reads them once per process)."""
     import gpuplay.core.devicelock
+    import gpuplay.core.energy
     import gpuplay.core.runner
     import gpuplay.core.runner.paired  # noqa: F401
+    import numpy.random  # noqa: F401
+    from gpuplay.core import provenance
+
+    with contextlib.suppress(ImportError):
+        import threadpoolctl  # noqa: F401
+    provenance.installed()
 
 
 def _run_telemetry() -> Any:
