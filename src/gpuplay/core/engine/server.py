@@ -214,11 +214,12 @@ def warm_runner() -> None:
     machine): NumPy's random module (every workload's inputs), the energy module (every run asks
     for a counter), threadpoolctl (the BLAS thread count in a CPU run's conditions) and the
     installed versions a result records (core/provenance.py reads them once per process)."""
+    import numpy.random  # noqa: F401
+
     import gpuplay.core.devicelock
     import gpuplay.core.energy
     import gpuplay.core.runner
     import gpuplay.core.runner.paired  # noqa: F401
-    import numpy.random  # noqa: F401
     from gpuplay.core import provenance
 
     with contextlib.suppress(ImportError):
