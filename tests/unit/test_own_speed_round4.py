@@ -88,3 +88,35 @@ def test_the_engine_does_before_its_first_request_what_every_first_run_paid_afte
     if importlib.util.find_spec("threadpoolctl") is not None:
         wanted.append("threadpoolctl")
     assert out.stdout.split("]")[0] == repr(wanted)[:-1] and out.stdout.split()[-1] == "1"
+
+
+def test_a_command_imports_its_own_module_and_no_other_subcommand_s(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from gpuplay.cli import COMMAND_MODULES
+
+    code = (
+        "import sys\n"
+        "from gpuplay.cli import main\n"
+        "main(['run', 'matmul', '-s', 'n=64', '--budget', '0.02', '--warmup', '1', '--format', 'csv'],"
+        " standalone_mode=False)\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('gpuplay.cli.'))))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env.update(GPUPLAY_STATE_DIR=str(tmp_path / "state"), GPUPLAY_CONFIG_DIR=str(tmp_path / "config"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         stdin=subprocess.DEVNULL, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    loaded = set(out.stdout.splitlines()[-1].split())
+    assert "gpuplay.cli.run" in loaded
+    others = {f"gpuplay.cli.{m}" for name, m in COMMAND_MODULES.items() if name != "run"}
+    assert not others & loaded, sorted(others & loaded)
+
+
+def test_every_subcommand_is_named_where_its_module_is():
+    from gpuplay.cli import COMMAND_MODULES, main
+
+    found = {name: cmd.callback.__module__ for name, cmd in main.commands.items()}
+    assert found == {name: f"gpuplay.cli.{m}" for name, m in COMMAND_MODULES.items()}
