@@ -120,3 +120,55 @@ def test_every_subcommand_is_named_where_its_module_is():
 
     found = {name: cmd.callback.__module__ for name, cmd in main.commands.items()}
     assert found == {name: f"gpuplay.cli.{m}" for name, m in COMMAND_MODULES.items()}
+
+
+def test_a_numpy_run_s_front_end_plans_and_prints_without_importing_numpy(tmp_path):
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUPLAY_IN_PROCESS", "COLUMNS", "GPUPLAY_TRACE")}
+    env.update(GPUPLAY_STATE_DIR=str(tmp_path / "state"), GPUPLAY_CONFIG_DIR=str(tmp_path / "config"),
+               PYTHONPROFILEIMPORTTIME="1")  # fmt: skip
+    args = ("run", "matmul", "-s", "n=64", "--budget", "0.05", "--warmup", "1")
+    out = subprocess.run([sys.executable, "-m", "gpuplay", *args], capture_output=True, text=True, env=env,
+                         stdin=subprocess.DEVNULL, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "64×64" in out.stdout  # the result, planned, measured (by the engine) and printed
+    front = {x[1] for line in out.stderr.splitlines() if (x := re.match(r"^import time:.*\| *(\S+)$", line))}
+    assert "gpuplay.core.planner" in front and "gpuplay.core.workloads.linalg" in front
+    assert "numpy" not in front  # the engine measures with it; the front end only plans and prints
+    assert "torch" not in front
+
+
+def test_numpy_is_imported_at_a_module_s_first_use_and_then_is_numpy_itself():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from gpuplay.core.workloads import base\n"
+        "from gpuplay.core.workloads import registry\n"
+        "registry()\n"
+        "print('numpy' in sys.modules)\n"
+        "w = registry()['matmul']\n"
+        "import numpy\n"
+        "a, b = w.inputs({'n': 4}, numpy.random.default_rng(0))\n"
+        "before = base.np is numpy\n"
+        "error = base.relative_error(w.reference({'n': 4}, (a, b)), a @ b)\n"
+        "print(before, base.np is numpy)\n"
+        "print(error == 0.0)\n"
+        "from gpuplay.core.backends import get_backend\n"
+        "print(get_backend('numpy').module() is numpy)\n"
+        "print(base.EPS['float64'] == numpy.finfo(numpy.float64).eps, "
+        "base.EPS['float32'] == numpy.finfo(numpy.float32).eps, "
+        "base.EPS['float16'] == numpy.finfo(numpy.float16).eps)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.split("\n")
+    assert lines[0] == "False"  # every workload registered, no NumPy
+    assert lines[1] == "False True"  # a stand-in until base's first use, NumPy itself there after
+    # a step's array module is NumPy itself from its first call (no stand-in inside timed steps)
+    assert lines[2] == "True" and lines[3] == "True" and lines[4] == "True True True"

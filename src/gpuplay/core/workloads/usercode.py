@@ -28,12 +28,16 @@ import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.safeload import read_text_file
 from gpuplay.core.workloads.base import EPS, Param, Workload
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
 
 PREFIX = "code:"
 MAX_FILE_BYTES = 1024 * 1024
