@@ -72,9 +72,10 @@ def test_the_engine_does_before_its_first_request_what_every_first_run_paid_afte
 
     code = (
         "import sys\n"
-        "from gpuplay.core.engine.server import warm_runner\n"
+        "from gpuplay.core.engine.server import prime_first_run, warm_runner\n"
         "from gpuplay.core import provenance\n"
         "warm_runner()\n"
+        "prime_first_run()\n"
         "print(sorted(m for m in ('numpy.random', 'gpuplay.core.energy', 'threadpoolctl', 'torch')"
         " if m in sys.modules), provenance.installed.cache_info().currsize)\n"
     )
@@ -172,3 +173,24 @@ def test_numpy_is_imported_at_a_module_s_first_use_and_then_is_numpy_itself():
     assert lines[1] == "False True"  # a stand-in until base's first use, NumPy itself there after
     # a step's array module is NumPy itself from its first call (no stand-in inside timed steps)
     assert lines[2] == "True" and lines[3] == "True" and lines[4] == "True True True"
+
+
+def test_the_engine_primes_its_first_run_after_a_probe_may_answer_and_before_any_request(monkeypatch):
+    import threading
+    from types import SimpleNamespace
+
+    from gpuplay.core.engine import messages as m
+    from gpuplay.core.engine import server
+
+    order: list[str] = []
+    engine = server.EngineServer(SimpleNamespace(send_bytes=lambda d: None, close=lambda: None))
+    monkeypatch.setattr(server, "warm_runner", lambda: order.append("runner"))
+    monkeypatch.setattr(
+        server, "prime_first_run", lambda: order.append(f"primed, warmed={engine.warmed.is_set()}")
+    )
+    monkeypatch.setattr(threading.Thread, "start", lambda self: None)  # no reader: the queue is fed here
+    monkeypatch.setattr(engine, "do", lambda job: order.append("request"))
+    engine.jobs.put(m.RunRequest(1, RunSpec.make("matmul", {"n": 8}), live=False))
+    engine.jobs.put(None)
+    engine.serve()
+    assert order == ["runner", "primed, warmed=True", "request"]
