@@ -194,3 +194,23 @@ def test_the_engine_primes_its_first_run_after_a_probe_may_answer_and_before_any
     engine.jobs.put(None)
     engine.serve()
     assert order == ["runner", "primed, warmed=True", "request"]
+
+
+def test_the_engine_s_runner_names_user_code_errors_without_importing_the_loader():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from gpuplay.core.engine.server import prime_first_run, warm_runner\n"
+        "warm_runner()\n"
+        "prime_first_run()\n"
+        "from gpuplay.core.runner import measure, paired\n"
+        "loaded = 'gpuplay.core.workloads.usercode' in sys.modules\n"
+        "from gpuplay.core.workloads import usercode\n"  # the loader's names are the same classes
+        "print(loaded,"
+        " measure.UserCodeError is usercode.UserCodeError is paired.UserCodeError)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "True"]

@@ -31,7 +31,7 @@ from gpuplay.core.runner.steps import prepare_step
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads import relative_error
 from gpuplay.core.workloads.base import SetupReport
-from gpuplay.core.workloads.usercode import UserCodeError
+from gpuplay.core.workloads.usercode_errors import UserCodeError
 
 # A step moving this much host memory may be served by mmap and fault its output in: the
 # cold allocation mode is probed beside the warm one (runner/alloc.py).
