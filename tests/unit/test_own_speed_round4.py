@@ -214,3 +214,41 @@ def test_the_engine_s_runner_names_user_code_errors_without_importing_the_loader
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_the_workload_table_names_every_module_s_workloads_in_order():
+    import importlib
+    import pkgutil
+
+    import gpuplay.core.workloads as pkg
+    from gpuplay.core.workloads import WORKLOAD_MODULES, registry
+
+    found: dict[str, str] = {}
+    for info in pkgutil.iter_modules(pkg.__path__):
+        module = importlib.import_module(f"gpuplay.core.workloads.{info.name}")
+        for cls in getattr(module, "WORKLOADS", ()):
+            assert cls.name not in found, f"{cls.name} defined twice"
+            found[cls.name] = info.name
+    assert found == WORKLOAD_MODULES  # every workload there is, each where the table says
+    assert list(registry()) == list(WORKLOAD_MODULES)
+    assert all(type(w).__module__.endswith(WORKLOAD_MODULES[n]) for n, w in registry().items())
+
+
+def test_the_engine_imports_the_workload_it_measures_and_no_other():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from gpuplay.core.engine.server import prime_first_run, warm_runner\n"
+        "warm_runner()\n"
+        "prime_first_run()\n"
+        "from gpuplay.core.runner import run\n"
+        "from gpuplay.core.spec import RunSpec\n"
+        "r = run(RunSpec.make('matmul', {'n': 32}, budget_s=0.01, warmup=1))\n"
+        "print(r.status, sorted(m.rsplit('.', 1)[1] for m in sys.modules"
+        " if m.startswith('gpuplay.core.workloads.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split(" ", 1) == ["ok", "['base', 'linalg', 'tolerance', 'usercode_errors']\n"]
