@@ -326,3 +326,18 @@ def test_in_process_measure_hands_the_baseline_row_to_its_caller(monkeypatch):
     heard.clear()
     InProcessEngine().run(spec, paired_with=baseline_spec(spec), on_baseline=heard.append)
     assert len(heard) == 1 and heard[0].status == "ok" and len(heard[0].samples) == 4
+
+
+def test_no_measured_apart_note_when_the_baseline_row_is_from_the_same_pairs():
+    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.report import row_cells
+    from gpuplay.core.runner.paired import speedup_record
+
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch")
+    # 21 pairs: every ratio 1 but one 0.1 (median 1, interval 1–1); the medians' ratio 1/10.
+    base = RunResult(baseline_spec(spec), samples=[1.0 if i < 11 else 10.0 for i in range(21)])
+    cand = RunResult(spec, samples=[1.0 if i < 10 else 10.0 for i in range(21)])
+    cand.speedup = speedup_record(paired_speedup(base.samples, cand.samples), base)
+    assert "measured apart" in row_cells(attach_baselines([base, cand])[1])[-1]
+    base.conditions["paired_with"] = spec.label()  # the row is the baseline side of these pairs
+    assert "measured apart" not in row_cells(attach_baselines([base, cand])[1])[-1]
