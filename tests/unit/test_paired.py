@@ -341,3 +341,26 @@ def test_no_measured_apart_note_when_the_baseline_row_is_from_the_same_pairs():
     assert "measured apart" in row_cells(attach_baselines([base, cand])[1])[-1]
     base.conditions["paired_with"] = spec.label()  # the row is the baseline side of these pairs
     assert "measured apart" not in row_cells(attach_baselines([base, cand])[1])[-1]
+
+
+def test_the_baseline_row_carries_the_host_side_of_the_pairs_window():
+    from gpuplay.core.runner.paired import run_pair
+
+    class Window:
+        def begin(self, device, own_pids=()):
+            return "token"
+
+        def end(self, token):
+            return {"duration_s": 0.5, "host_cpu_mean_percent": 90.0, "process_rss_bytes": 1,
+                    "noise": {"host": {"verdict": "busy"}, "gpu": {"verdict": "x"}},
+                    "gpu": {"energy_j": 3.0}, "gpu_note": ""}  # fmt: skip
+
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch", repeat=4, threads=1)
+    r, base = run_pair(spec, baseline_spec(spec), telemetry=Window())
+    assert base is not None and r.telemetry["gpu"] == {"energy_j": 3.0}
+    assert base.telemetry["noise"] == {"host": {"verdict": "busy"}, "gpu": None}, (
+        "the host's noise is both rows'"
+    )
+    assert base.telemetry["gpu"] is None and base.telemetry["duration_s"] == 0.5, (
+        "the GPU's figures are not NumPy's"
+    )

@@ -365,6 +365,12 @@ class _Paired:
             "each side's window at most the budget"
         )
         base.peak_memory()
+        window = self.cand.result.telemetry
+        if window:  # the host's side of the pairs' window is this row's too: its noise check
+            r.telemetry = {k: window[k] for k in ("duration_s", "host_cpu_mean_percent", "process_rss_bytes")
+                           if k in window}  # fmt: skip
+            r.telemetry["noise"] = {"host": (window.get("noise") or {}).get("host"), "gpu": None}
+            r.telemetry["gpu"], r.telemetry["gpu_note"] = None, "run on the CPU"
         if outcome.faults_baseline is not None and n:
             per_step = round(outcome.faults_baseline / (n * self.base_inner), 1)
             r.conditions["page_faults_per_step"] = per_step
