@@ -359,10 +359,15 @@ class _Paired:
         base, outcome = self.base, self.outcome
         r, n = base.result, len(outcome.baseline)
         r.conditions["paired_with"] = self.cand.plan.spec.label()
+        spec = self.cand.plan.spec
+        until = (
+            f"{spec.repeat} pairs asked"
+            if spec.repeat is not None
+            else "the pairs stopped once one side had been timed for the budget"
+        )
         r.conditions["timed"] = (
-            f"interleaved: {n} ABBA pairs with {self.cand.plan.spec.label()} (each sample the mean of "
-            f"{self.base_inner} step{'s' if self.base_inner > 1 else ''}); the same pairs give its speedup; "
-            "each side's window at most the budget"
+            f"interleaved: {n} ABBA pairs with {spec.label()} (each sample the mean of "
+            f"{self.base_inner} step{'s' if self.base_inner > 1 else ''}); the same pairs give its speedup; {until}"
         )
         base.peak_memory()
         window = self.cand.result.telemetry
