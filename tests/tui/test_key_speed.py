@@ -81,33 +81,6 @@ async def test_a_key_that_starts_a_run_is_painted_before_the_step_chart_is_built
         assert after.index("frame") < after.index("build"), after
 
 
-async def test_a_tab_key_paints_the_tab_before_its_view_is_drawn_again(tmp_path, monkeypatch):
-    """A tab key's handler draws nothing of the tab: its frame shows the tab bar and the tab as
-    last drawn; what the tab reads and builds (its table, its charts, the calibration file) is
-    drawn after that frame (Textual may paint before or after the handler runs; never with it)."""
-    from textual.widgets import TabbedContent
-
-    from gpuplay.tui.tabs import CompareTab
-
-    viewed: list[str] = []
-    real_view = CompareTab.refresh_view
-
-    def refresh_view(self):
-        viewed.append(self.id)
-        return real_view(self)
-
-    monkeypatch.setattr(CompareTab, "refresh_view", refresh_view)
-    app = make_app(tmp_path)
-    async with app.run_test(size=(120, 36)) as pilot:
-        await wait_until(pilot, lambda: app.session.live_result is not None)
-        await wait_until(pilot, lambda: app.tab("compare").ready)
-        app.main.query_one(TabbedContent).active = "compare"
-        app._tab_changed()  # the handler of the tab key's TabActivated
-        assert viewed == []
-        await pilot.pause()
-        assert "compare" in viewed
-
-
 async def test_showing_the_live_tab_again_does_not_redraw_its_unchanged_panels(tmp_path, monkeypatch):
     """Back on the Live tab with nothing new, its figures are not updated (each update of a text
     panel lays the tab out again and renders its table twice)."""

@@ -313,10 +313,10 @@ class GpuPlayApp(TextApp):
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self) -> None:
-        # The tab bar and the tab as it was last drawn are painted first; what changed since it
-        # was hidden (a table, a chart, the calibration file it reads) is drawn right after that
-        # frame: a tab key's repaint waits for none of it (issue 34).
-        self.call_after_refresh(self.refresh_all)
+        # Drawn in the frame that shows the tab. (Painting the tab as last drawn first and its
+        # view after that frame was tried: the tab was then laid out and rendered twice when its
+        # figures had changed, and the Compare key measured slower: issue 34, round 4.)
+        self.refresh_all()
 
 
 def run_app(
