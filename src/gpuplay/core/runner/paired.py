@@ -401,10 +401,11 @@ class _Paired:
             )
 
     def check(self, m: _Measurement, step: Callable[[], Any]) -> None:
-        """One more call of the very step that was timed, against the float64 reference."""
+        """The cold probe's last output, or one more call of the very step that was timed, against
+        the float64 reference."""
         if m.plan.spec.check:
             self.cand.phase("check")
-            m.check(step())
+            m.check(m.output_for_check(step))
 
     def attach_speedup(self) -> None:
         cand, base = self.cand.result, self.base.result
