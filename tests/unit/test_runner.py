@@ -198,7 +198,9 @@ def test_a_numpy_runs_conditions_read_blas_threads_once(monkeypatch):
     point()  # what a run imports is imported (a new import may load a BLAS: the libraries are found anew)
     scans = []
     real = threadpoolctl.ThreadpoolController.__init__
-    monkeypatch.setattr(threadpoolctl.ThreadpoolController, "__init__", lambda self: scans.append(1) or real(self))
+    monkeypatch.setattr(
+        threadpoolctl.ThreadpoolController, "__init__", lambda self: scans.append(1) or real(self)
+    )
     monkeypatch.setattr(numpy_backend, "_blas", None, raising=False)
     for _ in range(3):  # three points of a sweep: no --threads, so no threadpool_limits scans either
         r = point()

@@ -26,7 +26,9 @@ FORMAT1_SAMPLES = [
 
 def _result(samples: list[float], warmup: list[float] | None = None, n: int = 4096) -> RunResult:
     spec = RunSpec.make("elementwise", {"n": n}, scenario="elementwise", backend="numpy", budget_s=0.1)
-    return RunResult(spec=spec, samples=samples, warmup=warmup or [], size=f"{n}", conditions={"backend": "numpy"})
+    return RunResult(
+        spec=spec, samples=samples, warmup=warmup or [], size=f"{n}", conditions={"backend": "numpy"}
+    )
 
 
 def _log(directory: Path, name: str = "session-20261127-000000-1.jsonl") -> SessionLog:

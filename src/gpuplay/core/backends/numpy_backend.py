@@ -28,7 +28,10 @@ def blas_threads() -> int | None:
         return None
 
     if _blas is None or _blas[0] != len(sys.modules):  # a new import may have loaded another BLAS
-        _blas = (len(sys.modules), [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"])
+        _blas = (
+            len(sys.modules),
+            [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"],
+        )
     counts = [c.num_threads for c in _blas[1]]
     return max(counts) if counts else None
 
