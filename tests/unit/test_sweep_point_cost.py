@@ -1,0 +1,100 @@
+"""Issue 34, row 3: what a sweep point costs outside its timed window (docs/benchmarks.md, round 4)."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gpuplay.core import noise, stats
+
+
+def _cpu(f, repeat: int = 5) -> float:
+    best = math.inf
+    for _ in range(repeat):
+        t0 = time.process_time()
+        f()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def test_a_large_summary_is_vectorised_and_gives_the_plain_figures(monkeypatch):
+    """A sweep point's 2,500-30,000 timings: NumPy sorts and sums them (~6 ms in Python per 30,000);
+    the quantiles are read from the same sorted values, so they are the plain path's exactly."""
+    rng = random.Random(34)
+    xs = [1e-05 * (1 + 0.2 * rng.random()) ** 3 for _ in range(30_000)]
+    fast = stats.summarize(xs)
+    fast_cpu = _cpu(lambda: stats.summarize(xs))
+    monkeypatch.setattr(stats, "VECTOR_MIN", 10**9, raising=False)  # every size the plain way
+    plain = stats.summarize(xs)
+    plain_cpu = _cpu(lambda: stats.summarize(xs))
+    assert fast is not None and plain is not None
+    for name in ("n", "median", "min", "max", "p10", "p25", "p75", "p90"):
+        assert getattr(fast, name) == getattr(plain, name), name
+    assert fast.mean == pytest.approx(plain.mean, rel=1e-12) and fast.std == pytest.approx(
+        plain.std, rel=1e-9
+    )
+    assert all(type(v) is float for k, v in fast.to_dict().items() if k != "n")  # JSON-ready, not np.float64
+    assert fast_cpu < 0.6 * plain_cpu
+
+
+def test_a_small_summary_needs_no_numpy():
+    code = "import sys; from gpuplay.core.stats import summarize; summarize([1.0, 2.0, 3.0] * 50); print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.fixture
+def stopped_child():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    time.sleep(0.2)
+    os.kill(child.pid, 19)  # SIGSTOP: its CPU time stays put
+    yield child
+    child.kill()
+    child.wait()
+
+
+def test_the_noise_listing_keeps_each_process_s_stat_file_open_between_looks(monkeypatch, stopped_child):
+    """A busy machine lists every process at both ends of every point's window: the second look
+    re-reads the files the first opened (one pread each) and opens only processes new since."""
+    import builtins
+
+    if not noise._PROC_STAT:
+        pytest.skip("no /proc here: psutil's listing is used")
+    me = os.getpid()
+    first = noise.process_cpu_seconds(me)
+    assert any(pid == stopped_child.pid for pid, _ in first)
+    opened: list[str] = []
+    real_os_open, real_open = os.open, builtins.open
+    monkeypatch.setattr(
+        os, "open", lambda path, *a, **k: opened.append(str(path)) or real_os_open(path, *a, **k)
+    )
+    monkeypatch.setattr(
+        builtins, "open", lambda path, *a, **k: opened.append(str(path)) or real_open(path, *a, **k)
+    )
+    second = noise.process_cpu_seconds(me)
+    monkeypatch.undo()
+    assert f"/proc/{stopped_child.pid}/stat" not in opened
+    key = next(k for k in first if k[0] == stopped_child.pid)
+    assert second[key] == first[key]  # the same key (pid, create time) and figure through the kept file
+    # A process that ends is dropped and its file closed: a reused pid is opened anew, never misread.
+    stopped_child.kill()
+    stopped_child.wait()
+    third = noise.process_cpu_seconds(me)
+    assert key not in third
+    assert stopped_child.pid not in noise._stat_files.open
+
+
+def test_the_kept_files_are_capped(monkeypatch, stopped_child):
+    if not noise._PROC_STAT:
+        pytest.skip("no /proc here: psutil's listing is used")
+    monkeypatch.setattr(noise, "MAX_KEPT_OPEN", 3)
+    monkeypatch.setattr(noise, "_stat_files", None)
+    listed = noise.process_cpu_seconds(os.getpid())
+    assert len(noise._stat_files.open) == 3 < len(listed)  # the rest were read and closed, as before
+    assert any(pid == stopped_child.pid for pid, _ in noise.process_cpu_seconds(os.getpid()))
