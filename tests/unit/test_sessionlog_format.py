@@ -133,3 +133,72 @@ def test_packed_timings_that_are_not_whole_float64s_raise_value_error(bad):
 
     with pytest.raises(ValueError):
         unpack({"f64": bad})
+
+
+# -- the fsync: off the way to the next measurement ------------------------------------------------
+def test_append_returns_with_the_line_written_before_its_fsync_ends(tmp_path, monkeypatch):
+    """A sweep point waited for the disk (~1-1.5 ms a line here) before the next could start; the
+    line is written whole at once (a killed gpuplay loses nothing) and fsynced on a thread."""
+    import os
+    import threading
+
+    release, synced = threading.Event(), []
+    real = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        release.wait(10)
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    log = _log(tmp_path)
+    done = threading.Event()
+    threading.Thread(target=lambda: log.append(_result([1e-05])) and done.set(), daemon=True).start()
+    try:
+        assert done.wait(5), "append waited for the disk"
+        assert [d["samples_s"] for d in read_log(log.path)] == [[1e-05]]  # written before any fsync
+        assert not log.sync(timeout=0.05)  # the fsync is still going
+    finally:
+        release.set()
+    assert log.sync(timeout=10) and synced
+
+
+def test_a_failed_fsync_is_said_at_the_next_append(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    log = _log(tmp_path)
+    monkeypatch.setattr(os, "fsync", failing)
+    assert log.append(_result([1e-05]))
+    assert log.sync(timeout=10)
+    monkeypatch.undo()
+    assert not log.append(_result([2e-05]))  # written, but the earlier line may not be on disk: said
+    assert log.error is not None and "not saved to disk" in log.error and "Input/output error" in log.error
+    assert [d["samples_s"] for d in read_log(log.path)] == [[1e-05], [2e-05]]
+
+
+def test_the_process_exit_waits_for_the_last_fsync(tmp_path):
+    import subprocess
+    import sys
+
+    marker = tmp_path / "synced"
+    code = f"""
+import os, time
+real = os.fsync
+def slow(fd):
+    time.sleep(0.3)
+    real(fd)
+    open({str(marker)!r}, "w").write("synced")
+os.fsync = slow
+from pathlib import Path
+from gpuplay.core.result import RunResult
+from gpuplay.core.sessionlog import SessionLog
+from gpuplay.core.spec import RunSpec
+log = SessionLog(Path({str(tmp_path)!r}))
+assert log.append(RunResult(spec=RunSpec.make("elementwise", {{"n": 64}}), samples=[1e-05]))
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert marker.read_text() == "synced"
