@@ -98,3 +98,41 @@ def test_the_kept_files_are_capped(monkeypatch, stopped_child):
     listed = noise.process_cpu_seconds(os.getpid())
     assert len(noise._stat_files.open) == 3 < len(listed)  # the rest were read and closed, as before
     assert any(pid == stopped_child.pid for pid, _ in noise.process_cpu_seconds(os.getpid()))
+
+
+def test_a_point_is_logged_and_said_once_the_next_point_s_request_has_left(monkeypatch):
+    """A point's session-log line and progress line (~1-2 ms) no longer stand between its answer
+    and the next request: they are written when the engine's first phase of the next point is
+    heard, while it plans and sets up; the last point's are written when the sweep ends."""
+    from click.testing import CliRunner
+
+    import gpuplay.core.engine as engine
+    from gpuplay.cli import main
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.sessionlog import SessionLog
+
+    events: list[tuple[str, int]] = []
+
+    def fake_measure(spec, *, on_phase=None, cancel=None, telemetry=None, **_):
+        n = spec.params["n"]
+        events.append(("request", n))
+        on_phase("estimate", "")
+        events.append(("timed", n))
+        return RunResult(spec=spec, samples=[1e-09 * n**3] * 5, size=str(n), flops=2.0 * n**3)
+
+    monkeypatch.setattr(engine, "measure", fake_measure)
+    monkeypatch.setattr(
+        SessionLog, "append", lambda self, r: events.append(("logged", r.spec.params["n"])) or True
+    )
+    res = CliRunner().invoke(main, ["sweep", "matmul", "--over", "n=16,32,64", "--backends", "numpy"])
+    assert res.exit_code == 0, res.output
+    assert events == [
+        ("request", 16), ("timed", 16),
+        ("request", 32), ("logged", 16), ("timed", 32),
+        ("request", 64), ("logged", 32), ("timed", 64),
+        ("logged", 64),
+    ]  # fmt: skip
+    lines = [x for x in res.stderr.splitlines() if x.startswith("[")]
+    assert [x.split(":")[0] for x in lines] == [
+        f"[{i}/3] numpy cpu float32 n={n}" for i, n in ((1, 16), (2, 32), (3, 64))
+    ]
