@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -73,8 +74,8 @@ def _summarize_numpy(samples: Sequence[float]) -> Summary:
     return _summary(a, float(a.mean()), float(a.std(ddof=1)))
 
 
-def _summary(s: Sequence[float], mean: float, std: float) -> Summary:
-    """A summary of the sorted values `s` with their mean and standard deviation."""
+def _summary(s: Any, mean: float, std: float) -> Summary:
+    """A summary of the sorted values `s` (a list or a NumPy array) with their mean and spread."""
     return Summary(
         n=len(s),
         median=float(quantile(s, 0.5)),
