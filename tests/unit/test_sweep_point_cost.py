@@ -93,11 +93,14 @@ def test_the_noise_listing_keeps_each_process_s_stat_file_open_between_looks(mon
 def test_the_kept_files_are_capped(monkeypatch, stopped_child):
     if not noise._PROC_STAT:
         pytest.skip("no /proc here: psutil's listing is used")
+    _forget_kept_files()
     monkeypatch.setattr(noise, "MAX_KEPT_OPEN", 3)
-    monkeypatch.setattr(noise, "_stat_files", None)
-    listed = noise.process_cpu_seconds(os.getpid())
-    assert len(noise._stat_files.open) == 3 < len(listed)  # the rest were read and closed, as before
-    assert any(pid == stopped_child.pid for pid, _ in noise.process_cpu_seconds(os.getpid()))
+    try:
+        listed = noise.process_cpu_seconds(os.getpid())
+        assert len(noise._stat_files.open) == 3 < len(listed)  # the rest were read and closed, as before
+        assert any(pid == stopped_child.pid for pid, _ in noise.process_cpu_seconds(os.getpid()))
+    finally:
+        _forget_kept_files()
 
 
 def test_a_point_is_logged_and_said_once_the_next_point_s_request_has_left(monkeypatch):
@@ -136,3 +139,43 @@ def test_a_point_is_logged_and_said_once_the_next_point_s_request_has_left(monke
     assert [x.split(":")[0] for x in lines] == [
         f"[{i}/3] numpy cpu float32 n={n}" for i, n in ((1, 16), (2, 32), (3, 64))
     ]
+
+
+def _forget_kept_files() -> None:
+    if noise._stat_files is not None:
+        noise._stat_files.forget_all_but(())
+    noise._stat_files = None
+
+
+def test_the_kept_files_leave_the_measured_code_seven_eighths_of_its_descriptors():
+    import resource
+
+    if not noise._PROC_STAT:
+        pytest.skip("no /proc here: psutil's listing is used")
+    _forget_kept_files()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    limit = len(os.listdir("/proc/self/fd")) + 40  # room for ~40 more: 5 of them kept at most
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        listed = noise.process_cpu_seconds(os.getpid())
+        assert len(noise._stat_files.open) == limit // 8 < len(listed)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        _forget_kept_files()
+
+
+def test_no_descriptor_left_means_nobody_named_not_a_failed_run():
+    import resource
+
+    if not noise._PROC_STAT:
+        pytest.skip("no /proc here: psutil's listing is used")
+    _forget_kept_files()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowest_free = os.open(os.devnull, os.O_RDONLY)
+    os.close(lowest_free)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))  # no new descriptor at all
+    try:
+        assert noise.process_cpu_seconds(os.getpid()) == {}
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        _forget_kept_files()

@@ -70,8 +70,9 @@ def process_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
 
 _PROC_STAT = os.path.isfile("/proc/self/stat")
 _boot: float | None = None
-# At most this many /proc/PID/stat files are kept open between looks (the rest are opened at each
-# look, as before): the measured code's own files must never run short of descriptors.
+# At most this many /proc/PID/stat files are kept open between looks, and at most an eighth of the
+# process's descriptor limit (the rest are opened at each look, as before): the measured code's
+# own files must never run short of descriptors.
 MAX_KEPT_OPEN = 256
 
 
@@ -85,6 +86,7 @@ class _StatFiles:
     def __init__(self) -> None:
         self.pid = os.getpid()  # a forked child starts its own (it shares these descriptors)
         self.open: dict[int, int] = {}
+        self.keep = min(MAX_KEPT_OPEN, _descriptor_limit() // 8)
 
     def read(self, pid: int) -> bytes | None:
         """The stat line of `pid`, or None when it is gone or not ours to read."""
@@ -106,7 +108,7 @@ class _StatFiles:
             data = os.pread(fd, 4096, 0)
         except OSError:
             data = b""
-        if data and len(self.open) < MAX_KEPT_OPEN:
+        if data and len(self.open) < self.keep:
             self.open[pid] = fd
         else:
             os.close(fd)
@@ -116,6 +118,16 @@ class _StatFiles:
         """Close the files of processes no longer listed in /proc."""
         for pid in [p for p in self.open if p not in pids]:
             os.close(self.open.pop(pid))
+
+
+def _descriptor_limit() -> int:
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return 1024
+    return soft if soft != resource.RLIM_INFINITY and soft > 0 else 1 << 20
 
 
 _stat_files: _StatFiles | None = None
@@ -132,7 +144,10 @@ def _proc_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
         _stat_files = _StatFiles()
     files = _stat_files
     hz = os.sysconf("SC_CLK_TCK")
-    pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+    try:
+        pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+    except OSError:  # no descriptor left (the measured code holds them all): nobody named, as unreadable
+        return {}
     files.forget_all_but(pids)
     out: dict[ProcKey, float] = {}
     for pid in pids:
