@@ -241,13 +241,16 @@ def run(
         raise Refused(verdict.reason, verdict.hint, spec.label())
     pair = baseline_spec(spec) if baseline and not is_baseline(spec) else None
     telemetry = RunTelemetry()
+    base: list[RunResult] = []  # the baseline side of the pairs: the Result's baseline, logged as its row
     r, interrupted = _interruptible(
-        lambda cancel: engine_measure(spec, cancel=cancel, telemetry=telemetry, paired_with=pair),
+        lambda cancel: engine_measure(
+            spec, cancel=cancel, telemetry=telemetry, paired_with=pair, on_baseline=base.append
+        ),
         threading.Event(),
     )
     if not interrupted:
-        _log([r])  # as the CLI: the measurement an interrupt stopped is not a finished one
-    result = Result(attach_baselines([r])[0])
+        _log([*base, r])  # as the CLI: the measurement an interrupt stopped is not a finished one
+    result = Result(attach_baselines([r], base)[0])
     if interrupted:
         warnings.warn(f"interrupted: {len(r.samples)} step(s) of {spec.label()} were timed", stacklevel=2)
     elif r.status == "refused":

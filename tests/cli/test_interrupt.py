@@ -70,18 +70,34 @@ def test_compare_interrupted_prints_and_logs_every_finished_row(tmp_path, signum
 
 
 @pytest.mark.slow
-def test_run_with_baseline_interrupted_keeps_the_finished_baseline(tmp_path):
-    rc, out, err, logged = _signal_after(
-        ["run", "matmul", "-b", "torch", "--baseline", "--budget", "20", "--format", "csv"],
-        tmp_path,
-        signal.SIGINT,
-        1,
-    )
-    assert rc == 130, err
-    rows = list(csv.DictReader(io.StringIO(out)))
-    assert [r["backend"] for r in rows] == ["numpy"] and rows[0]["status"] == "ok"
-    assert [d["spec"]["backend"] for d in logged] == ["numpy"]
-    assert "interrupted by SIGINT: 1 of 2" in err
+def test_run_with_baseline_interrupted_in_its_pairs_keeps_no_half_measured_row(tmp_path):
+    # Both rows come from one paired measurement (NumPy's is its baseline side): a signal during
+    # the pairs stops it, and neither row is a finished measurement, so none is printed or logged.
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}  # the real engine
+    env |= {"GPUPLAY_STATE_DIR": str(state), "OMP_NUM_THREADS": "1", "GPUPLAY_TRACE": "1"}
+    args = ["run", "matmul", "-b", "torch", "--baseline", "--budget", "20", "--format", "csv"]
+    cmd = [sys.executable, "-m", "gpuplay", "--scenarios", str(tiny_scenarios(tmp_path / "sc")), *args]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        seen = []
+        for line in proc.stderr:  # the trace says when the pairs start
+            seen.append(line)
+            if "heard Phase paired" in line:
+                break
+        assert any("heard Phase paired" in x for x in seen), "".join(seen[-20:])
+        proc.send_signal(signal.SIGINT)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t0 < 10, "the signal did not stop the pairs within a few steps"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert list(csv.DictReader(io.StringIO(out))) == [] and _logged(state) == []
+    assert "interrupted by SIGINT: 0 of 2" in err
 
 
 def test_interruption_cancels_on_the_first_signal_and_breaks_out_on_the_second():

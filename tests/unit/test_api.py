@@ -335,12 +335,17 @@ def test_an_interrupt_stops_a_compare_and_keeps_what_finished():
     api._log = log_then_interrupt
     try:
         with pytest.warns(UserWarning, match="interrupted"):
-            results.append(gpuplay.compare("matmul", backends=["numpy", "torch"], preset="quick", budget_s=1.0,
-                                           progress=False))  # fmt: skip
+            # matmul's NumPy and torch rows come from one paired measurement; fft1d's is stopped.
+            results.append(gpuplay.compare(["matmul", "fft1d"], backends=["numpy", "torch"], preset="quick",
+                                           budget_s=1.0, progress=False))  # fmt: skip
     finally:
         api._log = original
     res = results[0]
-    assert res.interrupted and len(res) == 1 and res[0].backend == "numpy" and res[0].median
+    assert res.interrupted and [(r.scenario, r.backend) for r in res] == [
+        ("matmul", "numpy"),
+        ("matmul", "torch"),
+    ]
+    assert all(r.median for r in res)
 
 
 @pytest.mark.gpu_fake
@@ -427,21 +432,22 @@ def test_an_interrupt_through_the_engine_process_keeps_what_finished():
     code = textwrap.dedent("""
         import sys, warnings, gpuplay
         warnings.simplefilter("ignore")
-        res = gpuplay.compare("matmul", backends=["numpy", "torch"], preset="quick", budget_s=1.0)
-        print("RESULT", len(res), res.interrupted, res[0].backend if len(res) else None, flush=True)
+        res = gpuplay.compare(["matmul", "fft1d"], backends=["numpy", "torch"], preset="quick", budget_s=1.0)
+        print("RESULT", len(res), res.interrupted, [r.backend for r in res], flush=True)
     """)
     env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)  # fmt: skip
     try:
-        first = proc.stderr.readline()  # "[1/2] matmul numpy cpu float32: …": the baseline finished
-        assert first.startswith("[1/2]"), first
-        proc.send_signal(signal.SIGINT)
+        # matmul's two rows, from one paired measurement: "[1/4] matmul numpy …", "[2/4] matmul torch …"
+        first, second = proc.stderr.readline(), proc.stderr.readline()
+        assert first.startswith("[1/4]") and second.startswith("[2/4]"), (first, second)
+        proc.send_signal(signal.SIGINT)  # while fft1d's pairs run
         out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 0, err
-    assert "RESULT 1 True numpy" in out
+    assert "RESULT 2 True ['numpy', 'torch']" in out
 
 
 def test_a_sweep_without_matplotlib_shows_a_text_chart(monkeypatch):

@@ -46,7 +46,23 @@ def test_a_result_crosses_as_plain_data():
     result = RunResult(spec=SPEC, samples=[0.1, 0.2, 0.3], notes=["a note"])
     back = m.decode(m.encode(m.Finished(11, result)))
     assert isinstance(back, m.Finished) and back.run_id == 11
-    assert back.result.to_dict() == result.to_dict()
+    assert back.result.to_dict() == result.to_dict() and back.baseline is None
+
+
+def test_a_paired_answer_carries_the_baselines_own_result_packed_and_checked():
+    result = RunResult(spec=SPEC, samples=[0.1, 0.2, 0.3], speedup={"point": 2.0})
+    base = RunResult(spec=BASE, samples=[0.2, 0.4, 0.6], warmup=[0.5], conditions={"paired_with": "x"})
+    data = m.encode(m.Finished(12, result, base))
+    doc = json.loads(data)
+    assert doc["baseline"]["samples_s"] == {"f64": m.pack([0.2, 0.4, 0.6])}, "packed as the result's"
+    back = m.decode(data)
+    assert isinstance(back, m.Finished) and back.baseline is not None
+    assert back.baseline.to_dict() == base.to_dict() and back.result.to_dict() == result.to_dict()
+    for bad in ("not a result", {"samples_s": {"f64": "AAA="}}):  # hostile: refused, naming the request
+        doc["baseline"] = bad
+        with pytest.raises(m.ProtocolError) as err:
+            m.decode(json.dumps(doc).encode())
+        assert err.value.run_id == 12
 
 
 def test_a_message_of_another_version_is_refused_naming_its_request():

@@ -94,13 +94,45 @@ def test_the_engine_pairs_a_run_that_names_a_baseline():
 def test_compare_pairs_every_row_with_its_own_baseline():
     calls: list[tuple[str, str | None]] = []
 
-    def fake(spec, *, cancel=None, telemetry=None, paired_with=None):
+    def fake(spec, *, cancel=None, telemetry=None, paired_with=None, on_baseline=None):
         calls.append((spec.backend, paired_with.backend if paired_with else None))
         return RunResult(spec=spec, samples=[0.01] * 3)
 
     spec = RunSpec.make("matmul", {"n": 32}, backend="torch")
     run_compare([baseline_spec(spec), spec], measure=fake)
-    assert calls == [("numpy", None), ("torch", "numpy")]
+    # The pairs gave no baseline row (this fake hands none): NumPy's row is measured alone after.
+    assert calls == [("torch", "numpy"), ("numpy", None)]
+    calls.clear()
+    assert [r.spec.backend for r in run_compare([baseline_spec(spec), spec], measure=fake, paired=False)] == [
+        "numpy",
+        "torch",
+    ]
+    assert calls == [("numpy", None), ("torch", None)]
+
+
+def test_compare_takes_the_baseline_row_from_the_first_pairs_and_measures_it_once():
+    calls: list[tuple[str, str | None]] = []
+    heard: list[tuple[int, str]] = []
+
+    def fake(spec, *, cancel=None, telemetry=None, paired_with=None, on_baseline=None):
+        calls.append((spec.label(), paired_with.backend if paired_with else None))
+        if on_baseline is not None:
+            on_baseline(
+                RunResult(spec=paired_with, samples=[0.02] * 3, conditions={"paired_with": spec.label()})
+            )
+        return RunResult(spec=spec, samples=[0.01] * 3)
+
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch")
+    half = RunSpec.make("matmul", {"n": 32}, backend="torch", dtype="bfloat16")
+    base = baseline_spec(spec)
+    assert baseline_spec(half) == base
+    out = run_compare(
+        [base, spec, half], measure=fake, on_result=lambda i, r: heard.append((i, r.spec.label()))
+    )
+    assert calls == [("torch cpu float32", "numpy"), ("torch cpu bfloat16", "numpy")], "NumPy never alone"
+    assert [r.spec for r in out] == [base, spec, half]
+    assert out[0].conditions["paired_with"] == "torch cpu float32", "the first row's pairs give it"
+    assert heard == [(0, "numpy cpu float32"), (1, "torch cpu float32"), (2, "torch cpu bfloat16")]
 
 
 def _row(speedup: dict | None, base_median: float = 0.004) -> Row:
@@ -146,9 +178,189 @@ def test_a_cold_pair_returns_pages_before_every_step_of_both_sides():
 def test_pairs_that_fault_heavily_say_the_speedup_is_for_the_cold_mode(monkeypatch):
     from gpuplay.core.runner import paired as paired_module
 
-    counts = iter([0, 6 * 5000])  # getrusage before and after the pairs
-    monkeypatch.setattr(paired_module, "minor_faults", lambda: next(counts))
+    calls: list[int] = []
+
+    def counts() -> int:  # getrusage: 0 before the pairs, 6 × 5000 from then on (each side's counts too)
+        calls.append(1)
+        return 0 if len(calls) == 1 else 6 * 5000
+
+    monkeypatch.setattr(paired_module, "minor_faults", counts)
     spec = RunSpec.make("matmul", {"n": 32}, backend="torch", repeat=6, threads=1)
     r = run_paired(spec, baseline_spec(spec))
     assert r.conditions["page_faults_per_pair"] == 5000
     assert any(n.startswith("allocation-bound pairs: 5,000 page faults per pair") for n in r.notes)
+
+
+# -- one paired measurement, both rows (issue 34, row 2) ------------------------------------------
+def test_one_paired_run_gives_the_baselines_own_row_warmed_checked_and_said_interleaved():
+    from gpuplay.core.runner.paired import run_pair
+
+    spec = RunSpec.make("matmul", {"n": 48}, backend="torch", repeat=6, threads=1, warmup=2)
+    r, base = run_pair(spec, baseline_spec(spec))
+    assert r.status == "ok" and base is not None and base.status == "ok", (r.message, base)
+    assert base.spec == baseline_spec(spec) and len(base.samples) == 6 and len(base.warmup) == 2
+    assert base.check_ok is True and base.error is not None and base.tolerance is not None
+    assert base.conditions["paired_with"] == "torch cpu float32"
+    assert base.conditions["timed"].startswith("interleaved: 6 ABBA pairs with torch cpu float32")
+    assert base.conditions["backend"] == "numpy" and "page_faults_per_step" in base.conditions
+    assert base.estimate_s is not None and base.setup_s is not None and base.finished
+    # The speedup's baseline figure is this row's own median: the same samples.
+    assert r.speedup is not None and r.speedup["baseline_median_s"] == base.median
+
+
+def test_the_baseline_rows_check_can_fail(monkeypatch):
+    from gpuplay.core.runner.paired import run_pair
+    from gpuplay.core.workloads import linalg
+
+    real = linalg.Matmul.kernel_function
+
+    def wrong_on_numpy(self, backend, p):
+        return (lambda xp, a, b: a @ b + 1e-3) if backend == "numpy" else real(self, backend, p)
+
+    monkeypatch.setattr(linalg.Matmul, "kernel_function", wrong_on_numpy)
+    spec = RunSpec.make("matmul", {"n": 64}, backend="torch", repeat=4, threads=1)
+    r, base = run_pair(spec, baseline_spec(spec))
+    assert r.check_ok is True and base is not None and base.status == "ok" and base.check_ok is False
+    assert r.speedup is not None and r.speedup["baseline_check_ok"] is False
+
+
+def test_a_baseline_that_fails_is_its_own_failed_row_and_a_candidate_refused_first_gives_none(monkeypatch):
+    from gpuplay.core.runner.paired import run_pair
+    from gpuplay.core.workloads import linalg
+
+    real = linalg.Matmul.kernel_function
+
+    def broken_on_numpy(self, backend, p):
+        def boom(xp, a, b):
+            raise RuntimeError("boom")
+
+        return boom if backend == "numpy" else real(self, backend, p)
+
+    monkeypatch.setattr(linalg.Matmul, "kernel_function", broken_on_numpy)
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch", repeat=4, threads=1)
+    r, base = run_pair(spec, baseline_spec(spec))
+    assert r.status == "failed" and "the NumPy baseline" in r.message
+    assert base is not None and base.status == "failed" and "boom" in base.message
+    monkeypatch.undo()
+    tiny = RunSpec.make("matmul", {"n": 1024}, backend="torch", repeat=4, threads=1, max_step_s=0.001)
+    r, base = run_pair(tiny, baseline_spec(tiny))
+    assert r.status == "refused" and base is None, "no baseline row: the caller measures it alone"
+
+
+def _fake_clock(monkeypatch, durations: dict[str, float]):
+    """A clock the pairs' own timer advances: A's step lasts durations['A'], B's durations['B']."""
+    from gpuplay.core.runner import paired as paired_module
+
+    now = [0.0]
+    monkeypatch.setattr(paired_module.time, "perf_counter", lambda: now[0])
+
+    def timer_for(side: str):
+        def timer(fn):
+            fn()
+            now[0] += durations[side]
+            return durations[side], None
+
+        return timer
+
+    return timer_for
+
+
+def test_the_budget_is_each_sides_window_so_the_slower_side_gets_an_unpaired_runs_count(monkeypatch):
+    timer_for = _fake_clock(monkeypatch, {"A": 1 / 64, "B": 1 / 256})  # exact in binary
+    out = interleave(lambda: None, timer_for("A"), 1, lambda: None, timer_for("B"), 1, pairs=None,
+                     budget_s=1 / 8, min_pairs=2, max_pairs=1000, cancel=threading.Event())  # fmt: skip
+    # A (1/64 s a step) is timed for its 1/8 s budget: 8 samples, as an unpaired run of it would
+    # have; B as many. A budget counted over both sides' wall time gave 7.
+    assert len(out.baseline) == len(out.candidate) == 8
+    timer_for = _fake_clock(monkeypatch, {"A": 1 / 64, "B": 1 / 64})
+    out = interleave(lambda: None, timer_for("A"), 1, lambda: None, timer_for("B"), 1, pairs=None,
+                     budget_s=1 / 8, min_pairs=2, max_pairs=1000, cancel=threading.Event())  # fmt: skip
+    assert len(out.baseline) == 8, "equal sides: each has its budget, two budgets in all (was 4)"
+
+
+def test_each_side_counts_its_own_page_faults():
+    faults = [0]
+
+    def timer(fn):
+        fn()
+        return 0.001, None
+
+    def faulting():
+        faults[0] += 100
+
+    out = interleave(faulting, timer, 2, lambda: None, timer, 1, pairs=3, budget_s=None, min_pairs=1,
+                     max_pairs=9, cancel=threading.Event(), faults=lambda: faults[0])  # fmt: skip
+    assert out.faults_baseline == 3 * 2 * 100 and out.faults_candidate == 0
+    assert interleave(faulting, timer, 1, lambda: None, timer, 1, pairs=2, budget_s=None, min_pairs=1,
+                      max_pairs=9, cancel=threading.Event(), faults=lambda: None).faults_baseline is None  # fmt: skip
+
+
+def test_the_engine_answers_a_paired_request_with_both_rows():
+    from gpuplay.core.engine.messages import Finished, RunRequest, decode, encode
+    from gpuplay.core.engine.server import EngineServer
+
+    sent: list[bytes] = []
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch", repeat=4, threads=1)
+    request = decode(encode(RunRequest(8, spec, False, baseline_spec(spec))))
+    EngineServer(SimpleNamespace(send_bytes=sent.append)).do(request)
+    answer = decode(sent[-1])
+    assert isinstance(answer, Finished) and answer.baseline is not None
+    assert answer.baseline.spec == baseline_spec(spec) and answer.baseline.status == "ok"
+    assert len(answer.baseline.samples) == 4 and answer.baseline.check_ok is True
+    assert answer.result.speedup is not None
+    assert answer.result.speedup["baseline_median_s"] == answer.baseline.median
+    unpaired = decode(encode(RunRequest(9, spec, False)))
+    EngineServer(SimpleNamespace(send_bytes=sent.append)).do(unpaired)
+    assert decode(sent[-1]).baseline is None  # type: ignore[union-attr]
+
+
+def test_in_process_measure_hands_the_baseline_row_to_its_caller(monkeypatch):
+    from gpuplay.core.engine import measure
+    from gpuplay.core.engine.inprocess import InProcessEngine
+
+    monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch", repeat=4, threads=1)
+    heard: list[RunResult] = []
+    r = measure(spec, paired_with=baseline_spec(spec), on_baseline=heard.append)
+    assert r.status == "ok" and [b.spec for b in heard] == [baseline_spec(spec)]
+    heard.clear()
+    InProcessEngine().run(spec, paired_with=baseline_spec(spec), on_baseline=heard.append)
+    assert len(heard) == 1 and heard[0].status == "ok" and len(heard[0].samples) == 4
+
+
+def test_no_measured_apart_note_when_the_baseline_row_is_from_the_same_pairs():
+    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.report import row_cells
+    from gpuplay.core.runner.paired import speedup_record
+
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch")
+    # 21 pairs: every ratio 1 but one 0.1 (median 1, interval 1–1); the medians' ratio 1/10.
+    base = RunResult(baseline_spec(spec), samples=[1.0 if i < 11 else 10.0 for i in range(21)])
+    cand = RunResult(spec, samples=[1.0 if i < 10 else 10.0 for i in range(21)])
+    cand.speedup = speedup_record(paired_speedup(base.samples, cand.samples), base)
+    assert "measured apart" in row_cells(attach_baselines([base, cand])[1])[-1]
+    base.conditions["paired_with"] = spec.label()  # the row is the baseline side of these pairs
+    assert "measured apart" not in row_cells(attach_baselines([base, cand])[1])[-1]
+
+
+def test_the_baseline_row_carries_the_host_side_of_the_pairs_window():
+    from gpuplay.core.runner.paired import run_pair
+
+    class Window:
+        def begin(self, device, own_pids=()):
+            return "token"
+
+        def end(self, token):
+            return {"duration_s": 0.5, "host_cpu_mean_percent": 90.0, "process_rss_bytes": 1,
+                    "noise": {"host": {"verdict": "busy"}, "gpu": {"verdict": "x"}},
+                    "gpu": {"energy_j": 3.0}, "gpu_note": ""}  # fmt: skip
+
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch", repeat=4, threads=1)
+    r, base = run_pair(spec, baseline_spec(spec), telemetry=Window())
+    assert base is not None and r.telemetry["gpu"] == {"energy_j": 3.0}
+    assert base.telemetry["noise"] == {"host": {"verdict": "busy"}, "gpu": None}, (
+        "the host's noise is both rows'"
+    )
+    assert base.telemetry["gpu"] is None and base.telemetry["duration_s"] == 0.5, (
+        "the GPU's figures are not NumPy's"
+    )

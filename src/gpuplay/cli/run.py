@@ -103,8 +103,7 @@ def run(
     verdict = check(spec, probe_timeout=30.0)
     tracing.mark("run: planned")
     if isinstance(verdict, Refusal):
-        results = [RunResult(spec=spec, status="refused", message=str(verdict), size=size)]
-        specs = []
+        results, specs = [RunResult(spec=spec, status="refused", message=str(verdict), size=size)], []
     else:
         results, specs = [], [spec]
         baseline = baseline and not is_baseline(spec) and _baseline_runs(spec, err)
@@ -112,26 +111,39 @@ def run(
             specs.insert(0, baseline_spec(spec))
     log = ResultLog()
     quiet = not err.is_terminal
+
+    def done(r: RunResult) -> None:
+        results.append(r)
+        log(r)
+        if quiet:
+            err.print(progress_line(len(results), len(specs), r), highlight=False, markup=False)
+
     with Interruption() as stop:
-        for i, s in enumerate(specs, 1):
-            if stop.interrupted:
-                break
-            with err.status(f"running {s.label()} …"):
-                # The configuration is timed in interleaved pairs with its baseline: its speedup.
-                pair = baseline_spec(s) if baseline and s is spec and not is_baseline(s) else None
+        if specs:
+            with err.status(f"running {spec.label()} …"):
+                # With --baseline one paired measurement gives both rows: the configuration is
+                # timed in interleaved pairs with NumPy (its speedup), and NumPy's row is that
+                # baseline side's own result (core/runner/paired.py), not a second measurement.
+                base: list[RunResult] = []
                 r = run_spec(
-                    s,
+                    spec,
                     cancel=stop.cancel,
-                    paired_with=pair,
+                    paired_with=specs[0] if baseline else None,
                     on_phase=busy.on_phase,
                     on_notice=notice_printer(err),
+                    on_baseline=base.append,
                 )
-            if stop.interrupted and r.status == "cancelled":
-                break  # the measurement the signal stopped is not a finished one
-            results.append(r)
-            log(r)
-            if quiet:
-                err.print(progress_line(i, len(specs), r), highlight=False, markup=False)
+            if baseline and not base and not stop.interrupted and r.status != "cancelled":
+                # No baseline from the pairs (the configuration failed or was refused first):
+                # NumPy's row is measured alone, as before the pairing.
+                with err.status(f"running {specs[0].label()} …"):
+                    base.append(run_spec(specs[0], cancel=stop.cancel, on_phase=busy.on_phase,
+                                         on_notice=notice_printer(err)))  # fmt: skip
+            for b in base:
+                if not (stop.interrupted and b.status == "cancelled"):
+                    done(b)
+            if not (stop.interrupted and r.status == "cancelled"):  # a stopped one is not finished
+                done(r)
     tracing.mark("run: measured")
     rows = attach_baselines(results)
     print_rows(rows, fmt, out, title=f"{sc.title} ({results[-1].size if results else size})")

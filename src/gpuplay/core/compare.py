@@ -223,22 +223,72 @@ def run_compare(
     `on_result` is called the moment each measurement finishes, so a caller can log it
     before the next one starts; `measure` has `engine.measure`'s signature. Each row that
     is not a baseline is timed in interleaved pairs with its baseline (its own speedup with an
-    interval), unless `paired` is False.
+    interval), unless `paired` is False. A baseline row that a later row is paired with is not
+    measured alone: its row is the baseline side of the first such row's pairs (`on_baseline`),
+    reported (index and all) just before that row's; measured alone only where those pairs gave
+    none (the row failed or was refused first). The results keep the order of `specs`.
     """
     if measure is None:
         from gpuplay.core.engine import measure as engine_measure
 
         measure = engine_measure
     cancel = cancel or threading.Event()
-    results = []
+    slot = _paired_baselines(specs) if paired else {}
+    found: dict[int, RunResult] = {}
+
+    def report(i: int, r: RunResult) -> None:
+        found[i] = r
+        if on_result:
+            on_result(i, r)
+
     for i, spec in enumerate(specs):
         if cancel.is_set():
             break
+        if spec in slot and slot[spec] == i:
+            continue  # its row comes from the pairs of a later row
         if on_start:
             on_start(i, spec)
         base = baseline_spec(spec) if paired and not is_baseline(spec) else None
-        r = measure(spec, cancel=cancel, telemetry=telemetry, paired_with=base)
-        results.append(r)
-        if on_result:
-            on_result(i, r)
-    return results
+        j = slot.get(base) if base is not None else None
+        if j is None or j in found:
+            report(i, measure(spec, cancel=cancel, telemetry=telemetry, paired_with=base))
+            continue
+        r, base_row = _measure_both(spec, (j, specs[j]), measure, cancel, telemetry, on_start)
+        if base_row is not None:
+            report(j, base_row)
+        report(i, r)
+    return [found[i] for i in sorted(found)]
+
+
+def _measure_both(
+    spec: RunSpec,
+    at: tuple[int, RunSpec],
+    measure: Callable[..., RunResult],
+    cancel: threading.Event,
+    telemetry: TelemetryWindow | None,
+    on_start: Callable[[int, RunSpec], None] | None,
+) -> tuple[RunResult, RunResult | None]:
+    """`spec` paired with `base` (row `j`), and `base`'s row from those pairs; measured alone where the
+    pairs gave none (`spec` failed or was refused first); None when cancelled."""
+    j, base = at
+    heard: list[RunResult] = []
+    r = measure(spec, cancel=cancel, telemetry=telemetry, paired_with=base, on_baseline=heard.append)
+    if not heard and r.status != "cancelled" and not cancel.is_set():
+        if on_start:
+            on_start(j, base)
+        heard.append(measure(base, cancel=cancel, telemetry=telemetry, paired_with=None))
+    return r, (heard[0] if heard else None)
+
+
+def _paired_baselines(specs: Sequence[RunSpec]) -> dict[RunSpec, int]:
+    """The baselines among `specs` that a later row is paired with, and where each stands."""
+    out: dict[RunSpec, int] = {}
+    for i, s in enumerate(specs):
+        later = specs[i + 1 :]
+        if (
+            is_baseline(s)
+            and s not in out
+            and any(not is_baseline(t) and baseline_spec(t) == s for t in later)
+        ):
+            out[s] = i
+    return out

@@ -64,6 +64,8 @@ def _medians_disagree(row: Row) -> bool:
     paired, base, r = row.paired, row.baseline, row.result
     if paired is None or base is None or base is r or not base.median or not r.median:
         return False
+    if base.conditions.get("paired_with") == r.spec.label():
+        return False  # the baseline row is the baseline side of these very pairs: nothing measured apart
     apart = base.median / r.median
     if paired.low is not None and paired.high is not None:
         return not paired.low <= apart <= paired.high

@@ -487,11 +487,13 @@ class EngineClient:
         probe_timeout: float | None = 30.0,
         paired_with: RunSpec | None = None,
         on_notice: Callable[[str], object] | None = None,
+        on_baseline: Callable[[RunResult], object] | None = None,
     ) -> RunResult:
         """Measure `spec` in the engine. Never raises for what a user can cause, nor for an engine
         that dies: the result says what happened. With `paired_with` (a NumPy baseline), both
-        are timed in interleaved pairs and the result carries the speedup. `on_notice` hears a
-        step that runs past its limit, and when the watchdog will stop it."""
+        are timed in interleaved pairs and the result carries the speedup; `on_baseline` then
+        hears the baseline's own result from the same pairs (its row), when it has a finished one.
+        `on_notice` hears a step that runs past its limit, and when the watchdog will stop it."""
         cancel = cancel or threading.Event()
         with self._run_lock:
             started = _now()
@@ -506,6 +508,8 @@ class EngineClient:
             )
             outcome = self._request(request, wait)
             if isinstance(outcome, Finished):
+                if outcome.baseline is not None and on_baseline is not None:
+                    on_baseline(outcome.baseline)
                 return outcome.result
             return self._run_stopped(spec, started, outcome)
 
@@ -740,15 +744,17 @@ def measure(
     telemetry: Any = None,
     paired_with: RunSpec | None = None,
     on_notice: Callable[[str], object] | None = None,
+    on_baseline: Callable[[RunResult], object] | None = None,
 ) -> RunResult:
     """`runner.run`'s contract, measured in the shared engine process (or in-process if asked).
 
-    With `paired_with`, `spec` and that baseline are timed in interleaved pairs (runner.paired).
+    With `paired_with`, `spec` and that baseline are timed in interleaved pairs (runner.paired);
+    `on_baseline` hears the baseline's own result from those pairs (its row: no second run).
     `telemetry`: the window in-process runs bracket the timed steps with (a new one when None);
     the engine process opens its own, so a front end that leaves it None never imports it."""
     if in_process():
         from gpuplay.core.runner import run
-        from gpuplay.core.runner.paired import run_paired
+        from gpuplay.core.runner.paired import run_pair
 
         if telemetry is None:
             from gpuplay.core.telemetry import RunTelemetry
@@ -756,12 +762,15 @@ def measure(
             telemetry = RunTelemetry()
 
         if paired_with is not None:
-            return run_paired(spec, paired_with, on_sample, cancel, pause=pause, on_phase=on_phase,
-                              telemetry=telemetry)  # fmt: skip
+            result, base = run_pair(spec, paired_with, on_sample, cancel, pause=pause, on_phase=on_phase,
+                                    telemetry=telemetry)  # fmt: skip
+            if base is not None and on_baseline is not None:
+                on_baseline(base)
+            return result
         return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
     return shared_client().run(
         spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry, paired_with=paired_with,
-        on_notice=on_notice,
+        on_notice=on_notice, on_baseline=on_baseline,
     )  # fmt: skip
 
 

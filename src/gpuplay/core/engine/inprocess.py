@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from gpuplay.core.engine.jobs import profile_job, run_job
@@ -79,6 +80,7 @@ class InProcessEngine:
         telemetry: Any = None,
         probe_timeout: float | None = 30.0,
         paired_with: RunSpec | None = None,
+        on_baseline: Callable[[RunResult], object] | None = None,
     ) -> RunResult:
         request = RunRequest(next(self._ids), spec, on_sample is not None, paired_with)
         answer = run_job(
@@ -91,6 +93,8 @@ class InProcessEngine:
             batch_s=0.0,  # no pipe to spare: every step timing reaches the caller as it is taken
             poisoned_note=IN_PROCESS_POISONED,
         )
+        if answer.baseline is not None and on_baseline is not None:
+            on_baseline(answer.baseline)
         return answer.result
 
     def profile(self, spec: RunSpec, steps: int = 5, cancel: threading.Event | None = None) -> dict[str, Any]:

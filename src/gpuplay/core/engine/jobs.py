@@ -8,7 +8,6 @@ flagged on the answer (`poisoned`): the engine process then exits, since only a 
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,7 @@ from gpuplay.core.engine.messages import (
 )
 from gpuplay.core.engine.protocol import SAMPLE_BATCH_S, SampleBatcher
 from gpuplay.core.result import RunResult
+from gpuplay.core.spec import RunSpec
 
 Emit = Callable[[Progress], None]
 ENGINE_RESTARTS = "the CUDA context is poisoned by this error; the engine restarts"
@@ -45,7 +45,7 @@ def run_job(
     but for KeyboardInterrupt: what a user can cause, the runner reports; anything else is ours."""
     from gpuplay.core.devicelock import measure_exclusively
     from gpuplay.core.runner import run
-    from gpuplay.core.runner.paired import run_paired
+    from gpuplay.core.runner.paired import run_pair
 
     spec = req.spec
     # A live request hears every step timing; one that is not (a headless command: its client's
@@ -58,7 +58,15 @@ def run_job(
     def on_phase(name: str, _detail: str) -> None:
         emit(Phase(req.run_id, name))
 
-    measure: Any = run if req.baseline is None else functools.partial(run_paired, baseline=req.baseline)
+    # A paired run answers with the baseline's own result too: its row, from the same pairs.
+    baseline: list[RunResult | None] = [None]
+
+    def paired(spec: RunSpec, **kw: Any) -> RunResult:
+        assert req.baseline is not None
+        result, baseline[0] = run_pair(spec, req.baseline, **kw)
+        return result
+
+    measure: Any = run if req.baseline is None else paired
     try:
         # One measurement per device across every gpuplay process: a second one waits here.
         result = measure_exclusively(
@@ -83,7 +91,7 @@ def run_job(
     if result.status == "failed" and is_sticky_cuda_error(result.message):
         result.failure = "cuda-context"
         result.notes.append(poisoned_note)
-    return Finished(req.run_id, result)
+    return Finished(req.run_id, result, baseline[0])
 
 
 def profile_job(

@@ -25,8 +25,9 @@ from gpuplay.core.spec import RunSpec
 # Bump when a message's kind or fields change meaning. The engine announces it in `Ready`; a client
 # that speaks another version stops that engine instead of misreading it.
 # 3: the engine probes only the backends a ProbeRequest names; 4: a result's step timings travel
-# packed (float64 bytes in base64), not as JSON numbers.
-PROTOCOL_VERSION = 4
+# packed (float64 bytes in base64), not as JSON numbers; 5: a paired run's `Finished` carries the
+# baseline's own result from the same pairs (`baseline`), so its row is not measured a second time.
+PROTOCOL_VERSION = 5
 
 
 class ProtocolError(ValueError):
@@ -125,9 +126,13 @@ class Samples:
 
 @dataclass(frozen=True)
 class Finished:
+    """A run's result; for a paired request, the baseline's own result from the same pairs too
+    (None where it has none: runner.paired.run_pair)."""
+
     kind: ClassVar[str] = "result"
     run_id: int
     result: RunResult
+    baseline: RunResult | None = None
 
 
 @dataclass(frozen=True)
@@ -171,11 +176,18 @@ def _fields(msg: Message) -> dict[str, Any]:
 PACKED = TIMING_KEYS
 
 
-def _result(d: Mapping[str, Any]) -> RunResult:
-    data = dict(d["result"])
-    for key in PACKED:
-        data[key] = unpack(data.get(key))
+def _result(d: Mapping[str, Any], key: str = "result") -> RunResult:
+    if not isinstance(d[key], Mapping):
+        raise ValueError(f"{key}: a result expected")
+    data = dict(d[key])
+    for name in PACKED:
+        data[name] = unpack(data.get(name))
     return RunResult.from_dict(data)
+
+
+def _finished(d: Mapping[str, Any]) -> Finished:
+    base = _result(d, "baseline") if d.get("baseline") is not None else None
+    return Finished(int(d["run_id"]), _result(d), base)
 
 
 def encode(msg: Message) -> bytes:
@@ -213,7 +225,7 @@ _READERS: dict[str, Callable[[Mapping[str, Any]], Message]] = {
     ProbeAnswer.kind: lambda d: ProbeAnswer(dict(d["data"]), bool(d["final"])),
     Phase.kind: lambda d: Phase(int(d["run_id"]), str(d["name"])),
     Samples.kind: lambda d: Samples(int(d["run_id"]), _samples(d)),
-    Finished.kind: lambda d: Finished(int(d["run_id"]), _result(d)),
+    Finished.kind: _finished,
     Profiled.kind: lambda d: Profiled(int(d["run_id"]), dict(d["data"])),
     Failed.kind: lambda d: Failed(int(d["run_id"]), str(d["message"])),
 }

@@ -106,6 +106,7 @@ class Engine(Protocol):
         telemetry: Any = None,
         probe_timeout: float | None = 30.0,
         paired_with: RunSpec | None = None,
+        on_baseline: Callable[[RunResult], object] | None = None,
     ) -> RunResult: ...
 
     def profile(

@@ -6,6 +6,13 @@ cache or a busy allocator). Each pair's ratio is one estimate of the speedup; th
 the median of the ratios and a bootstrap interval (gpuplay.core.stats.paired_speedup). The
 samples of each side are its elements of the pairs, so the medians shown and the speedup come
 from the same minutes of the machine's life.
+
+One paired measurement gives both rows (`run_pair`): the candidate with its speedup, and the
+baseline's own result (warmed up, checked against float64, its cold-allocation probe and page
+faults as an unpaired run reports them), its conditions saying it was timed interleaved. The
+budget of a paired run is each side's timed window: the pairs stop once one side (the slower) has
+been timed for the budget, so that side has an unpaired run's sample count, the other as many
+(pairs are pairs), and the window lasts at most two budgets.
 """
 
 from __future__ import annotations
@@ -40,6 +47,9 @@ class PairedOutcome:
     baseline: list[float]  # per-step seconds of each element, in pair order
     candidate: list[float]
     cancelled: bool
+    # Minor page faults during each side's elements (None where the platform counts none).
+    faults_baseline: int | None = None
+    faults_candidate: int | None = None
 
 
 def inner_count(warmup: list[float]) -> int:
@@ -70,43 +80,66 @@ def interleave(
     on_sample: SampleCallback | None = None,
     between: Callable[[], Any] | None = None,
     between_b: Callable[[], Any] | None = None,
+    faults: Callable[[], int | None] | None = None,
 ) -> PairedOutcome:
     """Time A and B in ABBA blocks until `pairs`, or `budget_s` and `min_pairs`, or a cancel.
 
-    As in the timed loop, each step's interval is the call and the release of its output; the
-    bookkeeping runs between elements. `between` runs before each step of A, and of B too
-    unless B has its own `between_b` (each side's cache flush).
+    `budget_s` is each side's timed window: the wall time of its own elements (its steps and what
+    runs between them, as an unpaired run's window counts them). The pairs stop once one side has
+    had it, so that side's sample count is an unpaired run's, and the whole lasts at most about
+    two budgets. As in the timed loop, each step's interval is the call and the release of its
+    output; the bookkeeping runs between elements. `between` runs before each step of A, and of B
+    too unless B has its own `between_b` (each side's cache flush). `faults` (a page-fault
+    counter) is read around each element, outside its steps' intervals: each side's own count.
     """
     between_b = between_b or between
     times_a: list[float] = []
     times_b: list[float] = []
-    deadline = None if budget_s is None else time.perf_counter() + budget_s
-    while not _enough(len(times_a), pairs, min_pairs, max_pairs, deadline):
+    spent = [0.0, 0.0]  # each side's window so far
+    counted: list[int | None] = [0, 0]
+
+    def element(side: int, fn: Callable[[], Any], timer: StepTimer, inner: int, bt: Any) -> float:
+        f0 = faults() if faults is not None else None
+        t0 = time.perf_counter()
+        dt = _element(fn, timer, inner, bt)
+        spent[side] += time.perf_counter() - t0
+        f1 = faults() if faults is not None else None
+        before = counted[side]
+        counted[side] = None if f0 is None or f1 is None or before is None else before + f1 - f0
+        return dt
+
+    def outcome(cancelled: bool) -> PairedOutcome:
+        return PairedOutcome(times_a, times_b, cancelled, *(counted if faults is not None else (None, None)))
+
+    while not _enough(len(times_a), pairs, min_pairs, max_pairs, budget_s, max(spent)):
         if cancel.is_set():
-            return PairedOutcome(times_a, times_b, True)
+            return outcome(True)
         while pause is not None and pause.is_set() and not cancel.is_set():
             cancel.wait(0.05)
         if len(times_a) % 2 == 0:  # A then B ...
-            ta = _element(a, timer_a, inner_a, between)
-            tb = _element(b, timer_b, inner_b, between_b)
+            ta = element(0, a, timer_a, inner_a, between)
+            tb = element(1, b, timer_b, inner_b, between_b)
         else:  # ... then B then A: the block ABBA
-            tb = _element(b, timer_b, inner_b, between_b)
-            ta = _element(a, timer_a, inner_a, between)
+            tb = element(1, b, timer_b, inner_b, between_b)
+            ta = element(0, a, timer_a, inner_a, between)
         times_a.append(ta)
         times_b.append(tb)
         if on_sample is not None:
             on_sample("paired", tb)
-    return PairedOutcome(times_a, times_b, False)
+    return outcome(False)
 
 
-def _enough(n: int, pairs: int | None, min_pairs: int, max_pairs: int, deadline: float | None) -> bool:
-    """`n` pairs are enough: the count asked for, or (none asked) the minimum once the budget is
-    spent; never more than the maximum."""
+def _enough(
+    n: int, pairs: int | None, min_pairs: int, max_pairs: int, budget_s: float | None, spent_s: float
+) -> bool:
+    """`n` pairs are enough: the count asked for, or (none asked) the minimum once one side has
+    been timed for the budget (`spent_s`: the longer of the two sides' windows); never more than
+    the maximum."""
     if n >= max_pairs:
         return True
     if pairs is not None:
         return n >= pairs
-    return n >= min_pairs and (deadline is None or time.perf_counter() >= deadline)
+    return n >= min_pairs and (budget_s is None or spent_s >= budget_s)
 
 
 def _element(fn: Callable[[], Any], timer: StepTimer, inner: int, between: Callable[[], Any] | None) -> float:
@@ -130,10 +163,28 @@ def run_paired(
     telemetry: TelemetryWindow | None = None,
     probe_timeout: float | None = 30.0,
 ) -> RunResult:
-    """Measure `spec` paired with `baseline`; the result of `spec`, its `speedup` filled in.
+    """Measure `spec` paired with `baseline`; the result of `spec`, its `speedup` filled in
+    (`run_pair` gives the baseline's own result too)."""
+    return run_pair(spec, baseline, on_sample, cancel, pause=pause, on_phase=on_phase,
+                    telemetry=telemetry, probe_timeout=probe_timeout)[0]  # fmt: skip
 
-    A baseline that cannot run leaves a plain measurement of `spec`, with a note saying why
-    there is no speedup.
+
+def run_pair(
+    spec: RunSpec,
+    baseline: RunSpec,
+    on_sample: SampleCallback | None = None,
+    cancel: threading.Event | None = None,
+    *,
+    pause: threading.Event | None = None,
+    on_phase: PhaseCallback | None = None,
+    telemetry: TelemetryWindow | None = None,
+    probe_timeout: float | None = 30.0,
+) -> tuple[RunResult, RunResult | None]:
+    """Measure `spec` paired with `baseline`: the result of `spec` (its `speedup` filled in) and
+    the baseline's own result from the same pairs, or None where the baseline has no finished
+    measurement of its own (cancelled, or it never ran: the candidate failed first, or the
+    baseline cannot be planned, which leaves a plain measurement of `spec` with a note saying why
+    there is no speedup). A baseline refused by its preflight, or failing, is returned as such.
     """
     cancel = cancel or threading.Event()
     base_plan = plan_run(baseline, probe_timeout)
@@ -141,24 +192,25 @@ def run_paired(
         result = run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry,
                      probe_timeout=probe_timeout)  # fmt: skip
         result.notes.append(f"no speedup: the NumPy baseline cannot run ({base_plan})")
-        return result
+        return result, None
     result = RunResult(spec=spec, started=_now())
     try:
         plan = plan_run(spec, probe_timeout)
     except UserCodeError as exc:
         result.status, result.failure, result.finished = "failed", "user-code", _now()
         result.message, result.detail = exc.summary, exc.detail
-        return result
+        return result, None
     if isinstance(plan, Refusal):
         result.status, result.message, result.finished = "refused", str(plan), _now()
-        return result
+        return result, None
     base_result = RunResult(spec=baseline, started=result.started)
     for p, r in ((plan, result), (base_plan, base_result)):
         r.notes.extend(p.notes)
         r.compute_dtype, r.size, r.flops, r.bytes = p.compute_dtype, p.size, p.flops, p.bytes
-    _Paired(plan, result, base_plan, base_result, cancel, pause, on_sample, on_phase, telemetry).run()
-    result.finished = _now()
-    return result
+    paired = _Paired(plan, result, base_plan, base_result, cancel, pause, on_sample, on_phase, telemetry)
+    paired.run()
+    result.finished = base_result.finished = _now()
+    return result, (base_result if paired.base_done else None)
 
 
 class _Paired:
@@ -184,6 +236,9 @@ class _Paired:
         self.cancel, self.pause, self.on_sample, self.on_phase = cancel, pause, on_sample, on_phase
         self.telemetry = telemetry
         self.active = self.cand  # the side an exception belongs to
+        self.base_done = False  # the baseline's result is a finished one (checked, refused, failed)
+        self.outcome = PairedOutcome([], [], False)  # the pairs, once timed
+        self.base_inner = 1  # steps per element of the baseline
 
     def run(self) -> None:
         cand, base = self.cand, self.base
@@ -193,7 +248,7 @@ class _Paired:
         try:
             with contextlib.ExitStack() as stack:
                 notes = stack.enter_context(cand.plan.backend.configured(cand.plan.spec))
-                stack.enter_context(base.plan.backend.configured(base.plan.spec))
+                base_notes = stack.enter_context(base.plan.backend.configured(base.plan.spec))
                 stack.enter_context(guard)
                 result.conditions = conditions(cand.plan) | cand.plan.workload.provenance()
                 base.result.conditions = conditions(base.plan) | base.plan.workload.provenance()
@@ -201,7 +256,11 @@ class _Paired:
                 base_timer = base.plan.backend.step_timer(base.plan.spec.device)
                 if not cand.preflight(timer):
                     return
-                if not base.preflight(base_timer):
+                self.active = base  # its estimate runs its step: a failure there is the baseline's
+                base_ok = base.preflight(base_timer)
+                self.active = cand
+                if not base_ok:
+                    self.base_done = True  # refused, as an unpaired run of it would be
                     result.notes.append(f"no speedup: the NumPy baseline was refused ({base.result.message})")
                     step = cand.timed(cand.prepare(timer), timer)
                     self.check(cand, step)
@@ -212,9 +271,12 @@ class _Paired:
                 self.active = cand
                 self.pairs(step, timer, base_step, base_timer)
                 result.notes.extend(notes)
+                base.result.notes.extend(base_notes)
                 self.check(cand, step)
                 self.active = base
+                self.baseline_after(base_step, base_timer)
                 self.check(base, base_step)
+                self.base_done = True
                 self.active = cand
                 self.attach_speedup()
         except (Cancelled, Interrupted):
@@ -234,6 +296,10 @@ class _Paired:
                 result.failure = result.failure or "error"
                 who = "" if failing is cand else "the NumPy baseline: "
                 result.message = f"{who}{type(exc).__name__}: {str(exc).strip()[:300]}"
+            if failing is base:  # the baseline's own row says it failed, as an unpaired run of it would
+                base.result.status, base.result.failure = "failed", result.failure
+                base.result.message = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+                self.base_done = True
         finally:
             for m in (cand, base):
                 with contextlib.suppress(Exception):
@@ -252,10 +318,11 @@ class _Paired:
         with contextlib.suppress(Exception):
             cand.plan.backend.reset_peak_memory(spec.device)
         faults0 = minor_faults()
+        self.base_inner = inner_count(base.result.warmup)
         outcome = interleave(
             base_step,
             base_timer,
-            inner_count(base.result.warmup),
+            self.base_inner,
             step,
             timer,
             inner_count(cand.result.warmup),
@@ -270,6 +337,7 @@ class _Paired:
             # device) before each of its steps, as in its warm-up and in an unpaired run.
             between=base.between(),
             between_b=cand.between(),
+            faults=minor_faults,
         )
         faults1 = minor_faults()
         cand.peak_memory()
@@ -279,9 +347,43 @@ class _Paired:
         cand.result.samples, base.result.samples = outcome.candidate, outcome.baseline
         cand.result.conditions["paired_with"] = base.plan.spec.label()
         cand.result.conditions["alloc"] = spec.alloc
+        self.outcome = outcome
         if outcome.cancelled:
             raise Cancelled
         cand.energy(step)
+
+    def baseline_after(self, step: Callable[[], Any], timer: StepTimer) -> None:
+        """What an unpaired run of the baseline reports after its timed phase, for its own row:
+        its page faults per step, the cold-allocation probe, the workload's notes; and that its
+        steps were timed interleaved with the candidate's."""
+        base, outcome = self.base, self.outcome
+        r, n = base.result, len(outcome.baseline)
+        r.conditions["paired_with"] = self.cand.plan.spec.label()
+        spec = self.cand.plan.spec
+        until = (
+            f"{spec.repeat} pairs asked"
+            if spec.repeat is not None
+            else "the pairs stopped once one side had been timed for the budget"
+        )
+        r.conditions["timed"] = (
+            f"interleaved: {n} ABBA pairs with {spec.label()} (each sample the mean of "
+            f"{self.base_inner} step{'s' if self.base_inner > 1 else ''}); the same pairs give its speedup; {until}"
+        )
+        base.peak_memory()
+        window = self.cand.result.telemetry
+        if window:  # the host's side of the pairs' window is this row's too: its noise check
+            r.telemetry = {k: window[k] for k in ("duration_s", "host_cpu_mean_percent", "process_rss_bytes")
+                           if k in window}  # fmt: skip
+            r.telemetry["noise"] = {"host": (window.get("noise") or {}).get("host"), "gpu": None}
+            r.telemetry["gpu"], r.telemetry["gpu_note"] = None, "run on the CPU"
+        if outcome.faults_baseline is not None and n:
+            per_step = round(outcome.faults_baseline / (n * self.base_inner), 1)
+            r.conditions["page_faults_per_step"] = per_step
+            base.allocation(step, timer, per_step)
+        else:
+            r.conditions["alloc"] = base.plan.spec.alloc
+        r.notes.extend(base.plan.workload.after_run(step, base.plan.backend.name, base.plan.spec.device,
+                                                    base.plan.params))  # fmt: skip
 
     def allocation_note(self, faults0: int | None, faults1: int | None, pairs: int) -> None:
         """Alternating two libraries' large temporaries can make glibc return pages between
