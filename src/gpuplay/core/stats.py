@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -48,15 +49,16 @@ class Summary:
         return d
 
 
-# From this many samples on, NumPy sorts and sums (a sweep point's 2,500-30,000 timings: ~6 ms in
-# Python per 30,000, ~1.5 ms in NumPy); below it, plain Python, which needs no NumPy imported.
+# From this many samples on, NumPy sorts and sums where it is loaded already (a sweep point's
+# 2,500-30,000 timings: ~6.5 ms in Python per 30,000, ~1.5 ms in NumPy); a summary never imports it
+# (a NumPy run's front end plans and prints without NumPy: issue 34, row 1).
 VECTOR_MIN = 256
 
 
 def summarize(samples: Sequence[float]) -> Summary | None:
     if not samples:
         return None
-    if len(samples) >= VECTOR_MIN:
+    if len(samples) >= VECTOR_MIN and "numpy" in sys.modules:
         return _summarize_numpy(samples)
     s = sorted(samples)
     n = len(s)
