@@ -364,3 +364,65 @@ def test_the_baseline_row_carries_the_host_side_of_the_pairs_window():
     assert base.telemetry["gpu"] is None and base.telemetry["duration_s"] == 0.5, (
         "the GPU's figures are not NumPy's"
     )
+
+
+# -- review r1 -------------------------------------------------------------------------------------
+_NUMPY_ONLY_FAILS = """
+PARAMS = {"n": {"default": 64, "help": "n"}}
+
+
+def inputs(rng, n):
+    return rng.standard_normal((n,))
+
+
+def step(xp, x):
+    if "numpy" in str(getattr(xp, "__name__", xp)) and "float32" in str(x.dtype):
+        raise ValueError("the numpy side is broken")
+    return x * 2
+"""
+
+
+def test_a_code_file_failing_on_numpy_only_is_the_baselines_failed_row_not_torchs(tmp_path):
+    # The user's step raises on NumPy only: that is the baseline's row, failed once (not measured a
+    # second time alone), and the torch row says the failure was the baseline's, not its own.
+    from gpuplay.core.runner.paired import run_pair
+    from gpuplay.core.workloads.usercode import code_ref
+
+    path = tmp_path / "npfails.py"
+    path.write_text(_NUMPY_ONLY_FAILS)
+    spec = RunSpec.make(code_ref(path), {}, backend="torch", repeat=3, warmup=1, threads=1)
+    r, base = run_pair(spec, baseline_spec(spec))
+    assert base is not None and base.status == "failed" and base.failure == "user-code", base
+    assert "the numpy side is broken" in base.message and base.detail
+    assert r.status == "failed" and r.message.startswith("the NumPy baseline: "), r.message
+
+
+def test_the_timed_condition_says_when_the_minimum_of_pairs_ended_them():
+    from gpuplay.core.runner.paired import MIN_PAIRS, run_pair
+
+    # A budget far under one pair: the minimum of pairs, not the budget, ended them.
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch", budget_s=0.001, threads=1, warmup=1)
+    _, base = run_pair(spec, baseline_spec(spec))
+    assert base is not None and len(base.samples) == MIN_PAIRS
+    assert f"the minimum of {MIN_PAIRS} pairs" in base.conditions["timed"], base.conditions["timed"]
+
+
+def test_a_baseline_row_of_other_pairs_with_the_same_label_still_gets_the_measured_apart_note():
+    # Two runs of one configuration in a session (history, gpuplay.run then gpuplay.compare): the
+    # later NumPy row is the baseline side of the later pairs, not of these, whatever the label says.
+    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.report import row_cells
+    from gpuplay.core.runner.paired import speedup_record
+
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch")
+    base = RunResult(baseline_spec(spec), samples=[1.0 if i < 11 else 10.0 for i in range(21)])
+    cand = RunResult(spec, samples=[1.0 if i < 10 else 10.0 for i in range(21)])
+    cand.speedup = speedup_record(paired_speedup(base.samples, cand.samples), base)
+    base.conditions["paired_with"] = spec.label()
+    base.started = cand.started = "2026-11-27T10:00:00+00:00"
+    # The later pairs' NumPy side: the same label, even the same median, another measurement.
+    later = RunResult(baseline_spec(spec), samples=list(base.samples), conditions={"paired_with": spec.label()},
+                      started="2026-11-27T10:00:07+00:00")  # fmt: skip
+    rows = attach_baselines([base, cand, later])
+    assert rows[1].baseline is later
+    assert "measured apart" in row_cells(rows[1])[-1]

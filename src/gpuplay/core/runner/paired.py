@@ -284,6 +284,11 @@ class _Paired:
         except UserCodeError as exc:
             result.status, result.failure = "failed", "user-code"
             result.message, result.detail = exc.summary, exc.detail
+            if self.active is base:  # the user's step failed on NumPy: the baseline's own row says so
+                result.message = f"the NumPy baseline: {exc.summary}"
+                base.result.status, base.result.failure = "failed", "user-code"
+                base.result.message, base.result.detail = exc.summary, exc.detail
+                self.base_done = True
         except Exception as exc:
             result.status = "failed"
             failing = self.active
@@ -360,11 +365,17 @@ class _Paired:
         r, n = base.result, len(outcome.baseline)
         r.conditions["paired_with"] = self.cand.plan.spec.label()
         spec = self.cand.plan.spec
-        until = (
-            f"{spec.repeat} pairs asked"
-            if spec.repeat is not None
-            else "the pairs stopped once one side had been timed for the budget"
-        )
+        least = max(MIN_PAIRS, spec.min_repeat)
+        if spec.repeat is not None:
+            until = f"{spec.repeat} pairs asked"
+        elif n >= spec.max_repeat:
+            until = f"the pairs stopped at their maximum of {spec.max_repeat}"
+        elif n <= least:  # the budget was spent before: the least the interval needs held them
+            until = (
+                f"the pairs stopped at the minimum of {least} pairs, one side timed past the budget by then"
+            )
+        else:
+            until = "the pairs stopped once one side had been timed for the budget"
         r.conditions["timed"] = (
             f"interleaved: {n} ABBA pairs with {spec.label()} (each sample the mean of "
             f"{self.base_inner} step{'s' if self.base_inner > 1 else ''}); the same pairs give its speedup; {until}"
