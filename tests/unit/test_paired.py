@@ -426,3 +426,46 @@ def test_a_baseline_row_of_other_pairs_with_the_same_label_still_gets_the_measur
     rows = attach_baselines([base, cand, later])
     assert rows[1].baseline is later
     assert "measured apart" in row_cells(rows[1])[-1]
+
+
+def test_a_baseline_step_that_fails_during_the_pairs_is_the_baselines_failure(monkeypatch):
+    # NumPy's step raises only once the pairs have started (a host OOM, a user's step failing on
+    # a later call): the failure is the baseline's row's, and the torch row says it was NumPy's.
+    from gpuplay.core.runner.paired import run_pair
+    from gpuplay.core.workloads import linalg
+
+    real = linalg.Matmul.kernel_function
+    armed: list[bool] = []
+
+    def breaks_in_the_pairs(self, backend, p):
+        fn = real(self, backend, p)
+
+        def step(xp, a, b):
+            if armed:
+                raise RuntimeError("numpy broke in the pairs")
+            return fn(xp, a, b)
+
+        return step if backend == "numpy" else fn
+
+    monkeypatch.setattr(linalg.Matmul, "kernel_function", breaks_in_the_pairs)
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch", repeat=4, threads=1)
+    r, base = run_pair(
+        spec, baseline_spec(spec), on_phase=lambda name, _d: armed.append(True) if name == "paired" else None
+    )
+    assert base is not None and base.status == "failed" and "numpy broke" in base.message, base
+    assert r.status == "failed" and r.message.startswith("the NumPy baseline: "), r.message
+
+    class Window:  # the telemetry window a step raising in the pairs must still close (GPM, a thread)
+        ended = 0
+
+        def begin(self, device, own_pids=()):
+            return "token"
+
+        def end(self, token):
+            Window.ended += 1
+            return {}
+
+    armed.clear()
+    r, _ = run_pair(spec, baseline_spec(spec), telemetry=Window(),
+                    on_phase=lambda name, _d: armed.append(True) if name == "paired" else None)  # fmt: skip
+    assert r.status == "failed" and Window.ended == 1, "the pairs' window was left open"

@@ -81,6 +81,7 @@ def interleave(
     between: Callable[[], Any] | None = None,
     between_b: Callable[[], Any] | None = None,
     faults: Callable[[], int | None] | None = None,
+    failing: list[int] | None = None,
 ) -> PairedOutcome:
     """Time A and B in ABBA blocks until `pairs`, or `budget_s` and `min_pairs`, or a cancel.
 
@@ -91,6 +92,7 @@ def interleave(
     output; the bookkeeping runs between elements. `between` runs before each step of A, and of B
     too unless B has its own `between_b` (each side's cache flush). `faults` (a page-fault
     counter) is read around each element, outside its steps' intervals: each side's own count.
+    A step that raises appends its side (0: A, 1: B) to `failing`: whose failure it is.
     """
     between_b = between_b or between
     times_a: list[float] = []
@@ -101,7 +103,12 @@ def interleave(
     def element(side: int, fn: Callable[[], Any], timer: StepTimer, inner: int, bt: Any) -> float:
         f0 = faults() if faults is not None else None
         t0 = time.perf_counter()
-        dt = _element(fn, timer, inner, bt)
+        try:
+            dt = _element(fn, timer, inner, bt)
+        except Exception:
+            if failing is not None:
+                failing.append(side)
+            raise
         spent[side] += time.perf_counter() - t0
         f1 = faults() if faults is not None else None
         before = counted[side]
@@ -324,26 +331,38 @@ class _Paired:
             cand.plan.backend.reset_peak_memory(spec.device)
         faults0 = minor_faults()
         self.base_inner = inner_count(base.result.warmup)
-        outcome = interleave(
-            base_step,
-            base_timer,
-            self.base_inner,
-            step,
-            timer,
-            inner_count(cand.result.warmup),
-            pairs=spec.repeat,
-            budget_s=spec.budget_s,
-            min_pairs=max(MIN_PAIRS, spec.min_repeat),
-            max_pairs=spec.max_repeat,
-            cancel=self.cancel,
-            pause=self.pause,
-            on_sample=self.on_sample,
-            # Each side as its own measurement times it: a cold run's flush (then an idle
-            # device) before each of its steps, as in its warm-up and in an unpaired run.
-            between=base.between(),
-            between_b=cand.between(),
-            faults=minor_faults,
-        )
+        failing: list[int] = []  # a step that raises in the pairs: whose side (0: the baseline)
+        try:
+            outcome = interleave(
+                base_step,
+                base_timer,
+                self.base_inner,
+                step,
+                timer,
+                inner_count(cand.result.warmup),
+                pairs=spec.repeat,
+                budget_s=spec.budget_s,
+                min_pairs=max(MIN_PAIRS, spec.min_repeat),
+                max_pairs=spec.max_repeat,
+                cancel=self.cancel,
+                pause=self.pause,
+                on_sample=self.on_sample,
+                # Each side as its own measurement times it: a cold run's flush (then an idle
+                # device) before each of its steps, as in its warm-up and in an unpaired run.
+                between=base.between(),
+                between_b=cand.between(),
+                faults=minor_faults,
+                failing=failing,
+            )
+        except BaseException:
+            if failing == [0]:  # NumPy's step raised (a host OOM, a user's step on a later call)
+                self.active = base
+            # A step that raises mid-window still closes it, as an unpaired run's does: the window
+            # holds an NVML GPM sample buffer and a sampling thread a long-lived engine would leak.
+            if self.telemetry is not None:
+                with contextlib.suppress(Exception):
+                    self.telemetry.end(token)
+            raise
         faults1 = minor_faults()
         cand.peak_memory()
         if self.telemetry is not None:
