@@ -11,7 +11,8 @@ One paired measurement gives both rows (`run_pair`): the candidate with its spee
 baseline's own result (warmed up, checked against float64, its cold-allocation probe and page
 faults as an unpaired run reports them), its conditions saying it was timed interleaved. The
 budget of a paired run is each side's timed window: the pairs stop once one side (the slower) has
-been timed for the budget, so that side has an unpaired run's sample count, the other as many
+been timed for the budget, so that side is timed as long as an unpaired run (but for at least
+MIN_PAIRS pairs; a µs step's sample is the mean of its element's steps), the other as many
 (pairs are pairs), and the window lasts at most two budgets.
 """
 
@@ -87,8 +88,8 @@ def interleave(
 
     `budget_s` is each side's timed window: the wall time of its own elements (its steps and what
     runs between them, as an unpaired run's window counts them). The pairs stop once one side has
-    had it, so that side's sample count is an unpaired run's, and the whole lasts at most about
-    two budgets. As in the timed loop, each step's interval is the call and the release of its
+    had it, so that side is timed as long as an unpaired run (its samples: elements of `inner`
+    steps), and the whole lasts at most about two budgets. As in the timed loop, each step's interval is the call and the release of its
     output; the bookkeeping runs between elements. `between` runs before each step of A, and of B
     too unless B has its own `between_b` (each side's cache flush). `faults` (a page-fault
     counter) is read around each element, outside its steps' intervals: each side's own count.
