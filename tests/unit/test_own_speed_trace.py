@@ -300,7 +300,10 @@ def test_a_reference_that_writes_into_its_inputs_is_made_from_fresh_ones(monkeyp
     import numpy as np
 
     monkeypatch.setattr(cls, "reference", scribbling)
-    r = run(RunSpec.make("matmul", {"n": 64}, budget_s=0.02, warmup=1, dtype="float64"))
+    try:
+        r = run(RunSpec.make("matmul", {"n": 64}, budget_s=0.02, warmup=1, dtype="float64"))
+    finally:
+        clear_caches()  # its all-zeros reference must not serve a later test's matmul n=64
     # The reference (here all zeros) was made after the run from fresh inputs: the step's output
     # is the real product, so the check compares it against zeros and fails. Had the reference
     # been made from the run's inputs, their zeroed A would have made both zero: a false pass.

@@ -30,17 +30,18 @@ class Output:
 
 def test_a_run_resolves_its_workload_and_compute_dtype_once(monkeypatch):
     calls = {"registry": 0, "compute_dtype": 0}
-    real_registry, real_cdtype = workloads_module.registry, planner.compute_dtype
+    # a built-in workload is looked up by name (its module imported at the first lookup)
+    real_registry, real_cdtype = workloads_module._builtin, planner.compute_dtype
 
-    def counting_registry():
+    def counting_registry(name):
         calls["registry"] += 1
-        return real_registry()
+        return real_registry(name)
 
     def counting_cdtype(*a, **k):
         calls["compute_dtype"] += 1
         return real_cdtype(*a, **k)
 
-    monkeypatch.setattr(workloads_module, "registry", counting_registry)
+    monkeypatch.setattr(workloads_module, "_builtin", counting_registry)
     monkeypatch.setattr(planner, "compute_dtype", counting_cdtype)
     r = run(RunSpec.make("matmul", {"n": 32}, backend="torch", amp="bf16", warmup=1, repeat=2))
     assert r.status == "ok", r.message

@@ -65,6 +65,16 @@ class _Gpuplay(click.Group):
     def commands(self, value: dict[str, click.Command]) -> None:
         self._commands = value
 
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The named subcommand, importing its module alone: `gpuplay run` imports none of the
+        other ten (the calibration report, the server, the collectives: ~25 ms of a NumPy run's
+        0.6 s on the 2-core machine, issue 34). Any listing loads them all."""
+        if not self._loaded and cmd_name in COMMAND_MODULES:
+            if cmd_name not in self._commands:
+                self._commands[cmd_name] = _command_of(COMMAND_MODULES[cmd_name])
+            return self._commands[cmd_name]
+        return super().get_command(ctx, cmd_name)
+
     def main(self, *args: Any, **kwargs: Any) -> Any:
         from gpuplay.cli.streams import StdoutClosed
 
@@ -192,11 +202,31 @@ def _code_files(given: tuple[str, ...]) -> list[Path]:
     return paths
 
 
+# Each subcommand's name and the module under gpuplay.cli that defines it as `command`.
+COMMAND_MODULES = {
+    "info": "info",
+    "list": "listing",
+    "run": "run",
+    "compare": "compare",
+    "monitor": "monitor",
+    "history": "history",
+    "calibrate": "calibrate",
+    "collectives": "collectives",
+    "demo": "demo",
+    "serve": "serve",
+    "sweep": "sweep",
+}
+
+
+def _command_of(module: str) -> click.Command:
+    # An import statement's own machinery, not importlib.import_module: `python -X importtime`
+    # (the guard tests') lists only what the statement imports.
+    __import__(f"gpuplay.cli.{module}")
+    command: click.Command = sys.modules[f"gpuplay.cli.{module}"].command
+    return command
+
+
 def _register() -> None:
-    from gpuplay.cli import calibrate, collectives, compare, demo, history, info, listing, monitor, run, serve
-
-    for module in (info, listing, run, compare, monitor, history, calibrate, collectives, demo, serve):
-        main.add_command(module.command)
-    from gpuplay.cli import sweep
-
-    main.add_command(sweep.command)
+    for name, module in COMMAND_MODULES.items():
+        if name not in main._commands:
+            main.add_command(_command_of(module))

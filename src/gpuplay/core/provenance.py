@@ -39,9 +39,10 @@ def package_version(names: tuple[str, ...]) -> str | None:
 
 
 @functools.cache
-def _installed() -> tuple[tuple[str, str], ...]:
+def installed() -> tuple[tuple[str, str], ...]:
     """Read once per process (5 ms: every run of a sweep would pay it): what this process loaded
-    stays what it loaded, even if a newer version is installed under it meanwhile."""
+    stays what it loaded, even if a newer version is installed under it meanwhile. The engine
+    reads them while it waits for its first request (engine/server.py `warm_runner`)."""
     found = ((key, package_version(names)) for key, names in PACKAGES)
     return tuple((key, v) for key, v in found if v)
 
@@ -50,7 +51,7 @@ def software() -> dict[str, Any]:
     """The versions this process runs with; a library that is not installed is absent."""
     from gpuplay import __version__
 
-    out: dict[str, Any] = {"gpuplay": __version__, "python": platform.python_version(), **dict(_installed())}
+    out: dict[str, Any] = {"gpuplay": __version__, "python": platform.python_version(), **dict(installed())}
     torch = sys.modules.get("torch")  # loaded by this run, or not at all
     version = getattr(torch, "version", None)
     if version is not None:

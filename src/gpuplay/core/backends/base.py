@@ -8,11 +8,15 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.spec import RunSpec
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+from gpuplay.core.lazynumpy import lazy_numpy
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
+
 
 MIB = 2**20
 GPU_FLUSH_BYTES = 256 * MIB  # triton.testing.do_bench's buffer

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, widen
 from gpuplay.core.backends.oom import out_of_memory
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.spec import RunSpec
 
-CUPY_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
+
+CUPY_DTYPES = {
+    "float64": "float64",
+    "float32": "float32",
+    "float16": "float16",
+}  # by name, as NumPy reads them
 
 
 def _cupy() -> Any:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, widen
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import cpu_count, cpu_name
 
-NUMPY_DTYPES = {"float64": np.float64, "float32": np.float32, "float16": np.float16}
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
+
+# by name (NumPy reads them as its dtypes): no NumPy needed to build the table
+NUMPY_DTYPES = {"float64": "float64", "float32": "float32", "float16": "float16"}
 
 
 def blas_threads() -> int | None:
@@ -37,7 +42,9 @@ class NumpyBackend(Backend):
         return np.__version__
 
     def module(self) -> Any:
-        return np
+        import numpy  # NumPy itself, never the stand-in (lazynumpy): a step's every `xp.` is NumPy's
+
+        return numpy
 
     def from_host(self, host: np.ndarray, device: str, dtype: str) -> np.ndarray:
         return np.ascontiguousarray(host, dtype=NUMPY_DTYPES[dtype])

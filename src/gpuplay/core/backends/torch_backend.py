@@ -6,16 +6,20 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from gpuplay.core.backends import peakmem
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, host_timer, widen
 from gpuplay.core.backends.compile_watch import DynamoCounts, read_counters
 from gpuplay.core.backends.oom import out_of_memory
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.system import cpu_count, cpu_name
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
 
 
 def _torch() -> Any:

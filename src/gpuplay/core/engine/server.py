@@ -110,6 +110,9 @@ class EngineServer:
         finally:
             self.warmed.set()
         trace.mark("runner imported")
+        with contextlib.suppress(Exception):  # what it cannot do now, the first run does, as before
+            prime_first_run()  # after `warmed`: a probe's answer does not wait for it
+        trace.mark("first run primed")
         while not self.stopping.is_set():
             job = self.jobs.get()
             if job is None:
@@ -212,6 +215,22 @@ def warm_runner() -> None:
     import gpuplay.core.devicelock
     import gpuplay.core.runner
     import gpuplay.core.runner.paired  # noqa: F401
+
+
+def prime_first_run() -> None:
+    """What every first run paid after its request (issue 34, round 4; ~30 ms on the 2-core
+    machine), done while the engine waits for it: NumPy's random module (every workload's
+    inputs), the energy module (every run asks for a counter), threadpoolctl (the BLAS thread
+    count in a CPU run's conditions) and the installed versions a result records
+    (core/provenance.py reads them once per process)."""
+    import numpy.random  # noqa: F401
+
+    import gpuplay.core.energy  # noqa: F401
+    from gpuplay.core import provenance
+
+    with contextlib.suppress(ImportError):
+        import threadpoolctl  # noqa: F401
+    provenance.installed()
 
 
 def _run_telemetry() -> Any:

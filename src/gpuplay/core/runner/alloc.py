@@ -64,10 +64,18 @@ def between_steps(mode: str) -> Callable[[], Any] | None:
     return page_returner() if mode == "cold" else None
 
 
-def cold_probe(step: Callable[[], Any], timer: StepTimer, warm_median: float) -> dict[str, Any] | None:
+def cold_probe(
+    step: Callable[[], Any],
+    timer: StepTimer,
+    warm_median: float,
+    keep_last: Callable[[Any], object] | None = None,
+) -> dict[str, Any] | None:
     """A few steps in the cold mode after a warm run: their median and faults per step.
 
-    Bounded by PROBE_STEPS and PROBE_BUDGET_S; None where pages cannot be returned.
+    Bounded by PROBE_STEPS and PROBE_BUDGET_S; None where pages cannot be returned. `keep_last`
+    is handed the last step's output (the run's check reads it instead of calling the step once
+    more); every earlier output is dropped at once, as the timed loop drops its own, so each
+    probe step but the last starts with its predecessor's memory returned to the OS.
     """
     trim = page_returner()
     if trim is None or warm_median <= 0:
@@ -76,14 +84,21 @@ def cold_probe(step: Callable[[], Any], timer: StepTimer, warm_median: float) ->
     times = []
     faults = 0
     deadline = time.perf_counter() + 2 * PROBE_BUDGET_S
-    for _ in range(count):
+    out: Any = None
+    for i in range(count):
         trim()
         f0 = minor_faults()
-        times.append(timer(step)[0])
+        dt, out = timer(step)
+        times.append(dt)
         f1 = minor_faults()
         faults += (f1 - f0) if f0 is not None and f1 is not None else 0
-        if time.perf_counter() > deadline:
+        last = i == count - 1 or time.perf_counter() > deadline
+        if last:
             break
+        out = None  # dropped before the next trim, as the timed loop drops each output
+    if keep_last is not None:
+        keep_last(out)
+    del out
     times.sort()
     cold = times[len(times) // 2]
     return {"cold_median_s": cold, "ratio": cold / warm_median, "cold_faults_per_step": faults / len(times),

@@ -31,7 +31,7 @@ from gpuplay.core.runner.steps import prepare_step
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads import relative_error
 from gpuplay.core.workloads.base import SetupReport
-from gpuplay.core.workloads.usercode import UserCodeError
+from gpuplay.core.workloads.usercode_errors import UserCodeError
 
 # A step moving this much host memory may be served by mmap and fault its output in: the
 # cold allocation mode is probed beside the warm one (runner/alloc.py).
@@ -60,6 +60,9 @@ def begin_window(telemetry: TelemetryWindow | None, device: str, own_pids: Colle
     if telemetry is None:
         return None
     return telemetry.begin(device, own_pids=own_pids) if own_pids else telemetry.begin(device)
+
+
+_NONE: Any = object()  # no output kept (a step's output may itself be None)
 
 
 def _now() -> str:
@@ -116,6 +119,9 @@ class _Measurement:
         self.compiled_mark: Any = None  # dynamo's counters after the compile (prepare sets it)
         self.split: Any = None  # phases the step times itself (a data loader's wait, copy, model)
         self.own_pids: tuple[int, ...] = ()  # processes the workload started for the run
+        # The cold-allocation probe's last output, a call of the very step that was timed: the
+        # check reads it rather than calling the step once more (one step less per run).
+        self.probe_out: Any = _NONE
 
     def phase(self, name: str, detail: str = "") -> None:
         trace.mark(f"phase {name}")
@@ -136,7 +142,9 @@ class _Measurement:
                     result.notes.extend(notes)
                     if plan.spec.check:
                         self.phase("check")
-                        out = step()  # one more call of the very step that was timed
+                        out, self.probe_out = self.probe_out, _NONE
+                        if out is _NONE:
+                            out = step()  # one more call of the very step that was timed
                         # Its copies to host buffers may still be in flight (non_blocking d2h).
                         backend.synchronize(device)
                         self.check(out)
@@ -325,7 +333,7 @@ class _Measurement:
         from gpuplay.core.energy import energy_for
 
         e = energy_for(spec.device, step, self.plan.flops, lambda: backend.synchronize(spec.device),
-                       self.cancel.is_set, on_start=lambda: self.phase("energy"))  # fmt: skip
+                       self.cancel.is_set, on_start=self.energy_starts)  # fmt: skip
         self.result.telemetry["energy"] = e.to_dict()
 
     def compile(
@@ -382,12 +390,21 @@ class _Measurement:
             and 0 < median <= ALLOC_PROBE_MAX_STEP_S
         ):
             self.phase("allocation")
-            probe = cold_probe(step, timer, median)
+            probe = cold_probe(step, timer, median, keep_last=self.keep_for_check)
             if probe is not None:
                 result.conditions["alloc_cold_probe"] = probe
         note = allocation_note(plan.spec.alloc, faults_per_step, probe)
         if note:
             result.notes.append(note)
+
+    def keep_for_check(self, out: Any) -> None:
+        """Keep a probe step's output for the check (`energy` drops it if it calls the step again)."""
+        if self.plan.spec.check:
+            self.probe_out = out
+
+    def energy_starts(self) -> None:
+        self.probe_out = _NONE  # steps run in the energy window: the check calls its own, as before
+        self.phase("energy")
 
     def loop(self, step: Callable[[], Any], timer: StepTimer, phase: str, **kw: Any) -> LoopOutcome:
         return timed_loop(

@@ -36,7 +36,7 @@ from gpuplay.core.runner.measure import TelemetryWindow, _Measurement, _now, beg
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.stats import PairedSpeedup, paired_speedup
-from gpuplay.core.workloads.usercode import UserCodeError
+from gpuplay.core.workloads.usercode_errors import UserCodeError
 
 MIN_PAIRS = 8  # below this the bootstrap interval says little
 ELEMENT_S = 1e-3  # a pair's element repeats a µs step until it lasts about this long

@@ -13,11 +13,15 @@ import math
 import sys
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import EPS, Param, Workload
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
 
 # The names of torch.nn.attention.SDPBackend members, by the lever's value.
 SDPA_BACKENDS = {

@@ -7,14 +7,21 @@ import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
+from gpuplay.core.lazynumpy import lazy_numpy
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
+
 
 EPS = {
-    "float64": float(np.finfo(np.float64).eps),
-    "float32": float(np.finfo(np.float32).eps),
-    "float16": float(np.finfo(np.float16).eps),
+    # np.finfo(...).eps of each, written out so that planning needs no NumPy (tests check them)
+    "float64": 2.0**-52,
+    "float32": 2.0**-23,
+    "float16": 2.0**-10,
     "bfloat16": 2.0**-7,
     "tf32": 2.0**-10,  # a TF32 matmul keeps float32's range and a 10-bit mantissa
 }

@@ -21,17 +21,21 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import EPS, Param, SetupReport, Workload
 from gpuplay.core.workloads.inference import build_torch_model, mlp_forward, model_weights
 
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
+
 POOL = 16  # the model sees each image average-pooled to 16×16×3 = 768 features
 FEATURES = 3 * POOL * POOL
-MEAN = np.array([0.485, 0.456, 0.406]) * 255  # ImageNet's, as torchvision's Normalize is used
-STD = np.array([0.229, 0.224, 0.225]) * 255
+MEAN_RGB = (0.485, 0.456, 0.406)  # ImageNet's, as torchvision's Normalize is used (× 255)
+STD_RGB = (0.229, 0.224, 0.225)
 QUALITY = 90
 
 
@@ -89,8 +93,8 @@ class JpegImages:
     def __init__(self, files: list[bytes], decoder: str = "pillow") -> None:
         self.files = files
         self.decode = decode_torchvision if decoder == "torchvision" else decode
-        self.mean = MEAN.astype(np.float32)
-        self.inv_std = (1.0 / STD).astype(np.float32)
+        self.mean = (np.array(MEAN_RGB) * 255).astype(np.float32)
+        self.inv_std = (1.0 / (np.array(STD_RGB) * 255)).astype(np.float32)
 
     def __len__(self) -> int:
         return len(self.files)
@@ -284,7 +288,7 @@ class DataLoaderWorkload(Workload):
 
     def reference(self, p: Mapping[str, Any], inputs: tuple[np.ndarray, ...]) -> np.ndarray:
         images = np.stack([decode(f) for f in jpeg_files(inputs[0])]).astype(np.float64)
-        x = ((images - MEAN) / STD).transpose(0, 3, 1, 2)
+        x = ((images - np.array(MEAN_RGB) * 255) / (np.array(STD_RGB) * 255)).transpose(0, 3, 1, 2)
         w = model_weights("mlp", FEATURES, 1)
         return np.asarray(mlp_forward(np, w, pooled(x)))
 

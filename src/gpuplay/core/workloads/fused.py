@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import EPS, Param, Workload
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
 
 OPS_PER_ELEMENT = 9  # x·x, ·x, ·0.044715, x+, ·√(2/π), tanh, 1+, 0.5·x, the product
 

@@ -15,14 +15,18 @@ import logging
 import math
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from gpuplay.core import runtimes
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.attention import attention
 from gpuplay.core.workloads.base import EPS, Param, SetupReport, Workload
 from gpuplay.core.workloads.fused import gelu_ops
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
 
 INT8_TOLERANCE = 5e-2  # dynamic INT8 activations and weights: ~1e-2 relative error is typical
 

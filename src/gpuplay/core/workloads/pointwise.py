@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import Array, ArrayModule, Param, Workload
 from gpuplay.core.workloads.tolerance import SAFETY, summed
 from gpuplay.core.workloads.tolerance import elementwise as elementwise_tolerance
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
 
 
 def elementwise(xp: ArrayModule, x: Array) -> Array:

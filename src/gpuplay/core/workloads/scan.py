@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import Array, ArrayModule, Param, Workload
 from gpuplay.core.workloads.tolerance import running_sum
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
 
 FLOAT16_MAX = 65504.0
 

@@ -11,11 +11,15 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import EPS, Param, Workload
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
 
 INDEX_BYTES = 4  # int32 column indices (SciPy, torch and cuSPARSE use int32 below 2³¹ entries)
 

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import EPS, Param, Workload
 from gpuplay.core.workloads.fused import gelu_ops
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
 
 DEVICE_OPS = ("h2d", "d2h", "serial", "overlap")
 

@@ -23,84 +23,28 @@ import linecache
 import math
 import sys
 import threading
-import traceback
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from gpuplay.core.lazynumpy import lazy_numpy
 from gpuplay.core.safeload import read_text_file
 from gpuplay.core.workloads.base import EPS, Param, Workload
+from gpuplay.core.workloads.usercode_errors import Frame, UserCodeError
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_numpy(globals())
 
 PREFIX = "code:"
 MAX_FILE_BYTES = 1024 * 1024
 _PARAM_KEYS = {"default", "help", "min", "max", "choices", "size"}
 
 
-# -- errors --------------------------------------------------------------------
-@dataclass(frozen=True)
-class Frame:
-    """One traceback frame inside the user's file."""
-
-    lineno: int
-    function: str
-    line: str
-
-
-class UserCodeError(ValueError):
-    """What is wrong with a user's code file: a one-line summary plus the frames in that file.
-
-    A ValueError, so the planner turns a bad file into a refusal with these words.
-    """
-
-    def __init__(
-        self, path: Path | str, problem: str, frames: tuple[Frame, ...] = (), hint: str = ""
-    ) -> None:
-        self.path = Path(path)
-        self.problem = problem
-        self.frames = frames
-        self.hint = hint
-        super().__init__(self.summary)
-
-    @property
-    def summary(self) -> str:
-        where = f"{self.path.name}:{self.frames[-1].lineno}" if self.frames else self.path.name
-        text = f"{where}: {self.problem}"
-        return f"{text} ({self.hint})" if self.hint else text
-
-    @property
-    def detail(self) -> str:
-        """The traceback, cut down to the frames in the user's file, as Python prints them."""
-        if not self.frames:
-            return ""
-        lines = [f"Traceback (your code, {self.path}):"]
-        for f in self.frames:
-            lines.append(f'  File "{self.path}", line {f.lineno}, in {f.function}')
-            if f.line:
-                lines.append(f"    {f.line}")
-        lines.append(self.problem)
-        return "\n".join(lines)
-
-    @classmethod
-    def from_exception(cls, path: Path, exc: BaseException, what: str) -> UserCodeError:
-        """`what` raised `exc`: keep only the traceback frames from the user's own file."""
-        frames = user_frames(path, exc)
-        problem = f"{what} raised {type(exc).__name__}: {_first_line(exc)}"
-        return cls(path, problem, frames)
-
-
-def user_frames(path: Path, exc: BaseException) -> tuple[Frame, ...]:
-    target = str(path)
-    out = []
-    for fs in traceback.extract_tb(exc.__traceback__):
-        if fs.filename == target:
-            out.append(Frame(fs.lineno or 0, fs.name, (fs.line or "").strip()))
-    return tuple(out)
-
-
+# -- errors: in usercode_errors (the runner names them without importing this loader) -----------
 def frame_lines(detail: str) -> list[int]:
     """Line numbers named in a `UserCodeError.detail` (for highlighting the source)."""
     out = []
@@ -111,11 +55,6 @@ def frame_lines(detail: str) -> list[int]:
             if num.isdigit():
                 out.append(int(num))
     return out
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
 
 
 # -- naming a file in a spec ------------------------------------------------------
