@@ -469,3 +469,32 @@ def test_a_baseline_step_that_fails_during_the_pairs_is_the_baselines_failure(mo
     r, _ = run_pair(spec, baseline_spec(spec), telemetry=Window(),
                     on_phase=lambda name, _d: armed.append(True) if name == "paired" else None)  # fmt: skip
     assert r.status == "failed" and Window.ended == 1, "the pairs' window was left open"
+
+
+def test_the_baseline_rows_check_reads_its_cold_probes_last_output_as_an_unpaired_run_does(monkeypatch):
+    # The baseline's cold-allocation probe keeps its last output for the check (runner.measure):
+    # the paired check reads it too, not one more step beside it (two large outputs alive).
+    import numpy as np
+
+    from gpuplay.core.runner import clear_caches
+    from gpuplay.core.runner.paired import run_pair
+    from gpuplay.core.workloads import linalg
+
+    n = 640  # past the probe's 4 MiB: the baseline's cold-allocation probe runs
+    checks: list[int] = []  # NumPy's full-size calls made since each 'check' phase began
+    real = linalg.matmul
+
+    def counted(xp, a, b):
+        if xp is np and a.shape[0] == n and checks:
+            checks[-1] += 1
+        return real(xp, a, b)
+
+    monkeypatch.setattr(linalg, "matmul", counted)
+    clear_caches()
+    spec = RunSpec.make("matmul", {"n": n}, backend="torch", repeat=8, warmup=1, threads=1)
+    r, base = run_pair(
+        spec, baseline_spec(spec), on_phase=lambda name, _d: checks.append(0) if name == "check" else None
+    )
+    assert base is not None and "alloc_cold_probe" in base.conditions, base.conditions
+    assert base.check_ok and r.check_ok
+    assert checks[-1] == 0, "the baseline's check called its step once more beside the probe's output"

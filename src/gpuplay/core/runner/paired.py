@@ -32,7 +32,7 @@ from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, minor_faults
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
-from gpuplay.core.runner.measure import TelemetryWindow, _Measurement, _now, begin_window, run
+from gpuplay.core.runner.measure import _NONE, TelemetryWindow, _Measurement, _now, begin_window, run
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.stats import PairedSpeedup, paired_speedup
@@ -432,10 +432,13 @@ class _Paired:
             )
 
     def check(self, m: _Measurement, step: Callable[[], Any]) -> None:
-        """One more call of the very step that was timed, against the float64 reference."""
+        """One more call of the very step that was timed (or the cold probe's last call of it), against
+        the float64 reference."""
         if m.plan.spec.check:
             self.cand.phase("check")
-            m.check(step())
+            # The baseline's cold-allocation probe kept its last output, as an unpaired run's does.
+            out, m.probe_out = m.probe_out, _NONE
+            m.check(step() if out is _NONE else out)
 
     def attach_speedup(self) -> None:
         cand, base = self.cand.result, self.base.result
