@@ -400,10 +400,10 @@ def test_a_code_file_failing_on_numpy_only_is_the_baselines_failed_row_not_torch
 def test_the_timed_condition_says_when_the_minimum_of_pairs_ended_them():
     from gpuplay.core.runner.paired import MIN_PAIRS, run_pair
 
-    # A budget far under one pair: the minimum of pairs, not the budget, ended them.
-    spec = RunSpec.make("matmul", {"n": 32}, backend="torch", budget_s=0.001, threads=1, warmup=1)
-    _, base = run_pair(spec, baseline_spec(spec))
-    assert base is not None and len(base.samples) == MIN_PAIRS
+    # A budget under one step (a 384² matmul: ms on the host): the minimum of pairs ended them.
+    spec = RunSpec.make("matmul", {"n": 384}, backend="torch", budget_s=0.001, threads=1, warmup=1)
+    r, base = run_pair(spec, baseline_spec(spec))
+    assert base is not None and len(base.samples) == MIN_PAIRS, (r.status, r.message, base)
     assert f"the minimum of {MIN_PAIRS} pairs" in base.conditions["timed"], base.conditions["timed"]
 
 
