@@ -142,7 +142,9 @@ class _Measurement:
                     result.notes.extend(notes)
                     if plan.spec.check:
                         self.phase("check")
-                        out = self.output_for_check(step)
+                        out, self.probe_out = self.probe_out, _NONE
+                        if out is _NONE:
+                            out = step()  # one more call of the very step that was timed
                         # Its copies to host buffers may still be in flight (non_blocking d2h).
                         backend.synchronize(device)
                         self.check(out)
@@ -399,12 +401,6 @@ class _Measurement:
         """Keep a probe step's output for the check (`energy` drops it if it calls the step again)."""
         if self.plan.spec.check:
             self.probe_out = out
-
-    def output_for_check(self, step: Callable[[], Any]) -> Any:
-        """The probe's last output where it is kept, else one more call of the very step that was
-        timed (a paired run's check reads it too: a baseline's row is probed before its check)."""
-        out, self.probe_out = self.probe_out, _NONE
-        return step() if out is _NONE else out
 
     def energy_starts(self) -> None:
         self.probe_out = _NONE  # steps run in the energy window: the check calls its own, as before
