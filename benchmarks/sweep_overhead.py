@@ -50,10 +50,12 @@ def one_sweep(over: str, backends: str, budget: float, threads: int | None) -> d
         end = time.perf_counter()
         if proc.returncode != 0 or plan_at is None or last_at is None:
             raise SystemExit(f"sweep failed (exit {proc.returncode})")
-        # The session log holds every point's samples: the timed steps and warm-up as they ran.
-        logged = [
-            json.loads(x) for f in Path(f"{tmp}/state").rglob("*.jsonl") for x in f.read_text().splitlines()
-        ]
+        # The session log holds every point's samples: the timed steps and warm-up as they ran
+        # (read_log reads every log format: format 2 packs them).
+        sys.path.insert(0, str(ROOT / "src"))  # this checkout's reader, as the child ran its writer
+        from gpuplay.core.sessionlog import read_log
+
+        logged = [d for f in Path(f"{tmp}/state").rglob("*.jsonl") for d in read_log(f)]
     timed = sum(sum(r.get("samples_s") or []) for r in logged)
     warm = sum(sum(r.get("warmup_s") or []) for r in logged)
     setup = sum(r.get("setup_s") or 0.0 for r in logged)

@@ -364,3 +364,137 @@ def test_the_baseline_row_carries_the_host_side_of_the_pairs_window():
     assert base.telemetry["gpu"] is None and base.telemetry["duration_s"] == 0.5, (
         "the GPU's figures are not NumPy's"
     )
+
+
+# -- review r1 -------------------------------------------------------------------------------------
+_NUMPY_ONLY_FAILS = """
+PARAMS = {"n": {"default": 64, "help": "n"}}
+
+
+def inputs(rng, n):
+    return rng.standard_normal((n,))
+
+
+def step(xp, x):
+    if "numpy" in str(getattr(xp, "__name__", xp)) and "float32" in str(x.dtype):
+        raise ValueError("the numpy side is broken")
+    return x * 2
+"""
+
+
+def test_a_code_file_failing_on_numpy_only_is_the_baselines_failed_row_not_torchs(tmp_path):
+    # The user's step raises on NumPy only: that is the baseline's row, failed once (not measured a
+    # second time alone), and the torch row says the failure was the baseline's, not its own.
+    from gpuplay.core.runner.paired import run_pair
+    from gpuplay.core.workloads.usercode import code_ref
+
+    path = tmp_path / "npfails.py"
+    path.write_text(_NUMPY_ONLY_FAILS)
+    spec = RunSpec.make(code_ref(path), {}, backend="torch", repeat=3, warmup=1, threads=1)
+    r, base = run_pair(spec, baseline_spec(spec))
+    assert base is not None and base.status == "failed" and base.failure == "user-code", base
+    assert "the numpy side is broken" in base.message and base.detail
+    assert r.status == "failed" and r.message.startswith("the NumPy baseline: "), r.message
+
+
+def test_the_timed_condition_says_when_the_minimum_of_pairs_ended_them():
+    from gpuplay.core.runner.paired import MIN_PAIRS, run_pair
+
+    # A budget under one step (a 384² matmul: ms on the host): the minimum of pairs ended them.
+    spec = RunSpec.make("matmul", {"n": 384}, backend="torch", budget_s=0.001, threads=1, warmup=1)
+    r, base = run_pair(spec, baseline_spec(spec))
+    assert base is not None and len(base.samples) == MIN_PAIRS, (r.status, r.message, base)
+    assert f"the minimum of {MIN_PAIRS} pairs" in base.conditions["timed"], base.conditions["timed"]
+
+
+def test_a_baseline_row_of_other_pairs_with_the_same_label_still_gets_the_measured_apart_note():
+    # Two runs of one configuration in a session (history, gpuplay.run then gpuplay.compare): the
+    # later NumPy row is the baseline side of the later pairs, not of these, whatever the label says.
+    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.report import row_cells
+    from gpuplay.core.runner.paired import speedup_record
+
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch")
+    base = RunResult(baseline_spec(spec), samples=[1.0 if i < 11 else 10.0 for i in range(21)])
+    cand = RunResult(spec, samples=[1.0 if i < 10 else 10.0 for i in range(21)])
+    cand.speedup = speedup_record(paired_speedup(base.samples, cand.samples), base)
+    base.conditions["paired_with"] = spec.label()
+    base.started = cand.started = "2026-11-27T10:00:00+00:00"
+    # The later pairs' NumPy side: the same label, even the same median, another measurement.
+    later = RunResult(baseline_spec(spec), samples=list(base.samples), conditions={"paired_with": spec.label()},
+                      started="2026-11-27T10:00:07+00:00")  # fmt: skip
+    rows = attach_baselines([base, cand, later])
+    assert rows[1].baseline is later
+    assert "measured apart" in row_cells(rows[1])[-1]
+
+
+def test_a_baseline_step_that_fails_during_the_pairs_is_the_baselines_failure(monkeypatch):
+    # NumPy's step raises only once the pairs have started (a host OOM, a user's step failing on
+    # a later call): the failure is the baseline's row's, and the torch row says it was NumPy's.
+    from gpuplay.core.runner.paired import run_pair
+    from gpuplay.core.workloads import linalg
+
+    real = linalg.Matmul.kernel_function
+    armed: list[bool] = []
+
+    def breaks_in_the_pairs(self, backend, p):
+        fn = real(self, backend, p)
+
+        def step(xp, a, b):
+            if armed:
+                raise RuntimeError("numpy broke in the pairs")
+            return fn(xp, a, b)
+
+        return step if backend == "numpy" else fn
+
+    monkeypatch.setattr(linalg.Matmul, "kernel_function", breaks_in_the_pairs)
+    spec = RunSpec.make("matmul", {"n": 32}, backend="torch", repeat=4, threads=1)
+    r, base = run_pair(
+        spec, baseline_spec(spec), on_phase=lambda name, _d: armed.append(True) if name == "paired" else None
+    )
+    assert base is not None and base.status == "failed" and "numpy broke" in base.message, base
+    assert r.status == "failed" and r.message.startswith("the NumPy baseline: "), r.message
+
+    class Window:  # the telemetry window a step raising in the pairs must still close (GPM, a thread)
+        ended = 0
+
+        def begin(self, device, own_pids=()):
+            return "token"
+
+        def end(self, token):
+            Window.ended += 1
+            return {}
+
+    armed.clear()
+    r, _ = run_pair(spec, baseline_spec(spec), telemetry=Window(),
+                    on_phase=lambda name, _d: armed.append(True) if name == "paired" else None)  # fmt: skip
+    assert r.status == "failed" and Window.ended == 1, "the pairs' window was left open"
+
+
+def test_the_baseline_rows_check_reads_its_cold_probes_last_output_as_an_unpaired_run_does(monkeypatch):
+    # The baseline's cold-allocation probe keeps its last output for the check (runner.measure):
+    # the paired check reads it too, not one more step beside it (two large outputs alive).
+    import numpy as np
+
+    from gpuplay.core.runner import clear_caches
+    from gpuplay.core.runner.paired import run_pair
+    from gpuplay.core.workloads import linalg
+
+    n = 640  # past the probe's 4 MiB: the baseline's cold-allocation probe runs
+    checks: list[int] = []  # NumPy's full-size calls made since each 'check' phase began
+    real = linalg.matmul
+
+    def counted(xp, a, b):
+        if xp is np and a.shape[0] == n and checks:
+            checks[-1] += 1
+        return real(xp, a, b)
+
+    monkeypatch.setattr(linalg, "matmul", counted)
+    clear_caches()
+    spec = RunSpec.make("matmul", {"n": n}, backend="torch", repeat=8, warmup=1, threads=1)
+    r, base = run_pair(
+        spec, baseline_spec(spec), on_phase=lambda name, _d: checks.append(0) if name == "check" else None
+    )
+    assert base is not None and "alloc_cold_probe" in base.conditions, base.conditions
+    assert base.check_ok and r.check_ok
+    assert checks[-1] == 0, "the baseline's check called its step once more beside the probe's output"

@@ -186,16 +186,30 @@ def test_conditions_carry_threads_dtype_and_timer():
 
 
 def test_a_numpy_runs_conditions_read_blas_threads_once(monkeypatch):
-    """threadpoolctl scans every loaded library (a few ms, more on a loaded machine), and a sweep
-    pays it per point: NumPy's thread count is read once a run, and is still the live one."""
+    """threadpoolctl scans every loaded library (0.6-4 ms, more on a loaded machine), and a sweep
+    pays it per point: NumPy's BLAS is found once, and its thread count is still read live."""
     import threadpoolctl
 
+    from gpuplay.core.backends import numpy_backend
+
+    def point():
+        return run(RunSpec.make("matmul", {"n": 64}, backend="numpy", repeat=2, warmup=0, check=False))
+
+    point()  # what a run imports is imported (a new import may load a BLAS: the libraries are found anew)
     scans = []
-    real = threadpoolctl.threadpool_info
-    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: scans.append(1) or real())
-    r = run(RunSpec.make("matmul", {"n": 64}, backend="numpy", threads=1, repeat=2, warmup=0))
-    assert r.conditions["threads"]["numpy_blas"] == 1 and r.conditions["threads"]["cores"] >= 1
+    real = threadpoolctl.ThreadpoolController.__init__
+    monkeypatch.setattr(
+        threadpoolctl.ThreadpoolController, "__init__", lambda self: scans.append(1) or real(self)
+    )
+    monkeypatch.setattr(numpy_backend, "_blas", None, raising=False)
+    for _ in range(3):  # three points of a sweep: no --threads, so no threadpool_limits scans either
+        r = point()
+        assert r.conditions["threads"]["numpy_blas"] >= 1 and r.conditions["threads"]["cores"] >= 1
     assert len(scans) == 1
+    # Live: a limit set after the libraries were found is what the next read says.
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        assert numpy_backend.blas_threads() == 1
+    assert len(scans) == 2  # threadpool_limits' own scan, not blas_threads'
 
 
 def test_threads_setting_is_restored_after_the_run():

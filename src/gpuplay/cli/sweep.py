@@ -154,21 +154,32 @@ def _progress(enabled: bool, event: dict[str, Any]) -> None:
 def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Done:
     from gpuplay.core.engine import measure as measure_one
 
+    # A finished point's session-log line and progress line (~1-2 ms: its summary, the line's JSON,
+    # the write) wait until the next point's request has left: they are written when the engine's
+    # first phase for it is heard, while it plans and sets up, not before it is asked.
+    pending: list[tuple[Any, Any]] = []
+
+    def on_phase(name: str, detail: str) -> None:
+        busy.on_phase(name, detail)  # a wait for the device is said first
+        report_pending()
+
     # A wait for the device is said (on_phase), and so is a step over its limit (on_notice).
-    measure = functools.partial(measure_one, on_phase=busy.on_phase, on_notice=notice_printer(err))
+    measure = functools.partial(measure_one, on_phase=on_phase, on_notice=notice_printer(err))
     from gpuplay.core.report import fmt_time
     from gpuplay.core.sweep import run_sweep
 
     log = ResultLog()
-    total, count = plan.total, 0
+    total, count, started = plan.total, 0, 0
     plain = progress_json or not err.is_terminal
     status = err.status("sweeping …") if not plain else None
 
     def on_start(series: Any, value: Any) -> None:
+        nonlocal started
+        started += 1
         if status is not None:
-            status.update(f"[{count + 1}/{total}] {series.label} at {plan.param}={value} …")
+            status.update(f"[{started}/{total}] {series.label} at {plan.param}={value} …")
 
-    def on_point(series: Any, point: Any) -> None:
+    def report(series: Any, point: Any) -> None:
         nonlocal count
         count += 1
         if point.result is not None:
@@ -182,15 +193,22 @@ def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Don
         if series.stopped:
             err.print(f"{series.label}: {series.stopped}", style="yellow", highlight=False, markup=False)
 
+    def report_pending() -> None:
+        while pending:
+            report(*pending.pop(0))
+
     with Interruption() as stop:
         if status is not None:
             status.start()
         try:
             # No telemetry here: the engine opens its window (in-process: `measure` does).
-            run_sweep(plan, measure, cancel=stop.cancel, on_start=on_start, on_point=on_point)
+            run_sweep(plan, measure, cancel=stop.cancel, on_start=on_start,
+                      on_point=lambda series, point: pending.append((series, point)))  # fmt: skip
         finally:
             if status is not None:
                 status.stop()
+            report_pending()  # the last point, and any a stop left waiting
+    report_pending()  # what a second signal cut short
     plan.interrupted = plan.interrupted or stop.interrupted
     return _Done(stop, log)
 

@@ -13,9 +13,10 @@ import tempfile
 from pathlib import Path
 
 
-def append_line(path: Path, line: str) -> None:
+def append_line(path: Path, line: str, sync: bool = True) -> None:
     """Append `line` whole or not at all: one write of the encoded line and its newline, and on
-    a short write (a full disk) the file is cut back, so the next line does not start mid-line."""
+    a short write (a full disk) the file is cut back, so the next line does not start mid-line.
+    `sync`: fsync before returning (False: the caller syncs, as the session log does on a thread)."""
     data = (line + "\n").encode("utf-8")
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
@@ -24,7 +25,8 @@ def append_line(path: Path, line: str) -> None:
             written = os.write(fd, data)
             if written != len(data):
                 raise OSError(errno.ENOSPC, f"only {written} of {len(data)} bytes written (disk full?)")
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         except OSError:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, start)

@@ -64,8 +64,14 @@ def _medians_disagree(row: Row) -> bool:
     paired, base, r = row.paired, row.baseline, row.result
     if paired is None or base is None or base is r or not base.median or not r.median:
         return False
-    if base.conditions.get("paired_with") == r.spec.label():
-        return False  # the baseline row is the baseline side of these very pairs: nothing measured apart
+    if (
+        base.conditions.get("paired_with") == r.spec.label()
+        and base.started == r.started
+        and (r.speedup or {}).get("baseline_median_s") == base.median
+    ):
+        # The baseline row is the baseline side of these very pairs (their label, start and median;
+        # the label alone is any run of that configuration): nothing measured apart.
+        return False
     apart = base.median / r.median
     if paired.low is not None and paired.high is not None:
         return not paired.low <= apart <= paired.high

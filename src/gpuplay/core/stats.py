@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -47,24 +49,46 @@ class Summary:
         return d
 
 
+# From this many samples on, NumPy sorts and sums where it is loaded already (a sweep point's
+# 2,500-30,000 timings: ~6.5 ms in Python per 30,000, ~1.5 ms in NumPy); a summary never imports it
+# (a NumPy run's front end plans and prints without NumPy: issue 34, row 1).
+VECTOR_MIN = 256
+
+
 def summarize(samples: Sequence[float]) -> Summary | None:
     if not samples:
         return None
+    if len(samples) >= VECTOR_MIN and "numpy" in sys.modules:
+        return _summarize_numpy(samples)
     s = sorted(samples)
     n = len(s)
     mean = math.fsum(s) / n
     var = math.fsum((x - mean) ** 2 for x in s) / (n - 1) if n > 1 else 0.0
+    return _summary(s, mean, math.sqrt(var))
+
+
+def _summarize_numpy(samples: Sequence[float]) -> Summary:
+    """The same figures as the plain path: the quantiles read from the same sorted values; the
+    mean and spread summed pairwise (within a few units in the last place of math.fsum's)."""
+    import numpy as np
+
+    a = np.sort(np.asarray(samples, dtype=np.float64))
+    return _summary(a, float(a.mean()), float(a.std(ddof=1)))
+
+
+def _summary(s: Any, mean: float, std: float) -> Summary:
+    """A summary of the sorted values `s` (a list or a NumPy array) with their mean and spread."""
     return Summary(
-        n=n,
-        median=quantile(s, 0.5),
+        n=len(s),
+        median=float(quantile(s, 0.5)),
         mean=mean,
-        min=s[0],
-        max=s[-1],
-        p10=quantile(s, 0.10),
-        p25=quantile(s, 0.25),
-        p75=quantile(s, 0.75),
-        p90=quantile(s, 0.90),
-        std=math.sqrt(var),
+        min=float(s[0]),
+        max=float(s[-1]),
+        p10=float(quantile(s, 0.10)),
+        p25=float(quantile(s, 0.25)),
+        p75=float(quantile(s, 0.75)),
+        p90=float(quantile(s, 0.90)),
+        std=std,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -21,14 +22,26 @@ NUMPY_DTYPES = {"float64": "float64", "float32": "float32", "float16": "float16"
 
 
 def blas_threads() -> int | None:
-    """Threads NumPy's BLAS will use, as the BLAS library itself reports (None: threadpoolctl missing)."""
+    """Threads NumPy's BLAS will use, as the BLAS library itself reports (None: threadpoolctl missing).
+
+    Read live at every call; the libraries are found once (threadpoolctl's scan of every loaded
+    library is 0.6-4 ms, and a sweep reads this at every point) and again after an import."""
+    global _blas
     try:
-        from threadpoolctl import threadpool_info
+        from threadpoolctl import ThreadpoolController
     except ImportError:
         return None
 
-    counts = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
+    if _blas is None or _blas[0] != len(sys.modules):  # a new import may have loaded another BLAS
+        _blas = (
+            len(sys.modules),
+            [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"],
+        )
+    counts = [c.num_threads for c in _blas[1]]
     return max(counts) if counts else None
+
+
+_blas: tuple[int, list[Any]] | None = None
 
 
 class NumpyBackend(Backend):

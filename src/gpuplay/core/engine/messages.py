@@ -13,13 +13,12 @@ unpickling an engine's object, and a message from another version of gpuplay is 
 
 from __future__ import annotations
 
-import base64
 import json
-from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from gpuplay.core.packed import TIMING_KEYS, pack, unpack
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
@@ -166,33 +165,15 @@ def _fields(msg: Message) -> dict[str, Any]:
         if isinstance(value, RunResult):
             value = value.to_dict(derived=False)  # the front end derives the rest (summary, roof)
             for key in PACKED:
-                value[key] = {"f64": pack(value[key])}
+                value[key] = pack(value[key])
         elif isinstance(value, RunSpec):
             value = value.to_dict()
         out[name] = value
     return out
 
 
-# A result's step timings: tens of thousands of numbers at a sweep point of microsecond steps,
-# whose JSON took ~6 ms to write in the engine and ~7 ms to read in the front end per 10,000.
-PACKED = ("samples_s", "warmup_s")
-
-
-def pack(values: list[float]) -> str:
-    """Floats as their float64 bytes in base64: exact, and ~100× quicker than JSON's digits."""
-    return base64.b64encode(array("d", values).tobytes()).decode("ascii")
-
-
-def unpack(data: Any) -> list[float]:
-    """`pack`'s floats back. Raises ValueError for anything that is not whole float64s."""
-    if not isinstance(data, dict) or not isinstance(data.get("f64"), str):
-        raise ValueError("packed timings expected")
-    raw = base64.b64decode(data["f64"], validate=True)
-    if len(raw) % 8:
-        raise ValueError("packed timings cut short")
-    out = array("d")
-    out.frombytes(raw)
-    return out.tolist()
+# A result's step timings go packed (core/packed.py: float64 bytes in base64), not as JSON numbers.
+PACKED = TIMING_KEYS
 
 
 def _result(d: Mapping[str, Any], key: str = "result") -> RunResult:

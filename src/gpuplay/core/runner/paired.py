@@ -11,7 +11,8 @@ One paired measurement gives both rows (`run_pair`): the candidate with its spee
 baseline's own result (warmed up, checked against float64, its cold-allocation probe and page
 faults as an unpaired run reports them), its conditions saying it was timed interleaved. The
 budget of a paired run is each side's timed window: the pairs stop once one side (the slower) has
-been timed for the budget, so that side has an unpaired run's sample count, the other as many
+been timed for the budget, so that side is timed as long as an unpaired run (but for at least
+MIN_PAIRS pairs; a µs step's sample is the mean of its element's steps), the other as many
 (pairs are pairs), and the window lasts at most two budgets.
 """
 
@@ -31,7 +32,7 @@ from gpuplay.core.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, minor_faults
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
-from gpuplay.core.runner.measure import TelemetryWindow, _Measurement, _now, begin_window, run
+from gpuplay.core.runner.measure import _NONE, TelemetryWindow, _Measurement, _now, begin_window, run
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.stats import PairedSpeedup, paired_speedup
@@ -81,16 +82,18 @@ def interleave(
     between: Callable[[], Any] | None = None,
     between_b: Callable[[], Any] | None = None,
     faults: Callable[[], int | None] | None = None,
+    failing: list[int] | None = None,
 ) -> PairedOutcome:
     """Time A and B in ABBA blocks until `pairs`, or `budget_s` and `min_pairs`, or a cancel.
 
     `budget_s` is each side's timed window: the wall time of its own elements (its steps and what
     runs between them, as an unpaired run's window counts them). The pairs stop once one side has
-    had it, so that side's sample count is an unpaired run's, and the whole lasts at most about
-    two budgets. As in the timed loop, each step's interval is the call and the release of its
+    had it, so that side is timed as long as an unpaired run (its samples: elements of `inner`
+    steps), and the whole lasts at most about two budgets. As in the timed loop, each step's interval is the call and the release of its
     output; the bookkeeping runs between elements. `between` runs before each step of A, and of B
     too unless B has its own `between_b` (each side's cache flush). `faults` (a page-fault
     counter) is read around each element, outside its steps' intervals: each side's own count.
+    A step that raises appends its side (0: A, 1: B) to `failing`: whose failure it is.
     """
     between_b = between_b or between
     times_a: list[float] = []
@@ -101,7 +104,12 @@ def interleave(
     def element(side: int, fn: Callable[[], Any], timer: StepTimer, inner: int, bt: Any) -> float:
         f0 = faults() if faults is not None else None
         t0 = time.perf_counter()
-        dt = _element(fn, timer, inner, bt)
+        try:
+            dt = _element(fn, timer, inner, bt)
+        except Exception:
+            if failing is not None:
+                failing.append(side)
+            raise
         spent[side] += time.perf_counter() - t0
         f1 = faults() if faults is not None else None
         before = counted[side]
@@ -284,6 +292,11 @@ class _Paired:
         except UserCodeError as exc:
             result.status, result.failure = "failed", "user-code"
             result.message, result.detail = exc.summary, exc.detail
+            if self.active is base:  # the user's step failed on NumPy: the baseline's own row says so
+                result.message = f"the NumPy baseline: {exc.summary}"
+                base.result.status, base.result.failure = "failed", "user-code"
+                base.result.message, base.result.detail = exc.summary, exc.detail
+                self.base_done = True
         except Exception as exc:
             result.status = "failed"
             failing = self.active
@@ -319,26 +332,38 @@ class _Paired:
             cand.plan.backend.reset_peak_memory(spec.device)
         faults0 = minor_faults()
         self.base_inner = inner_count(base.result.warmup)
-        outcome = interleave(
-            base_step,
-            base_timer,
-            self.base_inner,
-            step,
-            timer,
-            inner_count(cand.result.warmup),
-            pairs=spec.repeat,
-            budget_s=spec.budget_s,
-            min_pairs=max(MIN_PAIRS, spec.min_repeat),
-            max_pairs=spec.max_repeat,
-            cancel=self.cancel,
-            pause=self.pause,
-            on_sample=self.on_sample,
-            # Each side as its own measurement times it: a cold run's flush (then an idle
-            # device) before each of its steps, as in its warm-up and in an unpaired run.
-            between=base.between(),
-            between_b=cand.between(),
-            faults=minor_faults,
-        )
+        failing: list[int] = []  # a step that raises in the pairs: whose side (0: the baseline)
+        try:
+            outcome = interleave(
+                base_step,
+                base_timer,
+                self.base_inner,
+                step,
+                timer,
+                inner_count(cand.result.warmup),
+                pairs=spec.repeat,
+                budget_s=spec.budget_s,
+                min_pairs=max(MIN_PAIRS, spec.min_repeat),
+                max_pairs=spec.max_repeat,
+                cancel=self.cancel,
+                pause=self.pause,
+                on_sample=self.on_sample,
+                # Each side as its own measurement times it: a cold run's flush (then an idle
+                # device) before each of its steps, as in its warm-up and in an unpaired run.
+                between=base.between(),
+                between_b=cand.between(),
+                faults=minor_faults,
+                failing=failing,
+            )
+        except BaseException:
+            if failing == [0]:  # NumPy's step raised (a host OOM, a user's step on a later call)
+                self.active = base
+            # A step that raises mid-window still closes it, as an unpaired run's does: the window
+            # holds an NVML GPM sample buffer and a sampling thread a long-lived engine would leak.
+            if self.telemetry is not None:
+                with contextlib.suppress(Exception):
+                    self.telemetry.end(token)
+            raise
         faults1 = minor_faults()
         cand.peak_memory()
         if self.telemetry is not None:
@@ -360,11 +385,17 @@ class _Paired:
         r, n = base.result, len(outcome.baseline)
         r.conditions["paired_with"] = self.cand.plan.spec.label()
         spec = self.cand.plan.spec
-        until = (
-            f"{spec.repeat} pairs asked"
-            if spec.repeat is not None
-            else "the pairs stopped once one side had been timed for the budget"
-        )
+        least = max(MIN_PAIRS, spec.min_repeat)
+        if spec.repeat is not None:
+            until = f"{spec.repeat} pairs asked"
+        elif n >= spec.max_repeat:
+            until = f"the pairs stopped at their maximum of {spec.max_repeat}"
+        elif n <= least:  # the budget was spent before: the least the interval needs held them
+            until = (
+                f"the pairs stopped at the minimum of {least} pairs, one side timed past the budget by then"
+            )
+        else:
+            until = "the pairs stopped once one side had been timed for the budget"
         r.conditions["timed"] = (
             f"interleaved: {n} ABBA pairs with {spec.label()} (each sample the mean of "
             f"{self.base_inner} step{'s' if self.base_inner > 1 else ''}); the same pairs give its speedup; {until}"
@@ -401,10 +432,13 @@ class _Paired:
             )
 
     def check(self, m: _Measurement, step: Callable[[], Any]) -> None:
-        """One more call of the very step that was timed, against the float64 reference."""
+        """One more call of the very step that was timed (or the cold probe's last call of it), against
+        the float64 reference."""
         if m.plan.spec.check:
             self.cand.phase("check")
-            m.check(step())
+            # The baseline's cold-allocation probe kept its last output, as an unpaired run's does.
+            out, m.probe_out = m.probe_out, _NONE
+            m.check(step() if out is _NONE else out)
 
     def attach_speedup(self) -> None:
         cand, base = self.cand.result, self.base.result
