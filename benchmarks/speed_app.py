@@ -9,20 +9,29 @@
   p95 ≤ 50 ms for every key. Telemetry and step timings also repaint the screen, so a key's region
   is watched, not the whole screen (`a` on NumPy shows only a notice: the whole screen).
 - q → shell: from sending `q` to the shell's marker printed after gpuplay exits. Goal ≤ 0.2 s.
+- main-thread CPU per key: the app's main thread's CPU time (Linux `/proc/PID/schedstat`: the
+  thread that runs Textual's event loop, handlers and rendering) from sending the key to seeing
+  its change: what the load moves least. It also counts what the app did between its frame and
+  the poll that saw it (work deferred to after the frame included), so it is an upper bound.
 
     python benchmarks/speed_app.py [-n 5] [--rounds 3] [--src OTHER/src]
 
-Needs tmux. Each of the n runs starts a fresh app with a state folder of its own.
+Needs tmux. Each of the n runs starts a fresh app with a state folder of its own, in a tmux server
+of its own (`-L`, socket `gpuplay-speed-PID` unless `GPUPLAY_SPEED_TMUX` names one): the benchmark
+never talks to, nor ends, a tmux server someone else uses.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from speedbench import env_for, header, med, parser
 
@@ -31,10 +40,12 @@ WIDTH, HEIGHT, SIDEBAR_COLS = 120, 36, 33
 KEYS = ("t", "a", "2", "4", "5", "1", "?", "Escape", "p", "Down", "Up")
 POLL_S = 0.002
 DONE = "__gpuplay_exited__"
+# A tmux server of the benchmark's own: it ends with the last session this script kills.
+SOCKET = os.environ.get("GPUPLAY_SPEED_TMUX") or f"gpuplay-speed-{os.getpid()}"
 
 
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=False).stdout
 
 
 def screen(name: str) -> list[str]:
@@ -78,7 +89,29 @@ def wait_for(name: str, test, timeout: float) -> float | None:
     return None
 
 
-def one_app(src: str, rounds: int, keys_: tuple[str, ...] = KEYS) -> tuple[float, dict[str, list[float]], float]:
+def app_pid(name: str) -> int | None:
+    """The gpuplay process in the pane (the shell's child), or None where /proc cannot say."""
+    try:
+        shell = int(tmux("display-message", "-p", "-t", name, "#{pane_pid}").strip())
+        for child in Path(f"/proc/{shell}/task/{shell}/children").read_text().split():
+            if b"gpuplay" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return int(child)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def main_thread_cpu(pid: int | None) -> float:
+    """Seconds of CPU the process's main thread has run (nan where /proc cannot say)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return math.nan
+
+
+def one_app(
+    src: str, rounds: int, keys_: tuple[str, ...] = KEYS
+) -> tuple[float, dict[str, list[float]], float, dict[str, list[float]]]:
     name = f"gpuplay-speed-{time.monotonic_ns()}"
     with tempfile.TemporaryDirectory(prefix="gpuplay-app-") as tmp:
         env = env_for(src, tmp)
@@ -95,10 +128,13 @@ def one_app(src: str, rounds: int, keys_: tuple[str, ...] = KEYS) -> tuple[float
             # The keys are timed once the first measurement is done, as a user presses them.
             wait_for(name, lambda: "phase     done" in tmux("capture-pane", "-p", "-t", name), 120)
             keys: dict[str, list[float]] = {k: [] for k in keys_}
+            cpu: dict[str, list[float]] = {k: [] for k in keys_}
+            pid = app_pid(name)
             for _ in range(rounds):
                 for key in keys_:
                     time.sleep(0.5)
                     before = region(key, screen(name), tmux("capture-pane", "-p", "-t", name).splitlines())
+                    c1 = main_thread_cpu(pid)
                     t1 = time.perf_counter()
                     tmux("send-keys", "-t", name, key)
 
@@ -108,6 +144,7 @@ def one_app(src: str, rounds: int, keys_: tuple[str, ...] = KEYS) -> tuple[float
 
                     t2 = wait_for(name, changed, 5)
                     keys[key].append((t2 - t1) if t2 is not None else float("inf"))
+                    cpu[key].append(main_thread_cpu(pid) - c1)
             time.sleep(0.5)
             t1 = time.perf_counter()
             tmux("send-keys", "-t", name, "q")
@@ -115,7 +152,7 @@ def one_app(src: str, rounds: int, keys_: tuple[str, ...] = KEYS) -> tuple[float
             quit_s = (t2 - t1) if t2 is not None else float("inf")
         finally:
             tmux("kill-session", "-t", name)
-    return first, keys, quit_s
+    return first, keys, quit_s, cpu
 
 
 def _plain(line: str) -> str:
@@ -146,29 +183,36 @@ def main() -> None:
     header("the playground in tmux 120×36", "first frame <= 0.3 s; key -> repaint p95 <= 50 ms for every key; "
            "q -> shell <= 0.2 s", args.runs)  # fmt: skip
     trees = [args.src, *([args.vs] if args.vs else [])]
-    got = {src: ([], [], {k: [] for k in keys_}) for src in trees}
+    got = {src: ([], [], {k: [] for k in keys_}, {k: [] for k in keys_}) for src in trees}
     for _ in range(args.runs):
         for src in reversed(trees):  # alternating, the other tree first: A B A B … as the CLI rows
-            f, ks, q = one_app(src, args.rounds, keys_)
-            firsts, quits, keys = got[src]
+            f, ks, q, cs = one_app(src, args.rounds, keys_)
+            firsts, quits, keys, cpu = got[src]
             firsts.append(f)
             quits.append(q)
             for k, v in ks.items():
                 keys[k] += v
+                cpu[k] += cs[k]
     for src in trees:
         print(f"## gpuplay from {src}")
         report(*got[src])
 
 
-def report(firsts: list[float], quits: list[float], keys: dict[str, list[float]]) -> None:
+def report(
+    firsts: list[float], quits: list[float], keys: dict[str, list[float]], cpu: dict[str, list[float]]
+) -> None:
     every = sorted(x for v in keys.values() for x in v)
+    every_cpu = [x for v in cpu.values() for x in v]
     print(
         f"first frame: median {med(firsts):.3f} s (min {min(firsts):.3f}, max {max(firsts):.3f}); goal 0.3 s"
     )
     print(f"key -> repaint over {len(every)} presses: median {med(every) * 1e3:.0f} ms, p95 {p95(every) * 1e3:.0f} ms, "
           f"max {every[-1] * 1e3:.0f} ms; goal p95 50 ms")  # fmt: skip
+    print(f"main-thread CPU per key (upper bound, see above): median {med(every_cpu) * 1e3:.0f} ms, "
+          f"p95 {p95(sorted(every_cpu)) * 1e3:.0f} ms")  # fmt: skip
     for k, v in keys.items():
-        print(f"  {k:7s} median {med(v) * 1e3:5.0f} ms  max {max(v) * 1e3:5.0f} ms")
+        print(f"  {k:7s} median {med(v) * 1e3:5.0f} ms  max {max(v) * 1e3:5.0f} ms   "
+              f"main-thread CPU median {med(cpu[k]) * 1e3:4.0f} ms")  # fmt: skip
     print(f"q -> shell: median {med(quits):.3f} s (min {min(quits):.3f}, max {max(quits):.3f}); goal 0.2 s")
 
 

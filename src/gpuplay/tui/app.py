@@ -118,7 +118,8 @@ class GpuPlayApp(TextApp):
             return
         self.session.spec = self.session.make_spec()
         self.refresh_all()
-        self.telemetry.start()
+        # The sampler's thread and its imports (psutil, the NVML glue) after the first frame.
+        self.call_after_refresh(self.telemetry.start)
         self.quit_on_signals()  # SIGTERM and SIGHUP quit like `q`: the engine goes first
         # The engine imports torch and probes the devices in its own process; the first frame
         # does not wait for it, and the first measurement does.
@@ -155,10 +156,17 @@ class GpuPlayApp(TextApp):
             return
         self.runs.cancel.set()  # what was measuring stops now; the new run waits for the paint
         run_id = self.session.begin_run()
-        self.refresh_all()
-        # Measuring starts after the frame that shows the new choice: a key's repaint never
-        # shares the two cores with a measurement's start (issue 34).
-        self.call_after_refresh(self._start_run, self.spec, run_id)
+        # The key's frame shows the choice (the controls); the tab on screen (the run's cleared
+        # figures, a table, a chart) is drawn after that frame, and measuring starts after the
+        # next: a key's repaint neither waits for a tab's view nor shares the two cores with a
+        # measurement's start (issue 34).
+        self.refresh_controls()
+        self.call_after_refresh(self._show_new_run, self.spec, run_id)
+
+    def _show_new_run(self, spec: Any, run_id: int) -> None:
+        if run_id == self.session.run_id:  # else a later key replaced this run: it draws its own
+            self.refresh_all()
+            self.call_after_refresh(self._start_run, spec, run_id)
 
     def _start_run(self, spec: Any, run_id: int) -> None:
         if run_id == self.session.run_id:  # a later key has already replaced this run
@@ -305,6 +313,9 @@ class GpuPlayApp(TextApp):
 
     @on(TabbedContent.TabActivated)
     def _tab_changed(self) -> None:
+        # Drawn in the frame that shows the tab. (Painting the tab as last drawn first and its
+        # view after that frame was tried: the tab was then laid out and rendered twice when its
+        # figures had changed, and the Compare key measured slower: issue 34, round 4.)
         self.refresh_all()
 
 

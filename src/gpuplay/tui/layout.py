@@ -3,6 +3,8 @@ to the terminal's size."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal
@@ -21,6 +23,34 @@ class LabelledTabs(TabbedContent):
         fit_labels(self, self.query(PlaygroundTab), event.size.width)
 
 
+class SteadyFooter(Footer):
+    """Textual's footer, composed again only when the keys it shows changed. Textual recomposes it
+    whenever a screen's bindings are said to change: closing the help screen (Escape) rebuilt and
+    rendered its keys again, with the same keys (issue 34)."""
+
+    _shown: Any = None
+
+    def _keys(self) -> Any:
+        return tuple(
+            (b.key, b.key_display, b.description, b.action, b.show, b.tooltip, enabled, tooltip)
+            for _, b, enabled, tooltip in self.screen.active_bindings.values()
+        )
+
+    def bindings_changed(self, screen: Screen[Any]) -> None:
+        if (
+            self._shown is not None
+            and self.is_attached
+            and screen is self.screen
+            and self._keys() == self._shown
+        ):
+            return
+        super().bindings_changed(screen)
+
+    def compose(self) -> ComposeResult:
+        self._shown = self._keys() if self._bindings_ready else None
+        yield from super().compose()
+
+
 def compose_main(scenarios: ScenarioSet) -> ComposeResult:
     yield Header()
     with Horizontal(id="body"):
@@ -30,7 +60,7 @@ def compose_main(scenarios: ScenarioSet) -> ComposeResult:
             for tab in TAB_CLASSES[1:]:  # not on screen at start: their widgets after the first frame
                 yield tab().mount_after_first_frame()
         yield TelemetryColumn(id="side-telemetry")
-    yield Footer()
+    yield SteadyFooter()
 
 
 def adapt_layout(screen: Screen[object], width: int, height: int) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 from gpuplay.core.result import RunResult
-from gpuplay.core.telemetry import Snapshot
+
+if TYPE_CHECKING:  # the telemetry (psutil) is imported after the first frame (tabs/telemetry.py)
+    from gpuplay.core.telemetry import Snapshot
 
 
 class RunProgress(Message):

@@ -15,7 +15,6 @@ from textual.app import App
 
 from gpuplay.core.engine.protocol import SampleBatcher
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.telemetry import RunTelemetry
 from gpuplay.tui.messages import RunFinished, RunPhase, RunProgress
 
 
@@ -74,7 +73,11 @@ class LiveRuns:
                 return
             sink = SampleBatcher(lambda batch: post(RunProgress(run_id, batch)))
             sampler = self.telemetry.sampler
-            telemetry = RunTelemetry(sampler) if sampler is not None else None
+            telemetry = None
+            if sampler is not None:  # made from gpuplay.core.telemetry: already imported
+                from gpuplay.core.telemetry import RunTelemetry
+
+                telemetry = RunTelemetry(sampler)
             result = self.engine.run(
                 spec,
                 on_sample=sink.add if role == "live" else None,

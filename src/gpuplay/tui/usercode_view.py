@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Group, RenderableType
-from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import App
 
@@ -43,6 +42,8 @@ def code_error_renderable(message: str, detail: str = "") -> RenderableType:
 
 def code_source_renderable(path: Path | str, source: str, detail: str = "") -> RenderableType:
     """The file with line numbers; the lines the traceback names are highlighted."""
+    from rich.syntax import Syntax  # pygments: the Code tab's, not the first frame's (issue 34)
+
     lines = set(frame_lines(detail))
     return Group(
         Text(

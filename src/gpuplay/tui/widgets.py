@@ -5,11 +5,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.markup import escape
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -26,10 +25,12 @@ from gpuplay.core.roofline import NOT_CALIBRATED, roof_text
 from gpuplay.core.safetext import visible
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.stats import Summary
-from gpuplay.core.telemetry import Snapshot
 from gpuplay.core.workloads import reference_name
 from gpuplay.tui.controls import controls_for, label, values_for, verdict_for
 from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
+
+if TYPE_CHECKING:  # the telemetry (psutil) is imported after the first frame (tabs/telemetry.py)
+    from gpuplay.core.telemetry import Snapshot
 
 PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
 
@@ -118,6 +119,10 @@ class SpeedupDigits(Static):
     ) -> None:
         from textual.renderables.digits import Digits
 
+        key = (speedup, note, marker, reason, short)
+        if key == getattr(self, "_key", None):
+            return  # drawn already: a repaint (a tab shown again) does not lay it out anew
+        self._key = key
         self.speedup, self.note, self.marker = speedup, note, marker
         self.tooltip = reason or None
         if speedup is None:
@@ -137,6 +142,7 @@ class StatsPanel(Static):
         t.add_column(style="bold", no_wrap=True)
         t.add_column()
         if spec is None:
+            self._cells = None
             self.update(Text("choose a scenario", style="dim"))
             return
         t.add_row("config", escape(spec.label()))
@@ -187,6 +193,10 @@ class StatsPanel(Static):
             t.add_row("peak mem", Text(info["peak_memory"], style="dim"))
         for note in info.get("notes", [])[:3]:
             t.add_row("note", Text(visible(note), style="dim"))
+        cells = _cells(t)
+        if cells == getattr(self, "_cells", None):
+            return  # drawn already: a repaint (the tab shown again) does not lay it out anew
+        self._cells = cells
         self.update(t)
 
     @staticmethod
@@ -203,6 +213,18 @@ class StatsPanel(Static):
             t.add_row("roof", roof_line(roof))
         for w in (noise or [])[:4]:
             t.add_row("⚠ noise" if not w.startswith("unstable") else "⚠ spread", Text(w, style="yellow"))
+
+
+def _cells(table: Table) -> tuple[Any, ...]:
+    """What a table of text shows, cell by cell with its styles: two tables with the same cells
+    draw the same (a panel handed the same figures again is not redrawn)."""
+
+    def cell(c: Any) -> Any:
+        if isinstance(c, Text):
+            return (c.plain, str(c.style), tuple(c.spans), c.overflow, c.no_wrap)
+        return (type(c).__name__, str(c))
+
+    return tuple(tuple(cell(c) for c in col.cells) for col in table.columns)
 
 
 def roof_line(roof: dict[str, Any]) -> Text:
@@ -283,6 +305,9 @@ class ClaimLine(Static):
     """The public claim this scenario checks, beside the live figures."""
 
     def show(self, scenario: Any) -> None:
+        if scenario is getattr(self, "_scenario", object()):
+            return  # drawn already (a scenario, as loaded, does not change)
+        self._scenario = scenario
         if scenario is None or scenario.claim is None:
             self.update("")
             return
@@ -447,6 +472,8 @@ class CodeView(Horizontal):
 
 
 def _code(title: str, source: str) -> Group:
+    from rich.syntax import Syntax  # pygments: the Code tab's, not the first frame's (issue 34)
+
     return Group(
         Text(title, style="bold"),
         Syntax(source, "python", theme="ansi_dark", line_numbers=False, word_wrap=True),
@@ -616,13 +643,19 @@ def _na(v: Any, unit: str, digits: int = 0) -> str:
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key, generated from the app's bindings so it cannot drift from them."""
+    """Every key, generated from the app's bindings so it cannot drift from them.
+
+    A page of its own, opaque: a modal's translucent background makes Textual render the whole
+    main screen again under it and blend it, on every paint of the help (`?` and Escape were the
+    slowest keys, issue 34). The keys' panel sits centred on the app's own background."""
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
     DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
+    HelpScreen { align: center middle; background: $background; }
+    HelpScreen:ansi { background: ansi_default; }
     HelpScreen > VerticalScroll { width: 72; max-width: 95%; height: auto; max-height: 90%;
-        border: round $accent; background: $surface; padding: 0 1; }
+        border: round $accent; border-title-color: $accent; border-subtitle-color: $text-muted;
+        background: $surface; padding: 0 1; }
     """
 
     def __init__(self, bindings: Sequence[tuple[str, str]]) -> None:
@@ -635,7 +668,9 @@ class HelpScreen(ModalScreen[None]):
         t.add_column("action")
         for key, desc in self.rows:
             t.add_row(key, desc)
-        with VerticalScroll():
+        with VerticalScroll() as panel:
+            panel.border_title = "help"
+            panel.border_subtitle = "Esc · ? · q close"
             yield Static(t)
             yield Static(
                 Text(

@@ -9,7 +9,10 @@ changed while it is shown; a hidden tab draws nothing, and catches up when it is
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+import weakref
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -65,7 +68,9 @@ class PlaygroundTab(TabPane):
     async def mount_composed_widgets(self, widgets: list[Widget]) -> None:
         """A tab not on screen at start (`lazy`) mounts its widgets after the first frame, as
         Textual's `Lazy` does for hidden tab panes: mounting and styling the six hidden tabs' widgets
-        cost ~80 ms before the first frame on the 2-core machine (issue 34). Until then it draws
+        cost ~80 ms before the first frame on the 2-core machine (issue 34). They mount one tab at a
+        time, with a pause between, so a key pressed meanwhile waits for one tab's mount, not six
+        (~100 ms in one block); a tab shown before its turn goes first. Until then it draws
         nothing (`ready`); it draws when mounted if it is shown by then."""
         if not self.lazy:
             await super().mount_composed_widgets(widgets)
@@ -76,7 +81,10 @@ class PlaygroundTab(TabPane):
             self.ready = True
             self.redraw_if_shown()
 
-        self.call_after_refresh(mount)
+        queue = _LAZY_MOUNTS.setdefault(self.app, deque())
+        queue.append((self, mount))
+        if len(queue) == 1:  # the first: the chain starts after the first frame
+            self.call_after_refresh(_mount_next, self.app)
 
     @property
     def host(self) -> Host:
@@ -97,6 +105,29 @@ class PlaygroundTab(TabPane):
     def redraw_if_shown(self) -> None:
         if self.shown and self.ready:
             self.refresh_view()
+
+
+LAZY_MOUNT_GAP_S = 0.01
+# Per app: the lazy tabs still to mount, in order, each with its mount.
+_LAZY_MOUNTS: weakref.WeakKeyDictionary[Any, deque[tuple[PlaygroundTab, Callable[[], Awaitable[None]]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _mount_next(app: Any) -> None:
+    """Mount one lazy tab (the one on screen, if it is waiting), then the next after a pause."""
+    queue = _LAZY_MOUNTS.get(app)
+    if not queue:
+        return
+    entry = next((e for e in queue if e[0].shown), queue[0])
+    queue.remove(entry)
+    tab, mount = entry
+    if tab.is_attached:
+        await mount()
+    if queue:  # a pause: keys pressed meanwhile (and their frames) go before the next mount
+        app.set_timer(LAZY_MOUNT_GAP_S, partial(_mount_next, app))
+    else:
+        _LAZY_MOUNTS.pop(app, None)
 
 
 def fit_labels(tabbed: TabbedContent, tabs: Iterable[PlaygroundTab], width: int) -> None:

@@ -50,12 +50,38 @@ class LiveTab(PlaygroundTab):
     def refresh_view(self) -> None:
         session = self.host.session
         self.refresh_stats()
-        summary = session.timed_summary()
         big = viewmodels.speedup_view(session, self.baseline_problem())
         self.query_one(SpeedupDigits).show(big.speedup, big.note, big.marker, big.reason, big.short)
+        self.query_one(ClaimLine).show(session.scenario)
+        self.hold_top(session.live_result is None)
+        if session.samples:
+            self.draw_chart()
+        else:
+            # A new run (a key: a lever, a preset, a scenario): the frame that shows the choice
+            # does not wait for the cleared chart's plotext build (~20 ms; issue 34). It is drawn
+            # right after that frame, from the session as it is then.
+            self.call_after_refresh(self.draw_chart)
+
+    def hold_top(self, hold: bool) -> None:
+        """While a run is measured, the figures above the chart keep the height they had: a new
+        run's few rows would shrink them and grow the chart, which plotext then builds again at
+        its new size in the frame of the key that started the run, then again when the result
+        brings the rows back (issue 34). Released when the run's result is in, or on a resize."""
+        top = self.query_one("#live-top")
+        if not hold:
+            if top.styles.min_height is not None:
+                top.styles.min_height = None
+        elif top.styles.min_height is None and top.outer_size.height:
+            top.styles.min_height = top.outer_size.height
+
+    def on_resize(self) -> None:
+        self.hold_top(False)
+
+    def draw_chart(self) -> None:
+        session = self.host.session
+        summary = session.timed_summary()
         title = viewmodels.chart_title(session)
         self.query_one(StepChart).show(session.samples, summary.median if summary else None, title)
-        self.query_one(ClaimLine).show(session.scenario)
 
     def baseline_problem(self) -> str:
         """Why the speedup of the configuration on screen could not be measured, if it could not.

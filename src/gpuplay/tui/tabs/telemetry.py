@@ -5,7 +5,7 @@ App's tick says (tui/viewmodels.telemetry_pace: every sample while measuring, sl
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.app import App, ComposeResult
 from textual.containers import Vertical
@@ -13,25 +13,29 @@ from textual.screen import Screen
 from textual.widget import Widget
 
 from gpuplay.core.session import LiveSession
-from gpuplay.core.telemetry import Sampler, Snapshot, nvml_status
 from gpuplay.tui.messages import TelemetryTick
 from gpuplay.tui.tabs.base import Host, PlaygroundTab
 from gpuplay.tui.viewmodels import TelemetryPace, telemetry_pace
 from gpuplay.tui.widgets import TelemetryChart, TelemetryPanel
 
+if TYPE_CHECKING:
+    from gpuplay.core.telemetry import Sampler, Snapshot
+
 
 class TelemetryFeed:
     """The machine's figures while the app runs: a Sampler thread whose snapshots reach the App
-    as TelemetryTick messages, the latest snapshot, and why there is no GPU telemetry if none."""
+    as TelemetryTick messages, the latest snapshot, and why there is no GPU telemetry if none.
+
+    The sampler (and the telemetry module: psutil, the NVML glue) is made in `start`, which the
+    App calls after its first frame: the first frame does not wait for those imports (issue 34)."""
 
     def __init__(
         self, app: App[Any], interval: float, enabled: bool, engine_pid: Callable[[], int | None]
     ) -> None:
         self.interval = interval  # while measuring; slower when idle (`tick`)
         self._app = app
-        self.sampler = Sampler(interval, on_snapshot=self._post) if enabled else None
-        if self.sampler is not None:
-            self.sampler.engine_pid = engine_pid
+        self.enabled, self._engine_pid = enabled, engine_pid
+        self.sampler: Sampler | None = None
         self.latest: Snapshot | None = None
         self.nvml_line = ""
 
@@ -39,9 +43,14 @@ class TelemetryFeed:
         self._app.post_message(TelemetryTick(snapshot))
 
     def start(self) -> None:
-        if self.sampler is not None:
-            self.nvml_line = nvml_status()
-            self.sampler.start()
+        if not self.enabled or self.sampler is not None:
+            return
+        from gpuplay.core.telemetry import Sampler, nvml_status
+
+        self.sampler = Sampler(self.interval, on_snapshot=self._post)
+        self.sampler.engine_pid = self._engine_pid
+        self.nvml_line = nvml_status()
+        self.sampler.start()
 
     def stop(self) -> None:
         if self.sampler is not None:
