@@ -45,6 +45,28 @@ def test_a_large_summary_is_vectorised_and_gives_the_plain_figures(monkeypatch):
     assert fast_cpu < 0.6 * plain_cpu
 
 
+def test_a_large_summary_s_mean_and_spread_are_the_plain_path_s_bit_for_bit(monkeypatch):
+    """With NumPy loaded or not, a result's figures are the same (review r3: NumPy's pairwise sums
+    gave a mean or spread one unit in the last place apart in 5 of 12 real sweep points, so one
+    result showed two means depending on what the process had imported)."""
+    import numpy  # noqa: F401 - loaded: the vectorised path is taken
+
+    for seed in range(40):
+        rng = random.Random(seed)
+        xs = [1e-05 * (1 + 0.5 * rng.random()) ** 3 for _ in range(300 + 97 * seed)]
+        fast = stats.summarize(xs)
+        monkeypatch.setattr(stats, "VECTOR_MIN", 10**9)
+        plain = stats.summarize(xs)
+        monkeypatch.undo()
+        assert fast == plain, seed
+    # one square, pow's (x ** 2) a unit in the last place from the product NumPy computes, and
+    # the spread with it
+    xs = [0.0] * 255 + [2.7508261357558352e-05]
+    fast = stats.summarize(xs)
+    monkeypatch.setattr(stats, "VECTOR_MIN", 10**9)
+    assert fast == stats.summarize(xs)
+
+
 def test_a_summary_never_imports_numpy():
     """A NumPy run's front end plans and prints without NumPy (issue 34, row 1): a summary uses
     NumPy only where it is loaded already, and is then the plain path's figures."""
