@@ -76,9 +76,9 @@ def _summarize_numpy(samples: Sequence[float]) -> Summary:
     import numpy as np
 
     a = np.sort(np.asarray(samples, dtype=np.float64))
-    mean = math.fsum(memoryview(a)) / len(a)  # a memoryview's floats: no list of them made
+    mean = math.fsum(a.data) / len(a)  # the buffer's floats: no list of them made
     d = a - mean
-    return _summary(a, mean, math.sqrt(math.fsum(memoryview(d * d)) / (len(a) - 1)))
+    return _summary(a, mean, math.sqrt(math.fsum((d * d).data) / (len(a) - 1)))
 
 
 def _summary(s: Any, mean: float, std: float) -> Summary:
