@@ -208,3 +208,38 @@ def test_no_descriptor_left_means_nobody_named_not_a_failed_run():
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         _forget_kept_files()
+
+
+def test_the_kept_files_are_shared_safely_by_threads_looking_at_once():
+    """Review r3: devices compared at once in one process (in-process engine, `--concurrent`), or
+    API runs on threads, look at the same time; the shared kept files then raised KeyError or
+    'dictionary changed size during iteration' out of the window's end (and could close a
+    descriptor twice) where the files opened afresh at each look never did."""
+    import threading
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: the interleavings come quickly
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def look() -> None:
+        while not stop.is_set():
+            try:
+                noise._proc_cpu_seconds(0)
+            except Exception as exc:  # noqa: BLE001 - any is the failure
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=look) for _ in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 3 and not errors:
+            for p in [subprocess.Popen(["true"]) for _ in range(5)]:  # processes come and go
+                p.wait()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(old)
+    assert not errors, errors[:3]
