@@ -202,3 +202,40 @@ assert log.append(RunResult(spec=RunSpec.make("elementwise", {{"n": 64}}), sampl
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     assert marker.read_text() == "synced"
+
+
+def _exit_with(tmp_path: Path, fsync_body: str, exit_sync_s: float = 10.0) -> tuple[float, str]:
+    import subprocess
+    import sys
+    import time
+
+    code = f"""
+import errno, os, time
+def fsync(fd):
+    {fsync_body}
+os.fsync = fsync
+from pathlib import Path
+from gpuplay.core import sessionlog
+from gpuplay.core.result import RunResult
+from gpuplay.core.spec import RunSpec
+sessionlog.EXIT_SYNC_S = {exit_sync_s}
+log = SessionLog = sessionlog.SessionLog(Path({str(tmp_path)!r}))
+assert log.append(RunResult(spec=RunSpec.make("elementwise", {{"n": 64}}), samples=[1e-05]))
+"""
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return time.monotonic() - t0, out.stderr
+
+
+def test_the_last_line_s_failed_fsync_is_said_at_exit(tmp_path):
+    """Review r3: a failed fsync was said only at the next append, so the last line's (a sweep's
+    last point, a single `run`) went unsaid: the exit waited for it, then said nothing."""
+    _, err = _exit_with(tmp_path, 'raise OSError(errno.EIO, "Input/output error")')
+    assert "session log not saved to disk" in err and "Input/output error" in err
+
+
+def test_an_fsync_still_going_at_exit_is_waited_for_a_while_then_said(tmp_path):
+    took, err = _exit_with(tmp_path, "time.sleep(30)", exit_sync_s=0.5)
+    assert took < 20  # not the 30 s of the fsync
+    assert "not yet saved to disk" in err

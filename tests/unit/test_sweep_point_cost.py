@@ -45,6 +45,28 @@ def test_a_large_summary_is_vectorised_and_gives_the_plain_figures(monkeypatch):
     assert fast_cpu < 0.6 * plain_cpu
 
 
+def test_a_large_summary_s_mean_and_spread_are_the_plain_path_s_bit_for_bit(monkeypatch):
+    """With NumPy loaded or not, a result's figures are the same (review r3: NumPy's pairwise sums
+    gave a mean or spread one unit in the last place apart in 5 of 12 real sweep points, so one
+    result showed two means depending on what the process had imported)."""
+    import numpy  # noqa: F401 - loaded: the vectorised path is taken
+
+    for seed in range(40):
+        rng = random.Random(seed)
+        xs = [1e-05 * (1 + 0.5 * rng.random()) ** 3 for _ in range(300 + 97 * seed)]
+        fast = stats.summarize(xs)
+        monkeypatch.setattr(stats, "VECTOR_MIN", 10**9)
+        plain = stats.summarize(xs)
+        monkeypatch.undo()
+        assert fast == plain, seed
+    # one square, pow's (x ** 2) a unit in the last place from the product NumPy computes, and
+    # the spread with it
+    xs = [0.0] * 255 + [2.7508261357558352e-05]
+    fast = stats.summarize(xs)
+    monkeypatch.setattr(stats, "VECTOR_MIN", 10**9)
+    assert fast == stats.summarize(xs)
+
+
 def test_a_summary_never_imports_numpy():
     """A NumPy run's front end plans and prints without NumPy (issue 34, row 1): a summary uses
     NumPy only where it is loaded already, and is then the plain path's figures."""
@@ -186,3 +208,38 @@ def test_no_descriptor_left_means_nobody_named_not_a_failed_run():
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
         _forget_kept_files()
+
+
+def test_the_kept_files_are_shared_safely_by_threads_looking_at_once():
+    """Review r3: devices compared at once in one process (in-process engine, `--concurrent`), or
+    API runs on threads, look at the same time; the shared kept files then raised KeyError or
+    'dictionary changed size during iteration' out of the window's end (and could close a
+    descriptor twice) where the files opened afresh at each look never did."""
+    import threading
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: the interleavings come quickly
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def look() -> None:
+        while not stop.is_set():
+            try:
+                noise._proc_cpu_seconds(0)
+            except Exception as exc:  # noqa: BLE001 - any is the failure
+                errors.append(repr(exc))
+
+    threads = [threading.Thread(target=look) for _ in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 3 and not errors:
+            for p in [subprocess.Popen(["true"]) for _ in range(5)]:  # processes come and go
+                p.wait()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(old)
+    assert not errors, errors[:3]

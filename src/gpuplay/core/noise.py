@@ -18,6 +18,7 @@ Thresholds follow pyperf's `check` spirit: a spread over 10 % of the median make
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -131,15 +132,30 @@ def _descriptor_limit() -> int:
 
 
 _stat_files: _StatFiles | None = None
+_stat_lock = threading.Lock()  # threads look at once (devices measured side by side in one process)
+
+
+def _new_stat_lock() -> None:
+    global _stat_lock
+    _stat_lock = threading.Lock()  # a forked child's: another thread may hold the parent's
+
+
+os.register_at_fork(after_in_child=_new_stat_lock)
 
 
 def _proc_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
     """process_cpu_seconds read from /proc/PID/stat directly, as psutil reads it (utime + stime
     in clock ticks; the create time as boot time + start ticks, psutil's own formula, so the keys
     match), without a Process object per process, and from files kept open (`_StatFiles`)."""
-    global _boot, _stat_files
+    global _boot
     if _boot is None:
         _boot = psutil.boot_time()
+    with _stat_lock:
+        return _read_stat_files(exclude, _boot)
+
+
+def _read_stat_files(exclude: int, boot: float) -> dict[ProcKey, float]:
+    global _stat_files
     if _stat_files is None or _stat_files.pid != os.getpid():
         _stat_files = _StatFiles()
     files = _stat_files
@@ -158,7 +174,7 @@ def _proc_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
             continue  # gone since the listing, or not ours to read
         try:
             fields = data[data.rindex(b")") + 2 :].split()  # after the command name, which may hold spaces
-            out[(pid, _boot + int(fields[19]) / hz)] = (int(fields[11]) + int(fields[12])) / hz
+            out[(pid, boot + int(fields[19]) / hz)] = (int(fields[11]) + int(fields[12])) / hz
         except (ValueError, IndexError):
             continue
     return out

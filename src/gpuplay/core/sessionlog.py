@@ -14,10 +14,12 @@ every reader the same dict, timings as lists of floats; a line of a newer format
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime as _dt
 import json
 import os
 import stat
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -57,6 +59,8 @@ class SessionLog:
             self.error = f"session log not written: {exc}"
             return False
         _SYNCER.request(self.path, self._not_synced)
+        if self._sync_failed:
+            _SYNCER.unsaid.pop(self.path, None)  # said now, by this False
         return not self._sync_failed
 
     def sync(self, timeout: float | None = None) -> bool:
@@ -81,6 +85,7 @@ class _Syncer:
         self.busy = False
         self.thread: threading.Thread | None = None
         self.pid = os.getpid()
+        self.unsaid: dict[Path, str] = {}  # failed fsyncs no append has said yet: said at exit
 
     def request(self, path: Path, on_error: Callable[[Path, OSError], None]) -> None:
         if self.pid != os.getpid():  # a forked child: no thread, and a lock perhaps held in the parent
@@ -90,7 +95,7 @@ class _Syncer:
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="gpuplay-log-sync", daemon=True)
                 self.thread.start()
-                atexit.register(self.wait, EXIT_SYNC_S)
+                atexit.register(self._at_exit)
             self.cond.notify_all()
 
     def _run(self) -> None:
@@ -106,6 +111,7 @@ class _Syncer:
                     finally:
                         os.close(fd)
                 except OSError as exc:
+                    self.unsaid[path] = f"session log not saved to disk ({path}): {exc}"
                     on_error(path, exc)
             with self.cond:
                 self.busy = False
@@ -114,6 +120,21 @@ class _Syncer:
     def wait(self, timeout: float | None = None) -> bool:
         with self.cond:
             return self.cond.wait_for(lambda: not self.pending and not self.busy, timeout)
+
+    def _at_exit(self) -> None:
+        """The exit waits for the last fsync (EXIT_SYNC_S at most) and says on stderr what is not
+        on the disk: a failed fsync no append said (the last line's), or one still going."""
+        if self.pid != os.getpid():
+            return
+        done = self.wait(EXIT_SYNC_S)
+        lines = list(self.unsaid.values())
+        if not done:
+            lines.append(
+                f"session log not yet saved to disk after {EXIT_SYNC_S:g} s (fsync still going); exiting"
+            )
+        for line in lines:
+            with contextlib.suppress(OSError, ValueError):
+                print(f"gpuplay: warning: {line}", file=sys.stderr, flush=True)
 
 
 _SYNCER = _Syncer()

@@ -63,17 +63,22 @@ def summarize(samples: Sequence[float]) -> Summary | None:
     s = sorted(samples)
     n = len(s)
     mean = math.fsum(s) / n
-    var = math.fsum((x - mean) ** 2 for x in s) / (n - 1) if n > 1 else 0.0
+    # each square as d * d, the very product NumPy's path sums (x ** 2 is libm's pow, which is not
+    # always the rounded product): fsum's sum of the same terms is the same in any order
+    var = math.fsum((x - mean) * (x - mean) for x in s) / (n - 1) if n > 1 else 0.0
     return _summary(s, mean, math.sqrt(var))
 
 
 def _summarize_numpy(samples: Sequence[float]) -> Summary:
-    """The same figures as the plain path: the quantiles read from the same sorted values; the
-    mean and spread summed pairwise (within a few units in the last place of math.fsum's)."""
+    """The same figures as the plain path, bit for bit: the quantiles read from the same sorted
+    values; the mean and spread math.fsum's of the same terms (NumPy's pairwise sums were a unit
+    in the last place apart at times, so a result's mean hung on what the process had imported)."""
     import numpy as np
 
     a = np.sort(np.asarray(samples, dtype=np.float64))
-    return _summary(a, float(a.mean()), float(a.std(ddof=1)))
+    mean = math.fsum(a.data) / len(a)  # the buffer's floats: no list of them made
+    d = a - mean
+    return _summary(a, mean, math.sqrt(math.fsum((d * d).data) / (len(a) - 1)))
 
 
 def _summary(s: Any, mean: float, std: float) -> Summary:
