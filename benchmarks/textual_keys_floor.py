@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from speed_app import HEIGHT, KEYS, WIDTH, one_app, p95, report, screen, tmux, wait_for
-from speedbench import env_for, header, med, parser
+from speedbench import header, med, parser
 from textual_floor import titles
 
 BARE_KEYS_APP = '''
@@ -269,7 +269,6 @@ def main() -> None:
         script.write_text(BARE_KEYS_APP.format(titles=titles()))
         echo = Path(tmp) / "raw_echo.py"
         echo.write_text(RAW_ECHO)
-        env = env_for(args.src, tmp)
         bare = f"{py} {shlex.quote(str(script))}"
         for i in range(args.runs):
             order = ["bare", "gpuplay"] if i % 2 == 0 else ["gpuplay", "bare"]
