@@ -1,0 +1,98 @@
+"""Issue 34, round 5, row 1: the engine's path to a NumPy run's first request."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from types import SimpleNamespace
+
+from gpuplay.core.engine import messages as m
+from gpuplay.core.engine import server
+
+
+def _engine(monkeypatch, runner_gate: threading.Event, log: list[str]) -> tuple[server.EngineServer, list]:
+    sent: list = []
+
+    def send_bytes(data: bytes) -> None:
+        msg = m.decode(data)
+        sent.append(msg)
+        if isinstance(msg, m.ProbeAnswer):
+            log.append(f"answered {sorted(msg.data)}")
+
+    def runner() -> None:
+        log.append("runner importing")
+        runner_gate.wait(5)
+        log.append("runner imported")
+
+    monkeypatch.setattr(server, "probe_data", lambda names: {n: {} for n in names})
+    monkeypatch.setattr(server, "warm_runner", runner)
+    monkeypatch.setattr(server, "prime_first_run", lambda: None)
+    monkeypatch.setattr(server.EngineServer, "_read", lambda self: None)  # the test feeds `take`
+    engine = server.EngineServer(SimpleNamespace(send_bytes=send_bytes, close=lambda: None))
+    return engine, sent
+
+
+def _wait(cond, timeout: float = 5.0) -> bool:
+    import time
+
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def test_a_numpy_probe_answers_while_the_engine_still_imports_its_runner(monkeypatch):
+    gate, log = threading.Event(), []
+    engine, _ = _engine(monkeypatch, gate, log)
+    serving = threading.Thread(target=engine.serve, daemon=True)
+    serving.start()
+    try:
+        engine.take(m.ProbeRequest(("numpy",)))
+        assert _wait(lambda: "answered ['numpy']" in log, 3.0), log
+        assert "runner imported" not in log  # answered while the runner's import was still going
+    finally:
+        gate.set()
+        engine.jobs.put(None)
+        serving.join(5)
+
+
+def test_a_probe_for_another_backend_still_waits_for_the_whole_runner(monkeypatch):
+    gate, log = threading.Event(), []
+    engine, _ = _engine(monkeypatch, gate, log)
+    serving = threading.Thread(target=engine.serve, daemon=True)
+    serving.start()
+    try:
+        assert _wait(lambda: "runner importing" in log)
+        engine.take(m.ProbeRequest(("numpy", "torch")))
+        assert not _wait(lambda: any(e.startswith("answered") for e in log), 0.3)
+        gate.set()
+        assert _wait(lambda: "answered ['numpy', 'torch']" in log)
+        assert log.index("runner imported") < log.index("answered ['numpy', 'torch']")
+    finally:
+        gate.set()
+        engine.jobs.put(None)
+        serving.join(5)
+
+
+def test_the_numpy_probe_s_answer_imports_nothing_after_the_main_thread_probed_numpy():
+    # The probe thread answers while the main thread imports the runner: if the answer imported
+    # a module, two threads could import the same module at once (a partly initialised module).
+    code = (
+        "import sys, threading\n"
+        "from types import SimpleNamespace\n"
+        "from gpuplay.core.engine import server\n"
+        "server.warm_numpy_probe()\n"
+        "before = set(sys.modules)\n"
+        "sent = []\n"
+        "engine = server.EngineServer(SimpleNamespace(send_bytes=sent.append))\n"
+        "engine._probe(('numpy',))\n"
+        "assert len(sent) == 1, sent\n"
+        "print(sorted(set(sys.modules) - before))\n"
+        "print('torch' in sys.modules, 'gpuplay.core.runner' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["[]", "False False"]
