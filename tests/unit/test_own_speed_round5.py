@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
 from types import SimpleNamespace
+
+import pytest
 
 from gpuplay.core.engine import messages as m
 from gpuplay.core.engine import server
@@ -96,3 +99,40 @@ def test_the_numpy_probe_s_answer_imports_nothing_after_the_main_thread_probed_n
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split("\n")[:2] == ["[]", "False False"]
+
+
+def test_the_entry_spawns_the_engine_without_importing_config(tmp_path):
+    # The early engine's spawn needs the engine log's folder; core.config (tomllib, dataclasses,
+    # platformdirs) is imported by the front end after the spawn, not before it.
+    code = (
+        "import sys\n"
+        "from gpuplay.core.engine import process\n"
+        "path = process.engine_log_path()\n"
+        "print(path.parent.is_dir(), path.name)\n"
+        "print([m for m in ('gpuplay.core.config', 'tomllib', 'platformdirs') if m in sys.modules])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUPLAY_STATE_DIR", "XDG_STATE_HOME")}
+    env["HOME"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["True engine.log", "[]"]
+    assert (tmp_path / ".local" / "state" / "gpuplay").is_dir()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the XDG rule is Linux's; elsewhere it is config's own")
+@pytest.mark.parametrize(
+    "xdg", [None, "", "   ", "/tmp/xdg-state", "/tmp/xdg-state/", "//tmp//x", "rel/state"]
+)
+@pytest.mark.parametrize("home", ["ABS", "", "rel/home"])
+@pytest.mark.parametrize("ours", [None, "/tmp/gpuplay-state"])
+def test_the_spawn_s_state_folder_is_config_s(monkeypatch, tmp_path, xdg, home, ours):
+    from gpuplay.core import config
+    from gpuplay.core.engine import process
+
+    monkeypatch.setenv("HOME", str(tmp_path) if home == "ABS" else home)
+    for name, value in (("XDG_STATE_HOME", xdg), ("GPUPLAY_STATE_DIR", ours)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert process.state_dir() == config.state_dir()
