@@ -119,6 +119,28 @@ def test_the_entry_spawns_the_engine_without_importing_config(tmp_path):
     assert (tmp_path / ".local" / "state" / "gpuplay").is_dir()
 
 
+def test_the_entry_imports_neither_config_nor_typing_before_it_spawns_the_engine(tmp_path):
+    # What `gpuplay run ...` imports before the early spawn is the engine's head start lost.
+    code = (
+        "import sys\n"
+        "sys.argv = ['/venv/bin/gpuplay', 'run', 'matmul', '-p', 'quick']\n"
+        "from gpuplay.core.engine import process\n"
+        "seen = []\n"
+        "def spawn(env=None):\n"
+        "    seen.append('spawn')\n"
+        "    seen.extend(m for m in ('gpuplay.core.config', 'typing', 'click', 'numpy') if m in sys.modules)\n"
+        "    raise OSError('not here')\n"
+        "process.spawn = spawn\n"
+        "import gpuplay.cli\n"
+        "print(process._early is None, seen)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUPLAY_STATE_DIR", "XDG_STATE_HOME")}
+    env["HOME"] = str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[0] == "True ['spawn']"
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="the XDG rule is Linux's; elsewhere it is config's own")
 @pytest.mark.parametrize(
     "xdg", [None, "", "   ", "/tmp/xdg-state", "/tmp/xdg-state/", "//tmp//x", "rel/state"]
