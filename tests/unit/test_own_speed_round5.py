@@ -158,3 +158,30 @@ def test_the_spawn_s_state_folder_is_config_s(monkeypatch, tmp_path, xdg, home, 
         else:
             monkeypatch.setenv(name, value)
     assert process.state_dir() == config.state_dir()
+
+
+def test_a_numpy_run_s_engine_imports_no_other_vendor_s_glue():
+    # Telemetry's AMD, Intel and Apple glue (core/hw/devices) is imported where such a device asks.
+    code = (
+        "import sys\n"
+        "from gpuplay.core.engine import server\n"
+        "server.warm_numpy_probe(); server.warm_runner(); server.prime_first_run()\n"
+        "window = server._run_telemetry().begin('cpu')\n"
+        "print(window.vendor is None, [m for m in ('gpuplay.core.hw.devices', 'gpuplay.core.hw.amd',"
+        " 'gpuplay.core.hw.intel', 'gpuplay.core.hw.apple') if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[0] == "True []"
+
+
+@pytest.mark.parametrize("device", ["cuda:0", "xpu:0", "mps"])
+def test_an_accelerator_s_run_window_still_asks_its_vendor(monkeypatch, device):
+    from gpuplay.core import telemetry
+    from gpuplay.core.hw import devices
+
+    asked: list[str] = []
+    vendor = SimpleNamespace(note="the vendor's note")
+    monkeypatch.setattr(devices, "run_window", lambda d: asked.append(d) or vendor)
+    window = telemetry.RunTelemetry().begin(device)
+    assert asked == [device] and window.vendor is vendor and window.gpu_note == "the vendor's note"
