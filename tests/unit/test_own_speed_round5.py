@@ -80,6 +80,31 @@ def test_a_probe_for_another_backend_still_waits_for_the_whole_runner(monkeypatc
         serving.join(5)
 
 
+def test_a_numpy_probe_waits_for_the_runner_where_probing_numpy_first_failed(monkeypatch):
+    # Its own probe would then import what the main thread is still importing.
+    gate, log = threading.Event(), []
+    engine, _ = _engine(monkeypatch, gate, log)
+
+    def broken() -> None:
+        log.append("numpy probe failed")
+        raise ImportError("a broken NumPy")
+
+    monkeypatch.setattr(server, "warm_numpy_probe", broken)
+    serving = threading.Thread(target=engine.serve, daemon=True)
+    serving.start()
+    try:
+        assert _wait(lambda: "runner importing" in log)
+        engine.take(m.ProbeRequest(("numpy",)))
+        assert not _wait(lambda: any(e.startswith("answered") for e in log), 0.3)
+        gate.set()
+        assert _wait(lambda: "answered ['numpy']" in log)
+        assert log.index("runner imported") < log.index("answered ['numpy']")
+    finally:
+        gate.set()
+        engine.jobs.put(None)
+        serving.join(5)
+
+
 def test_the_numpy_probe_s_answer_imports_nothing_after_the_main_thread_probed_numpy():
     # The probe thread answers while the main thread imports the runner: if the answer imported
     # a module, two threads could import the same module at once (a partly initialised module).

@@ -114,9 +114,9 @@ class EngineServer:
         self._head_start()
         try:
             warm_numpy_probe()
-        except Exception as exc:  # the probe thread's own probe then says why
+        except Exception as exc:  # a NumPy probe then waits for the runner and says why itself
             print(f"gpuplay engine: probing NumPy failed: {exc!r}", file=sys.stderr, flush=True)
-        finally:
+        else:  # not on a failure: the probe thread would import what this thread still imports
             self.numpy_ready.set()
         trace.mark("numpy probed")
         try:
@@ -125,6 +125,7 @@ class EngineServer:
             print(f"gpuplay engine: importing the runner failed: {exc!r}", file=sys.stderr, flush=True)
         finally:
             self.warmed.set()
+            self.numpy_ready.set()
         trace.mark("runner imported")
         with contextlib.suppress(Exception):  # what it cannot do now, the first run does, as before
             prime_first_run()  # after `warmed`: a probe's answer does not wait for it
