@@ -241,6 +241,46 @@ def test_a_window_right_after_a_listed_one_takes_its_end_listing_as_its_start(mo
     assert [w.get("listed_s") for w in (first, second, late)] == pytest.approx([0.1, 0.11, 0.1])
 
 
+NAMED = """
+import ctypes, sys
+ctypes.CDLL(None).prctl(15, sys.argv[1].encode(), 0, 0, 0)  # PR_SET_NAME
+print("named", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/self/stat"), reason="names from /proc/PID/stat")
+def test_a_busy_windows_names_come_from_its_listing_as_psutil_gives_them(monkeypatch):
+    """The processes a busy window names are named from the listing's own stat lines (no more
+    /proc reads, ~0.1 ms each a point), the very names psutil gives: spaces and parentheses kept,
+    and a name the kernel cut at 15 bytes completed from the command line by psutil, as before."""
+    names = ["a (b) c)", "x" * 15]
+    kids = [subprocess.Popen([sys.executable, "-c", NAMED, n], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            for n in names]  # fmt: skip
+    try:
+        for kid in kids:
+            assert kid.stdout is not None and kid.stdout.readline().strip() == b"named"
+        noise.process_cpu_seconds(os.getpid())  # a listing
+        asked = []
+        real = psutil.Process
+
+        def counted(pid=None):
+            asked.append(pid)
+            return real(pid)
+
+        monkeypatch.setattr(noise.psutil, "Process", counted)
+        assert noise._name(kids[0].pid) == "a (b) c)" == real(kids[0].pid).name() and asked == []
+        # cut by the kernel: psutil's own answer, which reads the command line
+        assert noise._name(kids[1].pid) == real(kids[1].pid).name() and asked == [kids[1].pid]
+        for pid in list(noise._stat_files.comm)[:20]:
+            with contextlib.suppress(psutil.Error):
+                assert noise._name(pid) == real(pid).name()
+    finally:
+        for kid in kids:
+            kid.kill()
+            kid.wait(5)
+
+
 def test_a_run_with_helper_processes_lists_them_even_after_a_quiet_look(monkeypatch):
     """A loader's workers count as the run's own only when named, so a window whose run names
     helper PIDs lists every process even when the machine was just seen quiet: unlisted, their CPU
