@@ -260,3 +260,28 @@ def test_two_processes_asking_for_one_device_never_measure_at_once(tmp_path):
     assert any(
         ph.startswith("cpu busy: measuring in another session") for out in outs for ph in out["phases"]
     )
+
+
+def test_the_holder_command_is_read_once_a_process(monkeypatch):
+    """A sweep takes the lock at every point: the command line written in the lock file is read
+    from /proc once a process (four reads, ~0.4 ms a point), and afresh in a forked child."""
+    import psutil
+
+    from gpuplay.core import devicelock
+
+    looks = []
+
+    class Counted(psutil.Process):
+        def __init__(self, pid=None):
+            looks.append(os.getpid() if pid is None else pid)  # a look at /proc (or its try)
+            super().__init__(pid)
+
+    monkeypatch.setattr(psutil, "Process", Counted)
+    monkeypatch.setattr(devicelock, "_holder_command", None)
+    first = devicelock.holder_command()
+    assert first and looks == [os.getpid()]
+    assert devicelock.holder_command() == first and len(looks) == 1
+    real_pid = os.getpid()
+    monkeypatch.setattr(devicelock.os, "getpid", lambda: real_pid + 1)  # as a forked child sees it
+    devicelock.holder_command()
+    assert len(looks) == 2

@@ -205,6 +205,82 @@ def test_processes_are_listed_only_when_the_machine_was_not_just_seen_quiet(monk
     assert "make (pid 42)" in w and "not named" not in w
 
 
+def test_a_window_right_after_a_listed_one_takes_its_end_listing_as_its_start(monkeypatch):
+    """A sweep's next point starts ~10 ms after the last one's end: its start takes that end's
+    listing instead of listing again (one listing a window, not two), and the named processes'
+    figures are divided by the span they were read over (from that listing), never the window's
+    alone; a window that starts later than REUSE_LISTING_S after it lists afresh."""
+    fake = FakePsutil()
+    monkeypatch.setattr(noise, "psutil", fake)
+    monkeypatch.setattr(noise, "_last", None)
+    monkeypatch.setattr(noise, "_me", None)
+    monkeypatch.setattr(noise, "_end_listing", None)
+    clock = [1000.0]
+    monkeypatch.setattr(noise.time, "monotonic", lambda: clock[0])
+
+    def window(gap_s: float, make_between: float, make_during: float) -> dict:
+        clock[0] += gap_s
+        fake.make += make_between  # ran between the last window's end and this one's start
+        a = noise.host_mark()
+        clock[0] += 0.1
+        fake.busy += make_during + 0.1
+        fake.own += 0.1
+        fake.make += make_during
+        return noise.host_noise(a, noise.host_mark(a))
+
+    first = window(0.0, 0.0, 0.05)  # nothing known yet: listed at both ends
+    assert fake.listings == 2
+    assert first["other_top"][0]["cores"] == pytest.approx(0.5)
+    second = window(0.01, 0.01, 0.05)  # 10 ms later: one listing, at its end
+    assert fake.listings == 3 and second["other_listed"] and second["window_s"] == pytest.approx(0.1)
+    # make's 0.06 s since the last listing, over the 0.11 s it spans: not 0.06 / 0.1
+    assert second["other_top"][0]["cores"] == pytest.approx(0.06 / 0.11)
+    late = window(noise.REUSE_LISTING_S + 0.01, 0.01, 0.05)  # too long after: listed afresh
+    assert fake.listings == 5 and late["other_top"][0]["cores"] == pytest.approx(0.5)
+    # each result says the span its names were read over
+    assert [w.get("listed_s") for w in (first, second, late)] == pytest.approx([0.1, 0.11, 0.1])
+
+
+NAMED = """
+import ctypes, sys
+ctypes.CDLL(None).prctl(15, sys.argv[1].encode(), 0, 0, 0)  # PR_SET_NAME
+print("named", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/self/stat"), reason="names from /proc/PID/stat")
+def test_a_busy_windows_names_come_from_its_listing_as_psutil_gives_them(monkeypatch):
+    """The processes a busy window names are named from the listing's own stat lines (no more
+    /proc reads, ~0.1 ms each a point), the very names psutil gives: spaces and parentheses kept,
+    and a name the kernel cut at 15 bytes completed from the command line by psutil, as before."""
+    names = ["a (b) c)", "x" * 15]
+    kids = [subprocess.Popen([sys.executable, "-c", NAMED, n], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            for n in names]  # fmt: skip
+    try:
+        for kid in kids:
+            assert kid.stdout is not None and kid.stdout.readline().strip() == b"named"
+        noise.process_cpu_seconds(os.getpid())  # a listing
+        asked = []
+        real = psutil.Process
+
+        def counted(pid=None):
+            asked.append(pid)
+            return real(pid)
+
+        monkeypatch.setattr(noise.psutil, "Process", counted)
+        assert noise._name(kids[0].pid) == "a (b) c)" == real(kids[0].pid).name() and asked == []
+        # cut by the kernel: psutil's own answer, which reads the command line
+        assert noise._name(kids[1].pid) == real(kids[1].pid).name() and asked == [kids[1].pid]
+        for pid in list(noise._stat_files.comm)[:20]:
+            with contextlib.suppress(psutil.Error):
+                assert noise._name(pid) == real(pid).name()
+    finally:
+        for kid in kids:
+            kid.kill()
+            kid.wait(5)
+
+
 def test_a_run_with_helper_processes_lists_them_even_after_a_quiet_look(monkeypatch):
     """A loader's workers count as the run's own only when named, so a window whose run names
     helper PIDs lists every process even when the machine was just seen quiet: unlisted, their CPU

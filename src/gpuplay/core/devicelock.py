@@ -117,9 +117,25 @@ def is_busy_message(text: str) -> bool:
     return BUSY in text
 
 
+# This process's holder_command, found once: reading it is four /proc reads (~0.4 ms), paid by
+# every point of a sweep; a process's command line, and an engine's front end, stay for its life.
+_holder_command: tuple[int, str] | None = None
+
+
 def holder_command() -> str:
     """This session's command line for the lock file, as a user typed it: the front end's, when
     this is the engine process (its own is `python -m gpuplay.core.engine.server FD`)."""
+    global _holder_command
+    known = _holder_command
+    if known is not None and known[0] == os.getpid():  # a forked child finds its own
+        return known[1]
+    text = _find_holder_command()
+    if text:  # an unreadable process table is tried again next time
+        _holder_command = (os.getpid(), text)
+    return text
+
+
+def _find_holder_command() -> str:
     try:
         import psutil
 

@@ -4,9 +4,12 @@ Measured, not guessed:
 - host: the whole machine's busy CPU time (psutil.cpu_times) minus this process's, over the
   window, in cores; attributed to processes by their own CPU-time deltas (the top ones named).
   A process that started and ended inside the window counts in the total but cannot be named.
-  Listing every process costs 5-10 ms at each end of a window (a sweep pays it per point), so it
+  Listing every process costs 0.5-10 ms at each end of a window (a sweep pays it per point), so it
   is listed only when the machine was not just seen quiet; a window that finds it busy anyway
-  reports the total unnamed, and the next window lists again.
+  reports the total unnamed, and the next window lists again. A window that starts within
+  REUSE_LISTING_S of the last listed window's end takes that end's listing as its start's (a
+  sweep's next point): the named processes' figures then cover that slightly longer span, and are
+  divided by it.
 - the hypervisor's steal time, where the kernel reports it (a VM's noisy neighbour).
 - GPU (NVML): other processes holding the run's GPU (compute and graphics), their SM share where
   the driver samples it, clocks, and the time the GPU spent power- or thermally-limited: NVML's
@@ -87,6 +90,7 @@ class _StatFiles:
     def __init__(self) -> None:
         self.pid = os.getpid()  # a forked child starts its own (it shares these descriptors)
         self.open: dict[int, int] = {}
+        self.comm: dict[int, bytes] = {}  # each listed process's name, as its stat line said last
         self.keep = min(MAX_KEPT_OPEN, _descriptor_limit() // 8)
 
     def read(self, pid: int) -> bytes | None:
@@ -119,6 +123,8 @@ class _StatFiles:
         """Close the files of processes no longer listed in /proc."""
         for pid in [p for p in self.open if p not in pids]:
             os.close(self.open.pop(pid))
+        for pid in [p for p in self.comm if p not in pids]:
+            del self.comm[pid]
 
 
 def _descriptor_limit() -> int:
@@ -173,14 +179,27 @@ def _read_stat_files(exclude: int, boot: float) -> dict[ProcKey, float]:
         if data is None:
             continue  # gone since the listing, or not ours to read
         try:
-            fields = data[data.rindex(b")") + 2 :].split()  # after the command name, which may hold spaces
+            close = data.rindex(b")")  # the command name may hold spaces and parentheses
+            fields = data[close + 2 :].split()
             out[(pid, boot + int(fields[19]) / hz)] = (int(fields[11]) + int(fields[12])) / hz
         except (ValueError, IndexError):
             continue
+        files.comm[pid] = data[data.find(b"(") + 1 : close]
     return out
 
 
+# The kernel's command name is cut at 15 bytes: psutil then reads the command line for the rest.
+COMM_MAX = 15
+
+
 def _name(pid: int) -> str:
+    """The process's name as psutil names it; from the last listing's stat line where that is
+    psutil's answer too (a name shorter than the kernel's cut), without reading /proc again: the
+    few processes a busy window names cost ~0.1 ms each at every point of a sweep."""
+    files = _stat_files
+    comm = files.comm.get(pid) if files is not None and files.pid == os.getpid() else None
+    if comm is not None and len(comm) < COMM_MAX:
+        return os.fsdecode(comm)  # psutil's decoding (the file system's, surrogateescape)
     if psutil is None:
         return f"pid {pid}"
     try:
@@ -200,6 +219,10 @@ class HostMark:
     cpu: Any  # psutil.cpu_times()
     own: float  # this process's CPU seconds
     procs: dict[ProcKey, float] | None  # None: not listed (the machine was just seen quiet)
+    # When and where `procs` was read, where it was not read with this mark: the last window's
+    # end's listing, taken over as this window's start's (REUSE_LISTING_S).
+    listed_t: float | None = None
+    listed_wall: float | None = None
 
 
 # A look back shorter than this is a few 10 ms clock ticks: it cannot tell quiet from busy.
@@ -209,6 +232,13 @@ QUIET_LOOKBACK_S = 0.1
 _last: tuple[float, float, float] | None = None
 _last_window_quiet = False
 _me: Any = None
+# A window's start takes the last window's end listing as its own when it was read at most this
+# long before (in this process): what ran in between, two 10 ms clock ticks at most, is counted
+# with the window's, over the span from that listing (`listed_s`). A sweep's points are ~10 ms
+# apart; a listing costs ~0.5 ms quiet, 1-2 ms on a busy machine.
+REUSE_LISTING_S = 0.02
+# The last window end's listing: (monotonic once read, wall clock, pid, the listing).
+_end_listing: tuple[float, float, int, dict[ProcKey, float]] | None = None
 
 
 def _quiet(other_cores: float) -> bool:
@@ -231,8 +261,10 @@ def host_mark(start: HostMark | None = None, *, listing: bool = False) -> HostMa
 
     The start lists every process only when the machine was not just seen quiet, or when asked
     (`listing`: a run with helper processes of its own, whose CPU is the run's only if they are
-    named); the end lists them exactly when its start did, so their deltas cover the same window."""
-    global _me, _last
+    named); the end lists them exactly when its start did, so their deltas cover the same window.
+    A start within REUSE_LISTING_S of the last end's listing takes that listing (host_noise divides
+    the names' figures by the span from it)."""
+    global _me, _last, _end_listing
     if psutil is None:
         return None
     if _me is None or _me.pid != os.getpid():  # a forked child is another process
@@ -244,7 +276,16 @@ def host_mark(start: HostMark | None = None, *, listing: bool = False) -> HostMa
     else:
         listing = listing or not _recently_quiet(t, _busy(cpu), own)
     _last = (t, _busy(cpu), own)
-    return HostMark(t, wall, cpu, own, process_cpu_seconds(_me.pid) if listing else None)
+    if not listing:
+        return HostMark(t, wall, cpu, own, None)
+    if start is None:
+        last = _end_listing
+        if last is not None and last[2] == _me.pid and 0.0 <= t - last[0] <= REUSE_LISTING_S:
+            return HostMark(t, wall, cpu, own, last[3], listed_t=last[0], listed_wall=last[1])
+        return HostMark(t, wall, cpu, own, process_cpu_seconds(_me.pid))
+    procs = process_cpu_seconds(_me.pid)
+    _end_listing = (time.monotonic(), time.time(), _me.pid, procs)
+    return HostMark(t, wall, cpu, own, procs)
 
 
 def host_noise(a: HostMark | None, b: HostMark | None, own_pids: Collection[int] = ()) -> dict[str, Any]:
@@ -264,19 +305,23 @@ def host_noise(a: HostMark | None, b: HostMark | None, own_pids: Collection[int]
     machine = (_busy(b.cpu) - _busy(a.cpu)) / window
     per: list[tuple[int, float]] = []
     helpers = 0.0
+    # The processes' deltas span from a's listing, which may be the last window's end (host_mark).
+    listed_t = a.t if a.listed_t is None else a.listed_t
+    listed_wall = a.wall if a.listed_wall is None else a.listed_wall
+    span = max(window, b.t - listed_t)
     for key, secs in (b.procs or {}).items():
         if a.procs is None:
             break
         if key in a.procs:
             used = secs - a.procs[key]
-        elif key[1] >= a.wall - 0.05:  # started inside the window: all its time is in it
+        elif key[1] >= listed_wall - 0.05:  # started inside the span: all its time is in it
             used = secs
         else:
             continue  # existed before but was not readable then
         if key[0] in own_pids:
-            helpers += used / window
-        elif used / window >= 0.01:  # a daemon's tick is not worth naming
-            per.append((key[0], used / window))
+            helpers += used / span
+        elif used / span >= 0.01:  # a daemon's tick is not worth naming
+            per.append((key[0], used / span))
     own += helpers
     per.sort(key=lambda x: -x[1])
     steal = (getattr(b.cpu, "steal", 0.0) - getattr(a.cpu, "steal", 0.0)) / window
@@ -291,6 +336,7 @@ def host_noise(a: HostMark | None, b: HostMark | None, own_pids: Collection[int]
         "other_cores": other,
         "other_top": [{"name": _name(pid), "pid": pid, "cores": c} for pid, c in per[:KEEP]],
         "other_listed": a.procs is not None and b.procs is not None,
+        "listed_s": span if a.procs is not None and b.procs is not None else None,  # the names' span
         "steal_cores": max(0.0, steal),
     }
 

@@ -18,9 +18,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpuplay.core import noise
-from gpuplay.core.hw import amd
 from gpuplay.core.hw import nvidia as gpm
-from gpuplay.core.hw.devices import run_window
+
+# The other vendors' glue (core/hw/devices, amd, intel, apple) is imported where a device of
+# theirs asks for it: a NumPy run's engine never needs it (issue 34, round 5).
+ACCELERATOR_PREFIXES = ("cuda", "xpu", "mps")
 
 try:  # host figures only: without psutil the GPU's still come
     import psutil
@@ -413,6 +415,8 @@ def snapshot(engine_pid: int | None = None, activity: gpm.GpmStream | None = Non
 
 def amd_gpus() -> list[GpuSnapshot]:
     """amdsmi's GPUs as snapshots (vendor "AMD"); none where amdsmi is not installed or fails."""
+    from gpuplay.core.hw import amd
+
     if not amd.installed() or amd.status():
         return []
     return [GpuSnapshot(g.index, vendor="AMD", **amd.query(g)) for g in amd.gpus()]
@@ -570,7 +574,11 @@ class RunTelemetry:
 
     def begin(self, device: str, own_pids: Collection[int] = ()) -> Any:
         """Start the window; `own_pids` (a data loader's workers) count as the run's own CPU."""
-        vendor = run_window(device)  # not NVIDIA's: amdsmi (ROCm), torch.xpu or torch.mps answer
+        vendor = None  # the CPU's: NVML's or nobody's
+        if device.startswith(ACCELERATOR_PREFIXES):
+            from gpuplay.core.hw.devices import run_window
+
+            vendor = run_window(device)  # not NVIDIA's: amdsmi (ROCm), torch.xpu or torch.mps answer
         if vendor is not None:
             cpu0 = psutil.cpu_times() if psutil is not None else None
             hmark = noise.host_mark(listing=bool(own_pids))

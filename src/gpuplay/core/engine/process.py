@@ -7,7 +7,7 @@ thread (the parent-death signal). `EngineClient.start` drives it from there.
 `start_early()` is what the `gpuplay` command's entry calls before it imports click and the rest
 of the front end: for `run`, `sweep` and `compare` the engine's interpreter and imports (~0.25 s
 on the development machine) then overlap the front end's own (~0.25 s) instead of following them.
-This module imports only what a spawn needs (the engine log's folder needs core.config); the
+This module imports only what a spawn needs (not even core.config on Linux: `state_dir`); the
 process's first `EngineClient` that is the shared one (`client.shared_client`) adopts the early
 engine; one never adopted (a usage error, `--help`) is killed at exit.
 """
@@ -38,9 +38,25 @@ EARLY_COMMANDS = frozenset({"run", "sweep", "compare"})
 NO_ENGINE_FLAGS = {"compare": frozenset({"--from"})}
 
 
-def engine_log_path() -> Path:
-    from gpuplay.core.config import state_dir
+def state_dir() -> Path:
+    """`config.state_dir()` without importing core.config before the spawn (its tomllib,
+    dataclasses and platformdirs are 10-20 ms of the entry's path to the engine, issue 34 round
+    5). On Linux, where the answer is plain XDG (an absolute XDG_STATE_HOME, or none and an
+    absolute HOME), it is platformdirs' rule repeated here (a test pins the two equal); anything
+    else asks config."""
+    if os.environ.get("GPUPLAY_STATE_DIR"):
+        return Path(os.environ["GPUPLAY_STATE_DIR"])
+    xdg, home = os.environ.get("XDG_STATE_HOME", ""), os.environ.get("HOME", "")
+    if sys.platform == "linux" and os.path.isabs(xdg):
+        return Path(xdg) / "gpuplay"
+    if sys.platform == "linux" and not xdg and os.path.isabs(home):
+        return Path(home) / ".local" / "state" / "gpuplay"
+    from gpuplay.core.config import state_dir as config_state_dir
 
+    return config_state_dir()
+
+
+def engine_log_path() -> Path:
     folder = state_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "engine.log"

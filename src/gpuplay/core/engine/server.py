@@ -83,6 +83,10 @@ class EngineServer:
         self.stopping = threading.Event()
         self.warmed = threading.Event()  # the runner is imported (or failed to be): serve() clears it
         self.warmed.set()
+        # NumPy and its backend are imported and probed (or failed to be): a NumPy-only probe
+        # answers from here, before the rest of the runner is imported (serve() clears it).
+        self.numpy_ready = threading.Event()
+        self.numpy_ready.set()
 
     def send(self, msg: Event) -> None:
         with self.send_lock:
@@ -93,6 +97,7 @@ class EngineServer:
 
     def serve(self) -> None:
         self.warmed.clear()
+        self.numpy_ready.clear()
         self.send(Ready(os.getpid()))
         trace.mark("ready sent")
         # No probe here: the client names the backends its command needs (ProbeRequest), so a
@@ -102,13 +107,25 @@ class EngineServer:
         # shares no module with the runner), then the runner, while the front end still imports
         # and plans: every measurement needs it. Probes wait for it (`warmed`): two threads
         # importing the same modules at once can hand one of them a partly initialised module.
+        # Except a NumPy-only probe (what a NumPy run asks): this thread first imports NumPy and
+        # its backend and probes it (`warm_numpy_probe`), so the probe thread's answer then reads
+        # only modules already imported (a test checks it imports none) and the front end plans
+        # while this thread imports the rest of the runner.
         self._head_start()
+        try:
+            warm_numpy_probe()
+        except Exception as exc:  # a NumPy probe then waits for the runner and says why itself
+            print(f"gpuplay engine: probing NumPy failed: {exc!r}", file=sys.stderr, flush=True)
+        else:  # not on a failure: the probe thread would import what this thread still imports
+            self.numpy_ready.set()
+        trace.mark("numpy probed")
         try:
             warm_runner()
         except Exception as exc:  # said in the log; the first run then fails with the reason
             print(f"gpuplay engine: importing the runner failed: {exc!r}", file=sys.stderr, flush=True)
         finally:
             self.warmed.set()
+            self.numpy_ready.set()
         trace.mark("runner imported")
         with contextlib.suppress(Exception):  # what it cannot do now, the first run does, as before
             prime_first_run()  # after `warmed`: a probe's answer does not wait for it
@@ -195,8 +212,9 @@ class EngineServer:
 
     def _probe(self, names: tuple[str, ...] = PROBED) -> None:
         # NumPy and PyTorch first (the first measurement needs them); CuPy's probe can take >10 s,
-        # so it comes in a second answer, the final one.
-        self.warmed.wait()
+        # so it comes in a second answer, the final one. NumPy alone answers once the main thread
+        # has imported and probed it; any other backend waits for the whole runner's import.
+        (self.numpy_ready if set(names) <= NUMPY_ONLY else self.warmed).wait()
         from gpuplay.core.backends import get_backend
 
         trace.mark(f"probing {', '.join(names)}")
@@ -207,6 +225,18 @@ class EngineServer:
             self.send(ProbeAnswer(probe_data(quick), False))
         self.send(ProbeAnswer(probe_data(names), True))
         trace.mark("probe answered")
+
+
+NUMPY_ONLY = frozenset({"numpy"})
+
+
+def warm_numpy_probe() -> None:
+    """Import NumPy and its backend and probe it, in the engine's main thread before the runner:
+    what a NumPy probe's answer needs (issue 34, round 5). The answer (`_probe`) then imports
+    nothing: the probe's result is cached in the backend."""
+    import numpy  # noqa: F401
+
+    probe_data(tuple(NUMPY_ONLY))
 
 
 def warm_runner() -> None:
