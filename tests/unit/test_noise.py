@@ -18,6 +18,13 @@ from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
 
+@pytest.fixture(autouse=True)
+def _no_listing_from_an_earlier_test(monkeypatch):
+    # A window's start takes the last end's listing when it is <= REUSE_LISTING_S old: an earlier
+    # test's last window must not be one this test's first window takes over.
+    monkeypatch.setattr(noise, "_end_listing", None)
+
+
 def host(other: float, cores: int = 2, own: float = 1.0, steal: float = 0.0, top=()) -> dict:
     return {
         "window_s": 1.0,
