@@ -89,12 +89,13 @@ def wait_for(name: str, test, timeout: float) -> float | None:
     return None
 
 
-def app_pid(name: str) -> int | None:
-    """The gpuplay process in the pane (the shell's child), or None where /proc cannot say."""
+def app_pid(name: str, marker: bytes = b"gpuplay") -> int | None:
+    """The app's process in the pane (the shell's child whose command line holds `marker`), or None
+    where /proc cannot say."""
     try:
         shell = int(tmux("display-message", "-p", "-t", name, "#{pane_pid}").strip())
         for child in Path(f"/proc/{shell}/task/{shell}/children").read_text().split():
-            if b"gpuplay" in Path(f"/proc/{child}/cmdline").read_bytes():
+            if marker in Path(f"/proc/{child}/cmdline").read_bytes():
                 return int(child)
     except (OSError, ValueError):
         pass
@@ -110,13 +111,17 @@ def main_thread_cpu(pid: int | None) -> float:
 
 
 def one_app(
-    src: str, rounds: int, keys_: tuple[str, ...] = KEYS
+    src: str, rounds: int, keys_: tuple[str, ...] = KEYS, app: str | None = None, marker: bytes = b"gpuplay"
 ) -> tuple[float, dict[str, list[float]], float, dict[str, list[float]]]:
+    """One app run: first frame, each key's wall and main-thread CPU, q -> shell. `app` is the
+    command that starts it (`python -m gpuplay` when None; `textual_keys_floor.py` passes a bare
+    Textual app's), `marker` a word of its command line (to find its process)."""
     name = f"gpuplay-speed-{time.monotonic_ns()}"
     with tempfile.TemporaryDirectory(prefix="gpuplay-app-") as tmp:
         env = env_for(src, tmp)
         cmd = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith(("PYTHON", "GPUPLAY")))
-        shell = f"env {cmd} {shlex.quote(sys.executable)} -m gpuplay; echo {DONE}; sleep 60"
+        app = app or f"{shlex.quote(sys.executable)} -m gpuplay"
+        shell = f"env {cmd} {app}; echo {DONE}; sleep 60"
         t0 = time.perf_counter()
         tmux("new-session", "-d", "-s", name, "-x", str(WIDTH), "-y", str(HEIGHT), shell)
         try:
@@ -129,7 +134,7 @@ def one_app(
             wait_for(name, lambda: "phase     done" in tmux("capture-pane", "-p", "-t", name), 120)
             keys: dict[str, list[float]] = {k: [] for k in keys_}
             cpu: dict[str, list[float]] = {k: [] for k in keys_}
-            pid = app_pid(name)
+            pid = app_pid(name, marker)
             for _ in range(rounds):
                 for key in keys_:
                     time.sleep(0.5)
