@@ -23,6 +23,9 @@ def _no_listing_from_an_earlier_test(monkeypatch):
     # A window's start takes the last end's listing when it is <= REUSE_LISTING_S old: an earlier
     # test's last window must not be one this test's first window takes over.
     monkeypatch.setattr(noise, "_end_listing", None)
+    # nor an earlier real listing's names: a fake psutil's pid 42 is "make", the machine's may be
+    # a kernel thread whose stat line an earlier test read
+    monkeypatch.setattr(noise, "_stat_files", None)
 
 
 def host(other: float, cores: int = 2, own: float = 1.0, steal: float = 0.0, top=()) -> dict:
