@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuplay.core.config import state_dir
+from gpuplay.core.statedir import state_dir  # not core.config: the engine's start (issue 34)
 
 if TYPE_CHECKING:
     from gpuplay.core.result import RunResult

@@ -164,14 +164,14 @@ def nvml_counter(device: str) -> tuple[NvmlCounter | None, str]:
 
 
 def counter_for(device: str) -> tuple[EnergyCounter | None, str]:
-    from gpuplay.core.hw import amd
-
-    if device.startswith("cuda") and amd.rocm_torch() is not None:  # AMD under ROCm: amdsmi's counter
-        return amd.energy_counter(device)
-    if device.startswith("cuda"):
-        return nvml_counter(device)
-    if device == "cpu":
+    if device == "cpu":  # first: AMD's glue is a CUDA device's question (~3 ms of a CPU run's, issue 34)
         return rapl_counter()
+    if device.startswith("cuda"):
+        from gpuplay.core.hw import amd
+
+        if amd.rocm_torch() is not None:  # AMD under ROCm: amdsmi's counter
+            return amd.energy_counter(device)
+        return nvml_counter(device)
     return None, "n/a (no energy counter for this device)"
 
 

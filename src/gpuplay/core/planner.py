@@ -118,10 +118,12 @@ def _device_extra(spec: RunSpec) -> dict[str, Any]:
 
 def _accelerator_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
     """What AMD, Intel and Apple devices lack, said as theirs (core/hw), before the CUDA rules."""
-    from gpuplay.core.hw import amd, apple
-
     if spec.backend != "torch" or spec.device == "cpu":
         return None
+    # Imported past the return: a NumPy or CPU run's planning (in the front end and again in the
+    # engine) never needs them (~5 ms of each on the 2-core machine, issue 34).
+    from gpuplay.core.hw import amd, apple
+
     info = _device_extra(spec)
     if spec.device == "mps":
         if "float64" in (spec.dtype, a.compute_dtype):
@@ -141,12 +143,12 @@ def _accelerator_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
 
 def _cupy_rocm_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
     """What CuPy's ROCm build lacks (core/hw/amd.py), said before the run rather than as a HIP error."""
-    from gpuplay.core.hw import amd
-
     if spec.backend != "cupy" or a.workload.name != "sparse" or a.params.get("format") != "csr":
         return None
     if _device_extra(spec).get("vendor") != "AMD":
         return None
+    from gpuplay.core.hw import amd
+
     return Refusal(amd.CUPY_ROCM_SPARSE, "use torch, or format=dense")
 
 

@@ -6,7 +6,7 @@ Engine → client: `Ready` (first, with the protocol version), `ProbeAnswer`, `P
 not take, e.g. a spec it cannot read).
 
 On the wire a message is one JSON object `{"kind": …, "v": PROTOCOL_VERSION, …fields}`, sent with
-`Connection.send_bytes`: plain data only, never a pickle, so the front end cannot import torch by
+`FrameConnection.send_bytes` (wire.py): plain data only, never a pickle, so the front end cannot import torch by
 unpickling an engine's object, and a message from another version of gpuplay is recognised as such.
 `encode` and `decode` are the only (de)serialisers; nothing else reads or builds the dicts.
 """

@@ -7,7 +7,7 @@ thread (the parent-death signal). `EngineClient.start` drives it from there.
 `start_early()` is what the `gpuplay` command's entry calls before it imports click and the rest
 of the front end: for `run`, `sweep` and `compare` the engine's interpreter and imports (~0.25 s
 on the development machine) then overlap the front end's own (~0.25 s) instead of following them.
-This module imports only what a spawn needs (not even core.config on Linux: `state_dir`); the
+This module imports only what a spawn needs (not even core.config on Linux: core/statedir.py); the
 process's first `EngineClient` that is the shared one (`client.shared_client`) adopts the early
 engine; one never adopted (a usage error, `--help`) is killed at exit.
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 from gpuplay.core import trace
 from gpuplay.core.command import is_gpuplay_command
 from gpuplay.core.lifeline import spawn as spawn_child
+from gpuplay.core.statedir import state_dir
 
 LOG_CAP_BYTES = 10 * 2**20  # engine.log is cut to its last LOG_KEEP_BYTES at an engine start past this
 LOG_KEEP_BYTES = 1 * 2**20
@@ -36,24 +37,6 @@ ENGINE_ENV = ("GPUPLAY_STATE_DIR", "GPUPLAY_CONFIG_DIR", "OMP_NUM_THREADS")
 EARLY_COMMANDS = frozenset({"run", "sweep", "compare"})
 # Flags with which one of them measures nothing: `compare --from FILE…` merges result files.
 NO_ENGINE_FLAGS = {"compare": frozenset({"--from"})}
-
-
-def state_dir() -> Path:
-    """`config.state_dir()` without importing core.config before the spawn (its tomllib,
-    dataclasses and platformdirs are 10-20 ms of the entry's path to the engine, issue 34 round
-    5). On Linux, where the answer is plain XDG (an absolute XDG_STATE_HOME, or none and an
-    absolute HOME), it is platformdirs' rule repeated here (a test pins the two equal); anything
-    else asks config."""
-    if os.environ.get("GPUPLAY_STATE_DIR"):
-        return Path(os.environ["GPUPLAY_STATE_DIR"])
-    xdg, home = os.environ.get("XDG_STATE_HOME", ""), os.environ.get("HOME", "")
-    if sys.platform == "linux" and os.path.isabs(xdg):
-        return Path(xdg) / "gpuplay"
-    if sys.platform == "linux" and not xdg and os.path.isabs(home):
-        return Path(home) / ".local" / "state" / "gpuplay"
-    from gpuplay.core.config import state_dir as config_state_dir
-
-    return config_state_dir()
 
 
 def engine_log_path() -> Path:

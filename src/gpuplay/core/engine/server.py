@@ -15,7 +15,6 @@ import signal
 import sys
 import threading
 import time
-from multiprocessing.connection import Connection
 from typing import Any
 
 from gpuplay.core import trace
@@ -38,6 +37,7 @@ from gpuplay.core.engine.messages import (
     encode,
 )
 from gpuplay.core.engine.protocol import probe_data
+from gpuplay.core.engine.wire import FrameConnection
 from gpuplay.core.lifeline import adopt_orphans, end_group_and_exit, end_group_on_sigterm
 
 __all__ = ["STICKY_CUDA_ERRORS", "STICKY_EXIT_CODE", "EngineServer", "main"]
@@ -61,7 +61,7 @@ def main(fd: int) -> None:
     os.set_inheritable(fd, False)  # pass_fds made it inheritable: no process user code starts gets it
     faulthandler.enable(sys.stderr)  # a segfault leaves the Python stack in the engine log
     print(f"--- gpuplay engine pid {os.getpid()} started {time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
-    EngineServer(Connection(fd)).serve()
+    EngineServer(FrameConnection(fd)).serve()
     # Asked to shut down: what the measured code started goes too, a setsid'd daemon included
     # (it re-parented here, `adopt_orphans`; a plain exit would hand it to init).
     sys.stdout.flush()
@@ -251,8 +251,8 @@ def prime_first_run() -> None:
     """What every first run paid after its request (issue 34, round 4; ~30 ms on the 2-core
     machine), done while the engine waits for it: NumPy's random module (every workload's
     inputs), the energy module (every run asks for a counter), threadpoolctl (the BLAS thread
-    count in a CPU run's conditions) and the installed versions a result records
-    (core/provenance.py reads them once per process)."""
+    count in a CPU run's conditions) and NumPy's version, which every result records
+    (core/provenance.py reads each library's once per process; a NumPy run's needs no metadata)."""
     import numpy.random  # noqa: F401
 
     import gpuplay.core.energy  # noqa: F401
@@ -260,7 +260,7 @@ def prime_first_run() -> None:
 
     with contextlib.suppress(ImportError):
         import threadpoolctl  # noqa: F401
-    provenance.installed()
+    provenance.library_version("numpy")
 
 
 def _run_telemetry() -> Any:
