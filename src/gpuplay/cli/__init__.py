@@ -6,6 +6,7 @@ command: `gpuplay --help` loads neither Textual nor torch.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from gpuplay.core.command import is_gpuplay_command
@@ -79,11 +80,15 @@ class _Gpuplay(click.Group):
         from gpuplay.cli.streams import StdoutClosed
 
         try:
-            return super().main(*args, **kwargs)
-        except StdoutClosed:  # here, not in invoke: --help and --version write while parsing
-            click.echo("gpuplay: stdout is closed, so the output had nowhere to go (where the command "
-                       "has --out FILE, that writes it to a file)", err=True)  # fmt: skip
-            sys.exit(1)
+            try:
+                return super().main(*args, **kwargs)
+            except StdoutClosed:  # here, not in invoke: --help and --version write while parsing
+                click.echo("gpuplay: stdout is closed, so the output had nowhere to go (where the command "
+                           "has --out FILE, that writes it to a file)", err=True)  # fmt: skip
+                sys.exit(1)
+        except SystemExit as exc:  # every command's end, click's own sys.exit included
+            _end_now(exc.code)
+            raise
 
     def invoke(self, ctx: click.Context) -> object:
         from gpuplay.cli.interrupt import at_command, say_interrupted
@@ -157,34 +162,45 @@ def main(
             )
         except ValueError as exc:  # an unknown theme, named with the known ones
             raise click.BadParameter(str(exc), param_hint="--theme") from None
-        _end_now()
     elif code_files:
         raise click.UsageError(
             "--code opens the playground; for a command, name the file: gpuplay run FILE.py"
         )
 
 
-def _end_now() -> None:
-    """The playground closed normally: the terminal is restored (Textual's driver has stopped),
-    every result is in the session log (a line written and closed as each arrived) and the engine
-    is killed. What is left is the interpreter tearing down ~1,000 modules, 60–75 ms of the 0.15 s
-    from `q` to the shell on the 2-core machine (issue 34): skipped, as many CLIs do, with
-    os._exit after the atexit handlers (the engine clients' shutdown, logging) and the streams'
-    flush. tests/e2e/test_e2e_tmux.py checks the terminal's settings and the log after `q`.
-    Only the `gpuplay` process itself ends so: a program that calls `main` (a test, a notebook)
-    gets its call back."""
+def _end_now(code: object) -> None:
+    """The command has ended with exit status `code` (SystemExit's): its output is written, every
+    result is in the session log (a line written and closed as each arrived), the playground's
+    terminal is restored and the engine ended. What is left is the interpreter tearing down
+    ~1,000 modules: 60–75 ms of the 0.15 s from `q` to the shell, ~20 ms of a NumPy `run`'s
+    0.6 s on the 2-core machine (issue 34). Skipped, as many CLIs do, with os._exit after the
+    atexit handlers (the engine clients' shutdown, the session log's last sync, a temporary
+    folder's finalizer) and the streams' flush; every thread gpuplay starts is a daemon whose
+    work an atexit handler finishes. tests/e2e/test_e2e_tmux.py checks the terminal and the log
+    after `q`, tests/cli/test_exit_fast.py a command's status, output and log. Only the `gpuplay`
+    process itself ends so: a program that calls `main` (a test, a notebook) gets its
+    SystemExit, and so does one watched by a profiler, a tracer or a debugger (`python -m
+    cProfile -m gpuplay`, pyinstrument, coverage): it writes its report as the interpreter ends."""
     import atexit
     import os
 
-    if not is_gpuplay_command(sys.argv):
+    if not is_gpuplay_command(sys.argv) or sys.getprofile() is not None or sys.gettrace() is not None:
         return
+    if code is None:
+        status = 0
+    elif isinstance(code, int):
+        status = code
+    else:  # sys.exit("words"): said on stderr with status 1, as the interpreter would
+        status = 1
+        with contextlib.suppress(OSError, ValueError):
+            print(code, file=sys.stderr)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):  # closed, or a reader gone
             pass
-    os._exit(0)
+    os._exit(status & 0xFF)
 
 
 def _code_files(given: tuple[str, ...]) -> list[Path]:

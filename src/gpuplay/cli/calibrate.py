@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from gpuplay.cli.options import FiniteFloat
-from gpuplay.cli.output import esc, stderr_console
+from gpuplay.cli.output import esc, spinner, stderr_console
 from gpuplay.core import bounds
 
 
@@ -114,7 +114,7 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
             probes = roofline.Probes(stop=stop.cancel)
             share = total * n / sum(planned.values())  # the devices share the budget by their probes
             try:
-                with err.status(f"calibrating {d} (STREAM copy/triad, matmul per dtype) …"):
+                with spinner(err, f"calibrating {d} (STREAM copy/triad, matmul per dtype) …"):
                     probes.on_probe = lambda m, d=d, p=probes, n=n: err.print(
                         f"{esc(d)}: {'memory' if m.kind == 'memory' else 'matmul'} {esc(m.name)} ({esc(m.library)}) "
                         f"{m.value:,.1f} {m.unit} [{len(p.done)} of {n} probes]", highlight=False, markup=False,

@@ -24,6 +24,18 @@ def esc(text: object) -> str:
     return escape(visible(text))
 
 
+def spinner(console: Any, text: str) -> Any:
+    """Rich's spinner on `console` while a measurement runs, on a terminal; elsewhere nothing.
+    Piped, Rich draws nothing but would still import its Live display (~8 ms of a NumPy run's
+    path to its request on the 2-core machine, issue 34) and wake a refresh thread 12.5 times a
+    second in the front end beside the measurement."""
+    if console.is_terminal:
+        return console.status(text)
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
 def plain(text: object, **kw: Any) -> Any:
     """Outside text as a Rich Text (never parsed as markup), controls shown."""
     from rich.text import Text

@@ -19,11 +19,11 @@ def profile_and_print(spec: Any, trace: str | None, fmt: str) -> bool:
     """Profile `spec` (a few steps), print the summary on stdout; False when it could not run."""
     from rich.table import Table
 
-    from gpuplay.cli.output import stderr_console, stdout_console
+    from gpuplay.cli.output import spinner, stderr_console, stdout_console
     from gpuplay.core.profile import profile_spec
 
     err = stderr_console()
-    with err.status(f"profiling {spec.label()} …"):
+    with spinner(err, f"profiling {spec.label()} …"):
         data = profile_spec(spec, trace=trace)
     if data["status"] != "ok":
         err.print(

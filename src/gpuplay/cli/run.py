@@ -20,6 +20,7 @@ from gpuplay.cli.output import (
     print_rows,
     progress_line,
     report_interruption,
+    spinner,
     stderr_console,
     warm_for_results,
 )
@@ -120,7 +121,7 @@ def run(
 
     with Interruption() as stop:
         if specs:
-            with err.status(f"running {spec.label()} …"):
+            with spinner(err, f"running {spec.label()} …"):
                 # With --baseline one paired measurement gives both rows: the configuration is
                 # timed in interleaved pairs with NumPy (its speedup), and NumPy's row is that
                 # baseline side's own result (core/runner/paired.py), not a second measurement.
@@ -136,7 +137,7 @@ def run(
             if baseline and not base and not stop.interrupted and r.status != "cancelled":
                 # No baseline from the pairs (the configuration failed or was refused first):
                 # NumPy's row is measured alone, as before the pairing.
-                with err.status(f"running {specs[0].label()} …"):
+                with spinner(err, f"running {specs[0].label()} …"):
                     base.append(run_spec(specs[0], cancel=stop.cancel, on_phase=busy.on_phase,
                                          on_notice=notice_printer(err)))  # fmt: skip
             for b in base:
@@ -144,6 +145,11 @@ def run(
                     done(b)
             if not (stop.interrupted and r.status == "cancelled"):  # a stopped one is not finished
                 done(r)
+    if not (profile or trace):
+        # Nothing more to measure: the engine exits while the table is printed, not after it.
+        from gpuplay.core.engine.client import release_shared
+
+        release_shared()
     tracing.mark("run: measured")
     rows = attach_baselines(results)
     print_rows(rows, fmt, out, title=f"{sc.title} ({results[-1].size if results else size})")

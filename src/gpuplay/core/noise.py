@@ -27,10 +27,29 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-try:  # without psutil, host noise is not measured (the GPU's still is)
-    import psutil
-except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
-    psutil = None
+
+class _NotImported:
+    """`psutil` until a function here first needs it (`_psutil`)."""
+
+
+# psutil is imported at the first look at the machine, not with this module: a front end reads
+# only the verdicts below (`stability`, the advice), and paid ~10 ms of a NumPy run's path to its
+# request for the import on the 2-core machine (issue 34). Tests put a fake here.
+psutil: Any = _NotImported()
+
+
+def _psutil() -> Any:
+    """psutil, imported now if it was not yet; None without it (host noise is then not
+    measured, the GPU's still is)."""
+    global psutil
+    if isinstance(psutil, _NotImported):
+        try:
+            import psutil as module
+        except ImportError:  # exercised in a subprocess by the tests
+            module = None
+        psutil = module
+    return psutil
+
 
 UNSTABLE_REL_IQR = 0.10  # IQR / median above this: the median is not one figure
 OTHER_CPU_MIN_CORES = 0.25  # background below this is a quiet machine
@@ -61,7 +80,7 @@ def process_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
 
     Names are read later, for the few worth naming: this runs at both ends of every run.
     """
-    if _PROC_STAT and hasattr(psutil, "boot_time"):
+    if _PROC_STAT and hasattr(_psutil(), "boot_time"):
         return _proc_cpu_seconds(exclude)
     out: dict[ProcKey, float] = {}
     for p in psutil.process_iter(["cpu_times", "create_time"]):
@@ -200,7 +219,7 @@ def _name(pid: int) -> str:
     comm = files.comm.get(pid) if files is not None and files.pid == os.getpid() else None
     if comm is not None and len(comm) < COMM_MAX:
         return os.fsdecode(comm)  # psutil's decoding (the file system's, surrogateescape)
-    if psutil is None:
+    if _psutil() is None:
         return f"pid {pid}"
     try:
         return psutil.Process(pid).name()
@@ -243,7 +262,7 @@ _end_listing: tuple[float, float, int, dict[ProcKey, float]] | None = None
 
 def _quiet(other_cores: float) -> bool:
     """Below what host_warnings calls out: no warning would name anyone."""
-    cores = psutil.cpu_count() or 1
+    cores = (ps.cpu_count() if (ps := _psutil()) is not None else None) or 1
     return other_cores < max(OTHER_CPU_MIN_CORES, OTHER_CPU_CORE_FRACTION * cores)
 
 
@@ -265,7 +284,7 @@ def host_mark(start: HostMark | None = None, *, listing: bool = False) -> HostMa
     A start within REUSE_LISTING_S of the last end's listing takes that listing (host_noise divides
     the names' figures by the span from it)."""
     global _me, _last, _end_listing
-    if psutil is None:
+    if _psutil() is None:
         return None
     if _me is None or _me.pid != os.getpid():  # a forked child is another process
         _me = psutil.Process()
@@ -329,7 +348,7 @@ def host_noise(a: HostMark | None, b: HostMark | None, own_pids: Collection[int]
     _last_window_quiet = _quiet(other)
     return {
         "window_s": window,
-        "cores": psutil.cpu_count() or 1,
+        "cores": (ps.cpu_count() if (ps := _psutil()) is not None else None) or 1,
         "own_cores": own,  # with the run's own helper processes (own_helper_cores of it)
         "own_helper_cores": helpers,
         # The machine-wide figure also catches processes too short-lived to be named.
@@ -353,7 +372,7 @@ class GpuMark:
 def _pid_visible(pid: int) -> bool:
     if os.path.isdir("/proc"):
         return os.path.exists(f"/proc/{pid}")
-    return psutil.pid_exists(pid) if psutil is not None else True
+    return ps.pid_exists(pid) if (ps := _psutil()) is not None else True
 
 
 def split_processes(

@@ -15,7 +15,6 @@ interval): each step then pays its first-touch faults as a fresh process can.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import time
 from collections.abc import Callable
@@ -47,12 +46,14 @@ except ImportError:  # pragma: no cover - Windows
 
 @functools.lru_cache(maxsize=1)
 def page_returner() -> Callable[[], Any] | None:
-    """glibc's malloc_trim(0): free heap pages go back to the OS. None off glibc."""
-    name = ctypes.util.find_library("c")
+    """glibc's malloc_trim(0): free heap pages go back to the OS. None off glibc.
+
+    Looked up in the symbols the process already has (dlopen(NULL), as threadpoolctl does), not
+    through ctypes.util.find_library, which runs `ldconfig -p` in a child process: ~8 ms in the
+    middle of a run on the 2-core machine (issue 34)."""
     try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):  # TypeError: no dlopen(NULL) (Windows)
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int

@@ -1,0 +1,280 @@
+"""Issue 34, round 6, row 1: what a NumPy `run` paid beside its measurement, on both ends.
+
+The engine's start no longer reads package metadata, core.config or AMD's glue, nor imports
+multiprocessing; a result names the libraries its configuration runs with; the front end places
+a result on its roof with the versions the result records; the engine is asked to end before the
+table is printed; the `gpuplay` process ends without tearing its interpreter down.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from multiprocessing.connection import Connection
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gpuplay.core import provenance, roofline
+from gpuplay.core.engine.wire import FrameConnection
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _python(
+    code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)  # fmt: skip
+
+
+# -- the engine's start ----------------------------------------------------------------------
+def test_a_numpy_run_in_the_engine_reads_no_metadata_config_or_other_vendor_s_glue():
+    out = _python("""
+        import sys
+        from gpuplay.core.devicelock import measure_exclusively
+        from gpuplay.core.engine import server
+        server.warm_numpy_probe(); server.warm_runner(); server.prime_first_run()
+        from gpuplay.core.runner import run
+        from gpuplay.core.spec import RunSpec
+        spec = RunSpec.make("matmul", {"n": 64}, budget_s=0.03, warmup=1)
+        r = measure_exclusively(spec, lambda: run(spec, telemetry=server._run_telemetry()), None,
+                                lambda *a: None)
+        import numpy
+        print(r.status, r.check_ok, r.conditions["versions"]["numpy"] == numpy.__version__,
+              sorted(r.conditions["versions"]))
+        print(sorted(m for m in ("importlib.metadata", "gpuplay.core.config", "tomllib", "platformdirs",
+                                 "multiprocessing", "gpuplay.core.hw.amd", "gpuplay.core.hw.apple",
+                                 "torch") if m in sys.modules))
+    """)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, second = out.stdout.splitlines()[-2:]
+    assert first == "ok True True ['gpuplay', 'numpy', 'python']"
+    assert second == "[]"
+
+
+def test_a_result_names_the_libraries_its_configuration_runs_with(monkeypatch):
+    fake_torch = SimpleNamespace(__version__="9.8.7", version=SimpleNamespace(cuda="13.0", hip=None))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)  # loaded in this process: not a NumPy run's
+    provenance.library_version.cache_clear()
+    try:
+        numpy_run = provenance.versions("cpu", "numpy")
+        torch_run = provenance.versions("cpu", "torch")
+    finally:
+        provenance.library_version.cache_clear()
+    import numpy
+
+    assert (
+        numpy_run["numpy"] == numpy.__version__ and "torch" not in numpy_run and "torch_cuda" not in numpy_run
+    )
+    assert torch_run["torch"] == "9.8.7" and torch_run["torch_cuda"] == "13.0"  # the loaded module's own
+
+
+def test_a_library_the_run_did_not_load_is_read_from_its_metadata(monkeypatch):
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    read: list[tuple[str, ...]] = []
+    monkeypatch.setattr(provenance, "package_version", lambda names: read.append(names) or "1.2.3")
+    provenance.library_version.cache_clear()
+    try:
+        assert provenance.libraries_for("cupy", "cuda:0") == ("numpy", "cupy", "nvidia_ml_py")
+        assert provenance.library_version("nvidia_ml_py") == "1.2.3"
+        assert provenance.library_version("nvidia_ml_py") == "1.2.3"  # once per process
+    finally:
+        provenance.library_version.cache_clear()
+    assert read == [("nvidia-ml-py",)]
+
+
+def test_the_cold_probe_finds_malloc_trim_without_running_ldconfig(monkeypatch):
+    from gpuplay.core.runner import alloc
+
+    def no_child_process(_name):
+        raise AssertionError("ctypes.util.find_library runs `ldconfig -p` in a child process")
+
+    monkeypatch.setattr(ctypes.util, "find_library", no_child_process)
+    alloc.page_returner.cache_clear()
+    try:
+        trim = alloc.page_returner()
+        if sys.platform.startswith("linux") and os.confstr("CS_GNU_LIBC_VERSION"):
+            assert trim is not None and trim() in (0, 1)
+    finally:
+        alloc.page_returner.cache_clear()
+
+
+# -- the roof from the result's own versions -------------------------------------------------
+def _calibrated(numpy_version: str, torch_version: str | None) -> None:
+    from gpuplay.core.roofline import DevicePeaks, Measurement
+    from gpuplay.core.system import cpu_name
+
+    fp = {"name": cpu_name(), "numpy": numpy_version, "torch": torch_version, "cores": roofline.cpu_count()}
+    roofline.save_peaks(DevicePeaks("cpu", cpu_name(), fp, "2026-01-01T00:00:00+00:00", 1.0, [
+        Measurement("memory", "triad", "numpy", 20.0, "3 x 128 MiB", 0.01, 5),
+        Measurement("compute", "float32", "numpy", 200.0, "n=1024", 0.01, 5),
+    ]))  # fmt: skip
+
+
+def _result(versions: object):
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.spec import RunSpec
+    from gpuplay.core.system import cpu_name
+
+    return RunResult(spec=RunSpec.make("matmul", {"n": 256}), status="ok", samples=[1e-3] * 5,
+                     flops=2 * 256**3, bytes=3 * 4 * 256**2,
+                     conditions={"device_name": cpu_name(), "versions": versions})  # fmt: skip
+
+
+def test_a_result_is_held_against_the_peaks_with_the_versions_it_records(monkeypatch):
+    _calibrated("2.0.0", "2.13.0")
+
+    def no_metadata(name):
+        raise AssertionError(f"read {name}'s installed metadata")
+
+    monkeypatch.setattr(roofline, "package_version", no_metadata)
+    roofline._cached.cache_clear()
+    placed = _result({"gpuplay": "0.1.0", "numpy": "2.0.0"}).to_dict()["roof"]
+    assert placed["status"] == "ok" and placed["fraction"] > 0, placed
+    stale = _result({"numpy": "1.26.4"}).to_dict()["roof"]
+    assert stale["status"] == "not calibrated" and "numpy 2.0.0 → 1.26.4" in stale["note"]
+
+
+@pytest.mark.parametrize("versions", [None, ["numpy", "2.0.0"], {"numpy": 2}, {"numpy": None}, "2.0.0"])
+def test_a_result_without_a_usable_record_is_held_against_what_is_installed(monkeypatch, versions):
+    _calibrated("2.0.0", None)
+    monkeypatch.setattr(roofline, "package_version", lambda name: {"numpy": "2.0.0"}.get(name))
+    roofline._cached.cache_clear()
+    roof = _result(versions).to_dict()["roof"]
+    assert roof["status"] == "ok", roof
+
+
+# -- the engine's socket -----------------------------------------------------------------------
+@pytest.mark.parametrize("size", [0, 1, 16384, 16385, 3 * 2**20 + 7])
+def test_frames_are_multiprocessing_s_own_both_ways(size):
+    a, b = socket.socketpair()
+    ours, theirs = FrameConnection(os.dup(a.fileno())), Connection(os.dup(b.fileno()))
+    a.close()
+    b.close()
+    payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    try:
+        import threading
+
+        got: list[bytes] = []
+        reader = threading.Thread(target=lambda: got.append(theirs.recv_bytes()))
+        reader.start()
+        ours.send_bytes(payload)
+        reader.join(10)
+        assert got == [payload]
+        writer = threading.Thread(target=theirs.send_bytes, args=(payload[::-1],))
+        writer.start()
+        assert ours.recv_bytes() == payload[::-1]
+        writer.join(10)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_stream_that_ends_says_so_and_a_closed_end_raises():
+    a, b = socket.socketpair()
+    ours = FrameConnection(os.dup(a.fileno()))
+    a.close()
+    b.sendall((10).to_bytes(4, "big") + b"abc")  # a frame cut short
+    b.close()
+    with pytest.raises(EOFError, match="during message"):
+        ours.recv_bytes()
+    with pytest.raises(EOFError):
+        ours.recv_bytes()  # at a frame's start: the plain end of the stream
+    ours.close()
+    ours.close()  # twice is harmless
+    with pytest.raises(OSError, match="closed"):
+        ours.send_bytes(b"x")
+
+
+# -- the front end's end ---------------------------------------------------------------------
+def _env(tmp_path: Path, **more: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "GPUPLAY_STATE_DIR": str(tmp_path / "state"),
+        "PYTHONPATH": str(ROOT / "src"),
+        **more,
+    }
+    env.pop("GPUPLAY_IN_PROCESS", None)
+    return env
+
+
+TEARDOWN_SEEN = """
+    import sys
+    sys.argv = ["gpuplay", *sys.argv[1:]]  # this process is the `gpuplay` command
+    class Torn:
+        def __del__(self):
+            print("interpreter torn down", flush=True)
+    kept = Torn()  # a module global: only the interpreter's teardown finalises it
+    {before}
+    from gpuplay.cli import main
+    main()
+"""
+
+
+def test_the_command_ends_without_tearing_its_interpreter_down(tmp_path):
+    out = _python(TEARDOWN_SEEN.format(before=""), "--version", env=_env(tmp_path))
+    assert out.returncode == 0 and "gpuplay, version" in out.stdout, out.stderr
+    assert "interpreter torn down" not in out.stdout
+    # the same program calling `main` as another program would (a test, a notebook): torn down
+    control = _python(
+        TEARDOWN_SEEN.format(before="sys.argv[0] = 'my-script'"), "--version", env=_env(tmp_path)
+    )
+    assert control.returncode == 0 and "interpreter torn down" in control.stdout, control.stderr
+
+
+def test_a_profiled_command_ends_as_the_interpreter_does(tmp_path):
+    # cProfile (pyinstrument alike) writes its report after the command returns: not cut short.
+    prof = tmp_path / "gpuplay.prof"
+    out = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "gpuplay", "--version"],
+                         capture_output=True, text=True, timeout=60, env=_env(tmp_path))  # fmt: skip
+    assert out.returncode == 0 and "gpuplay, version" in out.stdout, out.stderr
+    assert prof.is_file() and prof.stat().st_size > 0
+
+
+def test_a_run_s_status_output_and_log_survive_the_fast_end(tmp_path):
+    env = _env(tmp_path)
+    bad = subprocess.run([sys.executable, "-m", "gpuplay", "run", "no-such-scenario"], capture_output=True,
+                         text=True, timeout=60, env=env)  # fmt: skip
+    assert bad.returncode == 2 and "unknown scenario 'no-such-scenario'" in bad.stderr
+    out_file = tmp_path / "r.json"
+    ok = subprocess.run([sys.executable, "-m", "gpuplay", "run", "matmul", "-s", "n=64", "--budget", "0.02",
+                         "--format", "json", "--out", str(out_file)], capture_output=True, text=True, timeout=120,
+                        env=env)  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    import json
+
+    doc = json.loads(out_file.read_text())
+    assert doc["results"][0]["status"] == "ok"
+    logs = list((tmp_path / "state" / "sessions").glob("session-*.jsonl"))
+    assert len(logs) == 1 and logs[0].read_text().count("\n") == 1
+
+
+def test_the_engine_is_asked_to_end_before_the_table_is_printed(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "gpuplay", "run", "matmul", "-s", "n=64", "--budget", "0.02"],
+                         capture_output=True, text=True, timeout=120,
+                         env=_env(tmp_path, GPUPLAY_TRACE="1"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    front = [line.split("front end")[-1].strip() for line in out.stderr.splitlines()
+             if line.startswith("gpuplay trace") and "front end" in line]  # fmt: skip
+    assert front.index("engine: released") < front.index("run: printed") < front.index("engine: closing"), (
+        front
+    )
+    assert "heard Shutdown" in out.stderr  # the engine's own mark: it heard the request
+
+
+def test_a_numpy_run_s_front_end_imports_no_psutil_multiprocessing_or_live_display(tmp_path):
+    out = subprocess.run([sys.executable, "-X", "importtime", "-m", "gpuplay", "run", "matmul", "-s", "n=64",
+                          "--budget", "0.02"], capture_output=True, text=True, timeout=120,
+                         env=_env(tmp_path))  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    imported = {
+        line.split("|")[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")
+    }
+    assert "numpy" not in imported  # the front end's own imports only (the engine's are not on this stderr)
+    assert not imported & {"psutil", "multiprocessing", "rich.live", "rich.status", "gpuplay.core.hw.amd"}
