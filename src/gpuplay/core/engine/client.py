@@ -426,7 +426,9 @@ class EngineClient:
         trace.mark("engine: closing")
         # An engine that was never asked to measure (a command that stopped at a usage error
         # after starting it early) holds nothing: it is killed without waiting for it to listen.
-        if self.alive() and self._asked and not self._released:
+        # `_engine_gone`, not `alive`: polling would reap an engine that ended on its own (after
+        # `release`) before `_reap` kills its group, whose id could then be another's.
+        if self._proc is not None and not self._engine_gone() and self._asked and not self._released:
             self._send(Shutdown())
             if wait:
                 with contextlib.suppress(subprocess.TimeoutExpired):
