@@ -1,9 +1,9 @@
 """Issue 34, round 6, row 1: what a NumPy `run` paid beside its measurement, on both ends.
 
 The engine's start no longer reads package metadata, core.config or AMD's glue, nor imports
-multiprocessing; a result names the libraries its configuration runs with; the front end places
-a result on its roof with the versions the result records; the engine is asked to end before the
-table is printed; the `gpuplay` process ends without tearing its interpreter down.
+multiprocessing; a result names the libraries its configuration runs with; the front end reads the
+roof's library versions while its engine starts, not after the answer; the engine is asked to end
+before the table is printed; the `gpuplay` process ends without tearing its interpreter down.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def test_the_cold_probe_finds_malloc_trim_without_running_ldconfig(monkeypatch):
         alloc.page_returner.cache_clear()
 
 
-# -- the roof from the result's own versions -------------------------------------------------
+# -- the roof's libraries, read while the engine starts ----------------------------------------
 def _calibrated(numpy_version: str, torch_version: str | None) -> None:
     from gpuplay.core.roofline import DevicePeaks, Measurement
     from gpuplay.core.system import cpu_name
@@ -127,27 +127,38 @@ def _result(versions: object):
                      conditions={"device_name": cpu_name(), "versions": versions})  # fmt: skip
 
 
-def test_a_result_is_held_against_the_peaks_with_the_versions_it_records(monkeypatch):
-    _calibrated("2.0.0", "2.13.0")
+def test_the_roof_s_library_versions_are_read_before_the_answer_not_after(monkeypatch):
+    from importlib import metadata
 
-    def no_metadata(name):
-        raise AssertionError(f"read {name}'s installed metadata")
+    from gpuplay.cli.output import warm_for_results
+    from gpuplay.core import system
 
-    monkeypatch.setattr(roofline, "package_version", no_metadata)
-    roofline._cached.cache_clear()
-    placed = _result({"gpuplay": "0.1.0", "numpy": "2.0.0"}).to_dict()["roof"]
-    assert placed["status"] == "ok" and placed["fraction"] > 0, placed
-    stale = _result({"numpy": "1.26.4"}).to_dict()["roof"]
-    assert stale["status"] == "not calibrated" and "numpy 2.0.0 → 1.26.4" in stale["note"]
+    system.package_version.cache_clear()
+    try:
+        warm_for_results()  # a command, while its engine starts
+        installed = {lib: system.package_version(lib) for lib in roofline.LIBRARIES}
+        _calibrated(installed["numpy"], installed["torch"])
+
+        def no_metadata(name):
+            raise AssertionError(f"read {name}'s metadata after the answer")
+
+        monkeypatch.setattr(metadata, "version", no_metadata)
+        roofline._cached.cache_clear()
+        roof = _result({"numpy": installed["numpy"]}).to_dict()["roof"]
+    finally:
+        system.package_version.cache_clear()
+    assert roof["status"] == "ok" and roof["fraction"] > 0, roof
 
 
-@pytest.mark.parametrize("versions", [None, ["numpy", "2.0.0"], {"numpy": 2}, {"numpy": None}, "2.0.0"])
-def test_a_result_without_a_usable_record_is_held_against_what_is_installed(monkeypatch, versions):
-    _calibrated("2.0.0", None)
+def test_an_older_result_is_placed_against_a_calibration_made_since(monkeypatch):
+    """A result from before a NumPy upgrade (history, `load`, `compare --from`) is placed against
+    the peaks measured since with the libraries installed now: the peaks describe the device
+    (review r1: holding it against the versions it records made "run gpuplay calibrate" loop)."""
+    _calibrated("2.0.0", None)  # calibrated after the upgrade
     monkeypatch.setattr(roofline, "package_version", lambda name: {"numpy": "2.0.0"}.get(name))
     roofline._cached.cache_clear()
-    roof = _result(versions).to_dict()["roof"]
-    assert roof["status"] == "ok", roof
+    roof = _result({"numpy": "1.26.4"}).to_dict()["roof"]  # measured before it
+    assert roof["status"] == "ok" and "run gpuplay calibrate" not in roof.get("note", ""), roof
 
 
 # -- the engine's socket -----------------------------------------------------------------------

@@ -177,14 +177,14 @@ def _end_now(code: object) -> None:
     atexit handlers (the engine clients' shutdown, the session log's last sync, a temporary
     folder's finalizer) and the streams' flush; every thread gpuplay starts is a daemon whose
     work an atexit handler finishes. tests/e2e/test_e2e_tmux.py checks the terminal and the log
-    after `q`, tests/cli/test_exit_fast.py a command's status, output and log. Only the `gpuplay`
+    after `q`, tests/unit/test_own_speed_round6.py a command's status, output and log. Only the `gpuplay`
     process itself ends so: a program that calls `main` (a test, a notebook) gets its
     SystemExit, and so does one watched by a profiler, a tracer or a debugger (`python -m
     cProfile -m gpuplay`, pyinstrument, coverage): it writes its report as the interpreter ends."""
     import atexit
     import os
 
-    if not is_gpuplay_command(sys.argv) or sys.getprofile() is not None or sys.gettrace() is not None:
+    if not is_gpuplay_command(sys.argv) or _watched():
         return
     if code is None:
         status = 0
@@ -201,6 +201,15 @@ def _end_now(code: object) -> None:
         except (OSError, ValueError):  # closed, or a reader gone
             pass
     os._exit(status & 0xFF)
+
+
+def _watched() -> bool:
+    """A profiler, tracer, coverage or debugger is attached: sys.setprofile/settrace, or from
+    Python 3.12 a sys.monitoring tool (cProfile's own there)."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)
+    return monitoring is not None and any(monitoring.get_tool(i) is not None for i in range(6))
 
 
 def _code_files(given: tuple[str, ...]) -> list[Path]:

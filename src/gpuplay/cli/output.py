@@ -199,9 +199,14 @@ def _write_failure(folder: Path, exc: OSError) -> str:
 
 
 def warm_for_results() -> None:
-    """Import what reading a result's noise verdicts needs (psutil) before the engine answers:
-    a command calls it while it waits for the engine to start, not after the measurement."""
-    import gpuplay.core.noise  # noqa: F401
+    """Read what placing a result on its roof needs before the engine answers: the libraries'
+    installed versions the calibration's fingerprint holds (importlib.metadata, ~20 ms on the
+    2-core machine). A command calls it while it waits for the engine to start and import
+    NumPy, not after the measurement, when it would delay the table (issue 34)."""
+    from gpuplay.core import roofline
+
+    for library in roofline.LIBRARIES:
+        roofline.package_version(library)
 
 
 def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: Any) -> None:

@@ -99,7 +99,6 @@ class RunResult:
             flops=self.flops,
             nbytes=self.bytes,
             seconds=self.median if self.usable else None,
-            versions=self.conditions.get("versions"),  # held against the peaks' own (provenance)
         )
 
     @property

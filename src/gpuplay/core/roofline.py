@@ -163,32 +163,18 @@ def cache_path(device: str) -> Path:
     return cache_dir() / f"{slug}.json"
 
 
-# The libraries a fingerprint names, which a result's own record of its versions can give.
+# The libraries whose installed versions a fingerprint holds (cli/output.warm_for_results reads them early).
 LIBRARIES = ("numpy", "torch")
-Libraries = tuple[tuple[str, str | None], ...]  # ((library, version or None), ...) in LIBRARIES' order
 
 
-def libraries_of(versions: object) -> Libraries | None:
-    """The fingerprint's libraries from a result's record of what it ran with (its conditions'
-    `versions`, core/provenance.py), or None where there is no usable record (an older log, a
-    hand-edited file): then the versions installed now are read."""
-    if not isinstance(versions, dict) or not isinstance(versions.get("numpy"), str):
-        return None
-    return tuple((lib, v if isinstance(v := versions.get(lib), str) else None) for lib in LIBRARIES)
-
-
-def fingerprint(device: str, name: str, libraries: Libraries | None = None) -> dict[str, Any]:
+def fingerprint(device: str, name: str) -> dict[str, Any]:
     """What must not change for cached peaks to stay valid: the device and the libraries.
 
     A GPU's peaks belong to one board under one driver, CUDA runtime, power limit, clock and MIG
     profile: the name alone would hand an H100's peaks to another H100 (or the same one after a
     power cap or a MIG split). Values this process cannot read are None and are not compared.
-    `libraries`: the versions a result was measured with (`libraries_of`), held against those the
-    peaks were measured with; without them, the installed ones, read from the packages' metadata
-    (~20 ms in a front end that has not imported importlib.metadata: a NumPy run's, issue 34).
     """
-    libs = dict(libraries) if libraries is not None else {lib: package_version(lib) for lib in LIBRARIES}
-    fp: dict[str, Any] = {"name": name, **libs}
+    fp: dict[str, Any] = {"name": name, **{lib: package_version(lib) for lib in LIBRARIES}}
     if normalize_device(device) == "cpu":
         fp["cores"] = cpu_count()
     elif normalize_device(device).startswith("cuda"):
@@ -269,19 +255,18 @@ class Lookup:
     problem: str  # '' when peaks is usable
 
 
-def load_peaks(device: str, name: str | None = None, libraries: Libraries | None = None) -> Lookup:
+def load_peaks(device: str, name: str | None = None) -> Lookup:
     """The cached peaks of `device`, or why there are none usable (never an exception).
 
     With `name` (the device name a result reports), peaks measured on another device
-    or with other library versions (`libraries`, a result's; else those installed) are refused
-    as stale.
+    or with other library versions are refused as stale.
     """
     path = cache_path(device)
     try:
         mtime = path.stat().st_mtime_ns
     except OSError:
         return Lookup(None, NOT_CALIBRATED)
-    return _cached(str(path), mtime, normalize_device(device), name, libraries)
+    return _cached(str(path), mtime, normalize_device(device), name)
 
 
 def unreadable(path: str | Path, exc: BaseException) -> str:
@@ -290,7 +275,7 @@ def unreadable(path: str | Path, exc: BaseException) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def _cached(path: str, _mtime: int, device: str, name: str | None, libraries: Libraries | None) -> Lookup:
+def _cached(path: str, _mtime: int, device: str, name: str | None) -> Lookup:
     try:
         peaks = DevicePeaks.from_dict(json_loads(read_text_file(path)))
     except (
@@ -306,7 +291,7 @@ def _cached(path: str, _mtime: int, device: str, name: str | None, libraries: Li
     if peaks.schema != SCHEMA or peaks.device != device:
         return Lookup(None, f"roofline cache {path} is from another gpuplay version: run gpuplay calibrate")
     if name is not None:
-        stale = stale_keys(peaks.fingerprint, fingerprint(device, name, libraries))
+        stale = stale_keys(peaks.fingerprint, fingerprint(device, name))
         if stale:
             return Lookup(None, f"peaks of {device} are stale ({stale}): run gpuplay calibrate")
     return Lookup(peaks, "")
@@ -358,18 +343,14 @@ def roof_for(
     flops: float,
     nbytes: float,
     seconds: float | None,
-    versions: object = None,
 ) -> dict[str, Any]:
     """The `roof` fields of one result: intensity, bound, fraction of roof, and the peaks used.
-    `versions`: the result's record of the libraries it ran with (its conditions'), which the
-    peaks' own must match.
 
     Never raises: a calibration cache is a file anyone can edit, and the measurement it would
     annotate must not be lost to it (the run reports "not calibrated" and why)."""
     try:
         return _roof_for(device=device, device_name=device_name, compute_dtype=compute_dtype, tf32=tf32,
-                         flops=flops, nbytes=nbytes, seconds=seconds,
-                         libraries=libraries_of(versions))  # fmt: skip
+                         flops=flops, nbytes=nbytes, seconds=seconds)  # fmt: skip
     except Exception as exc:  # a cache that loaded but does not add up
         return {"status": "not calibrated", "note": unreadable(cache_path(device), exc)}
 
@@ -383,13 +364,12 @@ def _roof_for(
     flops: float,
     nbytes: float,
     seconds: float | None,
-    libraries: Libraries | None,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"intensity_flop_per_byte": flops / nbytes if nbytes > 0 else None}
     if not seconds or nbytes <= 0:
         out.update(status="n/a", note="no timed steps or no byte count: cannot place on the roofline")
         return out
-    lookup = load_peaks(device, device_name, libraries)
+    lookup = load_peaks(device, device_name)
     if lookup.peaks is None:
         out.update(status="not calibrated", note=lookup.problem)
         return out

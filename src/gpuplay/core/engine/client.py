@@ -14,6 +14,7 @@ import itertools
 import math
 import os
 import queue
+import select
 import signal
 import socket
 import subprocess
@@ -385,7 +386,10 @@ class EngineClient:
             # setsid() left the group: found through the engine's children (it is their
             # subreaper, core/lifeline.adopt_orphans) while the engine still lives.
             # An engine that has exited (asked to, `release`) ended its descendants itself
-            # (server.main); none are left under it to find (nor psutil to import: ~8 ms).
+            # (server.main); none are left under it to find (nor psutil to import: ~8 ms). One
+            # asked to is given the moment it needs (a few ms) rather than searched at once.
+            if proc.returncode is None and self._released:
+                self._wait_gone(WAIT_POLITELY_S)
             if proc.returncode is None and not self._engine_gone():
                 kill_descendants(proc.pid)
             with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
@@ -415,6 +419,23 @@ class EngineClient:
         except ChildProcessError:
             return proc.returncode is not None
         return info is not None
+
+    def _wait_gone(self, timeout: float) -> None:
+        """Wait up to `timeout` for the engine to exit, without reaping it (its pid and group stay
+        ours to kill): woken by a pidfd where Linux has one, else by polling."""
+        proc = self._proc
+        if proc is None or self._engine_gone():
+            return
+        with contextlib.suppress(AttributeError, OSError):
+            fd = os.pidfd_open(proc.pid)
+            try:
+                select.select([fd], [], [], timeout)
+            finally:
+                os.close(fd)
+            return
+        deadline = time.monotonic() + timeout
+        while not self._engine_gone() and time.monotonic() < deadline:
+            time.sleep(0.002)
 
     def close(self, wait: bool = True) -> None:
         """Shut down for good: a polite request, then SIGKILL if it is not gone at once.
