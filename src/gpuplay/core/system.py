@@ -28,18 +28,12 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-@functools.cache
 def package_version(name: str) -> str | None:
-    """`name`'s installed version, read from its metadata once per process, as a result's own
-    versions are (core/provenance.py). importlib.metadata is ~11 ms to import on the 2-core
-    machine: a command reads the roofline's libraries while it waits for its engine
-    (cli/output.warm_for_results), not after the answer (issue 34)."""
-    from importlib import metadata
+    """`name`'s installed version, once per process, as a result's own versions are
+    (core/provenance.py), without importing importlib.metadata (core/installed.py)."""
+    from gpuplay.core import installed
 
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+    return installed.version(name)
 
 
 def host_description() -> dict[str, object]:
