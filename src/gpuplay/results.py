@@ -53,8 +53,7 @@ class Result:
     `median` is seconds per step; `interval` the 25th–75th percentile of the step times (the ±
     the CLI prints is half its width); `speedup` is over NumPy on the CPU, measured in interleaved
     pairs, with its 95% `speedup_interval`; `conditions` includes `versions` (gpuplay, Python,
-    and the libraries the configuration runs with: NumPy, the backend's torch with its CUDA/HIP
-    runtime or CuPy, nvidia-ml-py on CUDA; the driver, the device UUID).
+    NumPy, torch and its CUDA/HIP runtime, CuPy, the driver, the device UUID).
     """
 
     def __init__(self, row: Row) -> None:

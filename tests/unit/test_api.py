@@ -364,7 +364,7 @@ def test_a_cuda_result_records_the_driver_and_the_device_uuid(monkeypatch):
     install_nvml(monkeypatch, Nvml([FakeGpu("GPU-aaaa", "A"), FakeGpu("GPU-bbbb", "B")]))
     install_cuda_uuids(monkeypatch, ["GPU-bbbb-0000", "GPU-aaaa-1111"])
     monkeypatch.setattr(torch.version, "cuda", "13.0", raising=False)
-    v = provenance.versions("cuda:1", "torch")
+    v = provenance.versions("cuda:1")
     assert v["driver"] == "580.65.06" and v["device_uuid"] == "aaaa1111" and v["torch_cuda"] == "13.0"
     assert "driver" not in provenance.versions("cpu")
 

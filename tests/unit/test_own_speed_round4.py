@@ -77,11 +77,11 @@ def test_the_engine_does_before_its_first_request_what_every_first_run_paid_afte
         "warm_runner()\n"
         "prime_first_run()\n"
         "print(sorted(m for m in ('numpy.random', 'gpuplay.core.energy', 'threadpoolctl', 'torch')"
-        " if m in sys.modules), provenance.library_version.cache_info().currsize)\n"
+        " if m in sys.modules), provenance.installed.cache_info().currsize)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    # read once per process, before the request: NumPy's version, the random module, the energy
+    # read once per process, before the request: the versions, the random module, the energy
     # module, BLAS's thread count reader; never torch
     import importlib.util
 

@@ -1,13 +1,12 @@
-"""What a result ran with: gpuplay, Python, NumPy, the backend's library (torch and its CUDA or HIP
-runtime, CuPy), NVML's bindings on an NVIDIA GPU, the driver, and the device's UUID.
+"""What a result ran with: gpuplay, Python, NumPy, torch (and its CUDA or HIP runtime), CuPy, the
+driver, and the device's UUID.
 
 Recorded in the engine process beside every result (runner/plan.py `conditions`), so a result
 file read back months later still says which versions produced it, and `gpuplay compare --from
-old.json new.json` can say which of them differ (core/crossversion.py). A result names the
-libraries its configuration runs with (`libraries_for`), whatever else the engine has loaded or
-the environment has installed (a file's `environment` says those: core/report.py). Nothing is
-imported for this: a library the run loaded says its version itself (`__version__`); one without
-it is read from its installed metadata.
+old.json new.json` can say which of them differ (core/crossversion.py). Nothing is imported for
+this: a library's version is read from its installed metadata (core/installed.py, without
+importing importlib.metadata: ~11 ms of a NumPy run's engine start, issue 34), and torch's runtime
+only where the run already loaded torch (a NumPy run must not import it).
 """
 
 from __future__ import annotations
@@ -17,26 +16,22 @@ import platform
 import sys
 from typing import Any
 
+from gpuplay.core import installed as installed_dists
 from gpuplay.core import telemetry
 
-# (key in the record, the module a run loads, distribution names to try in order)
+# (key in the record, distribution names to try in order)
 PACKAGES = (
-    ("numpy", "numpy", ("numpy",)),
-    ("torch", "torch", ("torch",)),
-    ("cupy", "cupy", ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy")),
-    ("nvidia_ml_py", "pynvml", ("nvidia-ml-py",)),
+    ("numpy", ("numpy",)),
+    ("torch", ("torch",)),
+    ("cupy", ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy")),
+    ("nvidia_ml_py", ("nvidia-ml-py",)),
 )
-_PACKAGES = {key: (module, names) for key, module, names in PACKAGES}
 
 
 def package_version(names: tuple[str, ...]) -> str | None:
-    """The first of `names` installed, from its metadata (core/installed.py: found as
-    importlib.metadata finds it, without importing it)."""
-    from gpuplay.core import installed
-
     for name in names:
         try:
-            version = installed.version(name)
+            version = installed_dists.version(name)
         except Exception:  # a broken install's metadata: say nothing rather than fail the run
             return None
         if version is not None:
@@ -44,41 +39,21 @@ def package_version(names: tuple[str, ...]) -> str | None:
     return None
 
 
-def libraries_for(backend: str, device: str) -> tuple[str, ...]:
-    """The libraries a run of `backend` on `device` runs with: NumPy always (its inputs, float64
-    reference and check), the backend's own, and NVML's bindings for an NVIDIA GPU's telemetry."""
-    keys = ["numpy"]
-    if backend in _PACKAGES and backend != "numpy":
-        keys.append(backend)
-    if device.startswith("cuda"):
-        keys.append("nvidia_ml_py")
-    return tuple(keys)
-
-
 @functools.cache
-def library_version(key: str) -> str | None:
-    """One library's version, once per process (every run of a sweep asks): what this process
-    loaded stays what it loaded, even if a newer version is installed under it meanwhile. The
-    loaded module's own `__version__` where it has one (a NumPy run reads no metadata: ~15 ms of
-    the engine's start on the 2-core machine, issue 34), else the installed metadata."""
-    module, names = _PACKAGES[key]
-    version = getattr(sys.modules.get(module), "__version__", None)
-    if isinstance(version, str) and version:
-        return version
-    return package_version(names)
+def installed() -> tuple[tuple[str, str], ...]:
+    """Read once per process (5 ms: every run of a sweep would pay it): what this process loaded
+    stays what it loaded, even if a newer version is installed under it meanwhile. The engine
+    reads them while it waits for its first request (engine/server.py `warm_runner`)."""
+    found = ((key, package_version(names)) for key, names in PACKAGES)
+    return tuple((key, v) for key, v in found if v)
 
 
-def software(backend: str = "numpy", device: str = "cpu") -> dict[str, Any]:
-    """The versions a run of `backend` on `device` runs with; a library that is not installed is
-    absent."""
+def software() -> dict[str, Any]:
+    """The versions this process runs with; a library that is not installed is absent."""
     from gpuplay import __version__
 
-    out: dict[str, Any] = {"gpuplay": __version__, "python": platform.python_version()}
-    for key in libraries_for(backend, device):
-        version = library_version(key)
-        if version:
-            out[key] = version
-    torch = sys.modules.get("torch") if backend == "torch" else None  # loaded by this run
+    out: dict[str, Any] = {"gpuplay": __version__, "python": platform.python_version(), **dict(installed())}
+    torch = sys.modules.get("torch")  # loaded by this run, or not at all
     version = getattr(torch, "version", None)
     if version is not None:
         if getattr(version, "cuda", None):
@@ -103,6 +78,6 @@ def device(device_id: str) -> dict[str, Any]:
     return out
 
 
-def versions(device_id: str, backend: str = "numpy") -> dict[str, Any]:
+def versions(device_id: str) -> dict[str, Any]:
     """Everything above for one result: software, then the device's driver and UUID."""
-    return {**software(backend, device_id), **device(device_id)}
+    return {**software(), **device(device_id)}

@@ -251,8 +251,8 @@ def prime_first_run() -> None:
     """What every first run paid after its request (issue 34, round 4; ~30 ms on the 2-core
     machine), done while the engine waits for it: NumPy's random module (every workload's
     inputs), the energy module (every run asks for a counter), threadpoolctl (the BLAS thread
-    count in a CPU run's conditions) and NumPy's version, which every result records
-    (core/provenance.py reads each library's once per process; a NumPy run's needs no metadata)."""
+    count in a CPU run's conditions) and the installed versions a result records
+    (core/provenance.py reads them once per process)."""
     import numpy.random  # noqa: F401
 
     import gpuplay.core.energy  # noqa: F401
@@ -260,7 +260,7 @@ def prime_first_run() -> None:
 
     with contextlib.suppress(ImportError):
         import threadpoolctl  # noqa: F401
-    provenance.library_version("numpy")
+    provenance.installed()
 
 
 def _run_telemetry() -> Any:

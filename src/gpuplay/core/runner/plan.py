@@ -118,7 +118,5 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
         ),
         "warmup": spec.warmup,
         "compile_time_excluded": spec.compile != "off",
-        "versions": provenance.versions(
-            spec.device, backend.name
-        ),  # what `compare --from` holds two files against
+        "versions": provenance.versions(spec.device),  # what `compare --from` holds two files against
     }
