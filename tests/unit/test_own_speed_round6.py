@@ -267,3 +267,31 @@ def test_a_numpy_run_s_front_end_imports_no_psutil_multiprocessing_or_live_displ
     }
     assert "numpy" not in imported  # the front end's own imports only (the engine's are not on this stderr)
     assert not imported & {"psutil", "multiprocessing", "rich.live", "rich.status", "gpuplay.core.hw.amd"}
+
+
+# -- the check, in blocks ----------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(0,), (5,), (1 << 16,), ((1 << 16) + 1,), (3, (1 << 16) + 5), (7, 9, 11)])
+@pytest.mark.parametrize("kind", ["float32 of float64", "complex64 of complex128"])
+def test_the_blocked_check_is_the_whole_array_norm(shape, kind):
+    import numpy as np
+
+    from gpuplay.core.workloads import relative_error
+
+    rng = np.random.default_rng(7)
+    ref = rng.standard_normal(shape)
+    if kind.startswith("complex"):
+        ref = ref + 1j * rng.standard_normal(shape)
+    out = (ref * (1 + 1e-6 * rng.standard_normal(shape))).astype(
+        np.complex64 if ref.dtype.kind == "c" else np.float32
+    )
+    whole = (
+        np.linalg.norm((out.astype(ref.dtype) - ref).ravel()) / np.linalg.norm(ref.ravel())
+        if ref.size
+        else 0.0
+    )
+    assert relative_error(out, ref) == pytest.approx(whole, rel=1e-12, abs=0.0)
+    if ref.size:
+        bad = out.copy().reshape(-1)
+        bad[-1] = np.nan  # in the last block
+        assert relative_error(bad.reshape(shape), ref) == float("inf")
+    assert relative_error(np.zeros(shape), np.zeros(shape)) == 0.0

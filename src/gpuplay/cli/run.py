@@ -140,16 +140,17 @@ def run(
                 with spinner(err, f"running {specs[0].label()} …"):
                     base.append(run_spec(specs[0], cancel=stop.cancel, on_phase=busy.on_phase,
                                          on_notice=notice_printer(err)))  # fmt: skip
+            if not (profile or trace):
+                # Nothing more to measure: the engine exits while the results are logged and
+                # the table printed, not after them.
+                from gpuplay.core.engine.client import release_shared
+
+                release_shared()
             for b in base:
                 if not (stop.interrupted and b.status == "cancelled"):
                     done(b)
             if not (stop.interrupted and r.status == "cancelled"):  # a stopped one is not finished
                 done(r)
-    if not (profile or trace):
-        # Nothing more to measure: the engine exits while the table is printed, not after it.
-        from gpuplay.core.engine.client import release_shared
-
-        release_shared()
     tracing.mark("run: measured")
     rows = attach_baselines(results)
     print_rows(rows, fmt, out, title=f"{sc.title} ({results[-1].size if results else size})")
