@@ -199,10 +199,12 @@ def _write_failure(folder: Path, exc: OSError) -> str:
 
 
 def warm_for_results() -> None:
-    """Read what placing a result on its roof needs before the engine answers: the libraries'
-    installed versions the calibration's fingerprint holds (core/installed.py; ~1 ms, once per
-    process). A command calls it while it waits for the engine to start and import NumPy, not
-    after the measurement, when it would delay the table (issue 34)."""
+    """Import and read what reading a result needs before the engine answers: the noise
+    verdicts' module, and the libraries' installed versions the calibration's fingerprint holds
+    (core/installed.py; ~1 ms, once per process). A command calls it while it waits for the
+    engine to start and import NumPy, not after the measurement, when it would delay the table
+    (issue 34)."""
+    import gpuplay.core.noise  # noqa: F401 - the noise verdicts (psutil is not imported with it)
     from gpuplay.core import roofline
 
     for library in roofline.LIBRARIES:
