@@ -102,3 +102,13 @@ def test_a_fake_psutil_is_read_instead_of_proc(monkeypatch):
     assert not noise.reads_proc(fake)
     monkeypatch.setattr(noise, "_proc_host", True)
     assert noise.reads_proc(noise.NotImported()) and noise.reads_proc(sys.modules.get("psutil"))
+
+
+@linux_proc
+def test_a_proc_stat_without_btime_and_no_psutil_names_nobody_rather_than_failing(monkeypatch):
+    monkeypatch.setattr(noise, "_proc_host", True)
+    monkeypatch.setattr(noise, "psutil", None)  # not installed
+    monkeypatch.setitem(sys.modules, "psutil", None)
+    monkeypatch.setattr(noise, "_boot", None)
+    monkeypatch.setattr(noise, "proc_boot_time", lambda: (_ for _ in ()).throw(OSError("no btime")))
+    assert noise.process_cpu_seconds(os.getpid()) == {}

@@ -2,7 +2,8 @@
 
 Measured, not guessed:
 - host: the whole machine's busy CPU time (psutil.cpu_times' figures; on Linux read from /proc/stat
-  as psutil reads it, without importing psutil) minus this process's, over the window, in cores; attributed to processes by their own CPU-time deltas (the top ones named).
+  as psutil reads it, without importing psutil) minus this process's, over the window, in cores;
+  attributed to processes by their own CPU-time deltas (the top ones named).
   A process that started and ended inside the window counts in the total but cannot be named.
   Listing every process costs 0.5-10 ms at each end of a window (a sweep pays it per point), so it
   is listed only when the machine was not just seen quiet; a window that finds it busy anyway
@@ -154,13 +155,15 @@ def _cpu_count() -> int | None:
     return ps.cpu_count() if (ps := _psutil()) is not None else None
 
 
-def _boot_time() -> float:
+def _boot_time() -> float | None:
+    """psutil.boot_time(); None where neither /proc/stat nor psutil can say."""
     if reads_proc(psutil):
         try:
             return proc_boot_time()
         except OSError:
             pass
-    return float(_psutil().boot_time())
+    ps = _psutil()
+    return float(ps.boot_time()) if ps is not None and hasattr(ps, "boot_time") else None
 
 
 UNSTABLE_REL_IQR = 0.10  # IQR / median above this: the median is not one figure
@@ -287,6 +290,8 @@ def _proc_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
     global _boot
     if _boot is None:
         _boot = _boot_time()
+        if _boot is None:
+            return {}  # no boot time: the keys cannot be psutil's, nobody is named
     with _stat_lock:
         return _read_stat_files(exclude, _boot)
 
