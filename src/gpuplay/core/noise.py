@@ -1,8 +1,9 @@
 """What else used the machine during a run's timed window, and the warnings it earns.
 
 Measured, not guessed:
-- host: the whole machine's busy CPU time (psutil.cpu_times) minus this process's, over the
-  window, in cores; attributed to processes by their own CPU-time deltas (the top ones named).
+- host: the whole machine's busy CPU time (psutil.cpu_times' figures; on Linux read from /proc/stat
+  as psutil reads it, without importing psutil) minus this process's, over the window, in cores;
+  attributed to processes by their own CPU-time deltas (the top ones named).
   A process that started and ended inside the window counts in the total but cannot be named.
   Listing every process costs 0.5-10 ms at each end of a window (a sweep pays it per point), so it
   is listed only when the machine was not just seen quiet; a window that finds it busy anyway
@@ -21,6 +22,7 @@ Thresholds follow pyperf's `check` spirit: a spread over 10 % of the median make
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -28,27 +30,140 @@ from dataclasses import dataclass
 from typing import Any
 
 
-class _NotImported:
-    """`psutil` until a function here first needs it (`_psutil`)."""
+class NotImported:
+    """A module's `psutil` until a function there first needs it (`_psutil`)."""
 
 
-# psutil is imported at the first look at the machine, not with this module: a front end reads
-# only the verdicts below (`stability`, the advice), and paid ~10 ms of a NumPy run's path to its
-# request for the import on the 2-core machine (issue 34). Tests put a fake here.
-psutil: Any = _NotImported()
+# psutil is imported at the first look at the machine that needs it, not with this module: a front
+# end reads only the verdicts below (`stability`, the advice), and paid ~10 ms of a NumPy run's path
+# to its request for the import on the 2-core machine (issue 34). On Linux a run's window needs no
+# psutil at all (`reads_proc`): ~7-14 ms of the engine's start (issue 34, round 6). Tests put a fake
+# here: a fake is read instead of /proc.
+psutil: Any = NotImported()
 
 
 def _psutil() -> Any:
     """psutil, imported now if it was not yet; None without it (host noise is then not
-    measured, the GPU's still is)."""
+    measured where /proc cannot stand in for it; the GPU's still is)."""
     global psutil
-    if isinstance(psutil, _NotImported):
+    if isinstance(psutil, NotImported):
         try:
             import psutil as module
         except ImportError:  # exercised in a subprocess by the tests
             module = None
         psutil = module
     return psutil
+
+
+# -- the machine's figures as psutil reads them on Linux, without psutil ----------------------
+# Whether /proc/stat has answered as psutil's Linux functions expect; False after it once did not
+# (then psutil answers, as elsewhere: macOS, Windows).
+_proc_host = sys.platform.startswith("linux")
+
+
+def reads_proc(ps: Any) -> bool:
+    """Whether the /proc readers below stand in for `ps`, a module's `psutil` seam: yes on Linux
+    while /proc/stat reads, unless `ps` is a test's fake (anything but psutil not yet imported,
+    the imported module itself, or None where it is not installed: what is in sys.modules)."""
+    return _proc_host and (isinstance(ps, NotImported) or ps is sys.modules.get("psutil"))
+
+
+# psutil's names for /proc/stat's cpu fields, in its order (a kernel before 2.6.11 has the first 7)
+CPU_TIMES_FIELDS = (
+    "user",
+    "nice",
+    "system",
+    "idle",
+    "iowait",
+    "irq",
+    "softirq",
+    "steal",
+    "guest",
+    "guest_nice",
+)
+_cputimes_type: Any = None
+_clock_ticks: int | None = None
+
+
+def _proc_stat_failed() -> None:
+    global _proc_host
+    _proc_host = False
+
+
+def proc_cpu_times() -> Any:
+    """psutil.cpu_times() as psutil 7 reads it on Linux (_pslinux.cpu_times and the fields of
+    _pslinux._scputimes_ntuple): the first line of /proc/stat, `cpu` then user, nice, system, idle,
+    iowait, irq, softirq[, steal[, guest[, guest_nice]]] in clock ticks, each / SC_CLK_TCK. A
+    namedtuple of those names. OSError (and /proc no longer used) when /proc/stat cannot be read."""
+    global _cputimes_type, _clock_ticks
+    try:
+        with open("/proc/stat", "rb") as f:
+            values = f.readline().split()
+        if _clock_ticks is None:
+            _clock_ticks = os.sysconf("SC_CLK_TCK")
+        if values[:1] != [b"cpu"] or len(values) < 8:
+            raise ValueError("no cpu line of psutil's fields")
+        if _cputimes_type is None:
+            from collections import namedtuple
+
+            names = CPU_TIMES_FIELDS[: min(len(values) - 1, len(CPU_TIMES_FIELDS))]
+            _cputimes_type = namedtuple("scputimes", names)  # type: ignore[misc]
+        ticks = values[1 : len(_cputimes_type._fields) + 1]
+        return _cputimes_type(*(float(x) / _clock_ticks for x in ticks))
+    except (OSError, ValueError, TypeError) as e:
+        _proc_stat_failed()
+        raise OSError(f"/proc/stat: {e}") from e
+
+
+def proc_boot_time() -> float:
+    """psutil.boot_time() as _pslinux.boot_time reads it: /proc/stat's `btime` line, as a float."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"btime"):
+                    return float(line.strip().split()[1])
+    except (OSError, ValueError, IndexError) as e:
+        _proc_stat_failed()
+        raise OSError(f"/proc/stat: {e}") from e
+    _proc_stat_failed()
+    raise OSError("/proc/stat has no btime line")
+
+
+def proc_cpu_count() -> int | None:
+    """psutil.cpu_count() as psutil 7 gives it on Linux (cpu_count and _pslinux.cpu_count_logical):
+    sysconf(SC_NPROCESSORS_ONLN), None below 1. (psutil's fallbacks, for a sysconf without the
+    name, are psutil's: it is asked then.)"""
+    try:
+        n = os.sysconf("SC_NPROCESSORS_ONLN")
+    except (ValueError, OSError):
+        ps = _psutil()
+        return ps.cpu_count() if ps is not None else os.cpu_count()
+    return n if n >= 1 else None
+
+
+def own_cpu_seconds() -> float:
+    """This process's user + system CPU seconds, psutil.Process().cpu_times()'s user + system:
+    times(2) counts the same thread-group ticks as /proc/self/stat's utime and stime (both the
+    kernel's thread_group_cputime_adjusted, in clock ticks)."""
+    t = os.times()
+    return t.user + t.system
+
+
+def _cpu_count() -> int | None:
+    if reads_proc(psutil):
+        return proc_cpu_count()
+    return ps.cpu_count() if (ps := _psutil()) is not None else None
+
+
+def _boot_time() -> float | None:
+    """psutil.boot_time(); None where neither /proc/stat nor psutil can say."""
+    if reads_proc(psutil):
+        try:
+            return proc_boot_time()
+        except OSError:
+            pass
+    ps = _psutil()
+    return float(ps.boot_time()) if ps is not None and hasattr(ps, "boot_time") else None
 
 
 UNSTABLE_REL_IQR = 0.10  # IQR / median above this: the median is not one figure
@@ -80,7 +195,7 @@ def process_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
 
     Names are read later, for the few worth naming: this runs at both ends of every run.
     """
-    if _PROC_STAT and hasattr(_psutil(), "boot_time"):
+    if _PROC_STAT and (reads_proc(psutil) or hasattr(_psutil(), "boot_time")):
         return _proc_cpu_seconds(exclude)
     out: dict[ProcKey, float] = {}
     for p in psutil.process_iter(["cpu_times", "create_time"]):
@@ -174,7 +289,9 @@ def _proc_cpu_seconds(exclude: int) -> dict[ProcKey, float]:
     match), without a Process object per process, and from files kept open (`_StatFiles`)."""
     global _boot
     if _boot is None:
-        _boot = psutil.boot_time()
+        _boot = _boot_time()
+        if _boot is None:
+            return {}  # no boot time: the keys cannot be psutil's, nobody is named
     with _stat_lock:
         return _read_stat_files(exclude, _boot)
 
@@ -235,7 +352,7 @@ def _busy(c: Any) -> float:
 class HostMark:
     t: float  # monotonic
     wall: float
-    cpu: Any  # psutil.cpu_times()
+    cpu: Any  # psutil.cpu_times() (or proc_cpu_times(): the same fields)
     own: float  # this process's CPU seconds
     procs: dict[ProcKey, float] | None  # None: not listed (the machine was just seen quiet)
     # When and where `procs` was read, where it was not read with this mark: the last window's
@@ -262,7 +379,7 @@ _end_listing: tuple[float, float, int, dict[ProcKey, float]] | None = None
 
 def _quiet(other_cores: float) -> bool:
     """Below what host_warnings calls out: no warning would name anyone."""
-    cores = (ps.cpu_count() if (ps := _psutil()) is not None else None) or 1
+    cores = _cpu_count() or 1
     return other_cores < max(OTHER_CPU_MIN_CORES, OTHER_CPU_CORE_FRACTION * cores)
 
 
@@ -275,6 +392,23 @@ def _recently_quiet(t: float, busy: float, own: float) -> bool:
     return _last_window_quiet
 
 
+def _read_machine() -> tuple[Any, float] | None:
+    """The machine's CPU times and this process's CPU seconds now: from /proc where it stands in
+    for psutil (`reads_proc`), else psutil's; None without either."""
+    global _me
+    if reads_proc(psutil):
+        try:
+            return proc_cpu_times(), own_cpu_seconds()
+        except OSError:
+            pass  # psutil answers from now on
+    if _psutil() is None:
+        return None
+    if _me is None or _me.pid != os.getpid():  # a forked child is another process
+        _me = psutil.Process()
+    ct = _me.cpu_times()
+    return psutil.cpu_times(), ct.user + ct.system
+
+
 def host_mark(start: HostMark | None = None, *, listing: bool = False) -> HostMark | None:
     """The machine's CPU time now: a window's start (no `start`) or its end (`start` given).
 
@@ -283,13 +417,12 @@ def host_mark(start: HostMark | None = None, *, listing: bool = False) -> HostMa
     named); the end lists them exactly when its start did, so their deltas cover the same window.
     A start within REUSE_LISTING_S of the last end's listing takes that listing (host_noise divides
     the names' figures by the span from it)."""
-    global _me, _last, _end_listing
-    if _psutil() is None:
+    global _last, _end_listing
+    read = _read_machine()
+    if read is None:
         return None
-    if _me is None or _me.pid != os.getpid():  # a forked child is another process
-        _me = psutil.Process()
-    ct = _me.cpu_times()
-    t, wall, cpu, own = time.monotonic(), time.time(), psutil.cpu_times(), ct.user + ct.system
+    me = os.getpid()
+    t, wall, (cpu, own) = time.monotonic(), time.time(), read
     if start is not None:
         listing = start.procs is not None
     else:
@@ -299,11 +432,11 @@ def host_mark(start: HostMark | None = None, *, listing: bool = False) -> HostMa
         return HostMark(t, wall, cpu, own, None)
     if start is None:
         last = _end_listing
-        if last is not None and last[2] == _me.pid and 0.0 <= t - last[0] <= REUSE_LISTING_S:
+        if last is not None and last[2] == me and 0.0 <= t - last[0] <= REUSE_LISTING_S:
             return HostMark(t, wall, cpu, own, last[3], listed_t=last[0], listed_wall=last[1])
-        return HostMark(t, wall, cpu, own, process_cpu_seconds(_me.pid))
-    procs = process_cpu_seconds(_me.pid)
-    _end_listing = (time.monotonic(), time.time(), _me.pid, procs)
+        return HostMark(t, wall, cpu, own, process_cpu_seconds(me))
+    procs = process_cpu_seconds(me)
+    _end_listing = (time.monotonic(), time.time(), me, procs)
     return HostMark(t, wall, cpu, own, procs)
 
 
@@ -348,7 +481,7 @@ def host_noise(a: HostMark | None, b: HostMark | None, own_pids: Collection[int]
     _last_window_quiet = _quiet(other)
     return {
         "window_s": window,
-        "cores": (ps.cpu_count() if (ps := _psutil()) is not None else None) or 1,
+        "cores": _cpu_count() or 1,
         "own_cores": own,  # with the run's own helper processes (own_helper_cores of it)
         "own_helper_cores": helpers,
         # The machine-wide figure also catches processes too short-lived to be named.

@@ -1,5 +1,8 @@
 """GPU telemetry through NVML and host telemetry through psutil, sampled in a thread.
 
+psutil is imported at its first use (the app's host row, a pid's memory): a run's window reads
+the machine's CPU times and its own memory from /proc on Linux, as psutil reads them (core/noise).
+
 Every NVML query answers None ("n/a") when it fails, never an exception: one
 unsupported field (power on some boards, PCIe counters in a VM) must not take
 the panel down. NVML is initialised on first use; when it cannot be (no library,
@@ -24,10 +27,23 @@ from gpuplay.core.hw import nvidia as gpm
 # theirs asks for it: a NumPy run's engine never needs it (issue 34, round 5).
 ACCELERATOR_PREFIXES = ("cuda", "xpu", "mps")
 
-try:  # host figures only: without psutil the GPU's still come
-    import psutil
-except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
-    psutil = None
+# Host figures only: without psutil the GPU's still come (and, on Linux, a run's window's host
+# figures, from /proc). Imported at first use (`_psutil`); a test may put a fake here, which is then
+# read instead of /proc (noise.reads_proc).
+psutil: Any = noise.NotImported()
+
+
+def _psutil() -> Any:
+    """psutil, imported now if it was not yet; None where it is not installed."""
+    global psutil
+    if isinstance(psutil, noise.NotImported):
+        try:
+            import psutil as module
+        except ImportError:  # exercised in a subprocess by the tests
+            module = None
+        psutil = module
+    return psutil
+
 
 NA = "n/a"
 
@@ -364,29 +380,71 @@ class HostSnapshot:
         return sum(self.cpu_percent) / len(self.cpu_percent) if self.cpu_percent else 0.0
 
 
-_process = psutil.Process() if psutil is not None else None
+_process: Any = None  # psutil.Process() of this process, made at first use
+
+
+def _own_process() -> Any:
+    """This process's psutil.Process; None without psutil."""
+    global _process
+    if _psutil() is None:
+        return None
+    if _process is None or _process.pid != os.getpid():  # a forked child is another process
+        _process = psutil.Process()
+    return _process
 
 
 def query_host(engine_pid: int | None = None) -> HostSnapshot:
-    if psutil is None or _process is None:
+    me = _own_process()
+    if me is None:
         return HostSnapshot()  # no psutil: no host figures
     vm = psutil.virtual_memory()
     return HostSnapshot(
         cpu_percent=psutil.cpu_percent(percpu=True),
         mem_used=int(vm.total - vm.available),
         mem_total=int(vm.total),
-        process_rss=int(_process.memory_info().rss),
+        process_rss=int(me.memory_info().rss),
         engine_rss=_rss(engine_pid),
     )
 
 
 def _rss(pid: int | None) -> int | None:
-    if psutil is None or pid is None or pid == os.getpid():
+    if _psutil() is None or pid is None or pid == os.getpid():
         return None
     try:
         return int(psutil.Process(pid).memory_info().rss)
     except (psutil.NoSuchProcess, psutil.AccessDenied):
         return None
+
+
+_page_size: int | None = None
+
+
+def _own_rss() -> int | None:
+    """This process's resident memory, psutil.Process().memory_info().rss: on Linux read as
+    _pslinux.Process.memory_info reads it (/proc/self/statm's second field × the page size)."""
+    global _page_size
+    if noise.reads_proc(psutil):
+        try:
+            with open("/proc/self/statm", "rb") as f:
+                pages = int(f.readline().split()[1])
+            if _page_size is None:
+                _page_size = os.sysconf("SC_PAGE_SIZE")
+            return pages * _page_size
+        except (OSError, ValueError, IndexError):
+            pass  # psutil's answer
+    me = _own_process()
+    return int(me.memory_info().rss) if me is not None else None
+
+
+def _cpu_times() -> Any:
+    """psutil.cpu_times() now: from /proc/stat on Linux (noise.proc_cpu_times), else psutil's; None
+    without either."""
+    if noise.reads_proc(psutil):
+        try:
+            return noise.proc_cpu_times()
+        except OSError:
+            pass  # psutil answers from now on
+    return ps.cpu_times() if (ps := _psutil()) is not None else None
 
 
 @dataclass
@@ -469,7 +527,7 @@ class Sampler:
     def start(self) -> Sampler:
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
-            if psutil is not None:
+            if _psutil() is not None:
                 psutil.cpu_percent(percpu=True)  # prime: psutil's first reading is 0.0
             self._thread = threading.Thread(target=self._loop, name="gpuplay-telemetry", daemon=True)
             self._thread.start()
@@ -580,7 +638,7 @@ class RunTelemetry:
 
             vendor = run_window(device)  # not NVIDIA's: amdsmi (ROCm), torch.xpu or torch.mps answer
         if vendor is not None:
-            cpu0 = psutil.cpu_times() if psutil is not None else None
+            cpu0 = _cpu_times()
             hmark = noise.host_mark(listing=bool(own_pids))
             vw = _Window(time.monotonic(), cpu0, None, None, hmark, None, None, vendor.note, None, vendor)
             vw.own_pids = frozenset(own_pids)
@@ -597,7 +655,7 @@ class RunTelemetry:
             gmark = noise.gpu_mark(nvml, target.nvml_index)
         own = self.sampler is None or not self.sampler.running
         window = _WindowSampler(target.nvml_index, self.interval) if target is not None and own else None
-        cpu0 = psutil.cpu_times() if psutil is not None else None
+        cpu0 = _cpu_times()
         activity = _gpm_window(target, gpu0)  # one GPM sample here, one at the end: none between
         # Last: the window starts as close to the timed loop as it can. A run with helper processes
         # (a loader's workers) lists every process, or their CPU would read as another's.
@@ -615,7 +673,7 @@ class RunTelemetry:
         out: dict[str, Any] = {
             "duration_s": t1 - w.t0,
             "host_cpu_mean_percent": _cpu_busy_percent(w.cpu0),
-            "process_rss_bytes": _process.memory_info().rss if _process is not None else None,
+            "process_rss_bytes": _own_rss(),
             "noise": {"host": noise.host_noise(w.hmark, hmark1, w.own_pids), "gpu": None},
         }
         if w.vendor is not None:
@@ -704,9 +762,9 @@ def _short_window(gpu: dict[str, Any], seconds: float) -> None:
 
 
 def _cpu_busy_percent(cpu0: Any) -> float | None:
-    if psutil is None or cpu0 is None:
+    cpu1 = _cpu_times() if cpu0 is not None else None
+    if cpu1 is None:
         return None
-    cpu1 = psutil.cpu_times()
 
     def busy(c: Any) -> float:
         return float(c.user + c.system + getattr(c, "nice", 0.0) + getattr(c, "irq", 0.0))
@@ -728,7 +786,7 @@ def paced_snapshots(
     The time spent taking a snapshot and handling it (the caller's work between two
     iterations) comes out of the wait, so the stream keeps its rate instead of drifting.
     """
-    if psutil is not None:
+    if _psutil() is not None:
         psutil.cpu_percent(percpu=True)  # psutil's first reading covers no interval: prime it
     stream = gpm.GpmStream(nvml) if nvml_status() == "" else None
     if stream is not None:
