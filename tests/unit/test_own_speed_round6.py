@@ -295,3 +295,17 @@ def test_the_blocked_check_is_the_whole_array_norm(shape, kind):
         bad[-1] = np.nan  # in the last block
         assert relative_error(bad.reshape(shape), ref) == float("inf")
     assert relative_error(np.zeros(shape), np.zeros(shape)) == 0.0
+
+
+def test_an_engine_with_no_child_ends_without_searching_for_descendants():
+    out = _python("""
+        import os, subprocess, sys
+        from gpuplay.core import lifeline
+        lifeline.kill_descendants(os.getpid())  # no child: nothing to search for
+        print("psutil" in sys.modules)
+        child = subprocess.Popen(["sleep", "30"])
+        lifeline.kill_descendants(os.getpid())  # a child: found and killed
+        print(child.wait(10), "psutil" in sys.modules)
+    """)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "-9", "True"]
