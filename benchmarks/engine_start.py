@@ -14,13 +14,10 @@ NumPy and numpy.random only: what no engine can go under.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
-import time
 
-from speedbench import Run, env_for, med, parser
+from speedbench import Run, env_for, med, parser, run_python
 
 ENGINE = """
 import os
@@ -34,16 +31,7 @@ FLOOR = "import os, numpy, numpy.random; os._exit(0)"
 
 def start(code: str, src: str) -> Run:
     with tempfile.TemporaryDirectory(prefix="gpuplay-engine-start-") as tmp:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", code], env=env_for(src, tmp), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-        _, status, ru = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        err = proc.stderr.read() if proc.stderr else b""
-        code_ = os.waitstatus_to_exitcode(status)
-        if code_:
-            sys.exit(f"an engine start failed ({src}): {err.decode(errors='replace')[-500:]}")
-    return Run(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, code_)
+        return run_python(["-c", code], env=env_for(src, tmp), what=f"an engine start ({src})")
 
 
 def line(label: str, rs: list[Run]) -> str:

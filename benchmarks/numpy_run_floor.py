@@ -21,13 +21,7 @@ Four whole processes, each the median of N runs, alternating:
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import tempfile
-import time
-
-from speedbench import Run, env_for, header, med, parser
+from speedbench import Run, header, med, parser, run_once, run_python
 
 BUDGET_S = 0.2
 GPUPLAY = ("run", "matmul", "-p", "quick", "--budget", str(BUDGET_S))
@@ -66,27 +60,11 @@ PROGRAMS = {
 
 
 def run_program(code: str) -> Run:
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    _, status, ru = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read() if proc.stderr else b""
-    code_ = os.waitstatus_to_exitcode(status)
-    if code_:
-        sys.exit(f"a floor program failed: {err.decode(errors='replace')[-500:]}")
-    return Run(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, code_)
+    return run_python(["-c", code], what="a floor program")
 
 
 def run_gpuplay(src: str) -> Run:
-    with tempfile.TemporaryDirectory(prefix="gpuplay-floor-") as tmp:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "gpuplay", *GPUPLAY], env=env_for(src, tmp),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)  # fmt: skip
-        _, status, ru = os.wait4(proc.pid, 0)
-        return Run(time.perf_counter() - t0, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024,
-                   os.waitstatus_to_exitcode(status))  # fmt: skip
+    return run_once(GPUPLAY, src)
 
 
 def main() -> None:

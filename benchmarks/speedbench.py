@@ -78,6 +78,21 @@ def run_once(args: Sequence[str], src: str) -> Run:
     return Run(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, proc.returncode)
 
 
+def run_python(args: Sequence[str], env: dict[str, str] | None = None, what: str = "a program") -> Run:
+    """One whole `python ARGS` process (a floor's program, an engine's start), stdout thrown away;
+    a failure ends the benchmark with its stderr's tail."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, *args], env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read() if proc.stderr else b""
+    code = os.waitstatus_to_exitcode(status)
+    if code:
+        sys.exit(f"{what} failed: {err.decode(errors='replace')[-500:]}")
+    return Run(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, code)
+
+
 def runs(args: Sequence[str], src: str, n: int, vs: str | None = None) -> tuple[list[Run], list[Run]]:
     """One warm-up, then n counted runs (alternating with `vs` when given)."""
     run_once(args, src)
