@@ -46,3 +46,38 @@ def test_a_metadata_folder_suffix_in_capitals_is_found_as_importlib_metadata_fin
     _dist(tmp_path / "ZZQ_UP-3.0.DIST-INFO", "zzq-up", "3.0")
     sys.path.insert(0, str(tmp_path))
     assert installed.version("zzq-up") == metadata.version("zzq-up") == "3.0"  # r2: None
+
+
+# -- core/noise.py: /proc read as psutil reads it --------------------------------------------
+
+import builtins  # noqa: E402
+import io  # noqa: E402
+import os  # noqa: E402
+
+from gpuplay.core import noise  # noqa: E402
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/stat"), reason="Linux /proc")
+def test_a_proc_stat_without_btime_and_no_psutil_still_measures_the_window(monkeypatch):
+    """A container's /proc/stat with its cpu line but no btime (12f5943: "names nobody instead of
+    failing the window"): the window's start reads /proc, the listing finds no btime, and the end
+    must still read the machine's CPU times from /proc, which has not failed."""
+    with open("/proc/stat", "rb") as f:
+        cpu_line = f.readline()
+
+    def no_btime(path, *a, **k):
+        if path == "/proc/stat":
+            return io.BytesIO(cpu_line)
+        return builtins.open(path, *a, **k)
+
+    monkeypatch.setattr(noise, "open", no_btime, raising=False)
+    monkeypatch.setattr(noise, "_proc_host", True)
+    monkeypatch.setattr(noise, "psutil", None)  # not installed
+    monkeypatch.setitem(sys.modules, "psutil", None)
+    monkeypatch.setattr(noise, "_boot", None)
+    monkeypatch.setattr(noise, "_end_listing", None)
+    a = noise.host_mark(listing=True)
+    assert a is not None
+    b = noise.host_mark(a)
+    assert b is not None  # r2: None, proc_boot_time turned /proc off for the cpu line too
+    assert noise.host_noise(a, b).get("cores")
