@@ -125,8 +125,7 @@ def proc_boot_time() -> float:
     except (OSError, ValueError, IndexError) as e:
         _proc_stat_failed()
         raise OSError(f"/proc/stat: {e}") from e
-    _proc_stat_failed()
-    raise OSError("/proc/stat has no btime line")
+    raise OSError("/proc/stat has no btime line")  # its cpu line may still read: /proc stays on
 
 
 def proc_cpu_count() -> int | None:
