@@ -81,3 +81,40 @@ def test_a_proc_stat_without_btime_and_no_psutil_still_measures_the_window(monke
     b = noise.host_mark(a)
     assert b is not None  # r2: None, proc_boot_time turned /proc off for the cpu line too
     assert noise.host_noise(a, b).get("cores")
+
+
+# -- core/engine/client.py: _wait_gone's pidfd --------------------------------------------------
+
+import subprocess  # noqa: E402
+import time  # noqa: E402
+
+from gpuplay.core.engine import client as engine_client  # noqa: E402
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="Linux pidfd")
+def test_wait_gone_with_a_pidfd_numbered_past_select_s_limit_still_waits(monkeypatch):
+    """A command holding over 1024 descriptors (a raised RLIMIT_NOFILE, many result files open)
+    gets a pidfd select.select cannot take: ValueError, which escaped `_reap` and left the engine
+    and its group unkilled at exit."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"])
+    real = os.pidfd_open
+    high = []
+
+    def pidfd_open(pid, flags=0):
+        fd = real(pid, flags)
+        hi = os.dup2(fd, 1500)
+        os.close(fd)
+        high.append(hi)
+        return hi
+
+    monkeypatch.setattr(os, "pidfd_open", pidfd_open)
+    c = engine_client.EngineClient()
+    c._proc = proc
+    try:
+        t0 = time.monotonic()
+        c._wait_gone(2.0)  # r2: ValueError: filedescriptor out of range in select()
+        assert high and proc.poll() is not None and time.monotonic() - t0 < 1.5
+    finally:
+        c._proc = None
+        proc.kill()
+        proc.wait()
