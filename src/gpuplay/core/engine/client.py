@@ -428,8 +428,10 @@ class EngineClient:
             return
         with contextlib.suppress(AttributeError, OSError):
             fd = os.pidfd_open(proc.pid)
-            try:
-                select.select([fd], [], [], timeout)
+            try:  # poll, not select: a descriptor past FD_SETSIZE (1024) is a ValueError to select
+                waiter = select.poll()
+                waiter.register(fd, select.POLLIN)
+                waiter.poll(max(0, int(timeout * 1000)))
             finally:
                 os.close(fd)
             return
