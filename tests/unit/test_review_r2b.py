@@ -118,3 +118,23 @@ def test_wait_gone_with_a_pidfd_numbered_past_select_s_limit_still_waits(monkeyp
         c._proc = None
         proc.kill()
         proc.wait()
+
+
+def test_a_released_engine_that_was_never_asked_is_not_waited_for_at_close():
+    """release() on an engine that was sent nothing (`_asked` False: a command stopped before its
+    request) sends no Shutdown but marks it released; close() then waited WAIT_POLITELY_S (0.2 s)
+    for an engine that had not been told to end, before killing it."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    c = engine_client.EngineClient()
+    c._proc = proc
+    try:
+        c.release()
+        t0 = time.monotonic()
+        c.close(wait=False)
+        took = time.monotonic() - t0
+        assert proc.poll() is not None
+        assert took < engine_client.WAIT_POLITELY_S / 2, took  # r2: ~0.2 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
