@@ -138,3 +138,30 @@ def test_a_released_engine_that_was_never_asked_is_not_waited_for_at_close():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/stat"), reason="Linux /proc")
+def test_a_proc_stat_without_btime_with_psutil_installed_names_nobody_rather_than_failing(monkeypatch):
+    """The same /proc/stat with psutil installed: psutil.boot_time() raises RuntimeError ("line
+    'btime' not found"), which escaped host_mark and failed the run's window."""
+    psutil = pytest.importorskip("psutil")
+    with open("/proc/stat", "rb") as f:
+        cpu_line = f.readline()
+
+    def no_btime(path, *a, **k):
+        if path == "/proc/stat":
+            return io.BytesIO(cpu_line)
+        return builtins.open(path, *a, **k)
+
+    def psutil_boot_time():
+        raise RuntimeError("line 'btime' not found in /proc/stat")
+
+    monkeypatch.setattr(noise, "open", no_btime, raising=False)
+    monkeypatch.setattr(psutil, "boot_time", psutil_boot_time)
+    monkeypatch.setattr(noise, "_proc_host", True)
+    monkeypatch.setattr(noise, "psutil", psutil)
+    monkeypatch.setattr(noise, "_boot", None)
+    monkeypatch.setattr(noise, "_end_listing", None)
+    a = noise.host_mark(listing=True)  # r2: RuntimeError
+    b = noise.host_mark(a)
+    assert a is not None and b is not None and a.procs == {} and noise.host_noise(a, b).get("cores")
