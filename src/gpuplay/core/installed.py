@@ -56,14 +56,17 @@ def _other_distribution_finders() -> bool:
 @functools.cache
 def _metadata_folders(entry: str) -> tuple[tuple[str, str, str], ...] | None:
     """(normalised project, folder, "dist-info" or "egg-info") in one sys.path entry, listed once
-    per process; () for a missing folder (python3XX.zip often is), None for an archive."""
+    per process; () for a missing folder (python3XX.zip often is), None for an archive or an
+    unzipped egg (its EGG-INFO: importlib.metadata reads them)."""
+    if os.path.basename(entry).lower().endswith(".egg"):
+        return None
     try:
         names = os.listdir(entry or ".")
     except OSError:
         return None if os.path.isfile(entry) else ()
     out = []
     for folder in names:
-        stem, dot, kind = folder.rpartition(".")
+        stem, dot, kind = folder.lower().rpartition(".")  # as importlib.metadata: any case
         if dot and kind in ("dist-info", "egg-info"):
             out.append((normalized(stem.split("-", 1)[0]), folder, kind))
     return tuple(out)

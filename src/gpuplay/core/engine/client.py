@@ -282,6 +282,7 @@ class EngineClient:
         self._closed = False
         self._asked = False  # a run or a profile was sent to an engine of this client
         self._released = False  # asked to end once its command needed it no more (`release`)
+        self._shutdown_sent = False  # `release` sent it Shutdown: it is ending on its own
         self.adopt_early = False  # start() takes the engine process.start_early started, if any
 
     # -- the process ----------------------------------------------------------------
@@ -388,7 +389,7 @@ class EngineClient:
             # An engine that has exited (asked to, `release`) ended its descendants itself
             # (server.main); none are left under it to find (nor psutil to import: ~8 ms). One
             # asked to is given the moment it needs (a few ms) rather than searched at once.
-            if proc.returncode is None and self._released:
+            if proc.returncode is None and self._shutdown_sent:
                 self._wait_gone(WAIT_POLITELY_S)
             if proc.returncode is None and not self._engine_gone():
                 kill_descendants(proc.pid)
@@ -428,8 +429,10 @@ class EngineClient:
             return
         with contextlib.suppress(AttributeError, OSError):
             fd = os.pidfd_open(proc.pid)
-            try:
-                select.select([fd], [], [], timeout)
+            try:  # poll, not select: a descriptor past FD_SETSIZE (1024) is a ValueError to select
+                waiter = select.poll()
+                waiter.register(fd, select.POLLIN)
+                waiter.poll(max(0, int(timeout * 1000)))
             finally:
                 os.close(fd)
             return
@@ -469,7 +472,7 @@ class EngineClient:
             asked = self._asked and self._proc is not None and self._proc.returncode is None
         if asked:
             trace.mark("engine: released")
-            self._send(Shutdown())
+            self._shutdown_sent = self._send(Shutdown())  # one never told is not waited for
 
     def wait_probe(self, timeout: float | None = None, final: bool = False) -> dict[str, Any] | None:
         """The engine's probe answer (starting the engine if needed), or None after `timeout`.
