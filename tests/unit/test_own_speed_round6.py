@@ -309,3 +309,19 @@ def test_an_engine_with_no_child_ends_without_searching_for_descendants():
     """)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["False", "-9", "True"]
+
+
+def test_an_engine_never_asked_to_run_is_closed_without_searching_for_descendants():
+    # A refused run's early engine ran no code of anyone's: killing its group is enough.
+    out = _python("""
+        import sys
+        from gpuplay.core.engine.client import EngineClient
+        c = EngineClient(backends=("numpy",))
+        c.start()
+        assert c.wait_probe(60) is not None
+        proc = c._proc
+        c.close(wait=False)
+        print("psutil" in sys.modules, proc.returncode is not None)
+    """)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "True"]

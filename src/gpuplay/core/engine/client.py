@@ -391,7 +391,8 @@ class EngineClient:
             # asked to is given the moment it needs (a few ms) rather than searched at once.
             if proc.returncode is None and self._shutdown_sent:
                 self._wait_gone(WAIT_POLITELY_S)
-            if proc.returncode is None and not self._engine_gone():
+            # An engine never asked to run anything (a refused run's early engine) started nothing.
+            if proc.returncode is None and self._asked and not self._engine_gone():
                 kill_descendants(proc.pid)
             with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
                 os.killpg(proc.pid, signal.SIGKILL)
