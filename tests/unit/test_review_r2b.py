@@ -57,11 +57,8 @@ import os  # noqa: E402
 from gpuplay.core import noise  # noqa: E402
 
 
-@pytest.mark.skipif(not os.path.isfile("/proc/stat"), reason="Linux /proc")
-def test_a_proc_stat_without_btime_and_no_psutil_still_measures_the_window(monkeypatch):
-    """A container's /proc/stat with its cpu line but no btime (12f5943: "names nobody instead of
-    failing the window"): the window's start reads /proc, the listing finds no btime, and the end
-    must still read the machine's CPU times from /proc, which has not failed."""
+def _proc_stat_without_btime(monkeypatch) -> None:
+    """noise reads a /proc/stat holding this machine's cpu line and nothing else (a container's)."""
     with open("/proc/stat", "rb") as f:
         cpu_line = f.readline()
 
@@ -71,6 +68,14 @@ def test_a_proc_stat_without_btime_and_no_psutil_still_measures_the_window(monke
         return builtins.open(path, *a, **k)
 
     monkeypatch.setattr(noise, "open", no_btime, raising=False)
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/stat"), reason="Linux /proc")
+def test_a_proc_stat_without_btime_and_no_psutil_still_measures_the_window(monkeypatch):
+    """A container's /proc/stat with its cpu line but no btime (12f5943: "names nobody instead of
+    failing the window"): the window's start reads /proc, the listing finds no btime, and the end
+    must still read the machine's CPU times from /proc, which has not failed."""
+    _proc_stat_without_btime(monkeypatch)
     monkeypatch.setattr(noise, "_proc_host", True)
     monkeypatch.setattr(noise, "psutil", None)  # not installed
     monkeypatch.setitem(sys.modules, "psutil", None)
@@ -145,18 +150,11 @@ def test_a_proc_stat_without_btime_with_psutil_installed_names_nobody_rather_tha
     """The same /proc/stat with psutil installed: psutil.boot_time() raises RuntimeError ("line
     'btime' not found"), which escaped host_mark and failed the run's window."""
     psutil = pytest.importorskip("psutil")
-    with open("/proc/stat", "rb") as f:
-        cpu_line = f.readline()
-
-    def no_btime(path, *a, **k):
-        if path == "/proc/stat":
-            return io.BytesIO(cpu_line)
-        return builtins.open(path, *a, **k)
+    _proc_stat_without_btime(monkeypatch)
 
     def psutil_boot_time():
         raise RuntimeError("line 'btime' not found in /proc/stat")
 
-    monkeypatch.setattr(noise, "open", no_btime, raising=False)
     monkeypatch.setattr(psutil, "boot_time", psutil_boot_time)
     monkeypatch.setattr(noise, "_proc_host", True)
     monkeypatch.setattr(noise, "psutil", psutil)
