@@ -17,12 +17,14 @@
     python benchmarks/speed_app.py [-n 5] [--rounds 3] [--src OTHER/src]
 
 Needs tmux. Each of the n runs starts a fresh app with a state folder of its own, in a tmux server
-of its own (`-L`, socket `gpuplay-speed-PID` unless `GPUPLAY_SPEED_TMUX` names one): the benchmark
-never talks to, nor ends, a tmux server someone else uses.
+of its own (`-L`, socket `gpuplay-speed-PID` unless `GPUPLAY_SPEED_TMUX` names one), kept up
+between runs and ended at exit: the benchmark never talks to, nor ends, a tmux server someone
+else uses.
 """
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import shlex
@@ -40,12 +42,31 @@ WIDTH, HEIGHT, SIDEBAR_COLS = 120, 36, 33
 KEYS = ("t", "a", "2", "4", "5", "1", "?", "Escape", "p", "Down", "Up")
 POLL_S = 0.002
 DONE = "__gpuplay_exited__"
-# A tmux server of the benchmark's own: it ends with the last session this script kills.
+# A tmux server of the benchmark's own, ended when the script ends.
 SOCKET = os.environ.get("GPUPLAY_SPEED_TMUX") or f"gpuplay-speed-{os.getpid()}"
+_server_kept = False
 
 
 def tmux(*args: str) -> str:
+    _keep_server()
     return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=False).stdout
+
+
+def _keep_server() -> None:
+    """Start the server with `exit-empty off`. By default a tmux server exits when its last session
+    is killed, and a `new-session` that reaches it while it exits is lost with it ("server exited
+    unexpectedly"): every run here kills its session and starts the next at once, and 1 in ~30
+    first frames waited 30 s on a pane that was never there. Kept up, the server ends at exit."""
+    global _server_kept
+    if _server_kept:
+        return
+    _server_kept = True
+    subprocess.run(["tmux", "-L", SOCKET, "start-server", ";", "set-option", "-s", "exit-empty", "off"],
+                   capture_output=True, check=False)  # fmt: skip
+    if not os.environ.get("GPUPLAY_SPEED_TMUX"):  # a server named by the caller is the caller's
+        atexit.register(
+            subprocess.run, ["tmux", "-L", SOCKET, "kill-server"], capture_output=True, check=False
+        )
 
 
 def screen(name: str) -> list[str]:

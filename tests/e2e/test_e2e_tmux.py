@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tmux_server import tmux
 from tests.tui_helpers import tiny_scenarios
 
 pytestmark = [pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux"), pytest.mark.slow]
@@ -32,18 +32,13 @@ class Tmux:
             f"cd {cwd} && stty -g > tty.before; env {exports} {gpuplay_exe()} {args}; echo EXITED-$?; "
             "stty -g > tty.after; cmp -s tty.before tty.after && echo TTY-RESTORED; sleep 60"
         )
-        subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), script],
-            check=True,
-        )
+        tmux("new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height), script, check=True)
 
     def screen(self) -> str:
-        return subprocess.run(
-            ["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True
-        ).stdout
+        return tmux("capture-pane", "-p", "-t", self.name).stdout
 
     def keys(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        tmux("send-keys", "-t", self.name, *keys, check=True)
 
     def wait_for(self, *texts: str, timeout: float = 40.0) -> str:
         t0 = time.monotonic()
@@ -55,7 +50,7 @@ class Tmux:
         raise AssertionError(f"{texts!r} never appeared together; screen was:\n{self.screen()}")
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        tmux("kill-session", "-t", self.name)
 
 
 @pytest.fixture
@@ -128,14 +123,12 @@ def test_sigterm_restores_the_terminal_and_the_engine_goes_too(tmp_path, env):
         # torch lives in the engine only
         assert "libtorch" in Path(f"/proc/{engine.pid}/maps").read_text()
         assert "libtorch" not in Path(f"/proc/{app.pid}/maps").read_text()
-        alt = subprocess.run(["tmux", "display", "-p", "-t", t.name, "#{alternate_on}"],
-                             capture_output=True, text=True).stdout.strip()  # fmt: skip
+        alt = tmux("display", "-p", "-t", t.name, "#{alternate_on}").stdout.strip()
         assert alt == "1"
         app.send_signal(signal.SIGTERM)
         screen = t.wait_for("TTY-RESTORED", timeout=10)
         assert "EXITED-143" in screen
-        alt = subprocess.run(["tmux", "display", "-p", "-t", t.name, "#{alternate_on}"],
-                             capture_output=True, text=True).stdout.strip()  # fmt: skip
+        alt = tmux("display", "-p", "-t", t.name, "#{alternate_on}").stdout.strip()
         assert alt == "0", "the terminal was left in the alternate screen"
         with pytest.raises(psutil.NoSuchProcess):
             for _ in range(50):

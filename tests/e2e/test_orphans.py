@@ -23,6 +23,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.tmux_server import tmux
+
 pytestmark = pytest.mark.slow
 
 GPUPLAY = [sys.executable, "-m", "gpuplay"]
@@ -207,7 +209,7 @@ def test_the_playground_killed_in_a_real_terminal_leaves_nothing(tmp_path, how):
     script = (
         f"env {exports} {shlex.quote(sys.executable)} -m gpuplay --code {shlex.quote(str(code))}; sleep 60"
     )
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "36", script], check=True)
+    tmux("new-session", "-d", "-s", session, "-x", "120", "-y", "36", script, check=True)
     engine = child = app = None
     try:
         deadline = time.monotonic() + 120
@@ -219,7 +221,7 @@ def test_the_playground_killed_in_a_real_terminal_leaves_nothing(tmp_path, how):
         if how == "SIGKILL":
             os.kill(app, signal.SIGKILL)
         else:
-            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+            tmux("kill-session", "-t", session)
         deadline = time.monotonic() + 15
         while (alive(app) or alive(engine) or alive(child)) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -228,7 +230,7 @@ def test_the_playground_killed_in_a_real_terminal_leaves_nothing(tmp_path, how):
         assert not alive(child), "the measured code's `sleep 300` outlived the app"
         assert sleeps_300() - before == set()
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        tmux("kill-session", "-t", session)
         for pid in (app, engine, child):
             with contextlib.suppress(ProcessLookupError, TypeError):
                 os.kill(pid, signal.SIGKILL)  # type: ignore[arg-type]
