@@ -61,6 +61,15 @@ def test_a_numpy_run_imports_no_torch_in_the_front_end_or_the_engine(tmp_path):
         assert not loaded, f"a NumPy-only run imported {loaded} in the {side}"
 
 
+def test_a_sparse_run_imports_scipy_in_the_engine_only(tmp_path):
+    """The planner asks whether SciPy is installed (the app asks at each switch to this scenario, on
+    its UI thread): finding it must not import it; the engine, which multiplies, does."""
+    front, engine = _gpuplay(tmp_path, "run", "sparse", "-s", "n=64", "--budget", "0.05", "--warmup", "1")
+    assert "gpuplay.core.planner" in front
+    assert "scipy" not in top_level(front)
+    assert "scipy.sparse" in engine
+
+
 def test_a_numpy_sweep_imports_no_torch_in_the_front_end_or_the_engine(tmp_path):
     front, engine = _gpuplay(tmp_path, "sweep", "elementwise", "--over", "n=1000..4000:2", "--backends", "numpy",
                              "--budget", "0.05", "--warmup", "1")  # fmt: skip
