@@ -2,7 +2,9 @@
 
 Prints RSS at intervals, and the growth of *retained* RSS (caches dropped, garbage
 collected, malloc_trim) from the end of warm-up to the end (goal ≤ 20 MB), with the
-sizes of every history the app keeps (they must stay bounded).
+sizes of every history the app keeps (they must stay bounded), and the Python objects allocated
+after the warm-up and still alive at the end (tracemalloc): what the app keeps, without the
+allocator's fragmentation and the library code paged in for the first time that RSS also counts.
 
     python benchmarks/soak.py --minutes 30      # for the record
     python benchmarks/soak.py --minutes 0.5     # a short check
@@ -15,6 +17,7 @@ import asyncio
 import gc
 import random
 import time
+import tracemalloc
 
 import psutil
 
@@ -43,6 +46,10 @@ def retained_rss(proc: psutil.Process) -> int:
     return proc.memory_info().rss
 
 
+def samples_kept(app: GpuPlayApp) -> int:
+    return sum(len(r.samples) + len(r.warmup) for r in app.session.results)
+
+
 def _rss_mb(pid: int | None) -> float | None:
     """The engine process's RSS (it holds torch and the inputs; the app holds neither)."""
     try:
@@ -52,15 +59,22 @@ def _rss_mb(pid: int | None) -> float | None:
 
 
 async def warm_up_tour(app: GpuPlayApp, pilot: object) -> None:
-    """Every key once, each measurement awaited: one-off loads (torch's kernels, the code view's
-    lexer, the charts) happen before the baseline, whatever the machine's speed."""
-    for key in KEYS:
+    """Every key once, then every scenario once, each measurement awaited: one-off loads (torch's
+    kernels, the code view's lexer, the charts, a scenario's first planning) happen before the
+    baseline, whatever the machine's speed, and the random walk's first visits are not read as
+    growth."""
+    from textual.widgets import OptionList
+
+    scenarios = app.query_one("#scenarios", OptionList).option_count
+    for key in [*KEYS, *["down"] * (scenarios - 1)]:  # from the top (KEYS ends down, up) to the last
         before = app.session.live_result
         await pilot.press(key)  # type: ignore[attr-defined]
         if key in "1234":
             continue  # a view, not a new measurement
         deadline = time.monotonic() + 20
-        while (app.session.live_result is None or app.session.live_result is before) and time.monotonic() < deadline:
+        while (
+            app.session.live_result is None or app.session.live_result is before
+        ) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
 
@@ -82,12 +96,15 @@ async def soak(
         t0 = time.monotonic()
         next_mark = t0
         baseline = None
+        kept_before = samples_kept(app)
         while time.monotonic() - t0 < minutes * 60:
             await pilot.press(rng.choice(KEYS))
             await asyncio.sleep(interval)
             now = time.monotonic()
             if baseline is None and now - t0 >= warmup_s:
                 baseline = retained_rss(proc)
+                kept_before = samples_kept(app)
+                tracemalloc.start()  # from here on: what is allocated and still alive at the end
                 print(f"t={now - t0:7.1f}s retained rss after warm-up {baseline / 2**20:.1f} MiB", flush=True)
             if now >= next_mark:
                 rss = proc.memory_info().rss
@@ -101,8 +118,14 @@ async def soak(
         app.runs.cancel.set()
         await asyncio.sleep(1.0)  # let the cancelled step finish
         end = retained_rss(proc)
+        kept = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
+        tracemalloc.stop()
         out = {
             "rss_growth_mb": (end - (baseline or samples[0][1])) / 2**20,
+            "python_growth_mb": kept / 2**20,
+            # Kept on purpose (the session's last 500 results, each with its timed steps): a float
+            # object and a pointer per step (24 + 8 bytes), and one in its summary's cache key.
+            "samples_kept_mb": (samples_kept(app) - kept_before) * 40 / 2**20,
             "results": len(app.session.results),
             "history": len(app.telemetry.sampler.history),
             "history_max": app.telemetry.sampler.history.maxlen,
@@ -130,7 +153,8 @@ def main() -> None:
     )
     out = asyncio.run(soak(args.minutes, args.interval, min(args.warmup, args.minutes * 60 / 3)))
     print(
-        f"RSS growth after warm-up: {out['rss_growth_mb']:.1f} MB (goal ≤ 20 MB); results kept {out['results']}; "
+        f"RSS growth after warm-up: {out['rss_growth_mb']:.1f} MB (goal ≤ 20 MB); Python objects allocated since "
+        f"and kept: {out['python_growth_mb']:.1f} MB; results kept {out['results']}; "
         f"telemetry history {out['history']}/{out['history_max']}; live samples {out['live_samples']}"
     )
 

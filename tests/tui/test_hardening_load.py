@@ -87,16 +87,17 @@ async def test_a_thousand_rapid_changes(tmp_path):
         await_threads = [t for t in threading.enumerate() if t.ident not in threads_before and t.is_alive()]
         for t in await_threads:
             t.join(5)
-        # Not leaks: the test loop's own executor, and lifeline's spawner, the one thread that lives
-        # as long as the process by design (a child's parent-death signal follows the thread that
-        # forked it); it starts here when this test is the first to spawn an engine.
+        # Not leaks: the test loop's own executor, and the two threads that live as long as the
+        # process by design, each started by its first use (here when this test is the first to
+        # spawn an engine or log a result): lifeline's spawner (a child's parent-death signal
+        # follows the thread that forked it) and the session log's fsync thread (one a process).
         leaked = [
             t.name
             for t in threading.enumerate()
             if t.ident not in threads_before
             and t.is_alive()
             and not t.name.startswith("asyncio_")
-            and t.name != "gpuplay-spawner"
+            and t.name not in ("gpuplay-spawner", "gpuplay-log-sync")
         ]
     finally:
         app.engine.run = real_run
@@ -114,7 +115,11 @@ async def test_a_thousand_rapid_changes(tmp_path):
     assert peak[0] == 1
     assert not leaked
     assert growth < 60  # allocator warm-up: buffers of every size the keys reached
-    assert second < 15  # steady state: the second 500 changes add (almost) nothing
+    # Steady state: the second 500 changes add (almost) nothing. 12.4 and 16.5 MiB in two runs of
+    # this file alone on 2026-11-27 with no leak (arenas left partly used, library code paged in
+    # for the first time: the short soak's split, docs/hardening.md R4): a bound for a leak of
+    # ~50 KiB a change, not for the allocator's noise.
+    assert second < 25
 
 
 SOAK = """
@@ -149,4 +154,12 @@ def test_short_soak_keeps_memory_and_histories_bounded():
     print(f"\nR4 short soak: {out}")
     assert out["history"] <= out["history_max"]
     assert out["live_samples"] <= 10_000 + 10
-    assert out["rss_growth_mb"] < 20
+    # What the app keeps: Python objects allocated after the warm-up and alive at the end, beyond
+    # the timed steps of the results the session keeps on purpose: 2.1-6.9 MiB over 40 s in ten
+    # runs here, most of it Textual's bounded render caches (LRU strips and styles) filling.
+    # Retained RSS over so short a window is mostly not that (8.6-24 MiB in nine runs; in one,
+    # 10.6 MiB of pymalloc arenas and malloc's free lists kept after the largest live run, 4.8 MiB
+    # of heap, 3 MiB of library code touched for the first time): its bound catches a native
+    # leak, not a few MiB of noise. A leak of 1 MiB per measurement fails both.
+    assert out["python_growth_mb"] - out["samples_kept_mb"] < 12
+    assert out["rss_growth_mb"] < 40
