@@ -173,11 +173,18 @@ class GpuPlayApp(TextApp):
             self.runs.start(spec, run_id)
 
     # -- messages: the session first, then every tab ---------------------------------------------
+    # These come from threads (the engine's runs, its probe, the telemetry sampler). Once the app
+    # shuts down (`is_running` false: `q`, Ctrl+C, SIGTERM), Textual removes its screens and then
+    # handles what is still queued, before on_unmount stops those threads: a message posted in
+    # between has no screen to draw on (`self.main` raised ScreenStackError, printed as a traceback
+    # after the terminal was restored). It is then dropped, except a result, which is still logged.
     def route(self, message: Message) -> None:
         for tab in self.main.query(tabs.PlaygroundTab):
             tab.routed(message)
 
     def on_probes_done(self, msg: ProbesDone) -> None:
+        if not self.is_running:
+            return
         if msg.data is not None and not self.engine.in_process:
             adopt_probe(msg.data)
         if msg.final or self.probed:  # the final answer, or a restarted engine's
@@ -192,15 +199,19 @@ class GpuPlayApp(TextApp):
             self.refresh_all()
 
     def on_run_phase(self, msg: RunPhase) -> None:
-        if self.session.set_phase(msg.run_id, msg.phase):
+        if self.session.set_phase(msg.run_id, msg.phase) and self.is_running:
             self.route(msg)
 
     def on_run_progress(self, msg: RunProgress) -> None:
-        if self.session.add_samples(msg.run_id, msg.samples):
+        if self.session.add_samples(msg.run_id, msg.samples) and self.is_running:
             self.route(msg)
 
     def on_run_finished(self, msg: RunFinished) -> None:
         r = msg.result
+        if not self.is_running:  # quitting: nothing to draw on, but what was measured is logged
+            if self.session.finish(msg.run_id, r, msg.role).log:
+                self.session_log.append(r)
+            return
         self.route(msg)  # the Code tab reads the run's user-code error against the run on screen
         todo = self.session.finish(msg.run_id, r, msg.role)
         if todo.log and not self.session_log.append(r):
@@ -214,6 +225,8 @@ class GpuPlayApp(TextApp):
             self.refresh_all()
 
     def on_telemetry_tick(self, msg: TelemetryTick) -> None:
+        if not self.is_running:
+            return
         pace = self.telemetry.tick(msg.snapshot, self.session)
         tabs.draw_visible_telemetry(self.main, pace.panel_s, pace.chart_s)
 
