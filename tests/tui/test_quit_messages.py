@@ -14,10 +14,16 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from textual.worker import Worker, WorkerState
+
 from gpuplay.core.telemetry import snapshot
 from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
 from tests.tui_helpers import tiny_scenarios, wait_until
+
+
+def _fails() -> None:
+    raise LookupError("its widget is gone")
 
 
 async def test_messages_posted_while_quitting_draw_nothing_and_the_result_is_logged(tmp_path):
@@ -29,6 +35,8 @@ async def test_messages_posted_while_quitting_draw_nothing_and_the_result_is_log
         late = dataclasses.replace(result, notes=[*result.notes, "finished while the app quit"])
         run_id = app.session.run_id
         close_all = app._close_all
+        failed = app.run_worker(_fails, thread=True, exit_on_error=False)
+        await wait_until(pilot, lambda: failed.state == WorkerState.ERROR)
 
         async def screens_gone_then_threads_post() -> None:
             await close_all()
@@ -38,6 +46,7 @@ async def test_messages_posted_while_quitting_draw_nothing_and_the_result_is_log
                 RunProgress(run_id, [("timed", 0.001)]),
                 ProbesDone(True),
                 RunFinished(run_id, late, "live"),
+                Worker.StateChanged(failed, WorkerState.ERROR),  # a tab's worker whose widget went
             ):
                 app.post_message(message)
 

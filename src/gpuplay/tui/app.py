@@ -232,7 +232,9 @@ class GpuPlayApp(TextApp):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         # The one place unexpected worker errors land (the tabs' too): show them, keep running.
-        if event.state == WorkerState.ERROR:
+        # While quitting, a worker that ends in error (its widgets removed under it) has no screen
+        # to be shown on (see the messages above).
+        if event.state == WorkerState.ERROR and self.is_running:
             err = event.worker.error
             self.session.phase = "failed"
             self.notify(f"{type(err).__name__}: {err}", title="worker failed", severity="error", timeout=10)
