@@ -177,7 +177,37 @@ def test_a_failed_fsync_is_said_at_the_next_append(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert not log.append(_result([2e-05]))  # written, but the earlier line may not be on disk: said
     assert log.error is not None and "not saved to disk" in log.error and "Input/output error" in log.error
-    assert [d["samples_s"] for d in read_log(log.path)] == [[1e-05], [2e-05]]
+    assert log.append(_result([3e-05]))  # said once: the next append says its own (the disk is back)
+    assert [d["samples_s"] for d in read_log(log.path)] == [[1e-05], [2e-05], [3e-05]]
+
+
+def test_a_log_removed_before_its_fsync_is_no_disk_failure(tmp_path, monkeypatch):
+    """`rm` of the session log while its last line's fsync waits its turn (CI saw it: a test that
+    removes the log and appends again read False): the fsync finds no file, which is no disk
+    fault; the next append writes a new file and says True."""
+    import os
+    import threading
+
+    release, real = threading.Event(), os.fsync
+    blocker = _log(tmp_path, "session-20261127-000000-2.jsonl")
+
+    def held(fd: int) -> None:
+        release.wait(10)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", held)
+    assert blocker.append(_result([1e-05]))  # the syncer's thread now waits in this fsync
+    log = _log(tmp_path)
+    try:
+        assert log.append(_result([2e-05]))  # its fsync queued behind the other
+        log.path.unlink()
+    finally:
+        release.set()
+    assert log.sync(timeout=10)
+    monkeypatch.undo()
+    assert log.append(_result([3e-05]))
+    assert log.error is None
+    assert [d["samples_s"] for d in read_log(log.path)] == [[3e-05]]
 
 
 def test_the_process_exit_waits_for_the_last_fsync(tmp_path):

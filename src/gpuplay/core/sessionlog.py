@@ -59,9 +59,11 @@ class SessionLog:
             self.error = f"session log not written: {exc}"
             return False
         _SYNCER.request(self.path, self._not_synced)
-        if self._sync_failed:
-            _SYNCER.unsaid.pop(self.path, None)  # said now, by this False
-        return not self._sync_failed
+        if self._sync_failed:  # said now, by this False, once: a later append says its own
+            self._sync_failed = False
+            _SYNCER.unsaid.pop(self.path, None)
+            return False
+        return True
 
     def sync(self, timeout: float | None = None) -> bool:
         """Wait until every line appended so far is fsynced (False: still going after `timeout`)."""
@@ -110,6 +112,10 @@ class _Syncer:
                         os.fsync(fd)
                     finally:
                         os.close(fd)
+                except FileNotFoundError:
+                    # Removed before its turn (the user's `rm`, a cleanup): its lines went with it,
+                    # not for a disk's fault, and the next append writes and syncs a new file.
+                    continue
                 except OSError as exc:
                     self.unsaid[path] = f"session log not saved to disk ({path}): {exc}"
                     on_error(path, exc)
