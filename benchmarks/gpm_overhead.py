@@ -26,7 +26,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2000)
     args = ap.parse_args()
 
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
     from gpuplay.core.runner import run
     from gpuplay.core.spec import RunSpec
     from tests.unit.gpu_fakes import FakeGpu, FakePynvml

@@ -26,12 +26,12 @@ import time
 
 import numpy as np
 
-from gpuplay.core.compare import baseline_spec
+from gpuplay.core.hw.system import cpu_count, cpu_name
+from gpuplay.core.measure.stats import paired_speedup
 from gpuplay.core.runner import build_step, device_inputs, resolve
 from gpuplay.core.runner.paired import inner_count, interleave
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.stats import paired_speedup
-from gpuplay.core.system import cpu_count, cpu_name
+from gpuplay.core.studies.compare import baseline_spec
 
 CONFIGS = [
     ("matmul", {"n": 128}),

@@ -21,7 +21,7 @@ import tracemalloc
 
 import psutil
 
-from gpuplay.core.report import environment
+from gpuplay.core.reports.report import environment
 from gpuplay.tui.app import GpuPlayApp
 
 # Presets stay at 'quick': a published-size scenario legitimately holds GBs of inputs, which

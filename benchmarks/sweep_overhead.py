@@ -53,7 +53,7 @@ def one_sweep(over: str, backends: str, budget: float, threads: int | None) -> d
         # The session log holds every point's samples: the timed steps and warm-up as they ran
         # (read_log reads every log format: format 2 packs them).
         sys.path.insert(0, str(ROOT / "src"))  # this checkout's reader, as the child ran its writer
-        from gpuplay.core.sessionlog import read_log
+        from gpuplay.core.reports.sessionlog import read_log
 
         logged = [d for f in Path(f"{tmp}/state").rglob("*.jsonl") for d in read_log(f)]
     timed = sum(sum(r.get("samples_s") or []) for r in logged)

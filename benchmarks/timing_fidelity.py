@@ -216,9 +216,9 @@ def main() -> None:
     import torch
 
     from gpuplay.core.backends.base import host_timer
-    from gpuplay.core.report import environment
+    from gpuplay.core.catalogue.scenarios import load_scenarios
+    from gpuplay.core.reports.report import environment
     from gpuplay.core.runner import run, timed_loop
-    from gpuplay.core.scenarios import load_scenarios
 
     threads = args.threads or torch.get_num_threads()
     env = environment()

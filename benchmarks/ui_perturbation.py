@@ -21,10 +21,10 @@ import time
 
 import textual
 
-from gpuplay.core import stats
 from gpuplay.core.engine import measure
-from gpuplay.core.report import environment
-from gpuplay.core.system import cpu_count
+from gpuplay.core.hw.system import cpu_count
+from gpuplay.core.measure import stats
+from gpuplay.core.reports.report import environment
 from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.controls import live_threads
 

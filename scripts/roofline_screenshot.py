@@ -14,10 +14,10 @@ from pathlib import Path
 
 from textual.app import App, ComposeResult
 
-from gpuplay.core.compare import attach_baselines
-from gpuplay.core.roofline import load_peaks
+from gpuplay.core.measure.roofline import load_peaks
 from gpuplay.core.runner import run
 from gpuplay.core.spec import RunSpec
+from gpuplay.core.studies.compare import attach_baselines
 from gpuplay.tui.roofline import RooflineChart, cached_peaks
 
 OUT = Path(__file__).resolve().parents[1] / "screenshots"

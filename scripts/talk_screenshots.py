@@ -14,8 +14,8 @@ import asyncio
 import time
 from pathlib import Path
 
-from gpuplay.core.decks import load_deck, resolve_deck_path
-from gpuplay.core.scenarios import load_scenarios
+from gpuplay.core.catalogue.scenarios import load_scenarios
+from gpuplay.core.reports.decks import load_deck, resolve_deck_path
 from gpuplay.tui.presenter import PresenterApp
 
 

@@ -35,8 +35,8 @@ def tab_key(tab_id: str) -> str:
 
 
 def lever_key(name: str) -> str:
-    """The key that cycles a lever, from core/levers.py (the app's bindings are made from it)."""
-    from gpuplay.core import levers
+    """The key that cycles a lever, from core/catalogue/levers.py (the app's bindings are made from it)."""
+    from gpuplay.core.catalogue import levers
 
     key = levers.get(name).key
     if not key:
@@ -45,7 +45,7 @@ def lever_key(name: str) -> str:
 
 
 async def drive(shots: Path, seconds: float) -> dict[str, Any]:
-    from gpuplay.core.telemetry import gpu_count, query_gpu
+    from gpuplay.core.measure.telemetry import gpu_count, query_gpu
     from gpuplay.tui.app import GpuPlayApp
 
     out: dict[str, Any] = {"size": [120, 36]}

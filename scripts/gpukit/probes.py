@@ -156,11 +156,11 @@ def _str(v: Any) -> str:
 
 # Where gpuplay keeps its CUDA→NVML mapping; the first that exists is used (the name has moved).
 MAPPING_CANDIDATES = (
-    ("gpuplay.core.telemetry", "cuda_nvml_mapping"),  # rows for every cuda:N (by UUID)
-    ("gpuplay.core.telemetry", "nvml_index_for"),
-    ("gpuplay.core.telemetry", "cuda_to_nvml"),
-    ("gpuplay.core.telemetry", "nvml_index"),
-    ("gpuplay.core.devices_compare", "nvml_index"),
+    ("gpuplay.core.measure.telemetry", "cuda_nvml_mapping"),  # rows for every cuda:N (by UUID)
+    ("gpuplay.core.measure.telemetry", "nvml_index_for"),
+    ("gpuplay.core.measure.telemetry", "cuda_to_nvml"),
+    ("gpuplay.core.measure.telemetry", "nvml_index"),
+    ("gpuplay.core.reports.devices_compare", "nvml_index"),
 )
 
 
@@ -300,9 +300,9 @@ def probe_parity(
 ) -> dict[str, Any]:
     """Per scenario: gpuplay's median (its runner, as `gpuplay run`), then the very step it built
     timed by the reference tool, warm and after an L2 flush, in this one process."""
+    from gpuplay.core.catalogue.scenarios import load_scenarios
     from gpuplay.core.runner import build_step, device_inputs, plan_run
     from gpuplay.core.runner import run as gp_run
-    from gpuplay.core.scenarios import load_scenarios
     from gpuplay.core.spec import Refusal, RunSpec
 
     sset = load_scenarios()
@@ -403,8 +403,8 @@ def step(xp, x):
 def probe_overhead(code_file: str, device: str = "cuda:0") -> dict[str, Any]:
     import torch
 
+    from gpuplay.core.catalogue.scenarios import scenario_for
     from gpuplay.core.runner import run as gp_run
-    from gpuplay.core.scenarios import scenario_for
     from gpuplay.core.spec import RunSpec
     from gpuplay.core.workloads import get_workload
 
@@ -434,7 +434,7 @@ def probe_gpm(device: str = "cuda:0", seconds: float = 2.0) -> dict[str, Any]:
     """What GPM said about two kernels whose hardware use is known: a bf16 matmul and an add."""
     import torch
 
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     def window(step: Any) -> dict[str, Any]:
         tele = RunTelemetry()

@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import gpuplay as _package
 from gpuplay import progress as _progress
-from gpuplay.core.safetext import visible
+from gpuplay.core.storage.safetext import visible
 from gpuplay.results import Comparison as Comparison  # re-exported: a name of gpuplay.__all__
 from gpuplay.results import Result, Results, Sweep, Table
 
 if TYPE_CHECKING:
+    from gpuplay.core.catalogue.scenarios import Scenario
     from gpuplay.core.result import RunResult
-    from gpuplay.core.scenarios import Scenario
     from gpuplay.core.spec import RunSpec
 
 # The names are listed once, in the package's __init__ (which loads them from here on first use).
@@ -74,8 +74,8 @@ def _check_dirs(scenario_dirs: Sequence[str | Path]) -> None:
 
 
 def _scenario(name: str | Path, scenario_dirs: Sequence[str | Path] = ()) -> Scenario:
-    from gpuplay.core.config import load_config
-    from gpuplay.core.scenarios import code_scenario, load_scenarios
+    from gpuplay.core.catalogue.scenarios import code_scenario, load_scenarios
+    from gpuplay.core.storage.config import load_config
     from gpuplay.core.workloads.usercode import UserCodeError
 
     _check_dirs(scenario_dirs)
@@ -101,7 +101,8 @@ def _scenario(name: str | Path, scenario_dirs: Sequence[str | Path] = ()) -> Sce
 def _check_lever(name: str, value: Any) -> None:
     """A lever keyword's value of the right kind and within its bounds (the CLI's click types do
     this for flags); RunSpec.validate then checks choices."""
-    from gpuplay.core import bounds, levers
+    from gpuplay.core.catalogue import levers
+    from gpuplay.core.storage import bounds
 
     lever = levers.BY_NAME.get(name)
     if lever is None or lever.is_param:
@@ -132,7 +133,7 @@ def _check_lever(name: str, value: Any) -> None:
 def _spec(
     sc: Scenario, preset: str | None, params: Mapping[str, Any] | None, fields: Mapping[str, Any]
 ) -> tuple[RunSpec, str]:
-    from gpuplay.core.scenarios import spec_for
+    from gpuplay.core.catalogue.scenarios import spec_for
 
     for name, value in fields.items():
         _check_lever(name, value)
@@ -188,7 +189,7 @@ def _interruptible(work: Callable[[threading.Event], Any], cancel: threading.Eve
 
 def _log(results: Sequence[RunResult]) -> None:
     """Into this process's session log, as the CLI does (gpuplay history reads it)."""
-    from gpuplay.core.sessionlog import SessionLog
+    from gpuplay.core.reports.sessionlog import SessionLog
 
     log = _session_log[0] if _session_log else None
     if log is None:
@@ -223,12 +224,12 @@ def run(
     lever or parameter or a bad value (NaN budget_s included), MeasurementError when it failed.
     Interrupting (Ctrl-C, a notebook's stop button) stops it and returns what was timed.
     """
-    from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
+    from gpuplay.core.catalogue.planner import check
+    from gpuplay.core.catalogue.scenarios import on_needed_backend
     from gpuplay.core.engine import measure as engine_measure
-    from gpuplay.core.planner import check
-    from gpuplay.core.scenarios import on_needed_backend
+    from gpuplay.core.measure.telemetry import RunTelemetry
     from gpuplay.core.spec import Refusal
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.studies.compare import attach_baselines, baseline_spec, is_baseline
 
     sc = _scenario(scenario, scenario_dirs)
     fields = {"backend": backend, "device": device, "dtype": dtype, "budget_s": budget_s, **levers}
@@ -265,10 +266,10 @@ def _run_specs(
 ) -> tuple[list[RunResult], bool]:
     """Each spec in turn, each non-baseline paired with its baseline (core.compare.run_compare),
     logged as it finishes; an interrupt keeps what finished."""
-    from gpuplay.core.compare import run_compare
     from gpuplay.core.engine import measure as engine_measure
-    from gpuplay.core.report import fmt_time
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
+    from gpuplay.core.reports.report import fmt_time
+    from gpuplay.core.studies.compare import run_compare
 
     bar = _progress.make(len(specs), show_progress)
     done: list[RunResult] = []
@@ -334,9 +335,9 @@ def _compare_scenarios(
     paired: bool = True,
     params: Mapping[str, Any] | None = None,
 ) -> Results:
-    from gpuplay.core.compare import VARIANTS, plan_compare
-    from gpuplay.core.report import environment
+    from gpuplay.core.reports.report import environment
     from gpuplay.core.spec import BACKENDS
+    from gpuplay.core.studies.compare import VARIANTS, plan_compare
 
     chosen = _names(backends, "backend(s)", BACKENDS)
     vlist = _names(variants, "variant(s)", tuple(VARIANTS))
@@ -367,7 +368,7 @@ def _compare_scenarios(
     except KeyError as exc:
         raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
     if devs is not None:
-        from gpuplay.core.compare import is_baseline
+        from gpuplay.core.studies.compare import is_baseline
 
         planned = {s.device for s in specs} | {s.device for s, _ in refused}
         missing = [d for d in devs if d not in planned]
@@ -412,8 +413,8 @@ def compare(
     set over every scenario's preset, checked as `run` checks them (ValueError naming the known
     ones, for the first scenario that lacks one)."""
     if scenario is None:
-        from gpuplay.core.config import load_config
-        from gpuplay.core.scenarios import load_scenarios
+        from gpuplay.core.catalogue.scenarios import load_scenarios
+        from gpuplay.core.storage.config import load_config
 
         _check_dirs(scenario_dirs)
         scs = list(load_scenarios([*load_config().scenario_dirs, *scenario_dirs]).scenarios.values())
@@ -446,10 +447,10 @@ def sweep(
     """Each configuration at each value of one parameter, smallest first, as `gpuplay sweep`:
     `over={"n": [256, 512, 1024]}` or `over={"n": "256..4096"}`. An interrupt keeps what finished."""
     from gpuplay.core.engine import measure as engine_measure
-    from gpuplay.core.report import environment, fmt_time
+    from gpuplay.core.measure.telemetry import RunTelemetry
+    from gpuplay.core.reports.report import environment, fmt_time
     from gpuplay.core.spec import BACKENDS, DTYPES
-    from gpuplay.core.sweep import VARIANTS, SweepError, plan_sweep, run_sweep, sweep_values
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.studies.sweep import VARIANTS, SweepError, plan_sweep, run_sweep, sweep_values
 
     if not isinstance(over, Mapping) or len(over) != 1:
         raise ValueError("over must name one parameter: over={'n': [256, 512, 1024]}")
@@ -607,7 +608,7 @@ def _results_from(dicts: Sequence[Any], p: Path, problems: list[str]) -> list[Ru
 
 
 def _load_json(p: Path, problems: list[str]) -> Results | Sweep | Table:
-    from gpuplay.core.safeload import read_json_file
+    from gpuplay.core.storage.safeload import read_json_file
 
     doc = read_json_file(p)  # ValueError naming the file, as load() promises
     if not isinstance(doc, dict):
@@ -633,8 +634,8 @@ def load(path: str | Path) -> Results | Sweep | Table:
     """A file gpuplay wrote, read back: a session log (.jsonl) or a run/compare/playground export
     (JSON) → Results; a sweep's JSON → Sweep; any CSV gpuplay writes, a collectives JSON or a
     `compare --from` merge → Table (its rows). A file that is not one of these raises ValueError."""
-    from gpuplay.core.safeload import FileReadError, read_text_file
-    from gpuplay.core.sessionlog import read_log
+    from gpuplay.core.reports.sessionlog import read_log
+    from gpuplay.core.storage.safeload import FileReadError, read_text_file
 
     p = Path(path).expanduser()
     problems: list[str] = []

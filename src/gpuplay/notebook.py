@@ -231,7 +231,7 @@ def _cell_file(cell: str, name: str) -> Path:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    from gpuplay.core.safetext import visible
+    from gpuplay.core.storage.safetext import visible
 
     def gpuplay_line(line: str) -> Any:
         try:

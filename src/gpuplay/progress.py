@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Protocol
 
-from gpuplay.core.safetext import visible
+from gpuplay.core.storage.safetext import visible
 
 
 class Progress(Protocol):

@@ -14,12 +14,12 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from gpuplay.core.safetext import visible
+from gpuplay.core.storage.safetext import visible
 
 if TYPE_CHECKING:
-    from gpuplay.core.compare import Row
-    from gpuplay.core.crossversion import Change
+    from gpuplay.core.reports.crossversion import Change
     from gpuplay.core.result import RunResult
+    from gpuplay.core.studies.compare import Row
 
 __all__ = ["Comparison", "Result", "Results", "Sweep", "Table"]
 
@@ -38,7 +38,7 @@ def _md(text: object) -> str:
 
 
 def _fmt_time(s: float | None) -> str:
-    from gpuplay.core.report import fmt_time
+    from gpuplay.core.reports.report import fmt_time
 
     return fmt_time(s)
 
@@ -235,7 +235,7 @@ class Results(Sequence[Result]):
 
     @classmethod
     def from_run_results(cls, results: Sequence[RunResult], **kw: Any) -> Results:
-        from gpuplay.core.compare import attach_baselines
+        from gpuplay.core.studies.compare import attach_baselines
 
         return cls([Result(row) for row in attach_baselines(list(results))], **kw)
 
@@ -268,7 +268,7 @@ class Results(Sequence[Result]):
 
     def compare(self, newer: Results) -> Comparison:
         """This set (older) against `newer`: per configuration in both, faster, slower or within noise."""
-        from gpuplay.core import crossversion as cv
+        from gpuplay.core.reports import crossversion as cv
 
         old = [r.run_result.to_dict() for r in self]
         new = [r.run_result.to_dict() for r in newer]
@@ -493,7 +493,7 @@ class Sweep:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from gpuplay.core import sweepreport as sr
+        from gpuplay.core.reports import sweepreport as sr
 
         head = "".join(f"<th>{_h(s.get('label'))}</th>" for s in self.series)
         body = "".join(
@@ -516,7 +516,7 @@ class Sweep:
         return out
 
     def _repr_markdown_(self) -> str:
-        from gpuplay.core import sweepreport as sr
+        from gpuplay.core.reports import sweepreport as sr
 
         return sr.to_markdown(self.doc, None)
 

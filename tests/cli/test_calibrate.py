@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpuplay.cli import main
-from gpuplay.core import roofline
+from gpuplay.core.measure import roofline
 from tests.conftest import gpu_available
 from tests.unit.test_roofline import peaks
 

@@ -203,7 +203,7 @@ def test_list_piped_folds_claims_within_a_natural_width():
     """Piped, there is no terminal width to honour: the table is as wide as it needs up to
     PIPED_TABLE_WIDTH (not 80, not the 800 columns of its longest claims), claims fold whole."""
     from gpuplay.cli.output import PIPED_TABLE_WIDTH
-    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.core.catalogue.scenarios import load_scenarios
 
     res = CliRunner(env={"COLUMNS": None}).invoke(main, ["list"])
     assert res.exit_code == 0, res.output

@@ -122,7 +122,7 @@ def test_ctrl_c_stops_a_step_that_never_returns(tmp_path):
 def test_duplicate_scenario_names_are_said_naming_both_files(cli, tmp_path):
     """Two files named alike in one folder, and a user file named like a shipped scenario: the
     later wins, and `list` says so (both files named; the shipped one replaced, marked)."""
-    from gpuplay.core.scenarios import builtin_dir
+    from gpuplay.core.catalogue.scenarios import builtin_dir
 
     folder = tmp_path / "mine"
     folder.mkdir()

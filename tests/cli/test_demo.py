@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 
 from gpuplay.cli import main
-from gpuplay.core.decks import load_recording
+from gpuplay.core.reports.decks import load_recording
 
 TINY = """
 title = "tiny"
@@ -114,8 +114,8 @@ n = 24
 
 async def test_a_quick_rehearsal_replays_its_own_figures(tmp_path):
     """`--rehearse --preset quick`, then `--replay` without --preset: the quick figures show."""
-    from gpuplay.core.decks import load_deck
-    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.core.catalogue.scenarios import load_scenarios
+    from gpuplay.core.reports.decks import load_deck
     from gpuplay.tui.presenter import PresenterApp
 
     folder = tmp_path / "sc"
@@ -199,8 +199,8 @@ def test_replay_without_preset_uses_the_recordings_and_old_recordings_say_what_i
 
 def test_resume_starts_at_the_saved_step(tmp_path, monkeypatch, as_if_terminal):
     import gpuplay.tui.presenter as presenter
-    from gpuplay.core.decks import load_deck, save_position
-    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.core.catalogue.scenarios import load_scenarios
+    from gpuplay.core.reports.decks import load_deck, save_position
 
     folder = tmp_path / "sc"
     folder.mkdir()
@@ -259,8 +259,8 @@ async def test_sweep_steps_are_said_not_recorded_and_replay_says_so(tmp_path):
 
     from rich.console import Console
 
-    from gpuplay.core.decks import load_deck, resolve_deck_path
-    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.core.catalogue.scenarios import load_scenarios
+    from gpuplay.core.reports.decks import load_deck, resolve_deck_path
     from gpuplay.tui.presenter import PresenterApp
 
     out = tmp_path / "rg.json"
@@ -286,7 +286,7 @@ async def test_sweep_steps_are_said_not_recorded_and_replay_says_so(tmp_path):
 
 def test_help_names_every_shipped_deck():
     # A deck added to scenarios/decks but missing from --help is one a user never learns about.
-    from gpuplay.core.decks import builtin_decks_dir
+    from gpuplay.core.reports.decks import builtin_decks_dir
 
     text = " ".join(CliRunner().invoke(main, ["demo", "--help"]).output.split())
     for path in builtin_decks_dir().glob("*.toml"):

@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from gpuplay.cli import main
+from gpuplay.core.reports.sessionlog import SessionLog, sessions_dir
 from gpuplay.core.result import RunResult
-from gpuplay.core.sessionlog import SessionLog, sessions_dir
 from gpuplay.core.spec import RunSpec
 
 
@@ -68,7 +68,7 @@ def test_header_says_what_is_shown_and_markers_stay_on_their_rows():
 
 
 def test_a_numpy_row_is_its_own_baseline_even_when_measured_twice():
-    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.studies.compare import attach_baselines
 
     first = _result("matmul", {"n": 64}, "numpy", 0.010, "64×64")
     again = _result("matmul", {"n": 64}, "numpy", 0.020, "64×64")
@@ -76,7 +76,7 @@ def test_a_numpy_row_is_its_own_baseline_even_when_measured_twice():
 
 
 def test_a_run_logged_before_calibrating_is_placed_against_the_calibration_made_since():
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
     from tests.unit.test_roofline import cpu_name, peaks
 
     log = SessionLog(sessions_dir())

@@ -134,7 +134,7 @@ def test_trace_is_written_atomically(tmp_path, monkeypatch):
     """An export that fails half-way leaves the previous trace as it was, and no temporary file."""
     import torch.profiler
 
-    from gpuplay.core.profile import profile_spec
+    from gpuplay.core.runner.profile import profile_spec
     from gpuplay.core.spec import RunSpec
 
     trace = tmp_path / "trace.json"

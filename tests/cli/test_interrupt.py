@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from gpuplay.cli.interrupt import Interruption
-from gpuplay.core.sessionlog import read_log
+from gpuplay.core.reports.sessionlog import read_log
 from tests.tui_helpers import tiny_scenarios
 
 

@@ -219,7 +219,7 @@ def test_every_option_a_hint_names_is_accepted_by_the_commands_that_print_it():
 def test_the_unstable_advice_names_options_every_measuring_command_takes():
     import re
 
-    from gpuplay.core.noise import unstable_advice
+    from gpuplay.core.measure.noise import unstable_advice
 
     options = _command_options()
     flags = re.findall(FLAG, unstable_advice(1e-4))

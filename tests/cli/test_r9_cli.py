@@ -10,7 +10,7 @@ from gpuplay.cli import main
 
 
 def test_compare_devices_stopped_by_ctrl_c_exits_130_as_every_command_does(monkeypatch):
-    from gpuplay.core import devices_compare
+    from gpuplay.core.reports import devices_compare
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -94,7 +94,8 @@ def test_an_output_path_under_a_file_says_so_not_file_exists(tmp_path):
 def test_a_devices_value_written_wrongly_is_a_usage_error_and_measures_nothing(monkeypatch, devices, said):
     """`--devices ''` ran every scenario on every device (41 runs here); `cuda:x` exited 1 as a
     device missing here does (`cuda:7` still does: it is written right)."""
-    from gpuplay.core import compare, devices_compare
+    from gpuplay.core.reports import devices_compare
+    from gpuplay.core.studies import compare
 
     def measured(*args, **kwargs):
         raise AssertionError("nothing may be measured")

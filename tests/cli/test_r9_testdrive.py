@@ -16,7 +16,7 @@ from gpuplay.cli import main
 @pytest.fixture
 def numpy_only(monkeypatch):
     """A machine without torch: `import torch` fails and no torch distribution is installed."""
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
 
     real = roofline.package_version
     monkeypatch.setitem(sys.modules, "torch", None)
@@ -52,7 +52,7 @@ def test_a_matmul_probe_stops_growing_before_a_size_that_would_overrun_its_budge
     """A probe whose rate still rises with size (each call 4x the last, as a GPU filling up does)
     grew until a call took long enough: to n=1024 here, ~2 s for a 0.3 s share. It now stops
     before the size whose three calls would not fit in what is left."""
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
 
     def make(n):
         def once():
@@ -82,7 +82,9 @@ OUT_COMMANDS = [
 def test_an_unwritable_out_is_refused_before_anything_is_measured(monkeypatch, tmp_path, command, where):
     """`--out` that could not be written was found after measuring: a "creating folder" note, then
     the error, and the measurement lost. Now exit 2 at once, naming why, nothing measured."""
-    from gpuplay.core import compare, devices_compare, engine
+    from gpuplay.core import engine
+    from gpuplay.core.reports import devices_compare
+    from gpuplay.core.studies import compare
 
     def measured(*args, **kwargs):
         raise AssertionError("nothing may be measured")
@@ -113,7 +115,7 @@ def test_a_write_that_fails_after_measuring_prints_the_results_instead(monkeypat
     the error says where writing failed; they were lost."""
     import errno
 
-    from gpuplay.core import atomicfile
+    from gpuplay.core.storage import atomicfile
 
     def full(path, text):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -148,7 +150,8 @@ def test_a_scenario_folder_that_is_not_there_is_bad_input_on_every_command(
 ):
     """`gpuplay list --scenarios /missing` warned and exited 0 (run measured on); now exit 2 with
     the message on every command that takes --scenarios, nothing measured or started."""
-    from gpuplay.core import compare, engine
+    from gpuplay.core import engine
+    from gpuplay.core.studies import compare
 
     def measured(*args, **kwargs):
         raise AssertionError("nothing may be measured")

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from gpuplay.core.sweepreport import document, is_sweep_file, machine_text, merge_sweeps, to_markdown
+from gpuplay.core.reports.sweepreport import document, is_sweep_file, machine_text, merge_sweeps, to_markdown
 
 
 def gpuplay(*args: str, cwd, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -62,11 +62,11 @@ def _paired_rows():
     NumPy's own row measured apart at ~166 ms: the rows' ratio (0.56×) is not the pairs' (0.9×)."""
     import random
 
-    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.measure.stats import paired_speedup
     from gpuplay.core.result import RunResult
     from gpuplay.core.runner.paired import speedup_record
     from gpuplay.core.spec import RunSpec
-    from gpuplay.core.stats import paired_speedup
+    from gpuplay.core.studies.compare import attach_baselines
 
     rng = random.Random(1)
     numpy_spec = RunSpec(workload="matmul", scenario="matmul", backend="numpy", device="cpu")
@@ -81,7 +81,7 @@ def _paired_rows():
 def test_the_pairs_medians_stand_beside_a_speedup_the_rows_would_contradict():
     import re
 
-    from gpuplay.core.report import row_cells, to_markdown
+    from gpuplay.core.reports.report import row_cells, to_markdown
 
     _, row = _paired_rows()
     notes = row_cells(row)[-1]
@@ -98,7 +98,7 @@ def test_the_pairs_medians_stand_beside_a_speedup_the_rows_would_contradict():
 
 
 def test_no_pairs_note_when_the_rows_agree_with_the_pairs():
-    from gpuplay.core.report import row_cells
+    from gpuplay.core.reports.report import row_cells
 
     base, row = _paired_rows()
     base.result.samples = [row.result.speedup["baseline_median_s"]] * 21  # as in the pairs
@@ -117,10 +117,10 @@ def test_the_terminal_table_prints_the_pairs_note(capsys, monkeypatch):
 
 # -- notes computed are printed ----------------------------------------------------------------
 def test_the_half_precision_note_is_printed():
-    from gpuplay.core.compare import attach_baselines
-    from gpuplay.core.report import row_cells
+    from gpuplay.core.reports.report import row_cells
     from gpuplay.core.result import RunResult
     from gpuplay.core.spec import RunSpec
+    from gpuplay.core.studies.compare import attach_baselines
 
     note = "float16 is emulated and slow on this CPU: calibrated matmul 3 GFLOP/s vs float32 300 (0.01×)"
     spec = RunSpec(workload="matmul", scenario="matmul", backend="torch", device="cpu", dtype="float16")

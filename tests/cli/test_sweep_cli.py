@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from gpuplay.cli import main
-from gpuplay.core.sessionlog import read_log
+from gpuplay.core.reports.sessionlog import read_log
 
 FAST = ["--budget", "0.01", "--warmup", "1", "--threads", "1"]
 

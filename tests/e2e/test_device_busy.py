@@ -13,7 +13,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 HOLD = (
-    "import sys; from gpuplay.core.devicelock import device_lock\n"
+    "import sys; from gpuplay.core.engine.devicelock import device_lock\n"
     "with device_lock('cpu'):\n"
     "    print('held', flush=True); sys.stdin.read()\n"
 )

@@ -17,11 +17,11 @@ import pytest
 from click.testing import CliRunner
 
 from gpuplay.cli import main
-from gpuplay.core.atomicfile import write_atomic
+from gpuplay.core.reports.sessionlog import SessionLog, list_sessions, read_log
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner import run
-from gpuplay.core.sessionlog import SessionLog, list_sessions, read_log
 from gpuplay.core.spec import RunSpec
+from gpuplay.core.storage.atomicfile import write_atomic
 from tests.tui_helpers import tiny_scenarios
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpuplay"

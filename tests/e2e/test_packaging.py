@@ -30,9 +30,9 @@ def test_wheel_ships_scenarios_and_finds_them(tmp_path):
     unpacked = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(unpacked)
     probe = (
-        "from gpuplay.core.scenarios import builtin_dir, load_scenarios; s = load_scenarios(); "
+        "from gpuplay.core.catalogue.scenarios import builtin_dir, load_scenarios; s = load_scenarios(); "
         "print(builtin_dir()); print(len(s.scenarios), len(s.errors)); "
-        "from gpuplay.core.decks import load_deck, resolve_deck_path; "
+        "from gpuplay.core.reports.decks import load_deck, resolve_deck_path; "
         "print(len(load_deck(resolve_deck_path('the-7633x-question'), s).steps))"
     )
     out = subprocess.run(

@@ -65,7 +65,7 @@ def test_transfers_make_steps_slower():
 
 
 def test_nvml_reads_the_gpu_and_the_run_window():
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     assert telemetry.nvml_status() == ""
     g = telemetry.query_gpu(0)

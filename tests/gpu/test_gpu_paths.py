@@ -57,7 +57,7 @@ def test_a_graphed_run_on_the_last_device_checks_out():
 def test_every_cuda_device_is_found_in_nvml_by_uuid():
     import torch
 
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     assert telemetry.nvml_status() == ""
     for row in telemetry.cuda_nvml_mapping():
@@ -75,7 +75,7 @@ def test_the_mapping_follows_cuda_visible_devices():
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs to reorder")
     probe = (
-        "from gpuplay.core.telemetry import cuda_nvml_mapping\n"
+        "from gpuplay.core.measure.telemetry import cuda_nvml_mapping\n"
         "print([r['nvml_index'] for r in cuda_nvml_mapping()])"
     )
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "1,0", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
@@ -84,7 +84,7 @@ def test_the_mapping_follows_cuda_visible_devices():
 
 
 def test_gpu_telemetry_is_sampled_during_the_run():
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     r = run(RunSpec.make("matmul", {"n": 4096}, backend="torch", device=_last_device(), budget_s=1.5),
             telemetry=RunTelemetry())  # fmt: skip

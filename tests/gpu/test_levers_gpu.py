@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplay.core.profile import profile_spec
 from gpuplay.core.runner import run
+from gpuplay.core.runner.profile import profile_spec
 from gpuplay.core.spec import RunSpec
 
 pytestmark = pytest.mark.gpu

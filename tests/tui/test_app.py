@@ -182,7 +182,7 @@ async def test_views_and_help(app):
         assert "def matmul(xp, a, b):" in app.query_one("#code-right").code_text
         await pilot.press("2")
         assert app.query_one("#compare-table").row_count >= 1
-        from gpuplay.core.telemetry import snapshot
+        from gpuplay.core.measure.telemetry import snapshot
 
         app.telemetry.latest = snapshot()  # this app samples nothing itself (telemetry=False): hand it one
         await pilot.press("4")
@@ -227,7 +227,7 @@ async def test_runs_and_telemetry_keep_flowing_under_the_help_screen(tmp_path):
         assert app.session.live_result.status == "ok"
         await pilot.press("4")  # the telemetry view: host figures always, the NVML line when no driver
         assert app.telemetry.latest.host.mem_total > 0 and app.telemetry.latest.host.cpu_percent
-        from gpuplay.core.telemetry import nvml_status
+        from gpuplay.core.measure.telemetry import nvml_status
 
         assert app.telemetry.nvml_line == nvml_status()
 

@@ -37,8 +37,8 @@ def _gpu_run():
     GPM saying tensor cores 71 % busy. Returned with its NumPy baseline, as the tab gets them.
     The fakes are gone when it returns: the app then sees this machine as it is (only the
     results are the GPU's), as when a GPU session's results are loaded on a laptop."""
+    from gpuplay.core.measure.telemetry import RunTelemetry
     from gpuplay.core.runner import run
-    from gpuplay.core.telemetry import RunTelemetry
 
     with pytest.MonkeyPatch.context() as mp:
         nvml = FakePynvml([FakeGpu(H100, "NVIDIA H100 PCIe")])
@@ -64,7 +64,7 @@ def _screen(app) -> str:
 
 
 async def _show(app, pilot, results):
-    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.studies.compare import attach_baselines
     from gpuplay.tui.widgets import CompareView
 
     app.session.results = results
@@ -115,7 +115,7 @@ async def test_hostile_peak_and_activity_figures_show_as_a_dash_or_bounded(tmp_p
     base, gpu = _gpu_run()
     gpu.peak_memory = {"bytes": bad, "source": "[b]x[/b]"}  # as a hand-edited result could hold
     gpu.telemetry["gpu"]["activity"]["tensor_active"] = bad
-    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.studies.compare import attach_baselines
     from gpuplay.tui.viewmodels import compare_cells
 
     cells = compare_cells(attach_baselines([base, gpu])[1])

@@ -17,7 +17,7 @@ from tests.tui_helpers import tiny_scenarios, wait_until
 pytestmark = pytest.mark.real_engine
 
 HOLD = (
-    "import sys; from gpuplay.core.devicelock import device_lock\n"
+    "import sys; from gpuplay.core.engine.devicelock import device_lock\n"
     "with device_lock('cpu'):\n"
     "    print('held', flush=True); sys.stdin.read()\n"
 )

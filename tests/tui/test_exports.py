@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuplay.core.atomicfile import write_atomic
-from gpuplay.core.config import export_dir
+from gpuplay.core.storage.atomicfile import write_atomic
+from gpuplay.core.storage.config import export_dir
 from gpuplay.tui.app import GpuPlayApp
 from tests.tui_helpers import tiny_scenarios, wait_until
 

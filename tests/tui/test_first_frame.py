@@ -22,14 +22,14 @@ def test_bare_gpuplay_imports_no_subcommand_and_help_still_lists_them_all():
     the report or the comparisons (they cost the first frame ~80 ms); `--help` still lists them."""
     code = (
         "import sys, gpuplay.cli\n"
-        "print(' '.join(m for m in sys.modules if m.startswith('gpuplay.cli.') or m == 'gpuplay.core.report'))"
+        "print(' '.join(m for m in sys.modules if m.startswith('gpuplay.cli.') or m == 'gpuplay.core.reports.report'))"
     )
     loaded = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.split()
-    assert not [m for m in loaded if m.rsplit(".", 1)[-1] in SUBCOMMANDS or m == "gpuplay.core.report"], (
-        loaded
-    )
+    assert not [
+        m for m in loaded if m.rsplit(".", 1)[-1] in SUBCOMMANDS or m == "gpuplay.core.reports.report"
+    ], loaded
     out = subprocess.run(
         [sys.executable, "-m", "gpuplay", "--help"], capture_output=True, text=True, check=True
     )

@@ -22,7 +22,7 @@ def _panel_text(app) -> str:
 
 
 async def test_gpm_telemetry_tab_says_why_it_is_unavailable_without_nvml(tmp_path, monkeypatch):
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     state = telemetry._NVML()
     state._tried = True

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.base import Availability
-from gpuplay.core.telemetry import HostSnapshot, Snapshot
+from gpuplay.core.measure.telemetry import HostSnapshot, Snapshot
 from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.tabs import TAB_CLASSES
 from gpuplay.tui.viewmodels import fit_columns

@@ -94,8 +94,8 @@ async def test_the_reason_under_the_big_digits_is_not_cut_on_a_projector(tmp_pat
     cut: "is wide (high/low 1.43 > 1.2…" (issue 39). It has a line of its own now, read whole."""
     import html
 
+    from gpuplay.core.catalogue.scenarios import load_scenarios
     from gpuplay.core.result import RunResult
-    from gpuplay.core.scenarios import load_scenarios
     from gpuplay.tui.presenter import PresenterApp
     from tests.tui.test_presenter import deck_of
 
@@ -117,7 +117,7 @@ async def test_compare_at_80x24_keeps_what_each_row_is_of(tmp_path):
     first columns to go (issue 39): they are kept, abbreviated, before the secondary ones."""
     import html
 
-    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.studies.compare import attach_baselines
     from gpuplay.tui.widgets import CompareView
     from tests.snapshot_feed import fixed_result
 
@@ -153,7 +153,7 @@ async def test_the_compare_chart_names_what_it_has_no_measurement_of(tmp_path):
         await pilot.pause()
         # The view as the tab draws it when the scenario on screen (svd) has no finished row yet
         # (the switch starts its measurement; here the rows stay those of matmul).
-        from gpuplay.core.compare import attach_baselines
+        from gpuplay.core.studies.compare import attach_baselines
         from gpuplay.tui.widgets import CompareView
 
         app.query_one(CompareView).show(attach_baselines(app.session.results), ("svd", "32×32"))
@@ -167,8 +167,8 @@ async def test_the_compare_chart_names_what_it_has_no_measurement_of(tmp_path):
 
 async def test_a_refused_talk_step_says_why_under_its_digits(tmp_path):
     """A step refused here showed a bare grey block (issue 39): its reason is under the digits."""
+    from gpuplay.core.catalogue.scenarios import load_scenarios
     from gpuplay.core.result import RunResult
-    from gpuplay.core.scenarios import load_scenarios
     from gpuplay.tui.presenter import PresenterApp
     from tests.tui.test_presenter import deck_of, text
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from textual.command import CommandPalette
 
-from gpuplay.core.config import load_config
+from gpuplay.core.storage.config import load_config
 from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.commands import GpuplayCommands
 from tests.tui_helpers import record_notifications, tiny_scenarios, wait_until

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from gpuplay.core.decks import load_recording, parse_deck, recording_json
+from gpuplay.core.catalogue.scenarios import load_scenarios
+from gpuplay.core.reports.decks import load_recording, parse_deck, recording_json
 from gpuplay.core.result import RunResult
-from gpuplay.core.scenarios import load_scenarios
 from gpuplay.tui import presenter
 from gpuplay.tui.bignumber import BigNumber
 from gpuplay.tui.presenter import PresenterApp, Staircase
@@ -275,7 +275,7 @@ async def test_the_chart_keeps_its_size_as_the_talk_moves_on(scenarios):
 
 
 async def test_position_is_saved_per_deck_and_resumed(scenarios):
-    from gpuplay.core.decks import saved_position
+    from gpuplay.core.reports.decks import saved_position
 
     deck = deck_of(scenarios)
     app = PresenterApp(deck, autostart=False)
@@ -311,7 +311,7 @@ async def test_live_and_recorded_bars_say_what_they_are(scenarios):
 
 # -- snapshots: a replayed talk, so every figure and date is fixed ------------------------
 def replayed_app(scenarios) -> PresenterApp:
-    from gpuplay.core.decks import Recording
+    from gpuplay.core.reports.decks import Recording
 
     deck = deck_of(scenarios)
     base, torch_cpu, gpu = (s.spec for s in deck.steps)
@@ -339,7 +339,7 @@ def test_presenter_snapshots(snap_compare, scenarios, keys, size):
 
 def test_a_recorded_figure_at_another_size_says_its_size():
     """The post's GPU figure is a mean at 4096×4096: said whenever the live bars run another size."""
-    from gpuplay.core.decks import load_deck, resolve_deck_path
+    from gpuplay.core.reports.decks import load_deck, resolve_deck_path
     from gpuplay.tui.presenter import figure_for
 
     sset = load_scenarios()
@@ -424,7 +424,7 @@ async def test_live_steps_are_paired_and_an_unsteady_speedup_is_marked(scenarios
         assert isinstance(measured.speedup, dict) and measured.conditions.get("paired_with"), measured.speedup
         assert measured.speedup["interval"] is not None  # an interval, not two medians apart
         digits = app.query_one("#speedup", BigNumber)
-        from gpuplay.core.compare import baseline_spec
+        from gpuplay.core.studies.compare import baseline_spec
 
         base = baseline_spec(torch_spec)
         app.measured[base] = RunResult(base, samples=[0.004] * 9, size="64×64")  # NumPy, measured apart
@@ -446,7 +446,7 @@ async def test_live_steps_are_paired_and_an_unsteady_speedup_is_marked(scenarios
 async def test_a_recorded_speedup_beside_live_bars_is_marked_in_its_cell(scenarios):
     """numpy-to-gpu step 3: the post's 1,714× (at 4096×4096) beside live bars of another size
     is marked † in its own cell, and the head line says what † means, before anything is cut."""
-    from gpuplay.core.decks import load_deck, resolve_deck_path
+    from gpuplay.core.reports.decks import load_deck, resolve_deck_path
 
     deck = load_deck(resolve_deck_path("numpy-to-gpu"), load_scenarios(), "quick")
     app = PresenterApp(deck, remember=False, autostart=False)

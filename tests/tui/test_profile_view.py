@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
-from gpuplay.core.profile import profile_spec
+from gpuplay.core.runner.profile import profile_spec
 from gpuplay.core.spec import RunSpec
 from gpuplay.tui.profile_view import EMPTY, ProfileView
 

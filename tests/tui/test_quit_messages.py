@@ -16,7 +16,7 @@ import json
 
 from textual.worker import Worker, WorkerState
 
-from gpuplay.core.telemetry import snapshot
+from gpuplay.core.measure.telemetry import snapshot
 from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.messages import ProbesDone, RunFinished, RunPhase, RunProgress, TelemetryTick
 from tests.tui_helpers import tiny_scenarios, wait_until

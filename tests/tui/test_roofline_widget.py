@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 
-from gpuplay.core import roofline
-from gpuplay.core.compare import attach_baselines
+from gpuplay.core.hw.system import cpu_name
+from gpuplay.core.measure import roofline
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner import run
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.system import cpu_name
+from gpuplay.core.studies.compare import attach_baselines
 from gpuplay.tui.roofline import RooflineChart, describe
 from gpuplay.tui.widgets import StatsPanel
 from tests.unit.test_roofline import peaks
@@ -110,7 +110,7 @@ async def test_stats_panel_shows_the_roof_and_the_noise_in_words():
 
 
 async def test_two_results_in_one_cell_are_both_drawn():
-    from gpuplay.core.compare import Row
+    from gpuplay.core.studies.compare import Row
 
     def made(backend: str, seconds: float) -> Row:
         spec = RunSpec.make("matmul", {"n": 64}, scenario="matmul", backend=backend)

@@ -3,7 +3,7 @@ file replacing a shipped scenario is said in the palette's entry for it."""
 
 from __future__ import annotations
 
-from gpuplay.core.scenarios import builtin_dir
+from gpuplay.core.catalogue.scenarios import builtin_dir
 from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.commands import GpuplayCommands
 from tests.tui_helpers import record_notifications, tiny_scenarios

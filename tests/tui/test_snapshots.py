@@ -62,7 +62,7 @@ def test_code_layout(snap_compare, tmp_path):
 
 def test_telemetry_panel_without_driver(snap_compare, tmp_path):
     """The panel with NVML's real no-driver line and a fixed host snapshot."""
-    from gpuplay.core.telemetry import HostSnapshot, Snapshot, nvml_status
+    from gpuplay.core.measure.telemetry import HostSnapshot, Snapshot, nvml_status
 
     async def run_before(pilot):
         app = pilot.app

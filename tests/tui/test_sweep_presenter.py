@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplay.core.decks import parse_deck
-from gpuplay.core.scenarios import load_scenarios
+from gpuplay.core.catalogue.scenarios import load_scenarios
+from gpuplay.core.reports.decks import parse_deck
 from gpuplay.tui.presenter import PresenterApp
 from gpuplay.tui.sweep_view import SweepChart, SweepView
 from tests.tui_helpers import wait_until

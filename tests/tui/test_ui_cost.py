@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from gpuplay.core.telemetry import HostSnapshot, Sampler, Snapshot
+from gpuplay.core.measure.telemetry import HostSnapshot, Sampler, Snapshot
 from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.messages import TelemetryTick
 from gpuplay.tui.viewmodels import telemetry_pace

@@ -207,9 +207,9 @@ def install_cuda_run(
     device seconds) on the simulated stream, then calls `on_step(n)` (n: calls so far)."""
     import torch
 
-    from gpuplay.core import planner
     from gpuplay.core.backends import get_backend, torch_backend
     from gpuplay.core.backends.base import Availability, DeviceInfo
+    from gpuplay.core.catalogue import planner
     from gpuplay.core.runner import steps
 
     proxy = CudaTorch(torch, cuda)
@@ -527,7 +527,7 @@ class FakePynvml:
 
 def install_nvml(monkeypatch: Any, fake: FakePynvml) -> None:
     """Make telemetry's NVML wrapper answer from `fake`."""
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     state = telemetry._NVML()
     state._tried, state._pynvml = True, fake

@@ -186,8 +186,8 @@ def test_html_and_markdown_show_hostile_text_as_text():
 
 
 def _write(path, results, environment_torch="2.5.0"):
-    from gpuplay.core import report
-    from gpuplay.core.compare import attach_baselines
+    from gpuplay.core.reports import report
+    from gpuplay.core.studies.compare import attach_baselines
 
     doc = json.loads(report.to_json(attach_baselines(results)))
     doc["environment"]["torch"] = environment_torch
@@ -229,7 +229,7 @@ def test_across_versions_flags_30_percent_slower_and_not_noise(tmp_path):
 
 
 def test_faster_is_flagged_too():
-    from gpuplay.core import crossversion as cv
+    from gpuplay.core.reports import crossversion as cv
 
     rng = np.random.default_rng(2)
     old = [_result("a", _times(rng, 1.0)).to_dict()]
@@ -240,8 +240,8 @@ def test_faster_is_flagged_too():
 def test_load_reads_back_every_file_gpuplay_writes(tmp_path):
     _need("pandas")
     from gpuplay.cli import main
-    from gpuplay.core.compare import attach_baselines
-    from gpuplay.core.sessionlog import list_sessions
+    from gpuplay.core.reports.sessionlog import list_sessions
+    from gpuplay.core.studies.compare import attach_baselines
     from gpuplay.tui.exports import export_session
 
     cli = CliRunner()
@@ -354,7 +354,7 @@ def test_a_cuda_result_records_the_driver_and_the_device_uuid(monkeypatch):
     the CUDA device the run used (torch's device properties), matched by CUDA index."""
     import torch
 
-    from gpuplay.core import provenance
+    from gpuplay.core.measure import provenance
     from tests.unit.gpu_fakes import FakeGpu, FakePynvml, install_cuda_uuids, install_nvml
 
     class Nvml(FakePynvml):
@@ -574,7 +574,7 @@ def test_compare_on_a_device_not_here_says_so_instead_of_an_empty_table(monkeypa
                  RunSpec.make("matmul", {"n": 64}, backend="torch", device="cuda:0")]  # fmt: skip
         return specs, []
 
-    monkeypatch.setattr("gpuplay.core.compare.plan_compare", plan)
+    monkeypatch.setattr("gpuplay.core.studies.compare.plan_compare", plan)
     monkeypatch.setattr(
         api, "_run_specs", lambda specs, *a: (seen.extend(specs), (list(specs)[:0], False))[1]
     )
@@ -586,7 +586,7 @@ def test_across_versions_drops_samples_no_step_could_take_and_writes_strict_json
     """A file claiming 1e-320 s steps (or a year) is not compared: the ratio would be inf, the
     verdict 'within noise' and `compare --from --format json` would write Infinity/NaN."""
     from gpuplay.cli import main
-    from gpuplay.core import crossversion as cv
+    from gpuplay.core.reports import crossversion as cv
 
     rng = np.random.default_rng(3)
     old = _write(tmp_path / "old.json", [_result("a", [1e-320] * 20), _result("b", [4e7] * 20)])

@@ -7,7 +7,7 @@ import queue
 import time
 from pathlib import Path
 
-from gpuplay.core.codewatch import CodeFileWatcher
+from gpuplay.core.storage.codewatch import CodeFileWatcher
 
 
 def wait_for(q: queue.Queue, timeout: float = 5.0) -> Path:

@@ -8,9 +8,9 @@ import time
 import psutil
 import pytest
 
+from gpuplay.core.catalogue.planner import check
 from gpuplay.core.engine.client import EngineClient
-from gpuplay.core.planner import check
-from gpuplay.core.report import split_note
+from gpuplay.core.reports.report import split_note
 from gpuplay.core.runner import run
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads import get_workload
@@ -56,8 +56,8 @@ def test_each_step_splits_into_data_wait_copy_and_model():
     # The playground's stats panel says the same as the CLI: shares of the median step, with the rest
     import dataclasses
 
-    from gpuplay.core.scenarios import load_scenarios
-    from gpuplay.core.session import LiveSession
+    from gpuplay.core.catalogue.scenarios import load_scenarios
+    from gpuplay.core.studies.session import LiveSession
     from gpuplay.tui import viewmodels
 
     live = LiveSession(load_scenarios([]), threads=1)
@@ -181,7 +181,7 @@ def test_the_noise_check_counts_the_workers_as_the_runs_own_but_still_names_a_cp
     import subprocess
     import sys
 
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     burner = subprocess.Popen([sys.executable, "-c", BURNER], stdout=subprocess.PIPE, text=True)
     try:

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from gpuplay.core.decks import (
+from gpuplay.core.catalogue.scenarios import load_scenarios
+from gpuplay.core.reports.decks import (
     DeckError,
     RecordingError,
     builtin_decks_dir,
@@ -18,7 +19,6 @@ from gpuplay.core.decks import (
     resolve_deck_path,
 )
 from gpuplay.core.result import RunResult
-from gpuplay.core.scenarios import load_scenarios
 
 GOOD = """
 title = "t"
@@ -187,7 +187,7 @@ def test_recording_carries_preset_and_step_parameters(scenarios, tmp_path):
 
 
 def test_caption_names_the_threads_cores_and_size_that_ran(scenarios):
-    from gpuplay.core.decks import caption_text
+    from gpuplay.core.reports.decks import caption_text
 
     deck = parse_deck(
         GOOD.replace('caption = "baseline"', 'caption = "on {threads} of {cores}, {size} {x}"'),
@@ -200,7 +200,7 @@ def test_caption_names_the_threads_cores_and_size_that_ran(scenarios):
 
 def test_the_7633x_deck_runs_every_cpu_step_within_its_limits_with_the_quick_preset(scenarios):
     """The deck's point is made live on a CPU-only laptop: no CPU step is refused by the step limit."""
-    from gpuplay.core.decks import caption_text
+    from gpuplay.core.reports.decks import caption_text
     from gpuplay.core.runner import run
 
     deck = load_deck(resolve_deck_path("the-7633x-question"), scenarios, "quick")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gpuplay.core.devicelock import (
+from gpuplay.core.engine.devicelock import (
     WaitCancelled,
     device_key,
     device_lock,
@@ -39,7 +39,7 @@ def test_device_keys_and_lock_files(tmp_path):
 def _hold_in_child(tmp_path: Path, device: str) -> subprocess.Popen[str]:
     """Another process holding `device`'s lock until its stdin closes."""
     code = (
-        "import sys; from pathlib import Path; from gpuplay.core.devicelock import device_lock\n"
+        "import sys; from pathlib import Path; from gpuplay.core.engine.devicelock import device_lock\n"
         f"with device_lock({device!r}, root=Path({str(tmp_path)!r})):\n"
         "    print('held', flush=True); sys.stdin.read()\n"
     )
@@ -104,7 +104,7 @@ def test_a_session_measuring_back_to_back_lets_a_waiting_one_in(tmp_path):
     """flock is no queue: without the waiters' markers, a holder that re-takes the lock at once
     would keep a 50 ms poller out for all its 30 measurements (~3 s)."""
     code = (
-        "import sys, time; from pathlib import Path; from gpuplay.core.devicelock import device_lock\n"
+        "import sys, time; from pathlib import Path; from gpuplay.core.engine.devicelock import device_lock\n"
         f"root = Path({str(tmp_path)!r})\n"
         "with device_lock('cpu', root=root):\n"
         "    print('held', flush=True); time.sleep(0.3)\n"
@@ -265,7 +265,7 @@ def test_two_processes_asking_for_one_device_never_measure_at_once(tmp_path):
 def test_the_holder_command_is_read_once_a_process(monkeypatch):
     """A sweep takes the lock at every point: the command line written in the lock file is read
     from /proc once a process (four reads, ~0.4 ms a point), and afresh in a forked child."""
-    from gpuplay.core import devicelock
+    from gpuplay.core.engine import devicelock
 
     looks = []
     real = devicelock._command_and_pid

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from gpuplay.core.devices_compare import (
+from gpuplay.core.reports.devices_compare import (
     DevicesError,
     find_outliers,
     health_text,

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from gpuplay.core import energy
-from gpuplay.core.energy import Energy, NvmlCounter, measure_energy, rapl_counter
+from gpuplay.core.measure import energy
+from gpuplay.core.measure.energy import Energy, NvmlCounter, measure_energy, rapl_counter
 
 
 class Board:
@@ -124,11 +124,11 @@ def test_a_cpu_run_carries_its_energy_line(monkeypatch):
 def test_exports_and_the_stats_panel_carry_energy_bounded():
     import json
 
-    from gpuplay.core.compare import Row
-    from gpuplay.core.energy import energy_of
-    from gpuplay.core.report import row_cells, to_csv, to_json
+    from gpuplay.core.measure.energy import energy_of
+    from gpuplay.core.reports.report import row_cells, to_csv, to_json
     from gpuplay.core.result import RunResult
     from gpuplay.core.spec import RunSpec
+    from gpuplay.core.studies.compare import Row
 
     spec = RunSpec.make("matmul", {"n": 16}, backend="torch", device="cuda:0")
     ok = Energy("ok", "whole board of GPU 0, every process on it", "NVML", 0.25, 8.0, 60.0, 90.0, 0.6, 40)

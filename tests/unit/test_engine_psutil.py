@@ -1,7 +1,7 @@
 """Issue 34, round 6, row 1: a NumPy run's engine imports no psutil (~7-14 ms of its start).
 
-On Linux the run's window reads what it needs from /proc as psutil reads it (core/noise.py: the
-machine's CPU times, boot time, core count, this process's CPU; core/telemetry.py: its memory;
+On Linux the run's window reads what it needs from /proc as psutil reads it (core/measure/noise.py: the
+machine's CPU times, boot time, core count, this process's CPU; core/measure/telemetry.py: its memory;
 the device lock's command line; the preflight's available memory). Those readings must be psutil's.
 """
 
@@ -14,7 +14,8 @@ import textwrap
 
 import pytest
 
-from gpuplay.core import devicelock, noise, telemetry
+from gpuplay.core.engine import devicelock
+from gpuplay.core.measure import noise, telemetry
 from gpuplay.core.runner import preflight
 
 linux_proc = pytest.mark.skipif(
@@ -27,7 +28,7 @@ linux_proc = pytest.mark.skipif(
 def test_a_numpy_run_in_the_engine_imports_no_psutil_and_still_measures_the_host():
     code = """
         import sys
-        from gpuplay.core.devicelock import measure_exclusively
+        from gpuplay.core.engine.devicelock import measure_exclusively
         from gpuplay.core.engine import server
         server.warm_numpy_probe(); server.warm_runner(); server.prime_first_run()
         from gpuplay.core.runner import run

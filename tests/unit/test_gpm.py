@@ -45,7 +45,7 @@ def _two_gpus(monkeypatch, cuda_order, **kw):
 
 
 def test_gpm_metrics_are_averaged_over_the_timed_window_only(monkeypatch):
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     fake = _two_gpus(monkeypatch, [A100, H100])  # cuda:1 is the H100 (NVML's index 0)
     fake.work(0, 30.0, {F.NVML_GPM_METRIC_ANY_TENSOR_UTIL: 0.0, F.NVML_GPM_METRIC_DRAM_BW_UTIL: 90.0})
@@ -65,7 +65,7 @@ def test_gpm_metrics_are_averaged_over_the_timed_window_only(monkeypatch):
 
 
 def test_gpm_is_never_sampled_inside_the_timed_loop(monkeypatch):
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     fake = _two_gpus(monkeypatch, [H100])
     tele = RunTelemetry()  # as the engine makes it, with its own 0.1 s NVML sampling thread
@@ -87,7 +87,7 @@ def test_gpm_is_never_sampled_inside_the_timed_loop(monkeypatch):
 
 
 def test_gpm_refuses_a_pre_hopper_gpu_with_the_reason(monkeypatch):
-    from gpuplay.core.telemetry import RunTelemetry, gpm_status
+    from gpuplay.core.measure.telemetry import RunTelemetry, gpm_status
 
     fake = _two_gpus(monkeypatch, [A100, H100])
     tele = RunTelemetry()
@@ -105,7 +105,7 @@ def test_gpm_refuses_a_pre_hopper_gpu_with_the_reason(monkeypatch):
 
 
 def test_gpm_on_a_mig_instance_reads_the_instance_or_says_why_not(monkeypatch):
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     for per_instance in (True, False):
         fake = FakePynvml([FakeGpu(H100, "NVIDIA H100 80GB HBM3", mig=[MIG], gpm_mig=per_instance)])
@@ -124,7 +124,7 @@ def test_gpm_on_a_mig_instance_reads_the_instance_or_says_why_not(monkeypatch):
 
 
 def test_gpm_refuses_when_the_driver_lacks_it_or_nvml_is_missing(monkeypatch):
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     fake = FakePynvml([FakeGpu(H100, "NVIDIA H100 PCIe")], gpm_driver=False)
     install_nvml(monkeypatch, fake)
@@ -140,7 +140,7 @@ def test_gpm_refuses_when_the_driver_lacks_it_or_nvml_is_missing(monkeypatch):
 
 
 def test_gpm_stream_for_the_telemetry_tab_samples_only_while_wanted(monkeypatch):
-    from gpuplay.core.telemetry import Sampler
+    from gpuplay.core.measure.telemetry import Sampler
 
     fake = _two_gpus(monkeypatch, [H100, A100])
     sampler = Sampler(interval=1.0)
@@ -162,10 +162,10 @@ def test_gpm_figures_reach_the_result_conditions_report_and_csv(monkeypatch):
     import csv
     import io
 
-    from gpuplay.core.compare import Row
-    from gpuplay.core.report import row_cells, to_csv, to_json
+    from gpuplay.core.measure.telemetry import RunTelemetry
+    from gpuplay.core.reports.report import row_cells, to_csv, to_json
     from gpuplay.core.runner import run
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.studies.compare import Row
 
     fake = _two_gpus(monkeypatch, [H100])
     fake.busy(0, MATMUL)
@@ -193,9 +193,9 @@ def test_gpm_figures_reach_the_result_conditions_report_and_csv(monkeypatch):
 def test_gpm_after_an_amp_flip_the_live_tab_says_whether_tensor_cores_rose():
     from dataclasses import replace
 
+    from gpuplay.core.catalogue.scenarios import load_scenarios
     from gpuplay.core.result import RunResult
-    from gpuplay.core.scenarios import load_scenarios
-    from gpuplay.core.session import LiveSession
+    from gpuplay.core.studies.session import LiveSession
     from gpuplay.tui.viewmodels import stats_info
 
     def result(spec, tensor):
@@ -258,8 +258,8 @@ def test_gpm_availability_per_gpu_in_gpuplay_info(monkeypatch):
 
 
 def test_gpm_stream_closed_mid_snapshot_keeps_no_sample(monkeypatch):
-    from gpuplay.core import telemetry
     from gpuplay.core.hw.nvidia import GpmStream
+    from gpuplay.core.measure import telemetry
 
     fake = _two_gpus(monkeypatch, [H100])
     stream = GpmStream(telemetry.nvml)  # as the app's Sampler holds it
@@ -275,8 +275,8 @@ def test_gpm_sample_is_freed_when_the_step_fails_inside_the_timed_loop(monkeypat
     `end` was never called, so a long-lived engine leaked one NVML buffer and one thread per run."""
     import threading
 
+    from gpuplay.core.measure.telemetry import RunTelemetry
     from gpuplay.core.runner import run
-    from gpuplay.core.telemetry import RunTelemetry
     from gpuplay.core.workloads.usercode import code_ref
 
     fake = _two_gpus(monkeypatch, [H100])
@@ -315,8 +315,8 @@ def test_gpm_window_within_nvmls_refresh_is_na_not_an_idle_gpu(monkeypatch):
     GPU. A run's timed steps shorter than that get the reason, not "tensor cores 0 %"; the live
     tab polled again within the refresh keeps its last figures and its open window."""
     from gpuplay.core.hw.nvidia import GpmStream
+    from gpuplay.core.measure.telemetry import RunTelemetry
     from gpuplay.core.runner import run
-    from gpuplay.core.telemetry import RunTelemetry
 
     fake = _two_gpus(monkeypatch, [H100])
     fake.busy(0, MATMUL)
@@ -332,7 +332,7 @@ def test_gpm_window_within_nvmls_refresh_is_na_not_an_idle_gpu(monkeypatch):
     assert "tensor cores" not in r.conditions["gpu_activity"]
     assert fake.gpm_live == set()
 
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     stream = GpmStream(telemetry.nvml)
     handle = fake.nvmlDeviceGetHandleByIndex(0)

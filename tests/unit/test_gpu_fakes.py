@@ -38,7 +38,7 @@ UNSEEN_PID = 2**22 + 4321  # above Linux's largest pid_max: never a process of t
 @pytest.fixture
 def torch_with_two_gpus(monkeypatch):
     """The torch backend and planner believing two CUDA devices are here."""
-    from gpuplay.core import planner
+    from gpuplay.core.catalogue import planner
 
     backend = get_backend("torch")
     devices = [DeviceInfo("cpu", "cpu"), DeviceInfo("cuda:0", "H100"), DeviceInfo("cuda:1", "H100")]
@@ -87,7 +87,7 @@ MIG_B = "MIG-cccccccc-2222-2222-2222-222222222222"
 
 
 def test_cuda_index_is_mapped_to_nvml_by_uuid_not_by_index(monkeypatch):
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     install_nvml(
         monkeypatch, FakePynvml([FakeGpu(GPU_A, "board A", util=10), FakeGpu(GPU_B, "board B", util=90)])
@@ -110,7 +110,7 @@ def test_cuda_index_is_mapped_to_nvml_by_uuid_not_by_index(monkeypatch):
 
 
 def test_a_mig_instance_reports_its_parent_labelled_and_utilisation_na(monkeypatch):
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     install_nvml(monkeypatch, FakePynvml([FakeGpu(GPU_A, "board A"), FakeGpu(GPU_B, "board B", mig=[MIG_B])]))
     install_cuda_uuids(monkeypatch, [MIG_B])  # torch spells a MIG instance's UUID with its prefix
@@ -123,7 +123,7 @@ def test_a_mig_instance_reports_its_parent_labelled_and_utilisation_na(monkeypat
 
 
 def test_an_unmatched_cuda_device_gets_no_telemetry_rather_than_another_gpus(monkeypatch):
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     install_nvml(monkeypatch, FakePynvml([FakeGpu(GPU_A, "board A")]))
     install_cuda_uuids(monkeypatch, ["deadbeef" * 4])
@@ -141,8 +141,8 @@ def test_a_missing_optional_library_costs_its_feature_only(missing, tmp_path):
         sys.modules[{missing!r}] = None  # the import fails as if it were not installed
         from gpuplay.core.runner import run
         from gpuplay.core.spec import RunSpec
-        from gpuplay.core.telemetry import RunTelemetry, snapshot
-        from gpuplay.core.config import config_dir, state_dir
+        from gpuplay.core.measure.telemetry import RunTelemetry, snapshot
+        from gpuplay.core.storage.config import config_dir, state_dir
         r = run(RunSpec.make("matmul", {{"n": 64}}, repeat=3, warmup=1, threads=1), telemetry=RunTelemetry())
         assert r.status == "ok" and r.check_ok, (r.status, r.message)
         snapshot()
@@ -228,7 +228,7 @@ def test_a_second_compiled_run_in_one_process_compiles_again():
 def test_combinations_that_cannot_work_are_refused_with_a_reason(
     torch_with_two_gpus, workload, params, kw, words
 ):
-    from gpuplay.core import planner
+    from gpuplay.core.catalogue import planner
 
     spec = RunSpec.make(workload, params, backend="torch", device="cuda:1", **kw)
     verdict = planner.check(spec, 0)
@@ -329,7 +329,7 @@ def test_the_gpu_flush_buffer_is_larger_than_l2_and_on_the_runs_device(monkeypat
 
 # -- 10. telemetry during the run ------------------------------------------------------------------
 def test_gpu_means_are_sampled_during_the_run_and_slow_queries_stay_out(monkeypatch):
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     fake = FakePynvml([FakeGpu(GPU_A, "board A")])
     install_nvml(monkeypatch, fake)
@@ -347,8 +347,8 @@ def test_gpu_means_are_sampled_during_the_run_and_slow_queries_stay_out(monkeypa
 
 # -- 11. container PID namespace -------------------------------------------------------------------
 def _noise_for(monkeypatch, procs):
-    from gpuplay.core import telemetry
-    from gpuplay.core.noise import gpu_warnings
+    from gpuplay.core.measure import telemetry
+    from gpuplay.core.measure.noise import gpu_warnings
 
     install_nvml(monkeypatch, FakePynvml([FakeGpu(GPU_A, "board A", procs=procs)]))
     install_cuda_uuids(monkeypatch, [GPU_A])
@@ -379,7 +379,7 @@ def test_a_visible_other_process_is_still_named(monkeypatch):
 def test_amp_with_a_forced_sdpa_backend_is_probed_in_the_autocast_dtype(torch_with_two_gpus, monkeypatch):
     import torch  # noqa: F401 - the attention workload probes only where torch is loaded
 
-    from gpuplay.core import planner
+    from gpuplay.core.catalogue import planner
     from gpuplay.core.workloads import attention
 
     probed = []
@@ -457,7 +457,7 @@ def test_the_plain_cupy_extra_matches_torch_2_13s_cuda_13():
 def test_info_warns_when_cupys_cuda_major_differs_from_torchs(monkeypatch):
     import torch
 
-    from gpuplay.core import info
+    from gpuplay.core.reports import info
 
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(info, "cupy_cuda_major", lambda: 12)
@@ -529,7 +529,7 @@ def test_a_compute_bound_step_is_extrapolated_by_its_rate():
     ],
 )
 def test_sticky_cuda_errors_are_recognised(message):
-    from gpuplay.core.cuda_errors import is_sticky_cuda_error
+    from gpuplay.core.measure.cuda_errors import is_sticky_cuda_error
 
     assert is_sticky_cuda_error(message)
     assert not is_sticky_cuda_error("CUDA out of memory. Tried to allocate 2.00 GiB")
@@ -560,7 +560,7 @@ def test_the_profile_path_reports_a_poisoned_context_and_the_engine_restarts(mon
 
 
 def test_without_torch_loaded_the_mapping_reads_the_environment_as_nvitop(monkeypatch):
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     install_nvml(monkeypatch, FakePynvml([FakeGpu(GPU_A, "board A"), FakeGpu(GPU_B, "board B")]))
     monkeypatch.delitem(sys.modules, "torch")  # the UI process: torch never loaded

@@ -103,8 +103,8 @@ def test_a_cold_step_never_reads_faster_than_the_warm_one_by_construction(monkey
 
 
 def test_a_cold_run_paired_with_numpy_flushes_before_each_of_its_paired_steps(monkeypatch):
-    from gpuplay.core.compare import baseline_spec
     from gpuplay.core.runner.paired import run_paired
+    from gpuplay.core.studies.compare import baseline_spec
 
     cuda = FakeCuda(1)
     install_cuda_run(monkeypatch, cuda)
@@ -121,7 +121,7 @@ def test_a_cold_run_paired_with_numpy_flushes_before_each_of_its_paired_steps(mo
 
 # -- 3. the device lock names the GPU, not the ordinal ---------------------------------------------
 def test_the_lock_is_the_gpus_whatever_cuda_visible_devices_says(monkeypatch, tmp_path):
-    from gpuplay.core import devicelock
+    from gpuplay.core.engine import devicelock
 
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{GPU_A},{GPU_B}")
@@ -158,7 +158,7 @@ def test_the_lock_is_the_gpus_whatever_cuda_visible_devices_says(monkeypatch, tm
 
 
 def test_a_lock_without_a_known_uuid_says_it_is_keyed_by_the_ordinal(monkeypatch, tmp_path):
-    from gpuplay.core import devicelock
+    from gpuplay.core.engine import devicelock
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
     monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
@@ -174,8 +174,8 @@ def test_the_runs_library_is_loaded_before_the_lock_is_named(monkeypatch):
 
     import torch
 
-    from gpuplay.core import devicelock
     from gpuplay.core.backends import get_backend
+    from gpuplay.core.engine import devicelock
     from gpuplay.core.result import RunResult
 
     # An engine that has not imported torch yet: no library can tell the UUID until it does.
@@ -196,7 +196,7 @@ def test_the_runs_library_is_loaded_before_the_lock_is_named(monkeypatch):
 
 # -- 4. the run's own peak memory ---------------------------------------------------------------------
 def test_the_runs_peak_memory_is_in_the_result_compare_and_exports(monkeypatch):
-    from gpuplay.core import report
+    from gpuplay.core.reports import report
     from gpuplay.core.result import RunResult
 
     cuda = FakeCuda(1)
@@ -218,8 +218,8 @@ def test_the_runs_peak_memory_is_in_the_result_compare_and_exports(monkeypatch):
     assert exported["peak_memory_bytes"] == str(GIB + 256 * 2**20)
     assert '"peak_memory"' in report.to_json([row])
     # ...and the playground's stats panel, beside the energy
-    from gpuplay.core.scenarios import load_scenarios
-    from gpuplay.core.session import LiveSession
+    from gpuplay.core.catalogue.scenarios import load_scenarios
+    from gpuplay.core.studies.session import LiveSession
     from gpuplay.tui import viewmodels
 
     live = LiveSession(load_scenarios([]), threads=1)
@@ -230,8 +230,8 @@ def test_the_runs_peak_memory_is_in_the_result_compare_and_exports(monkeypatch):
 def test_a_run_paired_with_numpy_has_its_peak_memory_too(monkeypatch):
     """The API, `gpuplay compare` and `run --baseline` time GPU runs paired with NumPy
     (runner.paired): the peak must be counted there too, over the paired phase."""
-    from gpuplay.core.compare import baseline_spec
     from gpuplay.core.runner.paired import run_paired
+    from gpuplay.core.studies.compare import baseline_spec
 
     cuda = FakeCuda(1)
     cuda.allocated = GIB
@@ -386,8 +386,8 @@ def test_tf32_sets_the_cudnn_wide_flag_inductors_conv_templates_read(monkeypatch
 
 # -- 8. a cached roof names the board, driver, power limit and MIG profile it was measured on ----------
 def _calibrated(monkeypatch, gpus, uuids):
-    from gpuplay.core import roofline
-    from gpuplay.core.roofline import DevicePeaks, Measurement
+    from gpuplay.core.measure import roofline
+    from gpuplay.core.measure.roofline import DevicePeaks, Measurement
 
     nvml = FakePynvml(gpus)
     install_nvml(monkeypatch, nvml)
@@ -411,7 +411,7 @@ def _roof(monkeypatch):
 
 
 def test_a_roof_cached_on_another_board_of_the_same_name_is_stale(monkeypatch):
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
 
     _calibrated(monkeypatch, [FakeGpu(GPU_A, "H100"), FakeGpu(GPU_B, "H100")], [GPU_A, GPU_B])
     assert _roof(monkeypatch)["status"] == "ok"
@@ -429,7 +429,7 @@ def test_a_roof_cached_on_another_board_of_the_same_name_is_stale(monkeypatch):
     ],
 )
 def test_a_roof_is_stale_after_a_power_limit_or_driver_change(monkeypatch, change, key):
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
 
     nvml = _calibrated(monkeypatch, [FakeGpu(GPU_A, "H100")], [GPU_A])
     assert _roof(monkeypatch)["status"] == "ok"
@@ -440,7 +440,7 @@ def test_a_roof_is_stale_after_a_power_limit_or_driver_change(monkeypatch, chang
 
 
 def test_the_fingerprint_records_mig_profile_and_cuda_runtime(monkeypatch):
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
 
     class MigNames(FakePynvml):
         def nvmlDeviceGetName(self, h):  # noqa: N802
@@ -457,8 +457,8 @@ def test_the_fingerprint_records_mig_profile_and_cuda_runtime(monkeypatch):
 
 # -- Hopper's power and utilisation are 1-second averages ------------------------------------------------
 def test_a_run_shorter_than_nvmls_averaging_window_does_not_claim_its_power(monkeypatch):
+    from gpuplay.core.measure.telemetry import RunTelemetry
     from gpuplay.core.runner import run
-    from gpuplay.core.telemetry import RunTelemetry
 
     install_nvml(monkeypatch, FakePynvml([FakeGpu(GPU_A, "board A", util=90, power_mw=650_000)]))
     install_cuda_uuids(monkeypatch, [GPU_A])
@@ -472,7 +472,7 @@ def test_a_run_shorter_than_nvmls_averaging_window_does_not_claim_its_power(monk
 
 
 def test_gpuplay_info_says_a_cached_roof_is_stale(monkeypatch):
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
 
     nvml = _calibrated(monkeypatch, [FakeGpu(GPU_A, "H100")], [GPU_A])
     assert roofline.summary("cuda:0")["stale"] == ""

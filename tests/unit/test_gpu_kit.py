@@ -840,7 +840,10 @@ def test_the_cuda_probe_reads_every_gpu_and_checks_gpuplays_mapping(monkeypatch)
     assert info["torch_devices"][0]["pci"] == "00000000:1c:00.0" and info["driver"] == "580.159.04"
     assert [g["uuid"] for g in info["nvml_devices"]] == [a.uuid, b.uuid]
     mapping = info["mapping"]
-    assert mapping["function"] == "gpuplay.core.telemetry.cuda_nvml_mapping" and mapping["status"] == "ok"
+    assert (
+        mapping["function"] == "gpuplay.core.measure.telemetry.cuda_nvml_mapping"
+        and mapping["status"] == "ok"
+    )
     assert [(r["cuda"], r["gpuplay_nvml"]) for r in mapping["rows"]] == [(0, 1), (1, 0)]
     assert "CUDA" not in info["not_installed"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gpuplay.core.halfprec import half_precision_note
-from gpuplay.core.roofline import DevicePeaks, Lookup, Measurement
+from gpuplay.core.catalogue.halfprec import half_precision_note
+from gpuplay.core.measure.roofline import DevicePeaks, Lookup, Measurement
 
 
 def _load(rates: dict[str, float] | None):

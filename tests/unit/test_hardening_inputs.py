@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuplay.cli import main
-from gpuplay.core.scenarios import Scenario, ScenarioError, load_scenarios, parse_scenario
+from gpuplay.core.catalogue.scenarios import Scenario, ScenarioError, load_scenarios, parse_scenario
 from tests.tui_helpers import tiny_scenarios
 
 TINY = tiny_scenarios(Path(tempfile.mkdtemp(prefix="gpuplay-tiny-")))  # every real run stays tiny

@@ -13,16 +13,16 @@ import threading
 
 import pytest
 
-from gpuplay.core import bounds
-from gpuplay.core.config import load_config
-from gpuplay.core.decks import DeckError, load_deck, load_recording
-from gpuplay.core.merge import MergeError, load_source
+from gpuplay.core.catalogue.scenarios import load_scenarios
+from gpuplay.core.measure.roofline import load_peaks, roof_for
+from gpuplay.core.reports.decks import DeckError, load_deck, load_recording
+from gpuplay.core.reports.merge import MergeError, load_source
+from gpuplay.core.reports.sessionlog import SessionLog, read_history, read_log
 from gpuplay.core.result import RunResult
-from gpuplay.core.roofline import load_peaks, roof_for
-from gpuplay.core.safetext import visible
-from gpuplay.core.scenarios import load_scenarios
-from gpuplay.core.sessionlog import SessionLog, read_history, read_log
 from gpuplay.core.spec import RunSpec, SpecError
+from gpuplay.core.storage import bounds
+from gpuplay.core.storage.config import load_config
+from gpuplay.core.storage.safetext import visible
 
 DEEP = 10_000
 
@@ -102,7 +102,7 @@ def test_a_torn_last_line_is_reported_not_silently_dropped(tmp_path):
 
 def test_a_full_disk_leaves_no_torn_line(tmp_path, monkeypatch):
     """A short write (ENOSPC) is cut back: the next line starts on a line of its own."""
-    from gpuplay.core.atomicfile import append_line
+    from gpuplay.core.storage.atomicfile import append_line
 
     path = tmp_path / "log.jsonl"
     append_line(path, '{"a": 1}')
@@ -174,8 +174,8 @@ def test_visible_shows_every_control_character():
 
 # -- 2: the calibration cache ------------------------------------------------------------
 def _write_cache(state, mutate):
-    from gpuplay.core.roofline import DevicePeaks, Measurement, cache_path, fingerprint, save_peaks
-    from gpuplay.core.system import cpu_name
+    from gpuplay.core.hw.system import cpu_name
+    from gpuplay.core.measure.roofline import DevicePeaks, Measurement, cache_path, fingerprint, save_peaks
 
     peaks = DevicePeaks(
         "cpu", cpu_name(), fingerprint("cpu", cpu_name()), "2026-01-01", 1.0,

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuplay.cli import main
-from gpuplay.core.decks import DeckError, load_deck
-from gpuplay.core.scenarios import load_scenarios
+from gpuplay.core.catalogue.scenarios import load_scenarios
+from gpuplay.core.reports.decks import DeckError, load_deck
 
 CONTROL = [chr(c) for c in (*range(0, 9), *range(11, 32), *range(0x7F, 0xA0))] + ["\u202e"]
 PIECES = ["[", "]", "/", "[/]", "[bold", "[/bold]", "\\", "\x1b", "\x1b[31m", "\x1b]0;t\x07", *CONTROL]
@@ -85,7 +85,7 @@ def test_list_over_hostile_scenario_files(title, description, claim, field, dept
     depth=st.integers(1, 5000),
 )
 def test_hostile_deck_files_are_named(budget, title, depth):
-    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.core.catalogue.scenarios import load_scenarios
 
     with tempfile.TemporaryDirectory() as d:
         deck = Path(d) / "deck.toml"

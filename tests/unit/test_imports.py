@@ -7,9 +7,9 @@ import sys
 
 PROBE = r"""
 import sys, io, contextlib
-import gpuplay.core.spec, gpuplay.core.runner, gpuplay.core.planner, gpuplay.core.compare
-import gpuplay.core.report, gpuplay.core.scenarios, gpuplay.core.telemetry, gpuplay.core.info
-import gpuplay.core.sessionlog, gpuplay.core.workloads, gpuplay.core.backends
+import gpuplay.core.spec, gpuplay.core.runner, gpuplay.core.catalogue.planner, gpuplay.core.studies.compare
+import gpuplay.core.reports.report, gpuplay.core.catalogue.scenarios, gpuplay.core.measure.telemetry, gpuplay.core.reports.info
+import gpuplay.core.reports.sessionlog, gpuplay.core.workloads, gpuplay.core.backends
 from gpuplay.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
     try:

@@ -1,4 +1,4 @@
-"""core/installed.py finds a distribution's version as importlib.metadata does, without importing it."""
+"""core/storage/installed.py finds a distribution's version as importlib.metadata does, without importing it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from importlib import metadata
 
 import pytest
 
-from gpuplay.core import installed
+from gpuplay.core.storage import installed
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +35,7 @@ def test_every_installed_distribution_reads_as_importlib_metadata_reads_it():
 def test_a_project_that_is_not_installed_is_none_without_importlib_metadata():
     code = textwrap.dedent("""
         import sys
-        from gpuplay.core import installed
+        from gpuplay.core.storage import installed
         print(installed.version("no-such-project-here"), installed.version("numpy") is not None,
               "importlib.metadata" in sys.modules)
     """)

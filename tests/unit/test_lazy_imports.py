@@ -53,7 +53,7 @@ def _gpuplay(tmp_path: Path, *args: str) -> tuple[set[str], set[str]]:
 def test_a_numpy_run_imports_no_torch_in_the_front_end_or_the_engine(tmp_path):
     front, engine = _gpuplay(tmp_path, "run", "matmul", "-s", "n=64", "--budget", "0.05", "--warmup", "1")
     assert "gpuplay.core.runner.measure" in engine  # the engine measured: its listing was read
-    assert "gpuplay.core.planner" in front  # the front end's listing was read: it planned
+    assert "gpuplay.core.catalogue.planner" in front  # the front end's listing was read: it planned
     assert "numpy" not in top_level(front)  # it plans and prints without NumPy (issue 34, round 4)
     assert not {m for m in front if m.startswith("gpuplay.core.runner")}  # it measures in the engine
     for side, mods in (("front end", front), ("engine", engine)):
@@ -65,7 +65,7 @@ def test_a_sparse_run_imports_scipy_in_the_engine_only(tmp_path):
     """The planner asks whether SciPy is installed (the app asks at each switch to this scenario, on
     its UI thread): finding it must not import it; the engine, which multiplies, does."""
     front, engine = _gpuplay(tmp_path, "run", "sparse", "-s", "n=64", "--budget", "0.05", "--warmup", "1")
-    assert "gpuplay.core.planner" in front
+    assert "gpuplay.core.catalogue.planner" in front
     assert "scipy" not in top_level(front)
     assert "scipy.sparse" in engine
 

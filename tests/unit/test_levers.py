@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from gpuplay.core.profile import profile_spec
 from gpuplay.core.runner import run
+from gpuplay.core.runner.profile import profile_spec
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.workloads import get_workload
 
@@ -295,7 +295,7 @@ def test_checking_the_levers_never_imports_torch():
 
 
 def test_timed_transfers_are_refused_for_workloads_that_prepare_inputs(monkeypatch):
-    from gpuplay.core import planner
+    from gpuplay.core.catalogue import planner
     from gpuplay.core.spec import Plan
 
     monkeypatch.setattr(planner, "device_refusal", lambda *a, **k: None)  # pretend a GPU is here

@@ -1,4 +1,4 @@
-"""The levers table (core/levers.py) and what is generated from it: the CLI flags, the deck field
+"""The levers table (core/catalogue/levers.py) and what is generated from it: the CLI flags, the deck field
 types, the CSV columns, the live controls and their key bindings cannot drift from the table."""
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpuplay.core import levers
-from gpuplay.core.compare import VARIANTS as COMPARE_VARIANTS
-from gpuplay.core.compare import Row, baseline_spec
-from gpuplay.core.decks import SPEC_FIELD_TYPES
-from gpuplay.core.report import to_csv
+from gpuplay.core.catalogue import levers
+from gpuplay.core.reports.decks import SPEC_FIELD_TYPES
+from gpuplay.core.reports.report import to_csv
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.sweep import VARIANTS as SWEEP_VARIANTS
+from gpuplay.core.studies.compare import VARIANTS as COMPARE_VARIANTS
+from gpuplay.core.studies.compare import Row, baseline_spec
+from gpuplay.core.studies.sweep import VARIANTS as SWEEP_VARIANTS
 from gpuplay.core.workloads import get_workload
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpuplay"
@@ -61,7 +61,7 @@ def source_files_naming(name: str) -> list[str]:
 )
 def test_a_lever_is_named_in_at_most_five_source_files(lever: levers.Lever) -> None:
     files = source_files_naming(lever.name)
-    assert "core/levers.py" in files
+    assert "core/catalogue/levers.py" in files
     assert len(files) <= 5, f"{lever.name} is named in {len(files)} files: {files}"
 
 
@@ -217,8 +217,8 @@ def test_a_workload_parameter_is_a_live_control_of_its_workload_only() -> None:
 
 
 def test_a_new_preset_keeps_the_workload_parameter_a_key_chose() -> None:
-    from gpuplay.core.scenarios import load_scenarios
-    from gpuplay.core.session import LiveSession
+    from gpuplay.core.catalogue.scenarios import load_scenarios
+    from gpuplay.core.studies.session import LiveSession
 
     scenarios = load_scenarios()
     name = next(n for n, sc in scenarios.scenarios.items() if sc.workload == "attention")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from gpuplay.core.merge import MergeError, load_source, merge, to_markdown
+from gpuplay.core.reports.merge import MergeError, load_source, merge, to_markdown
 
 
 def _doc(cpu, rows):

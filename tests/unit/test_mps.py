@@ -20,7 +20,7 @@ def test_mps_device_is_named_after_the_chip(monkeypatch):
 
 
 def test_mps_refuses_float64_cuda_graphs_and_tf32_with_reasons(monkeypatch):
-    from gpuplay.core import planner
+    from gpuplay.core.catalogue import planner
 
     install_mps(monkeypatch)
     reprobe_torch(monkeypatch)
@@ -37,7 +37,7 @@ def test_mps_refuses_float64_cuda_graphs_and_tf32_with_reasons(monkeypatch):
 
 
 def test_mps_allocated_and_driver_memory_in_the_run_window(monkeypatch):
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     install_mps(monkeypatch, "Apple M3 Max")
     tele = RunTelemetry()
@@ -64,7 +64,7 @@ def test_mps_calibrate_measures_the_roofs_with_mps_events_and_keys_them_by_the_c
     from click.testing import CliRunner
 
     from gpuplay.cli import main
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
 
     install_mps(monkeypatch, "Apple M3 Max")
     route_device_to_host(monkeypatch, "mps")

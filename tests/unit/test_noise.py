@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from gpuplay.core import noise
+from gpuplay.core.measure import noise
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
@@ -296,7 +296,7 @@ def test_a_run_with_helper_processes_lists_them_even_after_a_quiet_look(monkeypa
     """A loader's workers count as the run's own only when named, so a window whose run names
     helper PIDs lists every process even when the machine was just seen quiet: unlisted, their CPU
     would read as another process's (and fire the noise warning on every dataloader run)."""
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     fake = FakePsutil()
     monkeypatch.setattr(noise, "psutil", fake)
@@ -330,8 +330,8 @@ def test_a_cpu_burner_during_a_real_run_is_named_with_about_one_core(monkeypatch
     # A fresh look: the window's start lists every process unless the machine was *just* seen quiet
     # (an earlier test's window ending < 0.1 s before would otherwise stand for the look back).
     monkeypatch.setattr(noise, "_last", None)
+    from gpuplay.core.measure.telemetry import RunTelemetry
     from gpuplay.core.runner import run
-    from gpuplay.core.telemetry import RunTelemetry
 
     class Witness(RunTelemetry):
         """Also reads the burner's own CPU time over the same window, to check the attribution."""
@@ -407,7 +407,7 @@ class BusyGPU:
 
 
 def test_gpu_noise_flows_from_nvml_through_the_run_window_to_words(monkeypatch):
-    from gpuplay.core import telemetry
+    from gpuplay.core.measure import telemetry
 
     state = telemetry._NVML()
     state._tried, state._pynvml = True, BusyGPU()

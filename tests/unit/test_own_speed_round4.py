@@ -45,7 +45,7 @@ def test_without_a_probe_the_check_still_calls_the_step_once_more(monkeypatch):
 
 
 def test_steps_run_for_energy_after_the_probe_leave_the_check_its_own_step(monkeypatch):
-    from gpuplay.core import energy
+    from gpuplay.core.measure import energy
     from gpuplay.core.runner import clear_caches, run
     from gpuplay.core.workloads import linalg
 
@@ -73,10 +73,10 @@ def test_the_engine_does_before_its_first_request_what_every_first_run_paid_afte
     code = (
         "import sys\n"
         "from gpuplay.core.engine.server import prime_first_run, warm_runner\n"
-        "from gpuplay.core import provenance\n"
+        "from gpuplay.core.measure import provenance\n"
         "warm_runner()\n"
         "prime_first_run()\n"
-        "print(sorted(m for m in ('numpy.random', 'gpuplay.core.energy', 'threadpoolctl', 'torch')"
+        "print(sorted(m for m in ('numpy.random', 'gpuplay.core.measure.energy', 'threadpoolctl', 'torch')"
         " if m in sys.modules), provenance.installed.cache_info().currsize)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -85,7 +85,7 @@ def test_the_engine_does_before_its_first_request_what_every_first_run_paid_afte
     # module, BLAS's thread count reader; never torch
     import importlib.util
 
-    wanted = ["gpuplay.core.energy", "numpy.random"]
+    wanted = ["gpuplay.core.measure.energy", "numpy.random"]
     if importlib.util.find_spec("threadpoolctl") is not None:
         wanted.append("threadpoolctl")
     assert out.stdout.split("]")[0] == repr(wanted)[:-1] and out.stdout.split()[-1] == "1"
@@ -138,7 +138,7 @@ def test_a_numpy_run_s_front_end_plans_and_prints_without_importing_numpy(tmp_pa
     assert out.returncode == 0, out.stderr[-2000:]
     assert "64×64" in out.stdout  # the result, planned, measured (by the engine) and printed
     front = {x[1] for line in out.stderr.splitlines() if (x := re.match(r"^import time:.*\| *(\S+)$", line))}
-    assert "gpuplay.core.planner" in front and "gpuplay.core.workloads.linalg" in front
+    assert "gpuplay.core.catalogue.planner" in front and "gpuplay.core.workloads.linalg" in front
     assert "numpy" not in front  # the engine measures with it; the front end only plans and prints
     assert "torch" not in front
 

@@ -134,7 +134,7 @@ def test_the_entry_spawns_the_engine_without_importing_config(tmp_path):
         "from gpuplay.core.engine import process\n"
         "path = process.engine_log_path()\n"
         "print(path.parent.is_dir(), path.name)\n"
-        "print([m for m in ('gpuplay.core.config', 'tomllib', 'platformdirs') if m in sys.modules])\n"
+        "print([m for m in ('gpuplay.core.storage.config', 'tomllib', 'platformdirs') if m in sys.modules])\n"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("GPUPLAY_STATE_DIR", "XDG_STATE_HOME")}
     env["HOME"] = str(tmp_path)
@@ -153,7 +153,7 @@ def test_the_entry_imports_neither_config_nor_typing_before_it_spawns_the_engine
         "seen = []\n"
         "def spawn(env=None):\n"
         "    seen.append('spawn')\n"
-        "    seen.extend(m for m in ('gpuplay.core.config', 'typing', 'click', 'numpy') if m in sys.modules)\n"
+        "    seen.extend(m for m in ('gpuplay.core.storage.config', 'typing', 'click', 'numpy') if m in sys.modules)\n"
         "    raise OSError('not here')\n"
         "process.spawn = spawn\n"
         "import gpuplay.cli\n"
@@ -173,8 +173,8 @@ def test_the_entry_imports_neither_config_nor_typing_before_it_spawns_the_engine
 @pytest.mark.parametrize("home", ["ABS", "", "rel/home"])
 @pytest.mark.parametrize("ours", [None, "/tmp/gpuplay-state"])
 def test_the_spawn_s_state_folder_is_config_s(monkeypatch, tmp_path, xdg, home, ours):
-    from gpuplay.core import config
     from gpuplay.core.engine import process
+    from gpuplay.core.storage import config
 
     monkeypatch.setenv("HOME", str(tmp_path) if home == "ABS" else home)
     for name, value in (("XDG_STATE_HOME", xdg), ("GPUPLAY_STATE_DIR", ours)):
@@ -202,8 +202,8 @@ def test_a_numpy_run_s_engine_imports_no_other_vendor_s_glue():
 
 @pytest.mark.parametrize("device", ["cuda:0", "xpu:0", "mps"])
 def test_an_accelerator_s_run_window_still_asks_its_vendor(monkeypatch, device):
-    from gpuplay.core import telemetry
     from gpuplay.core.hw import devices
+    from gpuplay.core.measure import telemetry
 
     asked: list[str] = []
     vendor = SimpleNamespace(note="the vendor's note")

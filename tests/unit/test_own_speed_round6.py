@@ -1,7 +1,7 @@
 """Issue 34, round 6, row 1: what a NumPy `run` paid beside its measurement, on both ends.
 
 The engine's start no longer reads package metadata, core.config or AMD's glue, nor imports
-multiprocessing; package versions are read without importlib.metadata (core/installed.py); the front end reads the
+multiprocessing; package versions are read without importlib.metadata (core/storage/installed.py); the front end reads the
 roof's library versions while its engine starts, not after the answer; the engine is asked to end
 before the table is printed; the `gpuplay` process ends without tearing its interpreter down.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuplay.core import roofline
 from gpuplay.core.engine.wire import FrameConnection
+from gpuplay.core.measure import roofline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,7 @@ def _python(
 def test_a_numpy_run_in_the_engine_reads_no_metadata_config_or_other_vendor_s_glue():
     out = _python("""
         import sys
-        from gpuplay.core.devicelock import measure_exclusively
+        from gpuplay.core.engine.devicelock import measure_exclusively
         from gpuplay.core.engine import server
         server.warm_numpy_probe(); server.warm_runner(); server.prime_first_run()
         from gpuplay.core.runner import run
@@ -44,7 +44,7 @@ def test_a_numpy_run_in_the_engine_reads_no_metadata_config_or_other_vendor_s_gl
         spec = RunSpec.make("matmul", {"n": 64}, budget_s=0.03, warmup=1)
         r = measure_exclusively(spec, lambda: run(spec, telemetry=server._run_telemetry()), None,
                                 lambda *a: None)
-        print(sorted(m for m in ("importlib.metadata", "gpuplay.core.config", "tomllib", "platformdirs",
+        print(sorted(m for m in ("importlib.metadata", "gpuplay.core.storage.config", "tomllib", "platformdirs",
                                  "multiprocessing", "gpuplay.core.hw.amd", "gpuplay.core.hw.apple",
                                  "torch") if m in sys.modules))
         from importlib import metadata  # the test's own import, after the run
@@ -79,8 +79,8 @@ def test_the_cold_probe_finds_malloc_trim_without_running_ldconfig(monkeypatch):
 
 # -- the roof's libraries, read while the engine starts ----------------------------------------
 def _calibrated(numpy_version: str, torch_version: str | None) -> None:
-    from gpuplay.core.roofline import DevicePeaks, Measurement
-    from gpuplay.core.system import cpu_name
+    from gpuplay.core.hw.system import cpu_name
+    from gpuplay.core.measure.roofline import DevicePeaks, Measurement
 
     fp = {"name": cpu_name(), "numpy": numpy_version, "torch": torch_version, "cores": roofline.cpu_count()}
     roofline.save_peaks(DevicePeaks("cpu", cpu_name(), fp, "2026-01-01T00:00:00+00:00", 1.0, [
@@ -90,9 +90,9 @@ def _calibrated(numpy_version: str, torch_version: str | None) -> None:
 
 
 def _result(versions: object):
+    from gpuplay.core.hw.system import cpu_name
     from gpuplay.core.result import RunResult
     from gpuplay.core.spec import RunSpec
-    from gpuplay.core.system import cpu_name
 
     return RunResult(spec=RunSpec.make("matmul", {"n": 256}), status="ok", samples=[1e-3] * 5,
                      flops=2 * 256**3, bytes=3 * 4 * 256**2,
@@ -101,7 +101,7 @@ def _result(versions: object):
 
 def test_the_roof_s_library_versions_are_read_before_the_answer_not_after(monkeypatch):
     from gpuplay.cli.output import warm_for_results
-    from gpuplay.core import installed
+    from gpuplay.core.storage import installed
 
     installed.version.cache_clear()
     try:
@@ -300,7 +300,7 @@ def test_the_blocked_check_is_the_whole_array_norm(shape, kind):
 def test_an_engine_with_no_child_ends_without_searching_for_descendants():
     out = _python("""
         import os, subprocess, sys
-        from gpuplay.core import lifeline
+        from gpuplay.core.process import lifeline
         lifeline.kill_descendants(os.getpid())  # no child: nothing to search for
         print("psutil" in sys.modules)
         child = subprocess.Popen(["sleep", "30"])

@@ -131,12 +131,12 @@ def test_a_numpy_run_front_end_imports_what_it_reads_before_the_answer_and_no_mo
     front = {x[1] for line in lines if (x := re.match(r"^import time:.*\| *(\S+)$", line))}
     assert "gpuplay.core.runner.measure" not in front
     # The engine opens the telemetry window; the front end built one it never used (33 ms).
-    assert "gpuplay.core.telemetry" not in front
+    assert "gpuplay.core.measure.telemetry" not in front
     # The table's footer names the CPU: no package versions read from installed metadata (15 ms).
     assert "importlib.metadata" not in front
     # What reading the answer needs is imported while the engine starts, not after it answers.
     noise = next(
-        i for i, line in enumerate(lines) if re.match(r"^import time:.*\| +gpuplay\.core\.noise$", line)
+        i for i, line in enumerate(lines) if re.match(r"^import time:.*\| +gpuplay\.core\.measure\.noise$", line)
     )
     sent = next(i for i, line in enumerate(lines) if line.endswith("front end  sending RunRequest"))
     assert noise < sent
@@ -156,7 +156,7 @@ def test_a_command_s_exit_does_not_wait_for_its_engine_to_be_torn_down(monkeypat
 
 
 def test_the_engine_answer_leaves_what_the_front_end_derives_to_it(monkeypatch):
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
 
     r = RunResult(spec=RunSpec.make("matmul", {"n": 64}), samples=[3e-3, 1e-3, 2e-3], warmup=[4e-3],
                   flops=5e5, bytes=4e4, error=1e-7, tolerance=1e-5, conditions={"threads": 2},
@@ -180,7 +180,7 @@ def test_the_engine_answer_leaves_what_the_front_end_derives_to_it(monkeypatch):
 def test_nvml_is_not_imported_where_its_library_cannot_load():
     # nvidia-ml-py opens libnvidia-ml.so.1; where that fails it only says so, after 9-30 ms of import.
     probe = (
-        "import sys\nfrom gpuplay.core import telemetry\n"
+        "import sys\nfrom gpuplay.core.measure import telemetry\n"
         "telemetry.NVML_LIBRARY = sys.argv[1]\n"
         "print(telemetry.nvml_status()); print('pynvml' in sys.modules)\n"
     )
@@ -241,7 +241,7 @@ def test_the_noise_check_s_process_listing_reads_what_psutil_reads():
     # or a window's two ends would not pair up and a process would be misattributed.
     import psutil
 
-    from gpuplay.core import noise
+    from gpuplay.core.measure import noise
 
     if not noise._PROC_STAT:
         pytest.skip("no /proc here: psutil's listing is used")
@@ -339,7 +339,7 @@ def test_a_slow_backend_on_the_command_line_starts_importing_in_the_early_engine
 
 def test_a_trace_line_shows_outside_text_escaped(monkeypatch, tmp_path):
     # A phase's words can name another process (a device wait): one line, controls shown.
-    from gpuplay.core import trace
+    from gpuplay.core.measure import trace
 
     out = tmp_path / "trace"
     fd = os.open(out, os.O_WRONLY | os.O_CREAT)

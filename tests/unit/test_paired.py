@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from gpuplay.core.compare import Row, baseline_spec, run_compare
-from gpuplay.core.report import row_cells, to_csv, to_json
+from gpuplay.core.measure.stats import PairedSpeedup, paired_speedup
+from gpuplay.core.reports.report import row_cells, to_csv, to_json
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.paired import interleave, run_paired
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.stats import PairedSpeedup, paired_speedup
+from gpuplay.core.studies.compare import Row, baseline_spec, run_compare
 
 
 def test_the_speedup_is_the_median_of_per_pair_ratios_with_a_seeded_interval():
@@ -329,9 +329,9 @@ def test_in_process_measure_hands_the_baseline_row_to_its_caller(monkeypatch):
 
 
 def test_no_measured_apart_note_when_the_baseline_row_is_from_the_same_pairs():
-    from gpuplay.core.compare import attach_baselines
-    from gpuplay.core.report import row_cells
+    from gpuplay.core.reports.report import row_cells
     from gpuplay.core.runner.paired import speedup_record
+    from gpuplay.core.studies.compare import attach_baselines
 
     spec = RunSpec.make("matmul", {"n": 32}, backend="torch")
     # 21 pairs: every ratio 1 but one 0.1 (median 1, interval 1–1); the medians' ratio 1/10.
@@ -410,9 +410,9 @@ def test_the_timed_condition_says_when_the_minimum_of_pairs_ended_them():
 def test_a_baseline_row_of_other_pairs_with_the_same_label_still_gets_the_measured_apart_note():
     # Two runs of one configuration in a session (history, gpuplay.run then gpuplay.compare): the
     # later NumPy row is the baseline side of the later pairs, not of these, whatever the label says.
-    from gpuplay.core.compare import attach_baselines
-    from gpuplay.core.report import row_cells
+    from gpuplay.core.reports.report import row_cells
     from gpuplay.core.runner.paired import speedup_record
+    from gpuplay.core.studies.compare import attach_baselines
 
     spec = RunSpec.make("matmul", {"n": 32}, backend="torch")
     base = RunResult(baseline_spec(spec), samples=[1.0 if i < 11 else 10.0 for i in range(21)])

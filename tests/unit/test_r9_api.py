@@ -15,7 +15,7 @@ def test_the_api_names_are_the_packages_less_its_own_two():
 
 @pytest.mark.parametrize("content", [b"{not json", b"[" * 100_000, b"\xff\xfe"], ids=["bad", "deep", "latin"])
 def test_load_and_a_sweep_file_say_the_same_words_about_the_same_bad_file(tmp_path, content):
-    from gpuplay.core import sweepreport
+    from gpuplay.core.reports import sweepreport
 
     bad = tmp_path / "bad.json"
     bad.write_bytes(content)

@@ -12,7 +12,7 @@ import io
 
 import pytest
 
-from gpuplay.core import report
+from gpuplay.core.reports import report
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 from tests.unit.gpu_fakes import install_mps, install_xpu, route_device_to_host
@@ -87,8 +87,8 @@ def test_an_mps_run_says_its_peak_is_na_and_what_torch_mps_offers_instead(monkey
     assert "peak memory n/a: torch.mps counts no peak" in report.row_cells(row)[report.NOTES]
     (exported,) = csv.DictReader(io.StringIO(report.to_csv([row])))
     assert exported["peak_memory_bytes"] == ""  # no figure where there is none
-    from gpuplay.core.scenarios import load_scenarios
-    from gpuplay.core.session import LiveSession
+    from gpuplay.core.catalogue.scenarios import load_scenarios
+    from gpuplay.core.studies.session import LiveSession
     from gpuplay.tui import viewmodels
 
     live = LiveSession(load_scenarios([]), threads=1)

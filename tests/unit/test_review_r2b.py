@@ -1,4 +1,4 @@
-"""Review r2b: core/installed.py answers where importlib.metadata.version answers otherwise."""
+"""Review r2b: core/storage/installed.py answers where importlib.metadata.version answers otherwise."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from importlib import metadata
 
 import pytest
 
-from gpuplay.core import installed
+from gpuplay.core.storage import installed
 
 
 @pytest.fixture(autouse=True)
@@ -48,13 +48,13 @@ def test_a_metadata_folder_suffix_in_capitals_is_found_as_importlib_metadata_fin
     assert installed.version("zzq-up") == metadata.version("zzq-up") == "3.0"  # r2: None
 
 
-# -- core/noise.py: /proc read as psutil reads it --------------------------------------------
+# -- core/measure/noise.py: /proc read as psutil reads it --------------------------------------------
 
 import builtins  # noqa: E402
 import io  # noqa: E402
 import os  # noqa: E402
 
-from gpuplay.core import noise  # noqa: E402
+from gpuplay.core.measure import noise  # noqa: E402
 
 
 def _proc_stat_without_btime(monkeypatch) -> None:

@@ -42,7 +42,7 @@ def test_rocm_devices_are_labelled_amd_with_arch_and_rocm_never_cuda(monkeypatch
 
 
 def test_rocm_telemetry_maps_torch_devices_to_amdsmi_by_pci_bus_id(monkeypatch):
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     smi = FakeAmdsmi([MI250X, MI300X])  # amdsmi's order is not torch's
     install_rocm(monkeypatch, [MI300X, MI250X], smi)
@@ -60,8 +60,8 @@ def test_rocm_telemetry_maps_torch_devices_to_amdsmi_by_pci_bus_id(monkeypatch):
 
 
 def test_rocm_energy_counter_and_front_end_snapshot_come_from_amdsmi(monkeypatch):
-    from gpuplay.core.energy import counter_for
-    from gpuplay.core.telemetry import snapshot
+    from gpuplay.core.measure.energy import counter_for
+    from gpuplay.core.measure.telemetry import snapshot
 
     install_rocm(monkeypatch, [MI300X, MI250X], FakeAmdsmi([MI250X, MI300X]))
     counter, reason = counter_for("cuda:1")
@@ -78,7 +78,7 @@ def test_rocm_energy_counter_and_front_end_snapshot_come_from_amdsmi(monkeypatch
 
 
 def test_rocm_tf32_is_refused_before_mi300_with_the_reason(monkeypatch):
-    from gpuplay.core import planner
+    from gpuplay.core.catalogue import planner
 
     install_rocm(monkeypatch, [MI300X, MI250X], FakeAmdsmi([MI300X, MI250X]))
     reprobe_torch(monkeypatch)
@@ -99,7 +99,7 @@ def test_rocm_tf32_is_refused_before_mi300_with_the_reason(monkeypatch):
 def test_rocm_info_says_amdsmi_is_missing_and_what_to_install(monkeypatch):
     import torch
 
-    from gpuplay.core.info import gather
+    from gpuplay.core.reports.info import gather
 
     install_rocm(monkeypatch, [MI300X], None)  # torch sees the GPU; amdsmi is not installed
     reprobe_torch(monkeypatch)
@@ -110,7 +110,7 @@ def test_rocm_info_says_amdsmi_is_missing_and_what_to_install(monkeypatch):
 
 
 def test_rocm_amdsmi_that_cannot_start_is_a_reason_not_an_error(monkeypatch):
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     install_rocm(monkeypatch, [MI300X], FakeAmdsmi([MI300X], init_error=True))
     out = RunTelemetry().end(RunTelemetry().begin("cuda:0"))
@@ -123,10 +123,10 @@ def test_rocm_results_compare_and_exports_name_the_amd_gpu_and_hip_timing(monkey
     import io
     import json
 
-    from gpuplay.core.compare import Row
-    from gpuplay.core.report import row_cells, to_csv, to_json
+    from gpuplay.core.reports.report import row_cells, to_csv, to_json
     from gpuplay.core.result import RunResult
     from gpuplay.core.runner.plan import conditions, plan_run
+    from gpuplay.core.studies.compare import Row
 
     install_rocm(monkeypatch, [MI300X, MI250X], FakeAmdsmi([MI250X, MI300X]))
     reprobe_torch(monkeypatch)
@@ -162,8 +162,8 @@ def test_rocm_cupy_hip_build_lists_amd_gpus_and_results_never_say_cuda(monkeypat
 
 
 def test_rocm_cupy_refuses_sparse_csr_with_cupys_reason_and_info_claims_no_cuda_major(monkeypatch):
-    from gpuplay.core import planner
-    from gpuplay.core.info import cupy_cuda_major
+    from gpuplay.core.catalogue import planner
+    from gpuplay.core.reports.info import cupy_cuda_major
     from tests.unit.gpu_fakes import install_cupy_rocm
 
     install_cupy_rocm(monkeypatch, [("AMD Instinct MI300X", "gfx942:sramecc+:xnack-")])
@@ -181,7 +181,7 @@ def test_rocm_calibrate_keys_the_peaks_by_the_amd_label_and_skips_tf32_before_mi
     from click.testing import CliRunner
 
     from gpuplay.cli import main
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
     from tests.unit.gpu_fakes import FakeDeviceEvent, route_device_to_host
 
     install_rocm(monkeypatch, [MI250X], None)

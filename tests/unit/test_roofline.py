@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from gpuplay.core import roofline
+from gpuplay.core.hw.system import cpu_name
+from gpuplay.core.measure import roofline
+from gpuplay.core.measure.roofline import DevicePeaks, Measurement, place, ridge_point
 from gpuplay.core.result import RunResult
-from gpuplay.core.roofline import DevicePeaks, Measurement, place, ridge_point
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.system import cpu_name
 
 
 # -- the math ---------------------------------------------------------------------------

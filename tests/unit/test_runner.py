@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gpuplay.core.planner import check
+from gpuplay.core.catalogue.planner import check
 from gpuplay.core.runner import run, timed_loop
 from gpuplay.core.spec import Refusal, RunSpec, SpecError
 

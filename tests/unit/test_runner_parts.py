@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import gpuplay.core.workloads as workloads_module
-from gpuplay.core import planner
 from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.numpy_backend import NumpyBackend
+from gpuplay.core.catalogue import planner
 from gpuplay.core.runner import RunPlan, device_inputs, memory_shortfall, plan_run, run, timed_loop
 from gpuplay.core.runner import measure as measure_module
 from gpuplay.core.runner import steps as steps_module
@@ -170,8 +170,8 @@ def test_library_features_sit_behind_the_backend_interface():
 def test_a_step_is_prepared_in_one_order_for_runs_and_profiles(monkeypatch):
     """Inputs ("setup"), the first compiling call, warm-up, in that order; a profile prepares its
     step through the same function as a run."""
-    from gpuplay.core.profile import profile_spec
     from gpuplay.core.runner import steps as steps_module
+    from gpuplay.core.runner.profile import profile_spec
     from gpuplay.core.runner.steps import prepare_step
 
     plan = plan_run(RunSpec.make("matmul", {"n": 8}, backend="torch", compile="default"))

@@ -11,8 +11,9 @@ import types
 import numpy as np
 import pytest
 
-from gpuplay.core import levers, runtimes
-from gpuplay.core.planner import check
+from gpuplay.core import runtimes
+from gpuplay.core.catalogue import levers
+from gpuplay.core.catalogue.planner import check
 from gpuplay.core.runner import run
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads import get_workload
@@ -132,8 +133,8 @@ def test_a_runtime_needs_torch_and_the_lever_switches_to_it():
 
 
 def test_compare_runs_the_runtimes_side_by_side():
-    from gpuplay.core.compare import plan_compare
-    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.core.catalogue.scenarios import load_scenarios
+    from gpuplay.core.studies.compare import plan_compare
 
     sc = load_scenarios().scenarios["inference"]
     specs, refused = plan_compare([sc], "quick", ["torch"], variants=("base", "torchscript", "tensorrt"))
@@ -270,7 +271,7 @@ def test_the_cpu_package_on_a_gpu_is_refused_naming_onnx_gpu(monkeypatch):
 
 
 def test_the_numpy_baseline_of_a_runtime_runs_the_forward_pass_by_hand():
-    from gpuplay.core.compare import baseline_spec
+    from gpuplay.core.studies.compare import baseline_spec
 
     base = baseline_spec(spec("onnxruntime"))
     assert base.backend == "numpy" and base.params["runtime"] == "eager"
@@ -278,8 +279,8 @@ def test_the_numpy_baseline_of_a_runtime_runs_the_forward_pass_by_hand():
 
 
 def test_the_runtimes_deck_loads_with_a_step_per_runtime():
-    from gpuplay.core.decks import load_deck, resolve_deck_path
-    from gpuplay.core.scenarios import load_scenarios
+    from gpuplay.core.catalogue.scenarios import load_scenarios
+    from gpuplay.core.reports.decks import load_deck, resolve_deck_path
 
     deck = load_deck(resolve_deck_path("inference-runtimes"), load_scenarios())
     runtimes_ = [(s.spec.compile, s.spec.params["runtime"], s.spec.device) for s in deck.steps]

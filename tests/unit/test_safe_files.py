@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from gpuplay.core.config import load_config
-from gpuplay.core.safeload import FileReadError, read_text_file
-from gpuplay.core.scenarios import load_scenarios
+from gpuplay.core.catalogue.scenarios import load_scenarios
+from gpuplay.core.storage.config import load_config
+from gpuplay.core.storage.safeload import FileReadError, read_text_file
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 
@@ -27,7 +27,7 @@ def gpuplay(*args: str, cwd, env: dict[str, str] | None = None) -> subprocess.Co
 def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
     fifo = tmp_path / "x.toml"
     os.mkfifo(fifo)
-    code = f"from gpuplay.core.safeload import read_text_file\ntry: read_text_file({str(fifo)!r})\nexcept OSError as e: print(e)"
+    code = f"from gpuplay.core.storage.safeload import read_text_file\ntry: read_text_file({str(fifo)!r})\nexcept OSError as e: print(e)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert proc.stdout.strip() == f"{fifo}: not a regular file (a FIFO?)", proc.stderr
 
@@ -57,7 +57,7 @@ def test_reads_text_and_names_what_is_wrong(tmp_path):
 @needs_fifo
 def test_scenario_folder_with_a_fifo_still_loads_the_rest(tmp_path):
     os.mkfifo(tmp_path / "x.toml")
-    code = ("from gpuplay.core.scenarios import load_scenarios\n"
+    code = ("from gpuplay.core.catalogue.scenarios import load_scenarios\n"
             f"s = load_scenarios([{str(tmp_path)!r}])\nprint(len(s.scenarios) > 0, *map(str, s.errors))")  # fmt: skip
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.startswith("True "), proc.stderr
@@ -134,7 +134,7 @@ def test_a_missing_file_is_still_file_not_found(tmp_path):
 @needs_fifo
 def test_a_fifo_calibration_cache_is_unreadable_not_a_hang(tmp_path):
     code = (
-        "from gpuplay.core import roofline\n"
+        "from gpuplay.core.measure import roofline\n"
         "import os; os.mkfifo(roofline.cache_path('cpu'))\n"
         "print(roofline.load_peaks('cpu').problem)"
     )

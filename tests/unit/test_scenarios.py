@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplay.core.scenarios import ScenarioError, builtin_dir, load_scenarios, parse_scenario
+from gpuplay.core.catalogue.scenarios import ScenarioError, builtin_dir, load_scenarios, parse_scenario
 
 GOOD = """
 name = "mine"

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gpuplay.core import session as session_module
+from gpuplay.core.catalogue.scenarios import load_scenarios
 from gpuplay.core.result import RunResult
-from gpuplay.core.scenarios import load_scenarios
-from gpuplay.core.session import LiveSession
+from gpuplay.core.studies import session as session_module
+from gpuplay.core.studies.session import LiveSession
 from gpuplay.tui import viewmodels
 from tests.tui_helpers import tiny_scenarios
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpuplay.core import sessionlog
+from gpuplay.core.reports import sessionlog
+from gpuplay.core.reports.sessionlog import SessionLog, read_history, read_log
 from gpuplay.core.result import RunResult
-from gpuplay.core.sessionlog import SessionLog, read_history, read_log
 from gpuplay.core.spec import RunSpec
 
 # Written by gpuplay before log format 2 (main at 6694cf5's SessionLog): timings as JSON numbers.
@@ -129,7 +129,7 @@ def test_the_packed_line_is_smaller_and_written_faster_than_json_numbers(tmp_pat
 
 @pytest.mark.parametrize("bad", ["AAA", "not base64!", "AAAAAAAAAA=="])
 def test_packed_timings_that_are_not_whole_float64s_raise_value_error(bad):
-    from gpuplay.core.packed import unpack
+    from gpuplay.core.measure.packed import unpack
 
     with pytest.raises(ValueError):
         unpack({"f64": bad})
@@ -225,7 +225,7 @@ def slow(fd):
 os.fsync = slow
 from pathlib import Path
 from gpuplay.core.result import RunResult
-from gpuplay.core.sessionlog import SessionLog
+from gpuplay.core.reports.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
 log = SessionLog(Path({str(tmp_path)!r}))
 assert log.append(RunResult(spec=RunSpec.make("elementwise", {{"n": 64}}), samples=[1e-05]))
@@ -245,7 +245,7 @@ def fsync(fd):
     {fsync_body}
 os.fsync = fsync
 from pathlib import Path
-from gpuplay.core import sessionlog
+from gpuplay.core.reports import sessionlog
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 sessionlog.EXIT_SYNC_S = {exit_sync_s}

@@ -56,7 +56,7 @@ def test_what_the_measured_code_printed_is_in_the_engine_log_before_its_answer(t
 def test_a_reference_made_from_inputs_that_are_views_of_one_another(monkeypatch):
     # The set-up's inputs are shown to the reference read-only; an input that is a view of another
     # (a transpose beside its matrix) must come back writeable, and the set-up must not fail.
-    from gpuplay.core import planner
+    from gpuplay.core.catalogue import planner
     from gpuplay.core.runner import clear_caches, run
 
     clear_caches()
@@ -115,7 +115,7 @@ def test_the_noise_check_reads_a_process_whose_name_has_parentheses_as_psutil_do
     # spaces and parentheses: the fields after it are found from the last ")".
     import psutil
 
-    from gpuplay.core import noise
+    from gpuplay.core.measure import noise
 
     if not noise._PROC_STAT:
         pytest.skip("no /proc here: psutil's listing is used")

@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuplay.core.stats import summarize
+from gpuplay.core.measure.stats import summarize
 
 
 @given(st.lists(st.floats(min_value=1e-9, max_value=1e3), min_size=1, max_size=200))

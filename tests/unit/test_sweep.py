@@ -8,11 +8,12 @@ import threading
 
 import pytest
 
-from gpuplay.core import sweepreport
+from gpuplay.core.catalogue.scenarios import load_scenarios
+from gpuplay.core.measure.sweepfit import crossing, fit_floor_rate, predicted_crossing
+from gpuplay.core.reports import sweepreport
 from gpuplay.core.result import RunResult
-from gpuplay.core.scenarios import load_scenarios
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.sweep import (
+from gpuplay.core.studies.sweep import (
     Point,
     Series,
     Sweep,
@@ -24,7 +25,6 @@ from gpuplay.core.sweep import (
     run_sweep,
     sweep_values,
 )
-from gpuplay.core.sweepfit import crossing, fit_floor_rate, predicted_crossing
 
 
 # -- sizes ------------------------------------------------------------------------------------

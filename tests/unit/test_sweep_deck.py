@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplay.core.decks import DeckError, load_deck, needed_specs, parse_deck, resolve_deck_path
-from gpuplay.core.scenarios import load_scenarios
+from gpuplay.core.catalogue.scenarios import load_scenarios
+from gpuplay.core.reports.decks import DeckError, load_deck, needed_specs, parse_deck, resolve_deck_path
 
 STEP = """
 title = "t"

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gpuplay.core import noise, stats
+from gpuplay.core.measure import noise, stats
 
 
 def _cpu(f, repeat: int = 5) -> float:
@@ -71,7 +71,7 @@ def test_a_summary_never_imports_numpy():
     """A NumPy run's front end plans and prints without NumPy (issue 34, row 1): a summary uses
     NumPy only where it is loaded already, and is then the plain path's figures."""
     code = (
-        "import sys; from gpuplay.core.stats import summarize; "
+        "import sys; from gpuplay.core.measure.stats import summarize; "
         "s = summarize([1.0, 2.0, 3.0] * 1000); print('numpy' in sys.modules, s.median, s.n)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -140,8 +140,8 @@ def test_a_point_is_logged_and_said_once_the_next_point_s_request_has_left(monke
 
     import gpuplay.core.engine as engine
     from gpuplay.cli import main
+    from gpuplay.core.reports.sessionlog import SessionLog
     from gpuplay.core.result import RunResult
-    from gpuplay.core.sessionlog import SessionLog
 
     events: list[tuple[str, int]] = []
 

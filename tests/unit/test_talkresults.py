@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from gpuplay.core.decks import TALK_SESSION_ENV, parse_deck, save_position
+from gpuplay.core.catalogue.scenarios import load_scenarios
+from gpuplay.core.reports.decks import TALK_SESSION_ENV, parse_deck, save_position
+from gpuplay.core.reports.talkresults import load_results, prune_stale, results_file, save_results
 from gpuplay.core.result import RunResult
-from gpuplay.core.scenarios import load_scenarios
-from gpuplay.core.talkresults import load_results, prune_stale, results_file, save_results
 
 DECK = """
 title = "t"

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gpuplay.core import telemetry
+from gpuplay.core.measure import telemetry
 from tests.conftest import gpu_available
 
 
@@ -185,7 +185,7 @@ class _AsCuda:
 
 
 def test_paced_snapshots_keep_their_rate_and_count():
-    from gpuplay.core.telemetry import paced_snapshots
+    from gpuplay.core.measure.telemetry import paced_snapshots
 
     now = [0.0]
     waits: list[float] = []
@@ -208,7 +208,7 @@ def test_the_host_row_reports_the_engine_process_beside_the_front_end():
     import subprocess
     import sys
 
-    from gpuplay.core.telemetry import Sampler
+    from gpuplay.core.measure.telemetry import Sampler
 
     child = subprocess.Popen([sys.executable, "-c", "import time; x = bytearray(64 << 20); time.sleep(30)"])
     try:

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuplay.core.config import load_config
+from gpuplay.core.catalogue.scenarios import ScenarioError, load_scenarios, parse_scenario, scenario_for
 from gpuplay.core.runner import run
-from gpuplay.core.scenarios import ScenarioError, load_scenarios, parse_scenario, scenario_for
 from gpuplay.core.spec import RunSpec
+from gpuplay.core.storage.config import load_config
 from gpuplay.core.workloads import get_workload
 from gpuplay.core.workloads.usercode import UserCodeError, code_ref, frame_lines, inspect_code, load
 
@@ -313,7 +313,7 @@ def test_listing_and_showing_a_code_file_imports_no_array_library(tmp_path):
     path = write(tmp_path, "import torch\n" + GOOD)
     script = (
         "import sys\n"
-        "from gpuplay.core.scenarios import scenario_for\n"
+        "from gpuplay.core.catalogue.scenarios import scenario_for\n"
         "from gpuplay.core.workloads import get_workload\n"
         f"sc = scenario_for({str(path)!r}); w = get_workload(sc.workload)\n"
         "w.resolve({}); w.source('torch', {}); sc.preset_params(None)\n"
@@ -324,7 +324,7 @@ def test_listing_and_showing_a_code_file_imports_no_array_library(tmp_path):
 
 
 def test_amp_eligibility_is_read_from_the_code(tmp_path):
-    from gpuplay.core.planner import compute_dtype
+    from gpuplay.core.catalogue.planner import compute_dtype
 
     plain = spec_for(write(tmp_path, GOOD, "plain.py"), backend="torch", amp="bf16")
     mm = spec_for(

@@ -25,7 +25,7 @@ def test_xpu_devices_reach_the_device_control_and_the_cli(monkeypatch):
 
 
 def test_xpu_plans_amp_bf16_and_compile_and_refuses_tf32_and_missing_float64(monkeypatch):
-    from gpuplay.core import planner
+    from gpuplay.core.catalogue import planner
 
     install_xpu(monkeypatch, name="Intel(R) Arc(TM) A770 Graphics", has_fp64=False)
     reprobe_torch(monkeypatch)
@@ -43,7 +43,7 @@ def test_xpu_plans_amp_bf16_and_compile_and_refuses_tf32_and_missing_float64(mon
 
 
 def test_xpu_memory_telemetry_over_the_run_window_and_utilisation_na(monkeypatch):
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     install_xpu(monkeypatch)
     tele = RunTelemetry()
@@ -70,7 +70,7 @@ def test_xpu_calibrate_measures_the_roofs_with_xpu_events_and_keys_them_by_the_b
     from click.testing import CliRunner
 
     from gpuplay.cli import main
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
 
     install_xpu(monkeypatch, name="Intel(R) Arc(TM) A770 Graphics", has_fp64=False)
     props = SimpleNamespace(name="Intel(R) Arc(TM) A770 Graphics", total_memory=16 * 2**30, has_fp64=False,

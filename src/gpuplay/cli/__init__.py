@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from gpuplay.core.command import is_gpuplay_command
+from gpuplay.core.process.command import is_gpuplay_command
 
 if is_gpuplay_command(sys.argv):  # the command itself, not a program that imports its `main`
     from gpuplay.cli.interrupt import exit_at_start
@@ -112,7 +112,7 @@ class _Gpuplay(click.Group):
 
             if not isinstance(exc, EngineStartError):
                 raise
-            from gpuplay.core.safetext import visible
+            from gpuplay.core.storage.safetext import visible
 
             click.echo(f"gpuplay: {visible(exc)}", err=True)
             ctx.exit(1)

@@ -11,7 +11,7 @@ import click
 
 from gpuplay.cli.options import FiniteFloat
 from gpuplay.cli.output import esc, spinner, stderr_console
-from gpuplay.core import bounds
+from gpuplay.core.storage import bounds
 
 
 def _devices(wanted: tuple[str, ...]) -> list[str]:
@@ -72,7 +72,7 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
     against them (fraction of roof, memory- or compute-bound). Runs never calibrate
     by themselves: a device without a cache reads "not calibrated".
     """
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
 
     err = stderr_console()
     if show or forget:
@@ -142,7 +142,7 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
 
 def _stopped(device: str, probes: Any, planned: int, signame: str) -> None:
     """An interrupted device: say how far it got, and keep what finished."""
-    from gpuplay.core import roofline
+    from gpuplay.core.measure import roofline
 
     err = stderr_console()
     path = roofline.keep_partial(device, probes)
@@ -152,7 +152,7 @@ def _stopped(device: str, probes: Any, planned: int, signame: str) -> None:
 
 
 def _print(peaks: list[Any], fmt: str) -> None:
-    from gpuplay.core.noise import host_warnings
+    from gpuplay.core.measure.noise import host_warnings
 
     if fmt == "json":
         click.echo(json.dumps([p.to_dict() for p in peaks], indent=2))

@@ -22,10 +22,11 @@ from gpuplay.cli.output import (
     report_interruption,
     stderr_console,
 )
-from gpuplay.core import bounds, levers
-from gpuplay.core.safetext import visible
-from gpuplay.core.scenarios import DEFAULT_PRESET
+from gpuplay.core.catalogue import levers
+from gpuplay.core.catalogue.scenarios import DEFAULT_PRESET
 from gpuplay.core.spec import BACKENDS, DTYPES, RunSpec, SpecError
+from gpuplay.core.storage import bounds
+from gpuplay.core.storage.safetext import visible
 
 if TYPE_CHECKING:
     from gpuplay.core.result import RunResult
@@ -104,7 +105,7 @@ def compare(
         return compare_more.compare_from(files, fmt, out)
     # `--devices ''` is a value, refused: it ran every scenario on every device
     device_list = compare_more.resolve(devices) if devices is not None else None
-    from gpuplay.core.compare import VARIANTS, attach_baselines, plan_compare, run_compare
+    from gpuplay.core.studies.compare import VARIANTS, attach_baselines, plan_compare, run_compare
 
     chosen = [b.strip() for b in backends.split(",") if b.strip()]
     bad = [b for b in chosen if b not in BACKENDS]

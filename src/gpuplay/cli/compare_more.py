@@ -11,16 +11,16 @@ from typing import Any
 import click
 
 from gpuplay.cli.output import emit, log_results, stderr_console
-from gpuplay.core.safetext import visible
+from gpuplay.core.storage.safetext import visible
 
 
 def compare_from(files: Sequence[str], fmt: str, out: str | None) -> None:
     """Merge result files of several machines into one table, one column per file."""
-    from gpuplay.core.merge import MergeError, load_source, merge, to_csv, to_dict, to_markdown
+    from gpuplay.core.reports.merge import MergeError, load_source, merge, to_csv, to_dict, to_markdown
 
     if len(files) < 1:
         raise click.UsageError("--from needs result files: gpuplay compare --from A.json B.json")
-    from gpuplay.core.sweepreport import SweepFileError, is_sweep_file
+    from gpuplay.core.reports.sweepreport import SweepFileError, is_sweep_file
 
     # Files given on the command line that cannot be used are the user's mistake: usage errors, exit 2.
     try:
@@ -62,8 +62,8 @@ def compare_from(files: Sequence[str], fmt: str, out: str | None) -> None:
 
 def across_versions(sources: Sequence[Any]) -> Any:
     """The first file as the older, the second as the newer: per configuration in both, faster,
-    slower or within noise, and which versions differ (core/crossversion.py)."""
-    from gpuplay.core import crossversion as cv
+    slower or within noise, and which versions differ (core/reports/crossversion.py)."""
+    from gpuplay.core.reports import crossversion as cv
 
     old, new = sources
     changes = cv.compare_results(old.results, new.results)
@@ -74,7 +74,7 @@ def across_versions(sources: Sequence[Any]) -> Any:
 
 def md_cell(text: object) -> str:
     """A file's text (a scenario name, a version) in Markdown: controls shown, markup escaped."""
-    from gpuplay.core.safetext import markdown_cell
+    from gpuplay.core.storage.safetext import markdown_cell
 
     return markdown_cell(text)
 
@@ -109,7 +109,12 @@ def versions_markdown(sources: Sequence[Any], v: _Versions) -> str:
 
 
 def resolve(devices: str) -> list[str]:
-    from gpuplay.core.devices_compare import DevicesError, DevicesUsageError, cuda_devices, resolve_devices
+    from gpuplay.core.reports.devices_compare import (
+        DevicesError,
+        DevicesUsageError,
+        cuda_devices,
+        resolve_devices,
+    )
 
     cuda, why = cuda_devices()
     try:
@@ -124,7 +129,7 @@ def compare_devices(
     specs: Sequence[Any], devices: Sequence[str], concurrent: bool, fmt: str, out: str | None
 ) -> None:
     """Run the planned configurations on each device and print them side by side, outliers flagged."""
-    from gpuplay.core import devices_compare as dc
+    from gpuplay.core.reports import devices_compare as dc
 
     chosen = dc.for_devices(specs, devices)
     if not chosen:

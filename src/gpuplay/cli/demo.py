@@ -11,7 +11,7 @@ import click
 from gpuplay.cli import options
 from gpuplay.cli.options import scenario_dirs_option
 from gpuplay.cli.output import emit, load_scenarios, log_results, stderr_console
-from gpuplay.core.safetext import visible
+from gpuplay.core.storage.safetext import visible
 
 
 @click.command()
@@ -67,7 +67,13 @@ def demo(
     → space PageDown: next · ← PageUp: previous · Home/End · g N Enter: step N ·
     b or .: blank · f: big number · t: timer · r: re-run · n: notes · q: quit (asks once).
     """
-    from gpuplay.core.decks import DeckError, RecordingError, load_deck, load_recording, resolve_deck_path
+    from gpuplay.core.reports.decks import (
+        DeckError,
+        RecordingError,
+        load_deck,
+        load_recording,
+        resolve_deck_path,
+    )
 
     if rehearse and not out:
         raise click.UsageError("--rehearse needs --out FILE (where the recording goes)")
@@ -111,8 +117,8 @@ def demo(
     from gpuplay.tui.presenter import PresenterApp
 
     try:
-        from gpuplay.core.decks import saved_position
-        from gpuplay.core.talkresults import load_results, prune_stale
+        from gpuplay.core.reports.decks import saved_position
+        from gpuplay.core.reports.talkresults import load_results, prune_stale
 
         prune_stale(loaded)  # per-tab files of talks over for a week
         start = saved_position(loaded) if resume else 0
@@ -136,9 +142,9 @@ def _reason(exc: BaseException) -> str:
 def _rehearse(deck: Any, out: str) -> None:
     from rich.markup import escape
 
-    from gpuplay.core.compare import attach_baselines
-    from gpuplay.core.decks import needed_specs, recording_json
     from gpuplay.core.engine import measure as run
+    from gpuplay.core.reports.decks import needed_specs, recording_json
+    from gpuplay.core.studies.compare import attach_baselines
 
     err = stderr_console()
     specs = needed_specs(deck)
@@ -179,7 +185,7 @@ def _rehearse(deck: Any, out: str) -> None:
 
     shown = [row for row in attach_baselines(results) if row.result.summary is not None]
     if shown:
-        from gpuplay.core.report import footnotes
+        from gpuplay.core.reports.report import footnotes
 
         con = stdout_console()  # piped, lines stay whole (no hard wrap at 80 columns)
         con.print(rich_table(shown, f"{deck.title}: rehearsal"))

@@ -37,7 +37,7 @@ def exit_if_runs_failed(results: Iterable[Any]) -> None:
 
 def exit_if_checks_failed(results: Iterable[Any], err: Any) -> None:
     """After everything is printed: name each failed check on stderr and exit 3."""
-    from gpuplay.core.safetext import visible
+    from gpuplay.core.storage.safetext import visible
 
     bad = failed_checks(results)
     for r in bad:

@@ -19,8 +19,8 @@ from gpuplay.cli.output import print_rows, stderr_console
 )
 def history(limit: int | None, fmt: str) -> None:
     """Every measurement of past sessions (the session logs in the state folder)."""
-    from gpuplay.core.compare import attach_baselines
-    from gpuplay.core.sessionlog import by_session, read_history, sessions_dir
+    from gpuplay.core.reports.sessionlog import by_session, read_history, sessions_dir
+    from gpuplay.core.studies.compare import attach_baselines
 
     problems: list[str] = []
     results = read_history(problems=problems)

@@ -9,8 +9,8 @@ import click
 
 from gpuplay.cli.options import FiniteFloat
 from gpuplay.cli.output import esc
-from gpuplay.core import bounds
-from gpuplay.core.safetext import visible
+from gpuplay.core.storage import bounds
+from gpuplay.core.storage.safetext import visible
 
 
 @click.command()
@@ -24,7 +24,7 @@ from gpuplay.core.safetext import visible
 )
 def info(fmt: str, probe_timeout: float) -> None:
     """Versions, devices, drivers, and what is unavailable and why."""
-    from gpuplay.core.info import gather
+    from gpuplay.core.reports.info import gather
 
     data = gather(probe_timeout)
     if fmt == "json":

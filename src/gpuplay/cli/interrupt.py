@@ -88,7 +88,7 @@ def _exit_now(signum: int, frame: FrameType | None) -> None:
     # Nothing is measured yet and nothing is written: the engine started early is ended, and the
     # process exits at once, wherever the import or the parse was (a KeyboardInterrupt there
     # printed a traceback or click's "Aborted!" with exit 1). An engine caught mid-spawn dies
-    # with this process (its parent-death signal and its socket, core/lifeline.py).
+    # with this process (its parent-death signal and its socket, core/process/lifeline.py).
     try:
         signal.signal(signum, signal.SIG_IGN)  # a second Ctrl+C while the engine is ended: one line
         say_interrupted(signum)

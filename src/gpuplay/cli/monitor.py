@@ -10,7 +10,7 @@ import click
 
 from gpuplay.cli.options import FiniteFloat
 from gpuplay.cli.output import stderr_console
-from gpuplay.core import bounds
+from gpuplay.core.storage import bounds
 
 
 @click.command()
@@ -30,7 +30,7 @@ def monitor(interval: float, fmt: str, count: int | None) -> None:
     """Stream GPU and host telemetry (JSON lines for scripts). Ctrl+C stops."""
     import time
 
-    from gpuplay.core.telemetry import nvml_status, paced_snapshots
+    from gpuplay.core.measure.telemetry import nvml_status, paced_snapshots
 
     status = nvml_status()
     if status:
@@ -63,7 +63,7 @@ def monitor(interval: float, fmt: str, count: int | None) -> None:
 def _activity(activity: dict[str, Any] | None) -> str:
     """GPM's figures since the last line (tensor cores, SM, DRAM), or why there are none."""
     from gpuplay.core.hw import nvidia as gpm
-    from gpuplay.core.safetext import visible
+    from gpuplay.core.storage.safetext import visible
 
     if not activity:
         return ""

@@ -7,8 +7,9 @@ from typing import Any
 
 import click
 
-from gpuplay.core import bounds, levers
-from gpuplay.core.safetext import visible
+from gpuplay.core.catalogue import levers
+from gpuplay.core.storage import bounds
+from gpuplay.core.storage.safetext import visible
 
 
 class FiniteFloat(click.ParamType):
@@ -56,7 +57,7 @@ class OutPath(click.Path):
         path = super().convert(value, param, ctx)
         import os
 
-        from gpuplay.core.writable import unwritable
+        from gpuplay.core.storage.writable import unwritable
 
         problem = unwritable(os.fsdecode(path))
         if problem:
@@ -133,7 +134,7 @@ def _threads_option() -> Callable[[Any], Any]:
 threads_option = _threads_option()
 
 
-# Generated from core/levers.py: one option per RunSpec lever (workload parameters: -s NAME=VALUE).
+# Generated from core/catalogue/levers.py: one option per RunSpec lever (workload parameters: -s NAME=VALUE).
 SPEC_OPTIONS: list[Callable[[Any], Any]] = [_click_option(lv) for lv in levers.spec_levers()]
 SPEC_FIELDS = tuple(lv.name for lv in levers.spec_levers())
 

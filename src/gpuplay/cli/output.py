@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from gpuplay.core.compare import Row
-from gpuplay.core.report import NOTES, row_cells
-from gpuplay.core.safetext import visible
+from gpuplay.core.reports.report import NOTES, row_cells
+from gpuplay.core.storage.safetext import visible
+from gpuplay.core.studies.compare import Row
 
 
 def esc(text: object) -> str:
@@ -19,7 +19,7 @@ def esc(text: object) -> str:
     shown (core.safetext) and brackets escaped, so `[/]` in a title is text, not a crash."""
     from rich.markup import escape
 
-    from gpuplay.core.safetext import visible
+    from gpuplay.core.storage.safetext import visible
 
     return escape(visible(text))
 
@@ -40,7 +40,7 @@ def plain(text: object, **kw: Any) -> Any:
     """Outside text as a Rich Text (never parsed as markup), controls shown."""
     from rich.text import Text
 
-    from gpuplay.core.safetext import visible
+    from gpuplay.core.storage.safetext import visible
 
     return Text(visible(text), **kw)
 
@@ -141,8 +141,8 @@ def stdout_console(renderable: Any = None) -> Any:
 
 def load_scenarios(extra: Sequence[str]) -> Any:
     """Built-in, configured and extra scenario folders; a broken file is a warning, not an exit."""
-    from gpuplay.core.config import load_config
-    from gpuplay.core.scenarios import load_scenarios as load
+    from gpuplay.core.catalogue.scenarios import load_scenarios as load
+    from gpuplay.core.storage.config import load_config
 
     cfg = load_config()
     err = stderr_console()
@@ -170,7 +170,7 @@ def emit(text: str, out: str | None) -> None:
     folder removed meanwhile), the text goes to stdout and the error says so: what was measured
     is never lost to a failed write."""
     if out:
-        from gpuplay.core.atomicfile import write_atomic
+        from gpuplay.core.storage.atomicfile import write_atomic
 
         folder = Path(out).expanduser().parent
         if not folder.exists():  # created, as users expect of an output path, but said
@@ -201,18 +201,18 @@ def _write_failure(folder: Path, exc: OSError) -> str:
 def warm_for_results() -> None:
     """Import and read what reading a result needs before the engine answers: the noise
     verdicts' module, and the libraries' installed versions the calibration's fingerprint holds
-    (core/installed.py; ~1 ms, once per process). A command calls it while it waits for the
+    (core/storage/installed.py; ~1 ms, once per process). A command calls it while it waits for the
     engine to start and import NumPy, not after the measurement, when it would delay the table
     (issue 34)."""
-    import gpuplay.core.noise  # noqa: F401 - the noise verdicts (psutil is not imported with it)
-    from gpuplay.core import roofline
+    import gpuplay.core.measure.noise  # noqa: F401 - the noise verdicts (psutil is not imported with it)
+    from gpuplay.core.measure import roofline
 
     for library in roofline.LIBRARIES:
         roofline.package_version(library)
 
 
 def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: Any) -> None:
-    from gpuplay.core import report
+    from gpuplay.core.reports import report
 
     if fmt == "json":
         emit(report.to_json(rows, **meta), out)
@@ -228,7 +228,7 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
         shown = [r for r in rows if r.result.summary is not None]
         if shown:
             con.print(rich_table(shown, title))  # the title is Text there: a file's words
-            from gpuplay.core.system import cpu_count, cpu_name
+            from gpuplay.core.hw.system import cpu_count, cpu_name
 
             # Not report.environment(): its package versions (importlib.metadata, ~15 ms) are
             # for the files; this line names the CPU only.
@@ -251,7 +251,7 @@ def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: An
 
 def print_noise(con: Any, rows: Sequence[Row]) -> None:
     """What else used the machine, and unstable spreads, in words, after the table; and the roof's state."""
-    from gpuplay.core.noise import unstable_advice
+    from gpuplay.core.measure.noise import unstable_advice
 
     for i, row in enumerate(rows, 1):
         for w in row.result.noise_lines(advice=False):
@@ -275,7 +275,7 @@ class ResultLog:
     """Appends each usable result to this command's session log the moment it finishes."""
 
     def __init__(self) -> None:
-        from gpuplay.core.sessionlog import SessionLog
+        from gpuplay.core.reports.sessionlog import SessionLog
 
         self.log = SessionLog()
         self._warned = False
@@ -295,7 +295,7 @@ def log_results(results: Any) -> None:
 
 def progress_line(done: int, total: int, result: Any) -> str:
     """One plain line per finished measurement, for a log file or a CI console (no live bar)."""
-    from gpuplay.core.report import fmt_time
+    from gpuplay.core.reports.report import fmt_time
 
     spec = result.spec
     what = f"[{done}/{total}] {spec.scenario or spec.workload} {spec.label()}"
@@ -362,14 +362,14 @@ class BusyNotice:
         self.said: set[str] = set()
 
     def now(self, device: str) -> None:
-        from gpuplay.core.devicelock import who_holds
+        from gpuplay.core.engine.devicelock import who_holds
 
         said = who_holds(device)
         if said:
             self.say(said)
 
     def on_phase(self, name: str, _detail: str = "") -> None:
-        from gpuplay.core.devicelock import is_busy_message
+        from gpuplay.core.engine.devicelock import is_busy_message
 
         if is_busy_message(name):
             self.say(name)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from gpuplay.cli.output import esc, plain
-from gpuplay.core.safetext import visible
+from gpuplay.core.storage.safetext import visible
 
 
 def _ms(x: Any) -> str:
@@ -20,7 +20,7 @@ def profile_and_print(spec: Any, trace: str | None, fmt: str) -> bool:
     from rich.table import Table
 
     from gpuplay.cli.output import spinner, stderr_console, stdout_console
-    from gpuplay.core.profile import profile_spec
+    from gpuplay.core.runner.profile import profile_spec
 
     err = stderr_console()
     with spinner(err, f"profiling {spec.label()} …"):

@@ -24,8 +24,8 @@ from gpuplay.cli.output import (
     stderr_console,
     warm_for_results,
 )
-from gpuplay.core.safetext import visible
 from gpuplay.core.spec import Refusal, SpecError
+from gpuplay.core.storage.safetext import visible
 
 FORMATS = ("table", "markdown", "json", "csv")
 
@@ -68,16 +68,16 @@ def run(
     FILE.py defines step(xp, *arrays) and inputs(rng, **params); it runs with your
     rights, like `python FILE.py` (see docs/your-code.md).
     """
-    from gpuplay.core import trace as tracing  # `trace` is the --trace option
     from gpuplay.core.engine.client import start_engine_early
+    from gpuplay.core.measure import trace as tracing  # `trace` is the --trace option
 
     tracing.mark("run: command parsed")
     # The engine's interpreter and imports overlap the scenarios' loading and the planning below.
     needs = (kw.get("backend") or "numpy", *(("numpy",) if baseline else ()))
     start_engine_early(needs)
-    from gpuplay.core.compare import attach_baselines, baseline_spec, is_baseline
+    from gpuplay.core.catalogue.scenarios import spec_for
     from gpuplay.core.engine import measure as run_spec
-    from gpuplay.core.scenarios import spec_for
+    from gpuplay.core.studies.compare import attach_baselines, baseline_spec, is_baseline
 
     try:
         sc = _code_scenario(scenario)
@@ -92,8 +92,8 @@ def run(
     tracing.mark("run: scenario loaded")
     err = stderr_console()
     # Refuse first: a configuration that cannot run here must not cost a baseline measurement.
+    from gpuplay.core.catalogue.planner import check
     from gpuplay.core.engine.client import adopt_shared_probe
-    from gpuplay.core.planner import check
     from gpuplay.core.result import RunResult
 
     busy = BusyNotice(err)
@@ -181,8 +181,8 @@ def _baseline_runs(spec: Any, err: Any) -> bool:
     """Whether --baseline's NumPy run can run. A workload with no NumPy form (the dataloader is
     torch's DataLoader) has no NumPy baseline: one line says so and the run goes on unpaired with
     exit 0, as gpuplay.run does (core/runner/paired.py notes "no speedup")."""
-    from gpuplay.core.compare import baseline_spec
-    from gpuplay.core.planner import check
+    from gpuplay.core.catalogue.planner import check
+    from gpuplay.core.studies.compare import baseline_spec
 
     verdict = check(baseline_spec(spec), probe_timeout=30.0)
     if not isinstance(verdict, Refusal):
@@ -199,7 +199,7 @@ def _baseline_runs(spec: Any, err: Any) -> bool:
 def _needed_backend(spec: Any) -> Any:
     """The backend the parameters need when -b was not given (core.scenarios.on_needed_backend,
     which gpuplay.run shares); said on stderr. An explicit -b stays."""
-    from gpuplay.core.scenarios import on_needed_backend
+    from gpuplay.core.catalogue.scenarios import on_needed_backend
 
     if click.get_current_context().get_parameter_source("backend") != click.core.ParameterSource.DEFAULT:
         return spec
@@ -211,7 +211,7 @@ def _needed_backend(spec: Any) -> Any:
 
 def _code_scenario(arg: str) -> Any:
     """A code file named on the command line (or by its stem, from code_files in config.toml)."""
-    from gpuplay.core.scenarios import code_scenario
+    from gpuplay.core.catalogue.scenarios import code_scenario
 
     return code_scenario(arg)
 

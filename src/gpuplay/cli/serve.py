@@ -108,7 +108,13 @@ def _check_deck(
     a browser stuck on a splash. Returns the deck's path."""
     from gpuplay.cli import options
     from gpuplay.cli.output import load_scenarios
-    from gpuplay.core.decks import DeckError, RecordingError, load_deck, load_recording, resolve_deck_path
+    from gpuplay.core.reports.decks import (
+        DeckError,
+        RecordingError,
+        load_deck,
+        load_recording,
+        resolve_deck_path,
+    )
 
     path = resolve_deck_path(deck)
     sset = load_scenarios(options.scenario_dirs(ctx, ()))
@@ -281,7 +287,7 @@ def serve(
         resume = _demo_resumes()
 
     from gpuplay.cli.serve_web import ServeConfig, make_server
-    from gpuplay.core.config import state_dir
+    from gpuplay.core.storage.config import state_dir
 
     secret, secret_problem = cookie_secret(state_dir())
     guard = Guard(

@@ -28,7 +28,7 @@ from textual_serve.server import Server, to_int
 
 from gpuplay.cli.serve_guard import COOKIE_MAX_AGE_S, Guard
 from gpuplay.cli.serve_procs import die_with_parent, stop_process_groups
-from gpuplay.core.decks import TALK_SESSION_ENV
+from gpuplay.core.reports.decks import TALK_SESSION_ENV
 
 WEB_DIR = Path(__file__).with_name("web")
 
@@ -151,7 +151,7 @@ class SessionAppService(AppService):
 
     async def _open_app_process(self, width: int = 80, height: int = 24) -> Any:
         env = self._build_environment(width=width, height=height)
-        if self.talk_id:  # this tab's own saved step (core/decks.py), never another session's
+        if self.talk_id:  # this tab's own saved step (core/reports/decks.py), never another session's
             env[TALK_SESSION_ENV] = self.talk_id
         else:
             env.pop(TALK_SESSION_ENV, None)

@@ -23,7 +23,7 @@ from gpuplay.cli.output import (
     report_interruption,
     stderr_console,
 )
-from gpuplay.core import levers
+from gpuplay.core.catalogue import levers
 from gpuplay.core.spec import BACKENDS, DTYPES, SpecError, pick_names
 
 FORMATS = ("table", "json", "csv", "markdown")
@@ -87,7 +87,7 @@ def sweep(
     gpuplay sweep matmul --over n=64..8192 --backends numpy,torch,cupy -d cpu,cuda --transfers both
     """
     from gpuplay.cli.run import _code_scenario
-    from gpuplay.core.sweep import VARIANTS, SweepError, parse_over, plan_sweep, sweep_values
+    from gpuplay.core.studies.sweep import VARIANTS, SweepError, parse_over, plan_sweep, sweep_values
 
     chosen = _names(backends, BACKENDS, "--backends")
     from gpuplay.core.engine.client import start_engine_early
@@ -165,8 +165,8 @@ def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Don
 
     # A wait for the device is said (on_phase), and so is a step over its limit (on_notice).
     measure = functools.partial(measure_one, on_phase=on_phase, on_notice=notice_printer(err))
-    from gpuplay.core.report import fmt_time
-    from gpuplay.core.sweep import run_sweep
+    from gpuplay.core.reports.report import fmt_time
+    from gpuplay.core.studies.sweep import run_sweep
 
     log = ResultLog()
     total, count, started = plan.total, 0, 0
@@ -214,8 +214,8 @@ def _measure(plan: Any, err: Any, progress_json: bool, busy: BusyNotice) -> _Don
 
 
 def _print(plan: Any, fmt: str, out: str | None) -> None:
-    from gpuplay.core import sweepreport
-    from gpuplay.core.report import environment
+    from gpuplay.core.reports import sweepreport
+    from gpuplay.core.reports.report import environment
 
     doc = sweepreport.document(plan.to_dict(), environment())
     if fmt == "json":
@@ -234,8 +234,8 @@ def print_table(doc: dict[str, Any]) -> None:
     from rich.text import Text
 
     from gpuplay.cli.output import stdout_console
-    from gpuplay.core import sweepreport as sr
-    from gpuplay.core.report import error_reference
+    from gpuplay.core.reports import sweepreport as sr
+    from gpuplay.core.reports.report import error_reference
 
     sweep = doc["sweep"]
     series = sweep.get("series") or []
@@ -254,7 +254,7 @@ def print_table(doc: dict[str, Any]) -> None:
               style="dim", highlight=False, markup=False)  # fmt: skip
     unstable = [p for s in series for p in s.get("points") or [] if p.get("unstable")]
     if unstable:
-        from gpuplay.core.noise import UNSTABLE_REL_IQR, unstable_advice
+        from gpuplay.core.measure.noise import UNSTABLE_REL_IQR, unstable_advice
 
         shortest = min((p["median"] for p in unstable if p.get("median")), default=None)
         con.print(f"⚠ {len(unstable)} unstable point(s): the IQR is over {100 * UNSTABLE_REL_IQR:.0f}% of "
@@ -276,7 +276,7 @@ def print_merged(files: Any, fmt: str, out: str | None) -> None:
     """`gpuplay compare --from` with sweep files: every file's series on one axis."""
     from pathlib import Path
 
-    from gpuplay.core import sweepreport as sr
+    from gpuplay.core.reports import sweepreport as sr
 
     try:
         docs = [sr.load_sweep(f) for f in files]

@@ -25,7 +25,7 @@ from typing import Any
 from gpuplay.collectives.bandwidth import algbw, bus_factor
 from gpuplay.collectives.ops import ELEMENT_BYTES, make_case
 from gpuplay.collectives.sizes import format_size
-from gpuplay.core.stats import summarize
+from gpuplay.core.measure.stats import summarize
 
 # Testing hook: GPUPLAY_COLLECTIVES_INJECT="exit@1" makes rank 1 exit (code 17) after its first
 # timed collective; "nojoin@1" makes rank 1 sleep instead of joining; "hang@1" makes it sleep after
@@ -410,13 +410,13 @@ def _memory_short(size: int, renv: RankEnv, device: Any, psutil: Any, torch: Any
 
 
 def _cpu_name() -> str:
-    from gpuplay.core.system import cpu_count, cpu_name
+    from gpuplay.core.hw.system import cpu_count, cpu_name
 
     return f"{cpu_name()} ({cpu_count()} cores)"
 
 
 def _meta(opts: SweepOptions, renv: RankEnv, ranks: list[Any], threads: int, torch: Any) -> dict[str, Any]:
-    from gpuplay.core.report import environment
+    from gpuplay.core.reports.report import environment
 
     env = environment()
     if opts.backend == "nccl":

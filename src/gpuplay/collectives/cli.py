@@ -19,7 +19,7 @@ from gpuplay.collectives.backend import BACKENDS
 from gpuplay.collectives.bandwidth import OPS
 from gpuplay.collectives.report import FORMATS
 from gpuplay.collectives.sizes import SizeError, parse_sizes
-from gpuplay.core.safetext import visible
+from gpuplay.core.storage.safetext import visible
 
 
 def parse_ops(values: tuple[str, ...]) -> list[str]:
@@ -104,7 +104,7 @@ SWEEP_OPTIONS: list[Callable[[Any], Any]] = [
 
 def _writable(out: str | None) -> str | None:
     """An --out that cannot be written is refused before any rank starts, not after it measured."""
-    from gpuplay.core.writable import unwritable
+    from gpuplay.core.storage.writable import unwritable
 
     problem = unwritable(out) if out else ""
     if problem:
@@ -120,7 +120,7 @@ def sweep_options(f: Any) -> Any:
 
 def write_output(doc: dict[str, Any], fmt: str, out: str | None) -> None:
     from gpuplay.collectives.report import append_session_log, render
-    from gpuplay.core.atomicfile import write_atomic
+    from gpuplay.core.storage.atomicfile import write_atomic
 
     text = render(doc, fmt)
     if out:
@@ -160,7 +160,7 @@ def rank_main(
     from gpuplay.collectives.backend import default_backend
     from gpuplay.collectives.bench import RankEnv, RankError, SweepOptions, emit_event, run_rank
     from gpuplay.collectives.report import to_json
-    from gpuplay.core.atomicfile import write_atomic
+    from gpuplay.core.storage.atomicfile import write_atomic
 
     backend = backend or default_backend()
     opts = SweepOptions(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuplay.core.system import cpu_count
+from gpuplay.core.hw.system import cpu_count
 
 
 def threads_per_rank(nproc: int, threads: int | None, cores: int) -> int:

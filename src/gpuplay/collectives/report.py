@@ -10,7 +10,7 @@ import os
 from typing import Any
 
 from gpuplay.collectives.sizes import format_size
-from gpuplay.core.report import fmt_time
+from gpuplay.core.reports.report import fmt_time
 
 FORMATS = ("table", "json", "csv")
 
@@ -132,7 +132,7 @@ def append_session_log(doc: dict[str, Any]) -> str:
 
     Named collectives-*.jsonl so `gpuplay history`, which reads session-*.jsonl of RunResults, skips it.
     """
-    from gpuplay.core.sessionlog import sessions_dir
+    from gpuplay.core.reports.sessionlog import sessions_dir
 
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     path = sessions_dir() / f"collectives-{stamp}-{os.getpid()}.jsonl"

@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuplay.core.measure.stats import Summary, summarize
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.stats import Summary, summarize
 
 
 @dataclass
@@ -88,7 +88,7 @@ class RunResult:
             return self.roof
         # A measurement logged before its device was calibrated is placed against the calibration
         # made since (history, compare, load): the peaks describe the device, not the session.
-        from gpuplay.core.roofline import roof_for
+        from gpuplay.core.measure.roofline import roof_for
 
         return roof_for(
             device=self.spec.device,
@@ -106,7 +106,7 @@ class RunResult:
         return self.noise_lines()
 
     def noise_lines(self, advice: bool = True) -> list[str]:
-        from gpuplay.core.noise import noise_warnings
+        from gpuplay.core.measure.noise import noise_warnings
 
         s = self.summary
         return noise_warnings(
@@ -115,7 +115,7 @@ class RunResult:
 
     @property
     def unstable(self) -> bool:
-        from gpuplay.core.noise import stability
+        from gpuplay.core.measure.noise import stability
 
         s = self.summary
         return bool(s and stability(s.rel_iqr, s.n))

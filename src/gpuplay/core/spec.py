@@ -118,7 +118,7 @@ class RunSpec:
 
     def _check_bounds(self) -> None:
         """NaN passes the comparisons of _check_counts and infinity the lower bounds: finite and bounded."""
-        from gpuplay.core import bounds
+        from gpuplay.core.storage import bounds
 
         try:
             bounds.check_number("warmup", self.warmup, bounds.WARMUP, integer=True)

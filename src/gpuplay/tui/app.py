@@ -18,9 +18,9 @@ from textual.worker import Worker, WorkerState
 from gpuplay.core.backends import all_backends
 from gpuplay.core.engine import make_engine
 from gpuplay.core.engine.protocol import adopt_probe, await_engine_probe, forget_engine_probe
-from gpuplay.core.session import LIVE_BUDGET_S, LiveSession
-from gpuplay.core.sessionlog import SessionLog
-from gpuplay.core.system import cpu_count
+from gpuplay.core.hw.system import cpu_count
+from gpuplay.core.reports.sessionlog import SessionLog
+from gpuplay.core.studies.session import LIVE_BUDGET_S, LiveSession
 from gpuplay.tui import exports, tabs
 from gpuplay.tui.commands import GpuplayCommands, help_rows, set_lever, with_ids
 from gpuplay.tui.controls import CONTROLS, cycle, live_threads
@@ -44,7 +44,7 @@ class GpuPlayApp(TextApp):
 
     # Every binding has an id (commands.binding_id), so config.toml's [keymap] can remap it.
     BINDINGS = with_ids([
-        *lever_bindings(),  # b d t a c f g i v m o n y: generated from core/levers.py
+        *lever_bindings(),  # b d t a c f g i v m o n y: generated from core/catalogue/levers.py
         Binding("p", "cycle_preset", "preset", show=False),
         Binding("l", "cycle_limit", "step limit", show=False),
         Binding("space", "pause", "pause"),
@@ -128,7 +128,7 @@ class GpuPlayApp(TextApp):
         except RuntimeError as exc:  # EngineStartError: the interpreter gone or not executable
             from rich.markup import escape
 
-            from gpuplay.core.safetext import visible
+            from gpuplay.core.storage.safetext import visible
 
             self.exit(return_code=1, message=escape(visible(exc)))
 

@@ -18,7 +18,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 from textual.markup import escape
 
-from gpuplay.core.safetext import visible
+from gpuplay.core.storage.safetext import visible
 from gpuplay.tui.controls import controls_for, label, values_for, verdict_for, with_value
 from gpuplay.tui.tabs import TAB_IDS
 

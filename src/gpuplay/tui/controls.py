@@ -9,10 +9,10 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplay.core import levers
 from gpuplay.core.backends import all_backends, get_backend
-from gpuplay.core.levers import Lever
-from gpuplay.core.planner import check
+from gpuplay.core.catalogue import levers
+from gpuplay.core.catalogue.levers import Lever
+from gpuplay.core.catalogue.planner import check
 from gpuplay.core.spec import BACKENDS, Refusal, RunSpec
 from gpuplay.core.workloads import get_workload
 from gpuplay.core.workloads.base import Param
@@ -22,7 +22,7 @@ LABELS = {"numpy": "NumPy", "torch": "PyTorch", "cupy": "CuPy", True: "on", Fals
 
 @dataclass(frozen=True)
 class Control:
-    """A live lever: the key that cycles it and its words on screen (from core/levers.py)."""
+    """A live lever: the key that cycles it and its words on screen (from core/catalogue/levers.py)."""
 
     lever: Lever
 

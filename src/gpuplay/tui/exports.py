@@ -10,9 +10,9 @@ from typing import Any
 
 from textual.app import App
 
-from gpuplay.core.atomicfile import write_atomic
-from gpuplay.core.compare import attach_baselines
 from gpuplay.core.result import RunResult
+from gpuplay.core.storage.atomicfile import write_atomic
+from gpuplay.core.studies.compare import attach_baselines
 
 Outcome = dict[str, Any]  # App.notify's arguments: message, title, severity
 
@@ -28,7 +28,7 @@ def _stamp() -> str:
 def export_session(results: Sequence[RunResult], folder: Path) -> Outcome:
     if not results:
         return _outcome("nothing measured yet to export", "", "warning")
-    from gpuplay.core import report
+    from gpuplay.core.reports import report
 
     rows = attach_baselines(list(results))
     stamp = _stamp()

@@ -11,7 +11,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Footer, Header, TabbedContent
 
-from gpuplay.core.scenarios import ScenarioSet
+from gpuplay.core.catalogue.scenarios import ScenarioSet
 from gpuplay.tui.sidebar import Sidebar
 from gpuplay.tui.tabs import TAB_CLASSES, PlaygroundTab, TelemetryColumn, fit_labels
 

@@ -1,10 +1,10 @@
-"""The live levers' key bindings, generated from core/levers.py (ids = lever names, for [keymap])."""
+"""The live levers' key bindings, generated from core/catalogue/levers.py (ids = lever names, for [keymap])."""
 
 from __future__ import annotations
 
 from textual.binding import Binding
 
-from gpuplay.core import levers
+from gpuplay.core.catalogue import levers
 
 
 def lever_bindings() -> list[Binding]:

@@ -9,7 +9,7 @@ from textual.message import Message
 from gpuplay.core.result import RunResult
 
 if TYPE_CHECKING:  # the telemetry (psutil) is imported after the first frame (tabs/telemetry.py)
-    from gpuplay.core.telemetry import Snapshot
+    from gpuplay.core.measure.telemetry import Snapshot
 
 
 class RunProgress(Message):

@@ -28,14 +28,14 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from gpuplay.core.compare import baseline_spec, is_baseline
-from gpuplay.core.decks import Deck, DeckStep, Recording, speedup_of
-from gpuplay.core.report import fmt_error, fmt_speedup, fmt_time, threads_text
+from gpuplay.core.measure.stats import summarize
+from gpuplay.core.reports.decks import Deck, DeckStep, Recording, speedup_of
+from gpuplay.core.reports.report import fmt_error, fmt_speedup, fmt_time, threads_text
+from gpuplay.core.reports.sessionlog import SessionLog
 from gpuplay.core.result import RunResult
-from gpuplay.core.safetext import visible
-from gpuplay.core.sessionlog import SessionLog
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.stats import summarize
+from gpuplay.core.storage.safetext import visible
+from gpuplay.core.studies.compare import baseline_spec, is_baseline
 from gpuplay.core.workloads import reference_name
 from gpuplay.tui.bignumber import BigNumber
 from gpuplay.tui.sweep_view import SWEEP_NOT_REPLAYED, SweepView, show_sweep_step
@@ -72,7 +72,7 @@ def live_spec(spec: RunSpec) -> RunSpec:
     """
     if spec.threads is not None:
         return spec
-    from gpuplay.core.system import cpu_count
+    from gpuplay.core.hw.system import cpu_count
     from gpuplay.tui.controls import live_threads
 
     return spec.replace(threads=live_threads(cpu_count()))
@@ -286,7 +286,7 @@ def speedup_caution(result: RunResult) -> str:
     """Why a live speedup should not be read as printed, short enough to show under it; ''
     when it can: unpaired (NumPy measured apart, at another moment), a wide paired interval
     (high/low > 1.2), or the noise check fired during the run."""
-    from gpuplay.core.stats import WIDE_INTERVAL, PairedSpeedup
+    from gpuplay.core.measure.stats import WIDE_INTERVAL, PairedSpeedup
 
     if is_baseline(result.spec):
         return ""  # NumPy is its own baseline: 1× by definition
@@ -310,7 +310,7 @@ def speedup_caution(result: RunResult) -> str:
 
 def speedup_mark(result: RunResult) -> str:
     """' · ~ <why>' when the live speedup should not be read as printed; its 95% interval when it can."""
-    from gpuplay.core.stats import PairedSpeedup
+    from gpuplay.core.measure.stats import PairedSpeedup
 
     caution = speedup_caution(result)
     if caution:
@@ -620,7 +620,7 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
         if self.replay is not None:
             mode = Text(f" {visible(self.replay.label, one_line=True)} ", style="bold reverse")
         else:
-            from gpuplay.core.system import cpu_count, cpu_name
+            from gpuplay.core.hw.system import cpu_count, cpu_name
 
             mode = Text(
                 f" live on {visible(cpu_name(), one_line=True)} ({cpu_count()} cores) ", style="bold reverse"
@@ -655,8 +655,8 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
         prompt.set_class(not text, "hidden")
 
     def show_step(self) -> None:
-        from gpuplay.core.decks import caption_text, save_position
-        from gpuplay.core.system import cpu_count
+        from gpuplay.core.hw.system import cpu_count
+        from gpuplay.core.reports.decks import caption_text, save_position
 
         step = self.step
         if self.remember:
@@ -797,7 +797,7 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
             self.measured[key] = r
             self.earlier.pop(key, None)
             if self.remember and self.replay is None:
-                from gpuplay.core.talkresults import save_results
+                from gpuplay.core.reports.talkresults import save_results
 
                 problem = save_results(self.deck, self.measured)
                 if problem:

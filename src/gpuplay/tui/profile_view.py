@@ -1,6 +1,6 @@
 """The Profile tab: what torch.profiler saw over a few steps of the current configuration.
 
-Renders the plain dict `gpuplay.core.profile.profile_spec` returns; it neither
+Renders the plain dict `gpuplay.core.runner.profile.profile_spec` returns; it neither
 profiles nor imports torch (the engine process does that and sends the dict).
 """
 

@@ -15,8 +15,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from gpuplay.core.compare import Row
-from gpuplay.core.roofline import DevicePeaks, load_peaks, normalize_device
+from gpuplay.core.measure.roofline import DevicePeaks, load_peaks, normalize_device
+from gpuplay.core.studies.compare import Row
 from gpuplay.tui.widgets import CachedPlot
 
 ROOF_COLORS = ("cyan", "magenta", "yellow", "green", "orange")

@@ -74,8 +74,8 @@ class LiveRuns:
             sink = SampleBatcher(lambda batch: post(RunProgress(run_id, batch)))
             sampler = self.telemetry.sampler
             telemetry = None
-            if sampler is not None:  # made from gpuplay.core.telemetry: already imported
-                from gpuplay.core.telemetry import RunTelemetry
+            if sampler is not None:  # made from gpuplay.core.measure.telemetry: already imported
+                from gpuplay.core.measure.telemetry import RunTelemetry
 
                 telemetry = RunTelemetry(sampler)
             result = self.engine.run(

@@ -16,8 +16,8 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from gpuplay.core.safetext import visible
-from gpuplay.core.scenarios import ScenarioSet
+from gpuplay.core.catalogue.scenarios import ScenarioSet
+from gpuplay.core.storage.safetext import visible
 from gpuplay.tui.widgets import ControlsPanel
 
 DEBOUNCE_S = 0.25

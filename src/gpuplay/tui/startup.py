@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuplay.core.config import export_dir as config_export_dir
-from gpuplay.core.config import load_config
-from gpuplay.core.scenarios import ScenarioSet, load_scenarios
+from gpuplay.core.catalogue.scenarios import ScenarioSet, load_scenarios
+from gpuplay.core.storage.config import export_dir as config_export_dir
+from gpuplay.core.storage.config import load_config
 from gpuplay.tui.commands import keymap_problems
 from gpuplay.tui.usercode_view import code_scenarios
 

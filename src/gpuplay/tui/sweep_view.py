@@ -28,12 +28,12 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from gpuplay.core.lifeline import spawn
-from gpuplay.core.report import fmt_time
-from gpuplay.core.safetext import visible
-from gpuplay.core.scenarios import builtin_dir
-from gpuplay.core.sweepfit import crossing, fit_floor_rate
-from gpuplay.core.sweepreport import crossover_text, fit_text, fmt_value
+from gpuplay.core.catalogue.scenarios import builtin_dir
+from gpuplay.core.measure.sweepfit import crossing, fit_floor_rate
+from gpuplay.core.process.lifeline import spawn
+from gpuplay.core.reports.report import fmt_time
+from gpuplay.core.reports.sweepreport import crossover_text, fit_text, fmt_value
+from gpuplay.core.storage.safetext import visible
 from gpuplay.core.workloads import get_workload
 from gpuplay.tui.widgets import CachedPlot
 
@@ -373,7 +373,7 @@ class SweepView(Vertical, can_focus=True):
         devices = self.devices or ",".join(["cpu", *(["cuda"] if _cuda_listed() else [])])
         transfers = self.transfers or ("both" if "cuda" in devices else "off")
         # A preset the scenario lacks (a code file without PRESETS) is its own parameters, as the
-        # Live tab takes it (core/session.py), never a sweep that fails on start.
+        # Live tab takes it (core/studies/session.py), never a sweep that fails on start.
         preset = self.preset or getattr(app, "preset", None) or "quick"
         # The presenter's step names its scenario only (its deck checked the preset when it loaded).
         presets = getattr(sc, "presets", None)
@@ -385,7 +385,7 @@ class SweepView(Vertical, can_focus=True):
                  "--format", "json", "--out", str(out), "--progress-json"]  # fmt: skip
         threads = getattr(getattr(app, "session", None), "threads", None)
         if threads is None:  # the presenter: the live thread policy, as its single figures use
-            from gpuplay.core.system import cpu_count
+            from gpuplay.core.hw.system import cpu_count
             from gpuplay.tui.controls import live_threads
 
             threads = live_threads(cpu_count())
@@ -564,7 +564,7 @@ def show_sweep_step(app: Any, step: Any, live: bool) -> bool:
     step's single figure (and start it once, when `live`); True when the step is a sweep step."""
     from types import SimpleNamespace
 
-    from gpuplay.core.safetext import visible
+    from gpuplay.core.storage.safetext import visible
 
     view = app.query_one(SweepView)
     is_sweep = step.sweep is not None

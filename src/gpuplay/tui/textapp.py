@@ -18,7 +18,7 @@ from textual.driver import Driver
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 
-from gpuplay.core.safetext import visible as shown_text
+from gpuplay.core.storage.safetext import visible as shown_text
 
 HANGUP_GRACE_S = 2.0  # after SIGHUP, how long Textual's own exit may take before the process ends
 

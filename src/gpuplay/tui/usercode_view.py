@@ -15,8 +15,8 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 from textual.app import App
 
-from gpuplay.core.codewatch import CodeFileWatcher
-from gpuplay.core.scenarios import ScenarioSet, scenario_for
+from gpuplay.core.catalogue.scenarios import ScenarioSet, scenario_for
+from gpuplay.core.storage.codewatch import CodeFileWatcher
 from gpuplay.core.workloads.usercode import (
     UserCodeError,
     code_ref,

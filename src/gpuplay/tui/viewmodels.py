@@ -11,16 +11,16 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from gpuplay.core.compare import baseline_spec, is_baseline
-from gpuplay.core.devicelock import is_busy_message
-from gpuplay.core.energy import energy_of
+from gpuplay.core.engine.devicelock import is_busy_message
 from gpuplay.core.hw import nvidia as gpm
-from gpuplay.core.report import fmt_time, gpu_activity, peak_memory_text, split_note
+from gpuplay.core.measure.energy import energy_of
+from gpuplay.core.measure.stats import PairedSpeedup
+from gpuplay.core.reports.report import fmt_time, gpu_activity, peak_memory_text, split_note
 from gpuplay.core.result import RunResult
-from gpuplay.core.safetext import visible
-from gpuplay.core.session import LiveSession
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.stats import PairedSpeedup
+from gpuplay.core.storage.safetext import visible
+from gpuplay.core.studies.compare import baseline_spec, is_baseline
+from gpuplay.core.studies.session import LiveSession
 from gpuplay.core.workloads import get_workload
 from gpuplay.core.workloads.base import ITEMSIZE
 from gpuplay.core.workloads.usercode import is_code_ref
@@ -291,7 +291,7 @@ CELL_PADDING = 2  # DataTable pads each cell by one column on both sides
 
 def compare_cells(row: Any) -> dict[str, str]:
     """One Compare row's cells, by column name."""
-    from gpuplay.core.report import fmt_error, fmt_speedup
+    from gpuplay.core.reports.report import fmt_error, fmt_speedup
 
     r, s = row.result, row.result.summary
     tensor = _tensor_active(r.telemetry)

@@ -18,19 +18,19 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
-from gpuplay.core.compare import Row
 from gpuplay.core.hw import nvidia as gpm
-from gpuplay.core.report import fmt_error, fmt_rate, fmt_time
-from gpuplay.core.roofline import NOT_CALIBRATED, roof_text
-from gpuplay.core.safetext import visible
+from gpuplay.core.measure.roofline import NOT_CALIBRATED, roof_text
+from gpuplay.core.measure.stats import Summary
+from gpuplay.core.reports.report import fmt_error, fmt_rate, fmt_time
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.stats import Summary
+from gpuplay.core.storage.safetext import visible
+from gpuplay.core.studies.compare import Row
 from gpuplay.core.workloads import reference_name
 from gpuplay.tui.controls import controls_for, label, values_for, verdict_for
 from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
 
 if TYPE_CHECKING:  # the telemetry (psutil) is imported after the first frame (tabs/telemetry.py)
-    from gpuplay.core.telemetry import Snapshot
+    from gpuplay.core.measure.telemetry import Snapshot
 
 PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
 

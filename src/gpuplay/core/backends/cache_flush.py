@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuplay.core.lazynumpy import lazy_numpy
+from gpuplay.core.process.lazynumpy import lazy_numpy
 
 if TYPE_CHECKING:
     import numpy as np

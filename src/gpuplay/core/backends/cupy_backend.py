@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, widen
 from gpuplay.core.backends.oom import out_of_memory
-from gpuplay.core.lazynumpy import lazy_numpy
+from gpuplay.core.process.lazynumpy import lazy_numpy
 from gpuplay.core.spec import RunSpec
 
 if TYPE_CHECKING:

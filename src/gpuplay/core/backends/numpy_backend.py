@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, widen
-from gpuplay.core.lazynumpy import lazy_numpy
+from gpuplay.core.hw.system import cpu_count, cpu_name
+from gpuplay.core.process.lazynumpy import lazy_numpy
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.system import cpu_count, cpu_name
 
 if TYPE_CHECKING:
     import numpy as np

@@ -12,9 +12,9 @@ from gpuplay.core.backends import peakmem
 from gpuplay.core.backends.base import Availability, Backend, DeviceInfo, StepTimer, host_timer, widen
 from gpuplay.core.backends.compile_watch import DynamoCounts, read_counters
 from gpuplay.core.backends.oom import out_of_memory
-from gpuplay.core.lazynumpy import lazy_numpy
+from gpuplay.core.hw.system import cpu_count, cpu_name
+from gpuplay.core.process.lazynumpy import lazy_numpy
 from gpuplay.core.spec import RunSpec
-from gpuplay.core.system import cpu_count, cpu_name
 
 if TYPE_CHECKING:
     import numpy as np

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuplay.core import trace
 from gpuplay.core.engine import process
 from gpuplay.core.engine.messages import (
     PROBED,
@@ -62,7 +61,8 @@ from gpuplay.core.engine.process import (  # noqa: F401 - the log's helpers, nam
 )
 from gpuplay.core.engine.protocol import Engine, Listener, PhaseCallback, ProbeCallback, SampleCallback
 from gpuplay.core.engine.wire import FrameConnection
-from gpuplay.core.lifeline import kill_descendants
+from gpuplay.core.measure import trace
+from gpuplay.core.process.lifeline import kill_descendants
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
@@ -572,7 +572,7 @@ class EngineClient:
         return self._died(spec, started, outcome.reason if isinstance(outcome, Lost) else None)
 
     def profile(self, spec: RunSpec, steps: int = 5, cancel: threading.Event | None = None) -> dict[str, Any]:
-        """torch.profiler over `steps` steps of `spec`, in the engine (see gpuplay.core.profile)."""
+        """torch.profiler over `steps` steps of `spec`, in the engine (see gpuplay.core.runner.profile)."""
         cancel = cancel or threading.Event()
         with self._run_lock:
             request = ProfileRequest(next(self._ids), spec, steps)
@@ -818,7 +818,7 @@ def measure(
         from gpuplay.core.runner.paired import run_pair
 
         if telemetry is None:
-            from gpuplay.core.telemetry import RunTelemetry
+            from gpuplay.core.measure.telemetry import RunTelemetry
 
             telemetry = RunTelemetry()
 

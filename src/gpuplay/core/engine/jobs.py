@@ -12,7 +12,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from gpuplay.core.cuda_errors import is_sticky_cuda_error
 from gpuplay.core.engine.messages import (
     Finished,
     Phase,
@@ -23,6 +22,7 @@ from gpuplay.core.engine.messages import (
     Samples,
 )
 from gpuplay.core.engine.protocol import SAMPLE_BATCH_S, SampleBatcher
+from gpuplay.core.measure.cuda_errors import is_sticky_cuda_error
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
@@ -43,7 +43,7 @@ def run_job(
 ) -> Finished:
     """Measure `req.spec` (paired with `req.baseline` if set) under the device lock. Never raises
     but for KeyboardInterrupt: what a user can cause, the runner reports; anything else is ours."""
-    from gpuplay.core.devicelock import measure_exclusively
+    from gpuplay.core.engine.devicelock import measure_exclusively
     from gpuplay.core.runner import run
     from gpuplay.core.runner.paired import run_pair
 
@@ -98,8 +98,8 @@ def profile_job(
     req: ProfileRequest, emit: Emit, cancel: threading.Event, *, poisoned_note: str = ENGINE_RESTARTS
 ) -> Profiled:
     """torch.profiler over `req.steps` steps of `req.spec`, under the device lock like a run."""
-    from gpuplay.core.devicelock import WaitCancelled, device_lock
-    from gpuplay.core.profile import profile_spec
+    from gpuplay.core.engine.devicelock import WaitCancelled, device_lock
+    from gpuplay.core.runner.profile import profile_spec
 
     spec = req.spec
     try:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from gpuplay.core.packed import TIMING_KEYS, pack, unpack
+from gpuplay.core.measure.packed import TIMING_KEYS, pack, unpack
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
@@ -172,7 +172,7 @@ def _fields(msg: Message) -> dict[str, Any]:
     return out
 
 
-# A result's step timings go packed (core/packed.py: float64 bytes in base64), not as JSON numbers.
+# A result's step timings go packed (core/measure/packed.py: float64 bytes in base64), not as JSON numbers.
 PACKED = TIMING_KEYS
 
 

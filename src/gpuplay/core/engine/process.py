@@ -7,7 +7,7 @@ thread (the parent-death signal). `EngineClient.start` drives it from there.
 `start_early()` is what the `gpuplay` command's entry calls before it imports click and the rest
 of the front end: for `run`, `sweep` and `compare` the engine's interpreter and imports (~0.25 s
 on the development machine) then overlap the front end's own (~0.25 s) instead of following them.
-This module imports only what a spawn needs (not even core.config on Linux: core/statedir.py); the
+This module imports only what a spawn needs (not even core.config on Linux: core/storage/statedir.py); the
 process's first `EngineClient` that is the shared one (`client.shared_client`) adopts the early
 engine; one never adopted (a usage error, `--help`) is killed at exit.
 """
@@ -23,10 +23,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuplay.core import trace
-from gpuplay.core.command import is_gpuplay_command
-from gpuplay.core.lifeline import spawn as spawn_child
-from gpuplay.core.statedir import state_dir
+from gpuplay.core.measure import trace
+from gpuplay.core.process.command import is_gpuplay_command
+from gpuplay.core.process.lifeline import spawn as spawn_child
+from gpuplay.core.storage.statedir import state_dir
 
 LOG_CAP_BYTES = 10 * 2**20  # engine.log is cut to its last LOG_KEEP_BYTES at an engine start past this
 LOG_KEEP_BYTES = 1 * 2**20
@@ -140,7 +140,7 @@ def spawn(env: dict[str, str] | None = None) -> Spawned:
     # A fresh interpreter, not multiprocessing's spawn: it never re-imports the caller's
     # __main__, and its own session keeps the terminal's Ctrl+C for the front end.
     # Forked from a thread that lives as long as this process, with a parent-death signal:
-    # the engine ends its group if this process dies by SIGKILL (core/lifeline.py).
+    # the engine ends its group if this process dies by SIGKILL (core/process/lifeline.py).
     try:
         proc = spawn_child(
             [sys.executable, "-m", "gpuplay.core.engine.server", str(theirs.fileno())],

@@ -17,8 +17,6 @@ import threading
 import time
 from typing import Any
 
-from gpuplay.core import trace
-from gpuplay.core.cuda_errors import STICKY_CUDA_ERRORS
 from gpuplay.core.engine.jobs import poisoned, profile_job, run_job
 from gpuplay.core.engine.messages import (
     PROBED,
@@ -38,7 +36,9 @@ from gpuplay.core.engine.messages import (
 )
 from gpuplay.core.engine.protocol import probe_data
 from gpuplay.core.engine.wire import FrameConnection
-from gpuplay.core.lifeline import adopt_orphans, end_group_and_exit, end_group_on_sigterm
+from gpuplay.core.measure import trace
+from gpuplay.core.measure.cuda_errors import STICKY_CUDA_ERRORS
+from gpuplay.core.process.lifeline import adopt_orphans, end_group_and_exit, end_group_on_sigterm
 
 __all__ = ["STICKY_CUDA_ERRORS", "STICKY_EXIT_CODE", "EngineServer", "main"]
 
@@ -242,7 +242,7 @@ def warm_numpy_probe() -> None:
 def warm_runner() -> None:
     """Import the runner while the front end still plans, so the first run does not wait for it
     (about 50 ms on the development machine). It imports no array library beyond NumPy."""
-    import gpuplay.core.devicelock
+    import gpuplay.core.engine.devicelock
     import gpuplay.core.runner
     import gpuplay.core.runner.paired  # noqa: F401
 
@@ -252,11 +252,11 @@ def prime_first_run() -> None:
     machine), done while the engine waits for it: NumPy's random module (every workload's
     inputs), the energy module (every run asks for a counter), threadpoolctl (the BLAS thread
     count in a CPU run's conditions) and the installed versions a result records
-    (core/provenance.py reads them once per process)."""
+    (core/measure/provenance.py reads them once per process)."""
     import numpy.random  # noqa: F401
 
-    import gpuplay.core.energy  # noqa: F401
-    from gpuplay.core import provenance
+    import gpuplay.core.measure.energy  # noqa: F401
+    from gpuplay.core.measure import provenance
 
     with contextlib.suppress(ImportError):
         import threadpoolctl  # noqa: F401
@@ -265,7 +265,7 @@ def prime_first_run() -> None:
 
 def _run_telemetry() -> Any:
     # The engine's own telemetry window: the RSS and CPU figures attached to a result are the engine's.
-    from gpuplay.core.telemetry import RunTelemetry
+    from gpuplay.core.measure.telemetry import RunTelemetry
 
     return RunTelemetry()
 

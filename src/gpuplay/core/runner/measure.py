@@ -14,12 +14,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from gpuplay.core import trace
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.backends.compile_watch import CompileFindings, after_first_call, during_timing
 from gpuplay.core.backends.oom import describe_oom
 from gpuplay.core.hw.nvidia import gpm_condition
-from gpuplay.core.interrupt import Interrupted, interruptible
+from gpuplay.core.measure import trace
+from gpuplay.core.process.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import allocation_note, between_steps, cold_probe
 from gpuplay.core.runner.alloc import minor_faults as _minor_faults
@@ -326,11 +326,11 @@ class _Measurement:
             self.result.peak_memory = {"bytes": None if peak[0] is None else int(peak[0]), "source": peak[1]}
 
     def energy(self, step: Callable[[], Any]) -> None:
-        """Energy per step over its own window after the timed one (gpuplay.core.energy)."""
+        """Energy per step over its own window after the timed one (gpuplay.core.measure.energy)."""
         spec, backend = self.plan.spec, self.plan.backend
         if not spec.energy:
             return
-        from gpuplay.core.energy import energy_for
+        from gpuplay.core.measure.energy import energy_for
 
         e = energy_for(spec.device, step, self.plan.flops, lambda: backend.synchronize(spec.device),
                        self.cancel.is_set, on_start=self.energy_starts)  # fmt: skip

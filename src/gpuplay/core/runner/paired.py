@@ -3,7 +3,7 @@
 Both sides are planned, set up and warmed up in this process, then timed in ABBA blocks
 (A B, then B A: a side that always ran second would inherit what the first left behind, a warm
 cache or a busy allocator). Each pair's ratio is one estimate of the speedup; the result holds
-the median of the ratios and a bootstrap interval (gpuplay.core.stats.paired_speedup). The
+the median of the ratios and a bootstrap interval (gpuplay.core.measure.stats.paired_speedup). The
 samples of each side are its elements of the pairs, so the medians shown and the speedup come
 from the same minutes of the machine's life.
 
@@ -28,14 +28,14 @@ from typing import Any
 
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.backends.oom import describe_oom
-from gpuplay.core.interrupt import Interrupted, interruptible
+from gpuplay.core.measure.stats import PairedSpeedup, paired_speedup
+from gpuplay.core.process.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, minor_faults
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
 from gpuplay.core.runner.measure import _NONE, TelemetryWindow, _Measurement, _now, begin_window, run
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.spec import Refusal, RunSpec
-from gpuplay.core.stats import PairedSpeedup, paired_speedup
 from gpuplay.core.workloads.usercode_errors import UserCodeError
 
 MIN_PAIRS = 8  # below this the bootstrap interval says little

@@ -12,12 +12,13 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpuplay.core import levers, provenance
 from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.base import Backend
-from gpuplay.core.planner import assess
+from gpuplay.core.catalogue import levers
+from gpuplay.core.catalogue.planner import assess
+from gpuplay.core.hw.system import cpu_count, cpu_name
+from gpuplay.core.measure import provenance
 from gpuplay.core.spec import Refusal, RunSpec
-from gpuplay.core.system import cpu_count, cpu_name
 from gpuplay.core.workloads.base import ITEMSIZE, Workload
 
 

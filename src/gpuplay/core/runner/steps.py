@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuplay.core.planner import AMP_DTYPES
+from gpuplay.core.catalogue.planner import AMP_DTYPES
 from gpuplay.core.runner.inputs import device_inputs, prime_reference, transfer_inputs
 from gpuplay.core.runner.plan import RunPlan
 from gpuplay.core.workloads.base import SetupReport

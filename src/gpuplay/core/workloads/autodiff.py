@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpuplay.core.lazynumpy import lazy_numpy
+from gpuplay.core.process.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import EPS, Array, ArrayModule, Param, Workload
 
 if TYPE_CHECKING:

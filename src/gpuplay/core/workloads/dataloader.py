@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpuplay.core.lazynumpy import lazy_numpy
+from gpuplay.core.process.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import EPS, Param, SetupReport, Workload
 from gpuplay.core.workloads.inference import build_torch_model, mlp_forward, model_weights
 

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpuplay.core.lazynumpy import lazy_numpy
+from gpuplay.core.process.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import EPS, Param, Workload
 
 if TYPE_CHECKING:
@@ -148,7 +148,7 @@ class Fused(Workload):
     ) -> list[str]:
         impl = self._impl(backend, p)
         if backend == "torch":
-            from gpuplay.core.torchprof import kernel_count
+            from gpuplay.core.measure.torchprof import kernel_count
 
             count, what = kernel_count(step, device)
             return [f"kernels per step: {count:g} ({what}, measured with torch.profiler)"]

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpuplay.core import runtimes
-from gpuplay.core.lazynumpy import lazy_numpy
+from gpuplay.core.process.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.attention import attention
 from gpuplay.core.workloads.base import EPS, Param, SetupReport, Workload
 from gpuplay.core.workloads.fused import gelu_ops

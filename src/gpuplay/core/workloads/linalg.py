@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpuplay.core.lazynumpy import lazy_numpy
+from gpuplay.core.process.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import Array, ArrayModule, Param, Workload, linalg_dtype_reason
 from gpuplay.core.workloads.tolerance import dot
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpuplay.core.lazynumpy import lazy_numpy
+from gpuplay.core.process.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import Array, ArrayModule, Param, Workload
 from gpuplay.core.workloads.tolerance import iterated
 

@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from gpuplay.core.lazynumpy import lazy_numpy
+from gpuplay.core.process.lazynumpy import lazy_numpy
 from gpuplay.core.workloads.base import EPS, Param, Workload
 
 if TYPE_CHECKING:

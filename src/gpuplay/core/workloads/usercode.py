@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpuplay.core.lazynumpy import lazy_numpy
-from gpuplay.core.safeload import read_text_file
+from gpuplay.core.process.lazynumpy import lazy_numpy
+from gpuplay.core.storage.safeload import read_text_file
 from gpuplay.core.workloads.base import EPS, Param, Workload
 from gpuplay.core.workloads.usercode_errors import Frame, UserCodeError
 

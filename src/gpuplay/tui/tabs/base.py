@@ -21,8 +21,8 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, TabbedContent, TabPane
 
 if TYPE_CHECKING:
-    from gpuplay.core.session import LiveSession
     from gpuplay.core.spec import RunSpec
+    from gpuplay.core.studies.session import LiveSession
     from gpuplay.tui.runs import LiveRuns
 
 

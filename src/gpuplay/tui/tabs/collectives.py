@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.reactive import reactive
 
 from gpuplay.collectives.cores import oversubscription
-from gpuplay.core.lifeline import spawn
+from gpuplay.core.process.lifeline import spawn
 from gpuplay.tui.collectives_view import CollectivesView, status_line
 from gpuplay.tui.tabs.base import PlaygroundTab
 
@@ -92,7 +92,7 @@ class CollectivesTab(PlaygroundTab):
         doc, error = None, ""
         try:
             with self.host.measure_lock:
-                # spawn: the child dies with the app, even by SIGKILL (core/lifeline.py)
+                # spawn: the child dies with the app, even by SIGKILL (core/process/lifeline.py)
                 proc = spawn(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, text=True)  # fmt: skip
                 self._proc = proc

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 
-from gpuplay.core.compare import attach_baselines
+from gpuplay.core.studies.compare import attach_baselines
 from gpuplay.tui import viewmodels
 from gpuplay.tui.roofline import RooflineChart
 from gpuplay.tui.tabs.base import PlaygroundTab

@@ -6,8 +6,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.message import Message
 
-from gpuplay.core.compare import baseline_spec
 from gpuplay.core.spec import RunSpec
+from gpuplay.core.studies.compare import baseline_spec
 from gpuplay.tui import viewmodels
 from gpuplay.tui.messages import RunFinished, RunPhase, RunProgress
 from gpuplay.tui.tabs.base import PlaygroundTab

@@ -12,14 +12,14 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widget import Widget
 
-from gpuplay.core.session import LiveSession
+from gpuplay.core.studies.session import LiveSession
 from gpuplay.tui.messages import TelemetryTick
 from gpuplay.tui.tabs.base import Host, PlaygroundTab
 from gpuplay.tui.viewmodels import TelemetryPace, telemetry_pace
 from gpuplay.tui.widgets import TelemetryChart, TelemetryPanel
 
 if TYPE_CHECKING:
-    from gpuplay.core.telemetry import Sampler, Snapshot
+    from gpuplay.core.measure.telemetry import Sampler, Snapshot
 
 
 class TelemetryFeed:
@@ -45,7 +45,7 @@ class TelemetryFeed:
     def start(self) -> None:
         if not self.enabled or self.sampler is not None:
             return
-        from gpuplay.core.telemetry import Sampler, nvml_status
+        from gpuplay.core.measure.telemetry import Sampler, nvml_status
 
         self.sampler = Sampler(self.interval, on_snapshot=self._post)
         self.sampler.engine_pid = self._engine_pid

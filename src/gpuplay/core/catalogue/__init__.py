@@ -1,0 +1,1 @@
+"""What can be run: the scenarios, the levers table, and the planner that checks a configuration."""

@@ -1,0 +1,1 @@
+"""Measurement helpers: statistics, noise verdicts, roofs, telemetry, energy, traces and profiles."""

@@ -1,0 +1,1 @@
+"""Process plumbing: child lifelines, interrupting Python code, lazy imports, the command check."""

@@ -1,0 +1,1 @@
+"""Studies made of many measurements: comparisons side by side, crossover sweeps, the live session."""
