@@ -51,7 +51,7 @@ class _Gpuplay(click.Group):
 
     Its subcommands are imported the first time any is looked up or listed: `gpuplay` alone (the
     playground) imports none of them, nor what they import (the report, the comparisons, NumPy:
-    ~80 ms of the app's first frame on the 2-core machine, issue 34)."""
+    ~80 ms of the app's first frame on the 2-core machine)."""
 
     _loaded = False
 
@@ -69,7 +69,7 @@ class _Gpuplay(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """The named subcommand, importing its module alone: `gpuplay run` imports none of the
         other ten (the calibration report, the server, the collectives: ~25 ms of a NumPy run's
-        0.6 s on the 2-core machine, issue 34). Any listing loads them all."""
+        0.6 s on the 2-core machine). Any listing loads them all."""
         if not self._loaded and cmd_name in COMMAND_MODULES:
             if cmd_name not in self._commands:
                 self._commands[cmd_name] = _command_of(COMMAND_MODULES[cmd_name])
@@ -173,7 +173,7 @@ def _end_now(code: object) -> None:
     result is in the session log (a line written and closed as each arrived), the playground's
     terminal is restored and the engine ended. What is left is the interpreter tearing down
     ~1,000 modules: 60–75 ms of the 0.15 s from `q` to the shell, ~20 ms of a NumPy `run`'s
-    0.6 s on the 2-core machine (issue 34). Skipped, as many CLIs do, with os._exit after the
+    0.6 s on the 2-core machine. Skipped, as many CLIs do, with os._exit after the
     atexit handlers (the engine clients' shutdown, the session log's last sync, a temporary
     folder's finalizer) and the streams' flush; every thread gpuplay starts is a daemon whose
     work an atexit handler finishes. tests/e2e/test_e2e_tmux.py checks the terminal and the log

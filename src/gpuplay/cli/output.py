@@ -27,7 +27,7 @@ def esc(text: object) -> str:
 def spinner(console: Any, text: str) -> Any:
     """Rich's spinner on `console` while a measurement runs, on a terminal; elsewhere nothing.
     Piped, Rich draws nothing but would still import its Live display (~8 ms of a NumPy run's
-    path to its request on the 2-core machine, issue 34) and wake a refresh thread 12.5 times a
+    path to its request on the 2-core machine) and wake a refresh thread 12.5 times a
     second in the front end beside the measurement."""
     if console.is_terminal:
         return console.status(text)
@@ -202,8 +202,8 @@ def warm_for_results() -> None:
     """Import and read what reading a result needs before the engine answers: the noise
     verdicts' module, and the libraries' installed versions the calibration's fingerprint holds
     (core/storage/installed.py; ~1 ms, once per process). A command calls it while it waits for the
-    engine to start and import NumPy, not after the measurement, when it would delay the table
-    (issue 34)."""
+    engine to start and import NumPy, not after the measurement, when it would delay the
+    table."""
     import gpuplay.core.measure.noise  # noqa: F401 - the noise verdicts (psutil is not imported with it)
     from gpuplay.core.measure import roofline
 

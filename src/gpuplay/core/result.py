@@ -221,7 +221,7 @@ def split_summary(split: dict[str, list[float]]) -> dict[str, Any] | None:
     """Each phase's median seconds per step beside its per-step values (`per_step`)."""
     if not split:
         return None
-    import statistics  # here: its fractions and decimal are ~3 ms of every process's start (issue 34)
+    import statistics  # here: its fractions and decimal are ~3 ms of every process's start
 
     out: dict[str, Any] = {k: float(statistics.median(v)) if v else None for k, v in split.items()}
     out["per_step"] = {k: list(v) for k, v in split.items()}

@@ -93,7 +93,7 @@ class GpuPlayApp(TextApp):
 
     def compose(self) -> ComposeResult:
         # The size classes (narrow, short, …) before the widgets get their styles: set after, at
-        # the first resize, they restyled every widget once more before the first frame (issue 34).
+        # the first resize, they restyled every widget once more before the first frame.
         adapt_layout(self.screen, self.size.width, self.size.height)
         yield from compose_main(self.scenario_set)
 
@@ -159,7 +159,7 @@ class GpuPlayApp(TextApp):
         # The key's frame shows the choice (the controls); the tab on screen (the run's cleared
         # figures, a table, a chart) is drawn after that frame, and measuring starts after the
         # next: a key's repaint neither waits for a tab's view nor shares the two cores with a
-        # measurement's start (issue 34).
+        # measurement's start.
         self.refresh_controls()
         self.call_after_refresh(self._show_new_run, self.spec, run_id)
 
@@ -297,7 +297,7 @@ class GpuPlayApp(TextApp):
 
     def action_help(self) -> None:
         # Built once and kept (installed): a screen pushed anew is composed and laid out twice (its
-        # resize, its resume), ~70 ms on the 2-core machine; a kept one only repaints (issue 34).
+        # resize, its resume), ~70 ms on the 2-core machine; a kept one only repaints.
         # Its rows cannot change while the app runs: the keymap is set once, in on_mount.
         if not self.is_screen_installed("help"):
             self.install_screen(HelpScreen(help_rows(self.BINDINGS, self.keymap)), "help")
@@ -330,7 +330,7 @@ class GpuPlayApp(TextApp):
     def _tab_changed(self) -> None:
         # Drawn in the frame that shows the tab. (Painting the tab as last drawn first and its
         # view after that frame was tried: the tab was then laid out and rendered twice when its
-        # figures had changed, and the Compare key measured slower: issue 34, round 4.)
+        # figures had changed, and the Compare key measured slower.)
         self.refresh_all()
 
 

@@ -5,7 +5,7 @@ its parser whether a lone Escape's wait (`ESCDELAY`) is over, so:
 
 - a lone Escape (the terminal sends one byte, and only time tells it from the start of an arrow
   key's sequence) reached the app 100–200 ms after the press, whatever `ESCDELAY` says: the help
-  screen's Escape measured 130 ms against 26 ms for `q`, which closes it too (issue 34);
+  screen's Escape measured 130 ms against 26 ms for `q`, which closes it too;
 - quitting waited for that thread: `disable_input` sets an event and joins the thread, which saw
   the event only when its `select(0.1)` ended, then slept in one more `select(0.1)` on no file at
   all: 100–200 ms of the 220 ms between `q` and `App.run` returning.

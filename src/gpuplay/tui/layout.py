@@ -26,7 +26,7 @@ class LabelledTabs(TabbedContent):
 class SteadyFooter(Footer):
     """Textual's footer, composed again only when the keys it shows changed. Textual recomposes it
     whenever a screen's bindings are said to change: closing the help screen (Escape) rebuilt and
-    rendered its keys again, with the same keys (issue 34)."""
+    rendered its keys again, with the same keys."""
 
     _shown: Any = None
 

@@ -42,7 +42,7 @@ def code_error_renderable(message: str, detail: str = "") -> RenderableType:
 
 def code_source_renderable(path: Path | str, source: str, detail: str = "") -> RenderableType:
     """The file with line numbers; the lines the traceback names are highlighted."""
-    from rich.syntax import Syntax  # pygments: the Code tab's, not the first frame's (issue 34)
+    from rich.syntax import Syntax  # pygments: the Code tab's, not the first frame's
 
     lines = set(frame_lines(detail))
     return Group(

@@ -265,7 +265,7 @@ def telemetry_pace(session: LiveSession, sample_interval: float) -> TelemetryPac
 # table is narrower than their natural width.
 # What identifies a row (the scenario and its size, one column) is kept before the secondary
 # columns: at 80×24 "torch cpu 0.869×" and "torch cpu 1.57×" of matmul 1024² and SVD 384² read
-# alike once it was the first to go (issue 39).
+# alike once it was the first to go.
 # The run's own peak device memory and its tensor-core activity over the timed steps (GPM,
 # issues 32 and 37) come last: secondary, the first to go at 80×24, and left out altogether
 # when no row has one (a CPU-only session's table is as it was).

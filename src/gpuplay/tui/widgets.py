@@ -472,7 +472,7 @@ class CodeView(Horizontal):
 
 
 def _code(title: str, source: str) -> Group:
-    from rich.syntax import Syntax  # pygments: the Code tab's, not the first frame's (issue 34)
+    from rich.syntax import Syntax  # pygments: the Code tab's, not the first frame's
 
     return Group(
         Text(title, style="bold"),
@@ -647,7 +647,7 @@ class HelpScreen(ModalScreen[None]):
 
     A page of its own, opaque: a modal's translucent background makes Textual render the whole
     main screen again under it and blend it, on every paint of the help (`?` and Escape were the
-    slowest keys, issue 34). The keys' panel sits centred on the app's own background."""
+    slowest keys). The keys' panel sits centred on the app's own background."""
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
     DEFAULT_CSS = """

@@ -121,7 +121,7 @@ def _accelerator_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
     if spec.backend != "torch" or spec.device == "cpu":
         return None
     # Imported past the return: a NumPy or CPU run's planning (in the front end and again in the
-    # engine) never needs them (~5 ms of each on the 2-core machine, issue 34).
+    # engine) never needs them (~5 ms of each on the 2-core machine).
     from gpuplay.core.hw import amd, apple
 
     info = _device_extra(spec)

@@ -464,7 +464,7 @@ class EngineClient:
     def release(self) -> None:
         """Its command will ask nothing more: the engine is asked to end now, and exits (ending
         what it started, server.main) while the command prints; `close` at exit then finds it
-        gone and only reaps it (~10 ms of a NumPy run's 0.6 s on the 2-core machine, issue 34).
+        gone and only reaps it (~10 ms of a NumPy run's 0.6 s on the 2-core machine).
         Final: the client starts no engine after it."""
         with self._lock:
             if self._closed or self._released:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpuplay.core.storage.statedir import state_dir  # not core.config: the engine's start (issue 34)
+from gpuplay.core.storage.statedir import state_dir  # not core.config: the engine's start
 
 if TYPE_CHECKING:
     from gpuplay.core.result import RunResult
@@ -138,7 +138,7 @@ def holder_command() -> str:
 
 def _proc_cmdline(pid: int) -> list[str]:
     """psutil.Process(pid).cmdline() as _pslinux.Process.cmdline reads it, without importing psutil
-    (~7-14 ms of a NumPy run's engine, issue 34 round 6): /proc/PID/cmdline in the file system's
+    (~7-14 ms of a NumPy run's engine): /proc/PID/cmdline in the file system's
     encoding, split at NULs, or at spaces for a process that rewrote its title without them."""
     with open(f"/proc/{pid}/cmdline", encoding=sys.getfilesystemencoding(), errors="surrogateescape") as f:
         data = f.read()

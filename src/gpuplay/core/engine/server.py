@@ -232,7 +232,7 @@ NUMPY_ONLY = frozenset({"numpy"})
 
 def warm_numpy_probe() -> None:
     """Import NumPy and its backend and probe it, in the engine's main thread before the runner:
-    what a NumPy probe's answer needs (issue 34, round 5). The answer (`_probe`) then imports
+    what a NumPy probe's answer needs. The answer (`_probe`) then imports
     nothing: the probe's result is cached in the backend."""
     import numpy  # noqa: F401
 
@@ -248,7 +248,7 @@ def warm_runner() -> None:
 
 
 def prime_first_run() -> None:
-    """What every first run paid after its request (issue 34, round 4; ~30 ms on the 2-core
+    """What every first run paid after its request (~30 ms on the 2-core
     machine), done while the engine waits for it: NumPy's random module (every workload's
     inputs), the energy module (every run asks for a counter), threadpoolctl (the BLAS thread
     count in a CPU run's conditions) and the installed versions a result records

@@ -4,7 +4,7 @@ The frames are multiprocessing.connection's own (a signed 32-bit big-endian leng
 64-bit one for a frame of 2 GiB or more, then the bytes), so either end could be that class; this
 one imports only `os` and `struct`. multiprocessing.connection brought multiprocessing's context,
 reduction, tempfile, bz2 and lzma with it: ~7 ms of the engine's start and of the front end's on the
-2-core machine, where the engine's start is a NumPy run's critical path (issue 34). Reads and
+2-core machine, where the engine's start is a NumPy run's critical path. Reads and
 writes are plain `os.read`/`os.write` on the descriptor, as there; an interrupted call is retried
 by Python itself (PEP 475). One thread reads, and writers hold their own lock (client and server).
 """

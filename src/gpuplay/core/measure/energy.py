@@ -164,7 +164,7 @@ def nvml_counter(device: str) -> tuple[NvmlCounter | None, str]:
 
 
 def counter_for(device: str) -> tuple[EnergyCounter | None, str]:
-    if device == "cpu":  # first: AMD's glue is a CUDA device's question (~3 ms of a CPU run's, issue 34)
+    if device == "cpu":  # first: AMD's glue is a CUDA device's question (~3 ms of a CPU run's)
         return rapl_counter()
     if device.startswith("cuda"):
         from gpuplay.core.hw import amd

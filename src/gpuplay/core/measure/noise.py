@@ -36,8 +36,8 @@ class NotImported:
 
 # psutil is imported at the first look at the machine that needs it, not with this module: a front
 # end reads only the verdicts below (`stability`, the advice), and paid ~10 ms of a NumPy run's path
-# to its request for the import on the 2-core machine (issue 34). On Linux a run's window needs no
-# psutil at all (`reads_proc`): ~7-14 ms of the engine's start (issue 34, round 6). Tests put a fake
+# to its request for the import on the 2-core machine. On Linux a run's window needs no
+# psutil at all (`reads_proc`): ~7-14 ms of the engine's start. Tests put a fake
 # here: a fake is read instead of /proc.
 psutil: Any = NotImported()
 

@@ -5,7 +5,7 @@ Recorded in the engine process beside every result (runner/plan.py `conditions`)
 file read back months later still says which versions produced it, and `gpuplay compare --from
 old.json new.json` can say which of them differ (core/reports/crossversion.py). Nothing is imported for
 this: a library's version is read from its installed metadata (core/storage/installed.py, without
-importing importlib.metadata: ~11 ms of a NumPy run's engine start, issue 34), and torch's runtime
+importing importlib.metadata: ~11 ms of a NumPy run's engine start), and torch's runtime
 only where the run already loaded torch (a NumPy run must not import it).
 """
 

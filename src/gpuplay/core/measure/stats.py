@@ -51,7 +51,7 @@ class Summary:
 
 # From this many samples on, NumPy sorts and sums where it is loaded already (a sweep point's
 # 2,500-30,000 timings: ~6.5 ms in Python per 30,000, ~1.5 ms in NumPy); a summary never imports it
-# (a NumPy run's front end plans and prints without NumPy: issue 34, row 1).
+# (a NumPy run's front end plans and prints without NumPy).
 VECTOR_MIN = 256
 
 

@@ -24,7 +24,7 @@ from gpuplay.core.hw import nvidia as gpm
 from gpuplay.core.measure import noise
 
 # The other vendors' glue (core/hw/devices, amd, intel, apple) is imported where a device of
-# theirs asks for it: a NumPy run's engine never needs it (issue 34, round 5).
+# theirs asks for it: a NumPy run's engine never needs it.
 ACCELERATOR_PREFIXES = ("cuda", "xpu", "mps")
 
 # Host figures only: without psutil the GPU's still come (and, on Linux, a run's window's host

@@ -2,8 +2,7 @@
 
 The workloads and the backends' base say what a computation is (its parameters, its cost, its
 refusals) as well as how it runs: the front end plans a NumPy run from the first half alone and,
-with NumPy imported at their top, paid ~90 ms for the import on the 2-core machine (issue 34,
-row 1). A module writes
+with NumPy imported at their top, paid ~90 ms for the import on the 2-core machine. A module writes
 
     if TYPE_CHECKING:
         import numpy as np

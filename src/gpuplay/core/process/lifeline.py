@@ -120,7 +120,7 @@ def kill_descendants(pid: int) -> None:
     """SIGKILL every descendant of `pid`: those that left its process group (setsid) too, which a
     group kill misses. With `adopt_orphans` in `pid`, a double-forked daemon is among them."""
     if pid == os.getpid() and not _has_children():
-        return  # nothing to find, nor psutil to import (~10 ms of an engine's exit, issue 34)
+        return  # nothing to find, nor psutil to import (~10 ms of an engine's exit)
     with contextlib.suppress(Exception):
         import psutil
 

@@ -153,7 +153,7 @@ def split_note(split: dict[str, list[float]], step_s: float | None = None) -> st
     With `step_s` (the step's median) each phase is a share of the step, and what the phases do not
     cover (the loop, Python, the timers) is "other", so the parts add up to the step; the phases'
     medians can sum past the step's median, and then they fill it with no "other"."""
-    import statistics  # here: its fractions and decimal are ~3 ms of the front end's start (issue 34)
+    import statistics  # here: its fractions and decimal are ~3 ms of the front end's start
 
     med = {k: statistics.median(v) for k, v in split.items() if v}
     total = sum(med.values())

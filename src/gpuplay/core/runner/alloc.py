@@ -28,7 +28,7 @@ FAULTS_NOTE_THRESHOLD = 1000
 FLIP_RATIO = 1.2  # a cold mode this much slower is worth saying
 # The probe's figure is the median of this many steps, each on memory just handed back to the OS
 # (malloc_trim before it), so each faults its output in as a fresh process's step does. Three
-# steps (five before round 3 of issue 34) give a median robust to one outlier: the figure is a
+# steps give a median robust to one outlier (as five do): the figure is a
 # ratio read against FLIP_RATIO, and two fewer steps are ~25 ms of a 1024² matmul run.
 PROBE_STEPS = 3
 PROBE_BUDGET_S = 1.0
@@ -50,7 +50,7 @@ def page_returner() -> Callable[[], Any] | None:
 
     Looked up in the symbols the process already has (dlopen(NULL), as threadpoolctl does), not
     through ctypes.util.find_library, which runs `ldconfig -p` in a child process: ~8 ms in the
-    middle of a run on the 2-core machine (issue 34)."""
+    middle of a run on the 2-core machine."""
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError, TypeError):  # TypeError: no dlopen(NULL) (Windows)

@@ -58,7 +58,7 @@ def host_memory_available() -> int | None:
 def _proc_memory_available() -> int | None:
     """psutil.virtual_memory().available as psutil 7's _pslinux.virtual_memory gives it where the
     kernel reports MemAvailable (3.14 and later) above 0, without importing psutil (~7-14 ms of a
-    NumPy run's engine, issue 34 round 6): that figure in bytes; 0 below 0; MemFree above MemTotal
+    NumPy run's engine): that figure in bytes; 0 below 0; MemFree above MemTotal
     (a container's distorted figures). None elsewhere: psutil answers (and estimates)."""
     if not sys.platform.startswith("linux"):
         return None

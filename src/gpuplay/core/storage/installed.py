@@ -2,7 +2,7 @@
 
 importlib.metadata brings email's parser, zipfile and csv with it: ~11 ms to import on the 2-core
 machine, paid by a front end placing a result on its roof and by an engine recording a library
-it has not loaded, both on a NumPy run's path (issue 34). The lookup is the same: the first entry
+it has not loaded, both on a NumPy run's path. The lookup is the same: the first entry
 of sys.path holding the distribution's `.dist-info` directory (named `{name}-{version}.dist-info`
 by the "Recording installed projects" specification, the name normalised), and the `Version`
 field of its METADATA (the core metadata's header). Anything else — a legacy `.egg-info` found

@@ -1,8 +1,8 @@
 """The state folder (engine log, device locks, session logs) found without importing core.config.
 
 core.config's tomllib, dataclasses and platformdirs are 10-20 ms on the 2-core machine: of the
-entry's path to the engine's spawn (round 5 of issue 34), and of the engine's own start, whose
-device lock needs the folder before a NumPy run measures (round 6). On Linux, where the answer
+entry's path to the engine's spawn, and of the engine's own start, whose
+device lock needs the folder before a NumPy run measures. On Linux, where the answer
 is plain XDG (an absolute XDG_STATE_HOME, or none and an absolute HOME), it is platformdirs'
 rule repeated here (tests/unit/test_own_speed_round5.py pins the two equal); anything else asks
 config.

@@ -9,7 +9,7 @@ from gpuplay.core.workloads.base import Param, Workload, relative_error
 
 # Every built-in workload's name and the module under gpuplay.core.workloads that defines it (in
 # its WORKLOADS), in the registry's order. A workload's module is imported the first time it is
-# named: the engine measuring a matmul imports linalg, not the other eleven (issue 34, round 4).
+# named: the engine measuring a matmul imports linalg, not the other eleven.
 # tests/unit/test_own_speed_round4.py checks this table against the modules themselves.
 WORKLOAD_MODULES: dict[str, str] = {
     "matmul": "linalg",

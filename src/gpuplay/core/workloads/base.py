@@ -285,7 +285,7 @@ def _as_written(fn: Callable[..., Any]) -> str:
 # The check reads its arrays in blocks of this many elements (512 KiB of float64): every temporary
 # stays in cache and is reused, where whole-array temporaries (|ref|², out - ref, its square, the
 # finite mask: 25 MiB for a 1024² result) each faulted fresh pages in, just after the cold probe
-# handed the heap back to the OS. ~9 ms → ~4 ms of every 1024² matmul run (issue 34).
+# handed the heap back to the OS. ~9 ms → ~4 ms of every 1024² matmul run.
 CHECK_BLOCK = 1 << 16
 
 

@@ -2,7 +2,7 @@
 
 Apart from `usercode` (its loader, ~740 lines with `ast`, `hashlib` and `linecache`) so that the
 runner, which names this error, does not import the loader in an engine that measures no code
-file (issue 34, round 4). `gpuplay.core.workloads.usercode` re-exports both names.
+file. `gpuplay.core.workloads.usercode` re-exports both names.
 """
 
 from __future__ import annotations

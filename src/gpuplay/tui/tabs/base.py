@@ -68,7 +68,7 @@ class PlaygroundTab(TabPane):
     async def mount_composed_widgets(self, widgets: list[Widget]) -> None:
         """A tab not on screen at start (`lazy`) mounts its widgets after the first frame, as
         Textual's `Lazy` does for hidden tab panes: mounting and styling the six hidden tabs' widgets
-        cost ~80 ms before the first frame on the 2-core machine (issue 34). They mount one tab at a
+        cost ~80 ms before the first frame on the 2-core machine. They mount one tab at a
         time, with a pause between, so a key pressed meanwhile waits for one tab's mount, not six
         (~100 ms in one block); a tab shown before its turn goes first. Until then it draws
         nothing (`ready`); it draws when mounted if it is shown by then."""

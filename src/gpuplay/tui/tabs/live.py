@@ -58,7 +58,7 @@ class LiveTab(PlaygroundTab):
             self.draw_chart()
         else:
             # A new run (a key: a lever, a preset, a scenario): the frame that shows the choice
-            # does not wait for the cleared chart's plotext build (~20 ms; issue 34). It is drawn
+            # does not wait for the cleared chart's plotext build (~20 ms). It is drawn
             # right after that frame, from the session as it is then.
             self.call_after_refresh(self.draw_chart)
 
@@ -66,7 +66,7 @@ class LiveTab(PlaygroundTab):
         """While a run is measured, the figures above the chart keep the height they had: a new
         run's few rows would shrink them and grow the chart, which plotext then builds again at
         its new size in the frame of the key that started the run, then again when the result
-        brings the rows back (issue 34). Released when the run's result is in, or on a resize."""
+        brings the rows back. Released when the run's result is in, or on a resize."""
         top = self.query_one("#live-top")
         if not hold:
             if top.styles.min_height is not None:

@@ -27,7 +27,7 @@ class TelemetryFeed:
     as TelemetryTick messages, the latest snapshot, and why there is no GPU telemetry if none.
 
     The sampler (and the telemetry module: psutil, the NVML glue) is made in `start`, which the
-    App calls after its first frame: the first frame does not wait for those imports (issue 34)."""
+    App calls after its first frame: the first frame does not wait for those imports."""
 
     def __init__(
         self, app: App[Any], interval: float, enabled: bool, engine_pid: Callable[[], int | None]
