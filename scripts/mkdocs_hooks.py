@@ -4,8 +4,8 @@ A page under docs/ links to a screenshot as `../screenshots/NAME` and to a file 
 `../benchmarks/results/NAME` (links that work when GitHub renders the page). The site has no such
 paths, so:
 
-- the screenshots are added to the site as `screenshots/NAME`, and a page's `../screenshots/`
-  links point there;
+- the screenshots and CHANGELOG.md are added to the site as `screenshots/NAME` and
+  `CHANGELOG.md`, and a page's `../screenshots/…` and `../CHANGELOG.md` links point there;
 - any other link out of docs/ becomes the path as code (there is no page to link to); a target
   that does not exist in the repository is a warning, which `mkdocs build --strict` turns into a
   failure, as it does for a broken link between pages.
@@ -28,17 +28,22 @@ SCREENSHOTS = ROOT / "screenshots"
 OUT_LINK = re.compile(r"(!?)\[([^\]]*)\]\(\.\./([^)#\s]+)(#[^)\s]*)?\)")
 
 
+# Files outside docs/ that the site carries under the same path: a page's `../PATH` link to them
+# becomes `PATH`.
+CARRIED = ("CHANGELOG.md",)
+
+
 def on_files(files: Files, config: Any) -> Files:
-    for shot in sorted(SCREENSHOTS.iterdir()):
-        if shot.is_file():
-            files.append(
-                File(
-                    f"screenshots/{shot.name}",
-                    src_dir=str(ROOT),
-                    dest_dir=config["site_dir"],
-                    use_directory_urls=config["use_directory_urls"],
-                )
+    carried = [f"screenshots/{p.name}" for p in sorted(SCREENSHOTS.iterdir()) if p.is_file()]
+    for path in [*carried, *CARRIED]:
+        files.append(
+            File(
+                path,
+                src_dir=str(ROOT),
+                dest_dir=config["site_dir"],
+                use_directory_urls=config["use_directory_urls"],
             )
+        )
     return files
 
 
@@ -47,7 +52,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         bang, text, path, anchor = m.group(1), m.group(2), m.group(3), m.group(4) or ""
         if not (ROOT / path).exists():
             log.warning("%s links to ../%s, which is not in the repository", page.file.src_uri, path)
-        if path.startswith("screenshots/"):
+        if path.startswith("screenshots/") or path in CARRIED:
             return f"{bang}[{text}]({path}{anchor})"
         if bang:
             return f"`{path}`"
