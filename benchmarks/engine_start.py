@@ -1,5 +1,5 @@
 """The engine's start for a NumPy run, alone: an interpreter doing what the engine does before it
-can measure (issue 34, row 1, whose critical path it is).
+can measure (a NumPy run's critical path).
 
 `python -c` runs the engine's own steps in order — its server's imports, NumPy and its probe, the
 runner, the first run's priming (`engine/server.py`: `warm_numpy_probe`, `warm_runner`,

@@ -1,4 +1,4 @@
-"""GPM's cost per timed step on the CPU path (a benchmark, not a test; issue 37).
+"""GPM's cost per timed step on the CPU path (a benchmark, not a test).
 
 GPM is sampled twice per run (before and after the timed steps, core/hw/nvidia.py), never inside
 them. This measures a small CPU step through gpuplay's runner three ways, interleaved A B C A B C:

@@ -1,5 +1,5 @@
 """The least a NumPy `run matmul -p quick --budget 0.2` can cost on this machine, measured as
-`speed_run_numpy.py` measures gpuplay's (issue 34, row 1: its goal of 0.6 s).
+`speed_run_numpy.py` measures gpuplay's (its goal: 0.6 s).
 
 Four whole processes, each the median of N runs, alternating:
 

@@ -1,4 +1,4 @@
-"""The playground's own speed, in tmux at 120×36, as a user sees it (issue 34, rows 4–6).
+"""The playground's own speed, in tmux at 120×36, as a user sees it.
 
 - first frame: from starting `python -m gpuplay` in a new tmux pane to the first screen that
   shows the scenario list (tmux's own copy of the screen, polled every 2 ms). Goal ≤ 0.3 s.

@@ -1,4 +1,4 @@
-"""A NumPy-only `gpuplay run matmul -p quick --budget 0.2`, whole process (issue 34, row 1).
+"""A NumPy-only `gpuplay run matmul -p quick --budget 0.2`, whole process.
 
 Goal: at most 0.6 s wall, and no torch imported in the front end or in the engine (the peak
 memory says which: ~90 MiB without torch, ~270 MiB with it on the development machine).

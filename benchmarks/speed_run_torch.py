@@ -1,4 +1,4 @@
-"""`gpuplay run matmul -p quick --budget 0.2 -b torch --baseline`, whole process (issue 34, row 2).
+"""`gpuplay run matmul -p quick --budget 0.2 -b torch --baseline`, whole process.
 
 Goal: at most torch's own import (`python -c "import torch, numpy"`, timed here the same way, in
 the same rounds) + the budgets (two configurations × 0.2 s) + 0.3 s.

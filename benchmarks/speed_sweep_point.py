@@ -1,4 +1,4 @@
-"""What one sweep point costs at a 0.1 s budget, whole process (issue 34, row 3).
+"""What one sweep point costs at a 0.1 s budget, whole process.
 
 `gpuplay sweep elementwise --over n=4096..65536:K --backends numpy --budget 0.1 --warmup 1` for
 K = 16 and K = 2: a point's cost is (wall of 16 − wall of 2) / 14, which leaves out the start-up

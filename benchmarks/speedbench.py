@@ -1,4 +1,4 @@
-"""Shared by the `speed_*.py` benchmarks (issue 34): gpuplay's own cost, timed as whole processes.
+"""Shared by the `speed_*.py` benchmarks: gpuplay's own cost, timed as whole processes.
 
 Each figure is the median of N runs (5 by default) of a fresh `python -m gpuplay …` process, after
 one warm-up run: wall time from the parent, CPU time and peak memory from the kernel's accounting

@@ -1,5 +1,5 @@
 """The least a Textual app's first frame costs on this machine, measured as `speed_app.py` measures
-gpuplay's (issue 34, row 4: the first frame's goal of 0.3 s).
+gpuplay's (the first frame's goal: 0.3 s).
 
 A bare Textual app with what gpuplay's first screen has in outline — a header, a bordered list of
 the shipped scenarios' titles, a tab bar with seven tabs, a footer — and nothing of gpuplay (no

@@ -1,5 +1,5 @@
 """The least key -> repaint costs a Textual app of gpuplay's shape here, measured as `speed_app.py`
-measures gpuplay's (issue 34, row 5: p95 <= 50 ms for every key), and tmux's own floor under that.
+measures gpuplay's (the goal: p95 <= 50 ms for every key), and tmux's own floor under that.
 
 - A bare Textual app with gpuplay's outline and content size, and nothing of gpuplay (no gpuplay
   import, no engine, no NumPy, no timers): a header; a bordered list of the shipped scenarios'

@@ -745,7 +745,7 @@ def stage_app(
     return st.status
 
 
-# -- GPM (issue 37): SM, tensor-core and DRAM activity from NVML's GPM counters ----------------
+# -- GPM: SM, tensor-core and DRAM activity from NVML's GPM counters ----------------
 def gpm_env(st: Stage) -> None:
     """A bf16 matmul must keep the tensor cores busy and an add must not; n/a with GPM's reason
     on a GPU without GPM (pre-Hopper, MIG without support, an older driver)."""
