@@ -1,8 +1,9 @@
 """The output folder: a fixed plan of file names, never more than 8 files (what comes back).
 
-Every stage writes one JSON file and a section of REPORT.md; the tests stage adds the merged JUnit
-XML and the app stage one HTML page with its SVG screenshots inline. The JSON is rewritten after
-each step, so a stage stopped at its limit still leaves what it finished.
+Every stage writes one JSON file and a section of REPORT.md, nothing else (the tests stage keeps
+the chunks' counts and failures in tests.json, the app stage its SVG screenshots inline in
+app.json). The JSON is rewritten after each step, so a stage stopped at its limit still leaves
+what it finished.
 """
 
 from __future__ import annotations
@@ -20,10 +21,8 @@ PLAN = {
     "REPORT.md": "every stage's report, one section each",
     "env.json": "env stage",
     "tests.json": "tests stage summary",
-    "tests-junit.xml": "tests stage: the chunks' JUnit XML merged",
     "bench.json": "bench stage",
     "app.json": "app stage",
-    "app-screens.html": "app stage: SVG screenshots inline in one page",
     "talk.json": "talk stage",
 }
 assert len(PLAN) <= MAX_FILES

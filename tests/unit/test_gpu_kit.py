@@ -221,7 +221,7 @@ def test_junit_chunks_merge_with_totals(tmp_path):
     assert stages._junit_failures(root) == [{"test": "t::x", "kind": "failure", "message": "boom"}]
 
 
-def test_the_tests_stage_runs_chunks_and_brings_back_junit(tmp_path, monkeypatch):
+def test_the_tests_stage_runs_chunks_and_brings_back_their_counts(tmp_path, monkeypatch):
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "test_a.py").write_text("def test_ok():\n    pass\n\ndef test_bad():\n    assert 1 == 2\n")
@@ -233,7 +233,8 @@ def test_the_tests_stage_runs_chunks_and_brings_back_junit(tmp_path, monkeypatch
     doc = json.loads((out / "tests.json").read_text())
     assert doc["chunks"][0]["tests"] == 2 and doc["chunks"][0]["failures"] == 1
     assert doc["failures"][0]["test"].endswith("test_bad")
-    assert 'tests="2"' in (out / "tests-junit.xml").read_text()
+    assert doc["totals"] == {"tests": 2, "failures": 1, "errors": 0, "skipped": 0}
+    assert doc["not_run"] == [] and sorted(p.name for p in out.iterdir()) == ["REPORT.md", "tests.json"]
 
 
 # -- a stage for real, here ---------------------------------------------------------------------
@@ -406,7 +407,11 @@ def test_env_bench_talk_stages_pass_on_a_pretend_gpu_box(tmp_path, pretend_gpu_b
     assert stages.stage_bench(out, tmp_path) == stages.EXIT_OK, (tmp_path / "REPORT.md").read_text()
     assert stages.stage_talk(out, tmp_path) == stages.EXIT_OK, (tmp_path / "REPORT.md").read_text()
     assert stages.stage_app(out, tmp_path) == stages.EXIT_OK, (tmp_path / "REPORT.md").read_text()
-    assert "3-telemetry" in (tmp_path / "app-screens.html").read_text()
+    app = json.loads((tmp_path / "app.json").read_text())
+    assert any("3-telemetry" in name for name in app["screens"]) and app["not_run"] == []
+    shots = tmp_path / "shots"
+    assert _verify_module().main(["screens", str(tmp_path / "app.json"), str(shots)]) == 0
+    assert "3-telemetry" in (shots / "screens.html").read_text() and list(shots.glob("*.svg"))
     env = json.loads((tmp_path / "env.json").read_text())
     checks = {c["check"]: c["ok"] for c in env["checks"]}
     assert checks["gpuplay's CUDA→NVML mapping matches the UUIDs"] is True
@@ -471,7 +476,7 @@ def test_a_chunk_past_its_time_still_brings_back_what_finished(tmp_path, monkeyp
     assert stages.stage_tests(outdir.OutDir(out), tmp_path, seconds=100) == stages.EXIT_FAILED
     doc = json.loads((out / "tests.json").read_text())
     assert doc["chunks"][0]["timed_out"] and doc["chunks"][0]["seconds"] < 40
-    assert 'name="test_fast"' in (out / "tests-junit.xml").read_text()  # pytest wrote it on SIGINT
+    assert doc["totals"]["tests"] >= 1  # pytest wrote its JUnit XML on SIGINT: test_fast is counted
 
 
 def _verify_module():
@@ -500,10 +505,71 @@ def test_all_shares_one_box_and_reports_the_worst(tmp_path, monkeypatch, capsys)
         table = {n: (fake(s), "") for n, s in zip(verify.ORDER, statuses)}
         monkeypatch.setattr(stages, "STAGES", table)
         assert verify.main(["all", str(tmp_path / "out"), "--seconds", "560"]) == want
-        assert sum(given.values()) <= 560 and len(given) == 5
+        # each box is a share of what is left: instant stages leave the last one nearly all of it
+        assert len(given) == 5 and max(given.values()) <= 560 and given[4] > 500
     with pytest.raises(SystemExit) as exc:  # a box longer than one device command is refused
         verify.main(["env", str(tmp_path / "o2"), "--seconds", "5000"])
     assert exc.value.code == 2
+
+
+def test_all_runs_env_bench_tests_app_talk_each_on_its_share_of_what_is_left(tmp_path, monkeypatch):
+    seen: list[tuple[str, float, dict]] = []
+
+    def stage(name):
+        def run(out, wheelhouse, seconds, **kw):
+            seen.append((name, seconds, kw))
+            return 0
+
+        return run
+
+    monkeypatch.setattr(stages, "STAGES", {n: (stage(n), "") for n in stages.ALL_ORDER})
+    assert _verify_module().main(["all", str(tmp_path / "out"), "--seconds", "500"]) == 0
+    assert [n for n, _, _ in seen] == ["env", "bench", "tests", "app", "talk"]
+    box = {n: s for n, s, _ in seen}
+    share = stages.ALL_SHARES
+    assert box["env"] == pytest.approx(500 * share["env"], rel=0.01)
+    # env returned at once: bench's share is of the ~500 s still left among the four stages left
+    assert box["bench"] == pytest.approx(500 * share["bench"] / (1 - share["env"]), rel=0.01)
+    assert dict((n, kw) for n, _, kw in seen)["tests"] == {"only": ["gpu"]}  # the GPU chunk only
+
+
+def test_all_given_too_little_time_still_writes_every_stage_file_saying_what_did_not_run(
+    tmp_path, monkeypatch, capsys
+):
+    out = tmp_path / "out"
+    # 30 s in all: each stage's share of what is left (the last one's: all 30 s) is under what a
+    # stage needs to start (35 s here)
+    monkeypatch.setattr(stages, "MIN_STAGE_SECONDS", 35.0)
+    assert _verify_module().main(["all", str(out), "--seconds", "30"]) == stages.EXIT_FAILED
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["REPORT.md", "env.json", "bench.json", "tests.json", "app.json", "talk.json"]
+    )
+    for name in stages.ALL_ORDER:
+        doc = json.loads((out / f"{name}.json").read_text())
+        assert doc["not_run"] == [f"the {name} stage"], doc
+    assert (out / "REPORT.md").read_text().count("Not run (out of time)") == 5
+
+
+def test_a_stage_cut_short_names_its_parts_that_did_not_run(tmp_path, pretend_gpu_box):
+    out = outdir.OutDir(tmp_path)
+    # 70 s with 20 s kept for writing: the pretend box answers at once, so 50 s stay left, under
+    # what calibrate and compare need (60 s each); the parity probes and the overhead run
+    assert stages.stage_bench(out, tmp_path, seconds=70) == stages.EXIT_FAILED
+    doc = json.loads((tmp_path / "bench.json").read_text())
+    assert doc["not_run"] == ["gpuplay calibrate", "gpuplay compare --preset published"]
+    assert doc["parity"] and doc["overhead"]
+    assert "Not run (out of time): " in (tmp_path / "REPORT.md").read_text()
+
+
+def test_the_dry_run_of_all_prints_one_line_per_stage_in_run_order_with_its_share(capsys):
+    _verify_module().main(["--dry-run", "all", "--seconds", "540"])
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.split(":")[0] in stages.ALL_ORDER]
+    assert [x.split(":")[0] for x in lines] == ["env", "bench", "tests", "app", "talk"]
+    assert all(" share " in x and "of 540 s" in x for x in lines)
+    assert (
+        f"share {stages.ALL_SHARES['bench']:.0%} (~{540 * stages.ALL_SHARES['bench']:.0f} s of 540 s)"
+        in lines[1]
+    )
 
 
 # -- the probes, run here as the stages run them (a rename in gpuplay breaks these) ---------------
