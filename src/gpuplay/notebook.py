@@ -50,7 +50,11 @@ def _run_args(argv: list[str]) -> dict[str, Any]:
     unsupported = [flag for flag, on in (("--format", p.get("fmt") != "table"), ("--out", p.get("out")),
                                          ("--profile", p.get("profile")), ("--trace", p.get("trace"))) if on]  # fmt: skip
     if unsupported:
-        raise MagicUsageError(f"{', '.join(unsupported)}: not in a notebook (the result displays itself)")
+        raise MagicUsageError(
+            f"{', '.join(unsupported)}: not taken by the magic, whose Result displays itself as a table; "
+            "for JSON or a file keep it (r = %gpuplay run …) and use r.to_dict() or r.to_pandas(), "
+            "or run the command itself: !gpuplay run … --format json --out FILE"
+        )
     try:
         params = parse_assignments(tuple(p.get("sizes") or ()))
     except click.ClickException as exc:
@@ -231,21 +235,24 @@ def _cell_file(cell: str, name: str) -> Path:
 
 
 def load_ipython_extension(ipython: Any) -> None:
+    from IPython.core.error import UsageError
+
     from gpuplay.core.storage.safetext import visible
 
+    # The user's own input (a bad flag, an unknown scenario, a configuration that cannot run
+    # here): IPython's UsageError, which it shows as one red line, never a traceback; the cell
+    # then counts as failed (nbclient, "Run all" stop there), as a magic's misuse does.
     def gpuplay_line(line: str) -> Any:
         try:
             return line_magic(line)
-        except (ValueError, api.Refused) as exc:  # the user's own input: said, not a traceback
-            print(visible(f"gpuplay: {exc}"))
-            return None
+        except (ValueError, TypeError, api.Refused) as exc:
+            raise UsageError(visible(f"gpuplay: {exc}")) from None
 
     def gpuplay_cell(line: str, cell: str) -> Any:
         try:
             return cell_magic(line, cell)
-        except (ValueError, api.Refused) as exc:
-            print(visible(f"gpuplay: {exc}"))
-            return None
+        except (ValueError, TypeError, api.Refused) as exc:
+            raise UsageError(visible(f"gpuplay: {exc}")) from None
 
     ipython.register_magic_function(gpuplay_line, "line", "gpuplay")
     ipython.register_magic_function(gpuplay_cell, "cell", "gpuplay")
