@@ -96,6 +96,7 @@ def compare(
     """Every scenario on every available backend and device, with speedups over NumPy on the CPU."""
     from gpuplay.cli import compare_more
 
+    fmt = options.out_format(fmt, out, FORMATS)
     if files and not from_files:
         # `gpuplay compare matmul` reads as `run matmul` and `sweep matmul` do: names of scenarios
         # are --scenario; anything else was meant for --from, and the message says both ways.

@@ -172,9 +172,7 @@ def emit(text: str, out: str | None) -> None:
     if out:
         from gpuplay.core.storage.atomicfile import write_atomic
 
-        folder = Path(out).expanduser().parent
-        if not folder.exists():  # created, as users expect of an output path, but said
-            stderr_console().print(f"note: creating folder {esc(folder)}", style="dim", highlight=False)
+        folder = Path(out).expanduser().parent  # checked to exist before measuring (cli/options.OutPath)
         try:
             write_atomic(Path(out).expanduser(), text)
         except OSError as exc:
