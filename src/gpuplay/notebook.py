@@ -42,11 +42,12 @@ def _run_args(argv: list[str]) -> dict[str, Any]:
     except click.exceptions.Exit:
         raise MagicUsageError(USAGE) from None
     except click.ClickException as exc:
+        said = exc.format_message()
         if isinstance(exc, click.NoSuchOption):  # `--json` → `--format`, as on the command line
-            from gpuplay.cli import _better_no_such_option
+            from gpuplay.cli import better_no_such_option
 
-            _better_no_such_option(exc, list(argv))
-        raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
+            said = better_no_such_option(exc, list(argv)) or said
+        raise MagicUsageError(f"{said}\n{USAGE}") from None
     from click.core import ParameterSource
 
     _DEFAULT = ParameterSource.DEFAULT

@@ -288,7 +288,7 @@ class Results(Sequence[Result]):
             argcheck.expect_path("newer", newer, "a Results or a result file's path")
             import gpuplay  # its load(), the one reader of files (gpuplay.api sits above this module)
 
-            loaded = gpuplay.load(newer)
+            loaded = gpuplay.load(os.fspath(newer))
             if not isinstance(loaded, Results):
                 raise ValueError(
                     f"newer: {visible(os.fspath(newer))} holds a {type(loaded).__name__}, not measurements "
@@ -424,7 +424,9 @@ class Table(Sequence[dict[str, Any]]):
         return f"<gpuplay.Table: {len(self)} row(s) from {visible(self.source)}>"
 
 
-_NO_MATPLOTLIB = "plot() needs matplotlib: pip install matplotlib (from a checkout: pip install -e '.[notebook]')"
+_NO_MATPLOTLIB = (
+    "plot() needs matplotlib: pip install matplotlib (from a checkout: pip install -e '.[notebook]')"
+)
 MAX_HTML_ROWS = 500  # a Table's rows shown in a notebook; the rest counted
 
 

@@ -98,8 +98,10 @@ class _Gpuplay(click.Group):
         try:
             return super().invoke(ctx)
         except click.NoSuchOption as exc:
-            _better_no_such_option(exc, words)
-            raise
+            better = better_no_such_option(exc, words)
+            if better is None:
+                raise
+            raise click.UsageError(better, ctx=exc.ctx) from None
         except KeyboardInterrupt:
             # Ctrl+C outside a measurement (its planning, a listing): the line and the status a
             # stopped measurement gives, not click's "Aborted!" and exit 1.
@@ -177,7 +179,7 @@ _FORMAT_FLAGS = {"--json": "json", "--csv": "csv", "--markdown": "markdown", "--
                  "--table": "table"}  # fmt: skip
 
 
-def _better_no_such_option(exc: click.NoSuchOption, words: list[str]) -> None:
+def better_no_such_option(exc: click.NoSuchOption, words: list[str]) -> str | None:
     """An unknown flag answered with what was meant: `--json` is `--format json`, `--code FILE.py`
     after a command is `gpuplay run FILE.py` (--code is the playground's), else the closest flag
     (click's own suggestions are the flags that merely share a prefix: `--code` got --compile,
@@ -187,7 +189,9 @@ def _better_no_such_option(exc: click.NoSuchOption, words: list[str]) -> None:
 
     name = exc.option_name
     cmd = exc.ctx.command if exc.ctx is not None else None
-    flags = [o for p in (cmd.params if cmd else []) for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+    flags = [
+        o for p in (cmd.params if cmd else []) for o in (*p.opts, *p.secondary_opts) if o.startswith("--")
+    ]
     fmt_param = next((p for p in (cmd.params if cmd else []) if p.name == "fmt"), None)
     choices = getattr(fmt_param.type, "choices", ()) if fmt_param is not None else ()
     hint = ""
@@ -205,9 +209,7 @@ def _better_no_such_option(exc: click.NoSuchOption, words: list[str]) -> None:
         near = closest(name, flags)
         if near:
             hint = f"did you mean {near[0]}?"
-    if hint:
-        exc.possibilities = []
-        exc.message = f"No such option {visible(name)}: {hint}"
+    return f"No such option {visible(name)}: {hint}" if hint else None
 
 
 def _end_now(code: object) -> None:

@@ -119,36 +119,21 @@ def parse_scenario(text: str, path: Path | str = "<string>") -> Scenario:
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(path, "", f"not valid TOML ({exc})") from None
     errors: list[ScenarioError] = []
-
-    def checked(f: Any, *args: Any, default: Any = None) -> Any:
-        try:
-            return f(*args)
-        except ScenarioError as exc:
-            errors.append(exc)
-            return default
-
+    checked = _Collect(errors)
     from gpuplay.core.storage.argcheck import did_you_mean
 
     for key in sorted(set(data) - KNOWN_FIELDS):
         hint = did_you_mean(key, KNOWN_FIELDS) or ";"
-        errors.append(ScenarioError(path, key, f"unknown field{hint} known: {', '.join(sorted(KNOWN_FIELDS))}"))
+        errors.append(
+            ScenarioError(path, key, f"unknown field{hint} known: {', '.join(sorted(KNOWN_FIELDS))}")
+        )
     name = checked(_name, data, path, default="")
     workload_name = checked(_workload_name, data, path, default="")
-    workload = get_workload(workload_name) if workload_name else None
-    title = data.get("title", name)
-    description = data.get("description", "")
+    title, description = data.get("title", name), data.get("description", "")
     for key, value in (("title", title), ("description", description)):
         if not isinstance(value, str):
             errors.append(ScenarioError(path, key, f"must be a string; got {type(value).__name__}"))
-    params = data.get("params", {})
-    if not isinstance(params, dict):
-        errors.append(ScenarioError(path, "params", "must be a table"))
-        params = {}
-    elif workload is not None:
-        checked(_check_params, workload, params, path, "params")
-    presets = {}
-    if workload is not None:
-        presets = checked(_presets, workload, params, data.get("presets", {}), path, default={})
+    params, presets = _params_and_presets(data, workload_name, path, checked)
     claim = checked(_claim, data["claim"], path) if "claim" in data else None
     tags = data.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
@@ -158,6 +143,36 @@ def parse_scenario(text: str, path: Path | str = "<string>") -> Scenario:
         more = "".join(f"; {e.field + ': ' if e.field else ''}{e.detail}" for e in rest)
         raise ScenarioError(path, first.field, first.detail + more)
     return Scenario(name, title, workload_name, description, params, presets, claim, path, tuple(tags))
+
+
+class _Collect:
+    """Calls a check, keeping its ScenarioError and going on (a default in its place)."""
+
+    def __init__(self, errors: list[ScenarioError]) -> None:
+        self.errors = errors
+
+    def __call__(self, f: Any, *args: Any, default: Any = None) -> Any:
+        try:
+            return f(*args)
+        except ScenarioError as exc:
+            self.errors.append(exc)
+            return default
+
+
+def _params_and_presets(
+    data: Mapping[str, Any], workload_name: str, path: Path, checked: _Collect
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The scenario's params and presets, each checked against its workload (when it has one)."""
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        checked.errors.append(ScenarioError(path, "params", "must be a table"))
+        params = {}
+    if not workload_name:  # unknown: said already, and nothing to check the values against
+        return params, {}
+    workload = get_workload(workload_name)
+    checked(_check_params, workload, params, path, "params")
+    presets = checked(_presets, workload, params, data.get("presets", {}), path, default={})
+    return params, presets
 
 
 def _name(data: Mapping[str, Any], path: Path) -> str:

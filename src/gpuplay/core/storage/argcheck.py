@@ -35,7 +35,7 @@ def closest(word: str, known: Iterable[str], n: int = 1) -> list[str]:
 
 
 def did_you_mean(word: str, known: Iterable[str]) -> str:
-    """"; did you mean 'x'?" for the closest known name, or '' when none is close."""
+    """ "; did you mean 'x'?" for the closest known name, or '' when none is close."""
     hit = closest(word, known)
     return f"; did you mean {hit[0]!r}?" if hit else ""
 
@@ -67,7 +67,9 @@ def expect_callable(name: str, value: Any, takes: str) -> None:
     """A function defined with def (measure's step and inputs)."""
     if callable(value) and hasattr(value, "__code__") and hasattr(value, "__name__"):
         return
-    raise TypeError(f"{name} takes a function defined with def ({takes}); got {shown(value)} ({kind_of(value)})")
+    raise TypeError(
+        f"{name} takes a function defined with def ({takes}); got {shown(value)} ({kind_of(value)})"
+    )
 
 
 def expect_path(name: str, value: Any, takes: str = "a file's path") -> None:
@@ -87,7 +89,7 @@ def expect_text(name: str, value: Any, takes: str) -> None:
 
 
 def unknown_keyword(word: str, known: Iterable[str], where: str, more: str = "") -> str:
-    """"unknown keyword 'bakend'; did you mean 'backend'? known: …" — the closest among every
+    """ "unknown keyword 'bakend'; did you mean 'backend'? known: …" — the closest among every
     keyword the call takes (its own arguments and its levers)."""
     names = sorted(set(known))
     hint = did_you_mean(word, names) or ";"

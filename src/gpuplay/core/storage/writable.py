@@ -47,7 +47,9 @@ def unwritable(out: str | Path) -> str:
 SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
 
 
-def format_for_out(fmt: str, given: bool, out: str | os.PathLike[str] | None, formats: tuple[str, ...]) -> tuple[str, str]:
+def format_for_out(
+    fmt: str, given: bool, out: str | os.PathLike[str] | None, formats: tuple[str, ...]
+) -> tuple[str, str]:
     """(the format to write, '' or why not) for --format `fmt` (`given`: named by the user) and
     --out `out`: the format named, else what the suffix says (`--out r.json` writes JSON, not
     Markdown under a .json name), else the default. `table` into a file is Markdown, so it goes
@@ -70,5 +72,8 @@ def format_for_out(fmt: str, given: bool, out: str | os.PathLike[str] | None, fo
         return fmt, ""  # a command whose table is plain text: written as it prints
     if implied not in formats:
         can = ", ".join(f for f in formats if f != "table")
-        return fmt, f"--out {visible(name)}: this command writes {can}, not {implied}; name the file for one of them"
+        return (
+            fmt,
+            f"--out {visible(name)}: this command writes {can}, not {implied}; name the file for one of them",
+        )
     return implied if implied in formats else fmt, ""
