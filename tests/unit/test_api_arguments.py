@@ -36,7 +36,10 @@ def _step(xp, a):
         (lambda: gpuplay.measure(_step, 6), r"inputs takes a function defined with def .*got 6 \(int\)"),
         (lambda: gpuplay.load(5), r"path takes a file gpuplay wrote .*got 5 \(int\)"),
         (lambda: gpuplay.run(5), r"scenario takes a scenario's name or a code file's path .*got 5 \(int\)"),
-        (lambda: gpuplay.run("matmul", scenario_dirs=5), r"scenario_dirs takes a list of folders.*got 5 \(int\)"),
+        (
+            lambda: gpuplay.run("matmul", scenario_dirs=5),
+            r"scenario_dirs takes a list of folders.*got 5 \(int\)",
+        ),
     ],
 )
 def test_an_argument_of_the_wrong_kind_is_a_type_error_naming_it(call, words):
@@ -73,7 +76,9 @@ def test_a_scenario_whose_file_did_not_load_is_named_with_that_file(tmp_path):
 def _results() -> gpuplay.Results:
     spec = RunSpec.make("matmul", {"n": 64}, scenario="matmul", backend="numpy")
     r = RunResult(spec=spec, samples=[1e-3, 1.1e-3, 1.2e-3, 1.3e-3, 1.4e-3], size="64×64")
-    return gpuplay.Results.from_run_results([r, r], refused=[("cupy cuda:0 float32", "no CuPy")], interrupted=True)
+    return gpuplay.Results.from_run_results(
+        [r, r], refused=[("cupy cuda:0 float32", "no CuPy")], interrupted=True
+    )
 
 
 def test_results_compare_takes_a_results_or_a_path_and_names_anything_else(tmp_path):

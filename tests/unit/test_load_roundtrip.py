@@ -65,7 +65,11 @@ def _hostile(measured, tmp_path, name, change):
 @pytest.mark.parametrize(
     ("name", "change", "words"),
     [
-        ("nan", lambda r: r.update(samples_s=[float("nan")] * 3), r"samples_s holds nan, not a finite step time"),
+        (
+            "nan",
+            lambda r: r.update(samples_s=[float("nan")] * 3),
+            r"samples_s holds nan, not a finite step time",
+        ),
         ("inf", lambda r: r.update(samples_s=[float("inf")] * 3), r"samples_s holds inf"),
         ("huge", lambda r: r.update(samples_s=[1e308] * 3), r"samples_s holds 1e\+308"),
         ("text", lambda r: r.update(samples_s="0.1,0.2"), r"samples_s is str, not a list of seconds"),
@@ -77,7 +81,9 @@ def test_a_result_with_untrustworthy_figures_is_refused_naming_file_and_field(
     measured, tmp_path, name, change, words
 ):
     path = _hostile(measured, tmp_path, name, change)
-    with pytest.raises(ValueError, match=rf"{name}\.json: no result could be read: result 1 skipped: {words}"):
+    with pytest.raises(
+        ValueError, match=rf"{name}\.json: no result could be read: result 1 skipped: {words}"
+    ):
         gpuplay.load(path)
 
 

@@ -35,6 +35,7 @@ from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, minor_faults
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
 from gpuplay.core.runner.measure import _NONE, TelemetryWindow, _Measurement, _now, begin_window, run
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
+from gpuplay.core.runtimes import Unavailable
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads.usercode_errors import UserCodeError
 
@@ -289,6 +290,8 @@ class _Paired:
                 self.attach_speedup()
         except (Cancelled, Interrupted):
             result.status, result.message = "cancelled", "cancelled by the user"
+        except Unavailable as exc:  # an inference runtime installed but broken: refused, with the fix
+            result.status, result.message = "refused", str(exc)
         except UserCodeError as exc:
             result.status, result.failure = "failed", "user-code"
             result.message, result.detail = exc.summary, exc.detail
