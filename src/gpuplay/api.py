@@ -382,10 +382,7 @@ def _compare_scenarios(
         _check_lever(name, value)
     # "cuda" is the first GPU, as everywhere else ('cuda' would match no planned 'cuda:N' row).
     devs = None if devices is None else [_device(d) for d in _names(devices, "device(s)", None)]
-    if params is not None and not isinstance(params, Mapping):
-        raise ValueError(
-            f"params must be a mapping of parameter names to values; got {type(params).__name__}"
-        )
+    argcheck.expect_mapping("params", params, "{'n': 2048}")
     try:
         for sc in scenarios:
             sc.preset_params(sc.chosen_preset(preset))
