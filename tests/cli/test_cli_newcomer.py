@@ -85,6 +85,7 @@ def test_the_out_suffix_picks_the_format(cli, tmp_path, name, starts):
         ["compare", "--scenario", "elementwise", "--format", "json", "--out", "{}/r.md"],
         ["sweep", "elementwise", "--over", "n=8,16", "--format", "markdown", "--out", "{}/r.csv"],
         ["demo", "numpy-to-gpu", "--rehearse", "--out", "{}/talk.md"],
+        ["collectives", "--nproc", "1", "--format", "csv", "--out", "{}/r.json"],
     ],
 )
 def test_a_format_against_the_out_suffix_is_a_usage_error(cli, tmp_path, args):
