@@ -419,6 +419,7 @@ def _compare_scenarios(
     )
 
 
+@argcheck.keywords_checked
 def compare(
     scenario: str | Path | Sequence[str | Path] | None,
     *,
@@ -459,6 +460,7 @@ def compare(
                               progress=progress, params=params)  # fmt: skip
 
 
+@argcheck.keywords_checked
 def sweep(
     scenario: str | Path,
     over: Mapping[str, Sequence[float] | str],
@@ -601,6 +603,7 @@ def code_file(
     return path
 
 
+@argcheck.keywords_checked
 def measure(
     step: Callable[..., Any],
     inputs: Callable[..., Any],
@@ -742,6 +745,7 @@ def _load_json(p: Path, problems: list[str]) -> Results | Sweep | Table:
     )
 
 
+@argcheck.keywords_checked
 def load(path: str | Path) -> Results | Sweep | Table:
     """A file gpuplay wrote, read back: a session log (.jsonl) or a run/compare/playground export
     (JSON) → Results; a sweep's JSON → Sweep; any CSV gpuplay writes, a collectives JSON or a

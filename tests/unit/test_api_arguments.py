@@ -55,6 +55,30 @@ def test_a_misspelt_keyword_suggests_the_argument_meant_not_only_the_levers():
         gpuplay.run("matmul", tf_32=True)
 
 
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (
+            lambda: gpuplay.compare("matmul", bakends="numpy"),
+            "compare() got an unexpected keyword argument 'bakends'; did you mean 'backends'?",
+        ),
+        (
+            lambda: gpuplay.sweep("matmul", {"n": [8]}, budget=0.1),
+            "sweep() got an unexpected keyword argument 'budget'; did you mean 'budget_s'?",
+        ),
+        (lambda: gpuplay.measure(_step, _step, backend="numpy"), "did you mean 'backends'?"),
+        (
+            lambda: gpuplay.load(pth="x.json"),
+            "load() got an unexpected keyword argument 'pth'; did you mean 'path'?",
+        ),
+    ],
+)
+def test_a_misspelt_keyword_of_any_function_names_the_closest(call, words):
+    with pytest.raises(TypeError) as e:
+        call()
+    assert words in str(e.value)
+
+
 def test_a_misspelt_scenario_suggests_the_closest():
     with pytest.raises(ValueError, match=r"unknown scenario 'matmull'; did you mean 'matmul'\? known: "):
         gpuplay.run("matmull")

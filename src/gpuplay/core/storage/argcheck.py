@@ -9,11 +9,15 @@ as "'int' object is not iterable"), and a misspelt name is answered with the clo
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import os
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from gpuplay.core.storage.safetext import visible
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def shown(value: Any, limit: int = 60) -> str:
@@ -94,3 +98,23 @@ def unknown_keyword(word: str, known: Iterable[str], where: str, more: str = "")
     names = sorted(set(known))
     hint = did_you_mean(word, names) or ";"
     return f"{where}: unknown keyword {word!r}{hint} known: {', '.join(names)}{more}"
+
+
+def keywords_checked(f: F) -> F:
+    """`f` whose misspelt keyword is a TypeError naming the closest one it takes: Python's own
+    *unexpected keyword argument 'bakends'* says nothing of `backends`. A function with **kwargs
+    checks those itself (gpuplay.run: its levers)."""
+    params = inspect.signature(f).parameters
+    takes = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+    @functools.wraps(f)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        for key in kwargs:
+            if key not in params:
+                hint = did_you_mean(key, takes) or ";"
+                raise TypeError(
+                    f"{f.__name__}() got an unexpected keyword argument {key!r}{hint} it takes: {', '.join(takes)}"
+                )
+        return f(*args, **kwargs)
+
+    return checked  # type: ignore[return-value]
