@@ -55,11 +55,7 @@ def _run_args(argv: list[str]) -> dict[str, Any]:
     unsupported = [flag for flag, on in (("--format", p.get("fmt") != "table"), ("--out", p.get("out")),
                                          ("--profile", p.get("profile")), ("--trace", p.get("trace"))) if on]  # fmt: skip
     if unsupported:
-        raise MagicUsageError(
-            f"{', '.join(unsupported)}: not taken by the magic, whose Result displays itself as a table; "
-            "for JSON or a file keep it (r = %gpuplay run …) and use r.to_dict() or r.to_pandas(), "
-            "or run the command itself: !gpuplay run … --format json --out FILE"
-        )
+        raise MagicUsageError(_not_taken(unsupported))
     try:
         params = parse_assignments(tuple(p.get("sizes") or ()))
     except click.ClickException as exc:
@@ -74,6 +70,17 @@ def _run_args(argv: list[str]) -> dict[str, Any]:
         "scenario_dirs": tuple(p.get("scenario_dirs") or ()),
         **levers,
     }
+
+
+OUTPUT_FLAGS = ("--format", "--out", "--profile", "--trace")
+
+
+def _not_taken(flags: list[str]) -> str:
+    return (
+        f"{', '.join(flags)}: not taken by the magic, whose result displays itself as a table; for "
+        "JSON or a file keep it (r = %gpuplay run …) and use r.to_dict() or r.to_pandas(), or run "
+        "the command itself: !gpuplay run … --format json --out FILE"
+    )
 
 
 def _options(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
@@ -202,6 +209,10 @@ def cell_magic(line: str, cell: str) -> Any:
         params = {k: _number(v) for k, v in parse_assignments(tuple(ctx.params.get("sizes") or ())).items()}
     except click.exceptions.Exit:
         raise MagicUsageError(USAGE) from None
+    except click.NoSuchOption as exc:
+        if exc.option_name in OUTPUT_FLAGS:
+            raise MagicUsageError(_not_taken([exc.option_name])) from None
+        raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
     except click.ClickException as exc:
         raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
     p = ctx.params

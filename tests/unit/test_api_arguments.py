@@ -174,6 +174,13 @@ def test_the_magics_raise_ipythons_usage_error(shell, line, words):
         shell.run_line_magic("gpuplay", line)
 
 
+def test_the_cell_magic_says_the_same_of_an_output_flag(shell):
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match=r"--format: not taken by the magic.*to_dict"):
+        shell.run_cell_magic("gpuplay", "-b numpy --format json", "def step(xp, a):\n    return a\n")
+
+
 def test_a_magics_usage_error_shows_one_line_and_no_traceback(shell, capsys):
     result = shell.run_cell("%gpuplay run matmul --format json")
     out = capsys.readouterr()
