@@ -72,6 +72,7 @@ def run(
     from gpuplay.core.measure import trace as tracing  # `trace` is the --trace option
 
     tracing.mark("run: command parsed")
+    fmt = options.out_format(fmt, out, FORMATS)
     # The engine's interpreter and imports overlap the scenarios' loading and the planning below.
     needs = (kw.get("backend") or "numpy", *(("numpy",) if baseline else ()))
     start_engine_early(needs)

@@ -28,6 +28,7 @@ from gpuplay.core.runner.loop import Cancelled, LoopOutcome, PhaseCallback, Samp
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.runner.preflight import estimate_step_seconds, memory_shortfall
 from gpuplay.core.runner.steps import prepare_step
+from gpuplay.core.runtimes import Unavailable
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads import relative_error
 from gpuplay.core.workloads.base import SetupReport
@@ -151,6 +152,8 @@ class _Measurement:
                         trace.mark("checked")
         except (Cancelled, Interrupted):
             result.status, result.message = "cancelled", "cancelled by the user"
+        except Unavailable as exc:  # an inference runtime installed but broken: refused, with the fix
+            result.status, result.message = "refused", str(exc)
         except UserCodeError as exc:
             result.status, result.failure = "failed", "user-code"
             result.message, result.detail = exc.summary, exc.detail

@@ -35,6 +35,7 @@ from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, minor_faults
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
 from gpuplay.core.runner.measure import _NONE, TelemetryWindow, _Measurement, _now, begin_window, run
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
+from gpuplay.core.runtimes import Unavailable
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads.usercode_errors import UserCodeError
 
@@ -289,6 +290,8 @@ class _Paired:
                 self.attach_speedup()
         except (Cancelled, Interrupted):
             result.status, result.message = "cancelled", "cancelled by the user"
+        except Unavailable as exc:  # an inference runtime installed but broken: refused, with the fix
+            result.status, result.message = "refused", str(exc)
         except UserCodeError as exc:
             result.status, result.failure = "failed", "user-code"
             result.message, result.detail = exc.summary, exc.detail
@@ -298,25 +301,29 @@ class _Paired:
                 base.result.message, base.result.detail = exc.summary, exc.detail
                 self.base_done = True
         except Exception as exc:
-            result.status = "failed"
-            failing = self.active
-            if failing.plan.backend.is_out_of_memory(exc):
-                result.failure = "out-of-memory"
-                result.message = describe_oom(
-                    failing.plan.backend, failing.plan.spec.device, result.size, exc
-                )
-            else:
-                result.failure = result.failure or "error"
-                who = "" if failing is cand else "the NumPy baseline: "
-                result.message = f"{who}{type(exc).__name__}: {str(exc).strip()[:300]}"
-            if failing is base:  # the baseline's own row says it failed, as an unpaired run of it would
-                base.result.status, base.result.failure = "failed", result.failure
-                base.result.message = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-                self.base_done = True
+            self.failed(exc)
         finally:
             for m in (cand, base):
                 with contextlib.suppress(Exception):
                     m.plan.backend.free_memory(m.plan.spec.device)
+
+    def failed(self, exc: Exception) -> None:
+        """The side that was running raised: out of memory, or an error, said on the result (and on
+        the baseline's own row when it was the baseline's)."""
+        cand, base, result = self.cand, self.base, self.cand.result
+        result.status = "failed"
+        failing = self.active
+        if failing.plan.backend.is_out_of_memory(exc):
+            result.failure = "out-of-memory"
+            result.message = describe_oom(failing.plan.backend, failing.plan.spec.device, result.size, exc)
+        else:
+            result.failure = result.failure or "error"
+            who = "" if failing is cand else "the NumPy baseline: "
+            result.message = f"{who}{type(exc).__name__}: {str(exc).strip()[:300]}"
+        if failing is base:  # the baseline's own row says it failed, as an unpaired run of it would
+            base.result.status, base.result.failure = "failed", result.failure
+            base.result.message = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+            self.base_done = True
 
     def pairs(
         self, step: Callable[[], Any], timer: StepTimer, base_step: Callable[[], Any], base_timer: StepTimer

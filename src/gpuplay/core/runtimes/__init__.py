@@ -47,6 +47,40 @@ def refusal(name: str, device: str, dtype: str) -> str | None:
     return module(name).available(device) or module(name).dtype_refusal(dtype)
 
 
+class Unavailable(RuntimeError):
+    """The runtime cannot run in this engine (its package missing, or installed but broken): a
+    refusal, with the reason and the install line, not a failed measurement."""
+
+
+# The packages each runtime imports when it builds: installed is not enough, they must import.
+PACKAGES = {"onnxruntime": ("onnxruntime", "onnx", "onnxscript"), "tensorrt": ("torch_tensorrt",)}
+TENSORRT_INSTALL = "pip install torch-tensorrt (a CUDA build of torch to match; from a checkout: pip install -e '.[tensorrt]')"
+
+
+def _install_line(name: str, device: str) -> str:
+    if name == "onnxruntime":
+        mod = module(name)
+        return str(mod.EXTRA_GPU if device.startswith("cuda") else mod.EXTRA_CPU)
+    return TENSORRT_INSTALL
+
+
+def import_failure(name: str, device: str) -> str | None:
+    """Why `name`'s packages, though installed, cannot be imported here ('' → None when they can):
+    a missing shared library (libcudnn, libnvinfer), a wheel for another Python or CUDA. It
+    imports them, so the engine alone asks, just before it builds; the front end's planner asks
+    `available` (installed or not, no import)."""
+    for package in PACKAGES.get(name, ()):
+        try:
+            importlib.import_module(package)
+        except Exception as exc:  # ImportError, OSError from a loader, anything an import raises
+            first = (str(exc).splitlines() or [""])[0][:200]
+            return (
+                f"{package} is installed but cannot be imported ({type(exc).__name__}: {first}); "
+                f"reinstall it: {_install_line(name, device)}"
+            )
+    return None
+
+
 def installed(package: str) -> bool:
     """Whether `package` can be imported, without importing it (the front end asks this)."""
     try:
@@ -93,9 +127,9 @@ def build(
     hit = _cache.get(full_key)
     if hit is not None:
         return Built(hit.run, hit.build_s, dict(hit.conditions), hit.notes, cached=True)
-    why = refusal(name, device, dtype)
-    if why:  # the planner refused it already; an engine whose packages differ says so here
-        raise RuntimeError(why)
+    why = refusal(name, device, dtype) or import_failure(name, device)
+    if why:  # the planner refused it already; an engine whose packages differ (or break) says so here
+        raise Unavailable(why)
     run, build_s, conditions = mod.build(make_model(), example, dtype, device)
     built = Built(run, build_s, conditions, tuple(mod.notes(device, conditions)))
     _cache.put(full_key, built)
