@@ -75,7 +75,7 @@ def test_a_rate_still_rising_when_the_budget_ends_is_no_peak():
 
     got = roofline._matmul_peak(make, 64, 4096, 1.0, 0.01)
     assert isinstance(got, str) and "still rising" in got
-    flat = roofline._matmul_peak(lambda n: (lambda: 3e-3 * (n / 64) ** 3), 64, 4096, 1.0, 0.05)
+    flat = roofline._matmul_peak(lambda n: lambda: 3e-3 * (n / 64) ** 3, 64, 4096, 1.0, 0.05)
     assert not isinstance(flat, str)  # a rate that no longer rises is the peak
 
 

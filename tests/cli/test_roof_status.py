@@ -17,7 +17,11 @@ from tests.unit.test_roofline import peaks
 
 
 def _run_json(tmp_path, *args: str) -> dict:
-    env = {**os.environ, "GPUPLAY_STATE_DIR": str(tmp_path / "state"), "GPUPLAY_CONFIG_DIR": str(tmp_path / "cfg")}
+    env = {
+        **os.environ,
+        "GPUPLAY_STATE_DIR": str(tmp_path / "state"),
+        "GPUPLAY_CONFIG_DIR": str(tmp_path / "cfg"),
+    }
     env.pop("COLUMNS", None)
     proc = subprocess.run([sys.executable, "-m", "gpuplay", "run", *args, "--format", "json"], env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -1,0 +1,97 @@
+"""A step limit that limits: a step past `--max-step` is stopped at the limit (plus a short
+grace) or refused by the estimate, never reported as a normal result; the headless run exits 1
+and says so. Real `gpuplay run` subprocesses with the engine process, as users run them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+SLEEPS_AT_FULL_SIZE = '''"""Sleeps {sleep} s a step at its full size only: no estimate at smaller sizes can foresee it."""
+import time
+
+PARAMS = {{"n": 1000}}
+
+
+def inputs(rng, n):
+    return rng.standard_normal(n)
+
+
+def step(xp, x):
+    if x.shape[0] >= 1000:
+        time.sleep({sleep})
+    return x * 2
+'''
+
+
+def _code(tmp_path: Path, sleep: float) -> Path:
+    path = tmp_path / "sleepy.py"
+    path.write_text(SLEEPS_AT_FULL_SIZE.format(sleep=sleep))
+    return path
+
+
+def _gpuplay(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = {
+        **os.environ,
+        "GPUPLAY_STATE_DIR": str(tmp_path / "state"),
+        "GPUPLAY_CONFIG_DIR": str(tmp_path / "cfg"),
+    }
+    env.pop("GPUPLAY_IN_PROCESS", None)
+    env.pop("COLUMNS", None)
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "gpuplay", *args], env=env, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return proc, time.monotonic() - t0
+
+
+@pytest.mark.slow
+def test_a_step_no_estimate_foresees_is_stopped_at_its_limit_and_exits_1(tmp_path):
+    """Was: a 3 s median, exit 0, after 12 s. Now stopped ~1.4 s into the step."""
+    proc, took = _gpuplay(tmp_path, "run", str(_code(tmp_path, 3)), "--max-step", "1", "--repeat", "2",
+                          "--warmup", "0")  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "stopped: a step ran past its limit of 1 s (--max-step)" in proc.stderr
+    assert "choose a smaller size, or raise the step limit" in " ".join(proc.stderr.split())
+    assert "Traceback" not in proc.stderr
+    assert took < 8, f"{took:.1f} s (engine start and a 1.4 s stop, on a loaded machine)"
+    proc, _ = _gpuplay(tmp_path, "run", str(_code(tmp_path, 3)), "--max-step", "1", "--repeat", "2",
+                       "--warmup", "0", "--format", "json")  # fmt: skip
+    (r,) = json.loads(proc.stdout)["results"]
+    assert r["status"] == "failed" and r["failure"] == "step-timeout" and not r["summary"]
+
+
+@pytest.mark.slow
+def test_emulated_float16_under_a_1_s_limit_is_refused_or_stopped(tmp_path):
+    """Was: a 2.19 s median, exit 0, nothing about the limit. Where the CPU runs float16 matmul
+    fast this configuration fits the limit: then no step reported may be over it."""
+    proc, took = _gpuplay(tmp_path, "run", "matmul", "-b", "torch", "--dtype", "float16", "-p", "quick",
+                          "--max-step", "1", "--repeat", "2", "--warmup", "0", "--format", "json")  # fmt: skip
+    (r,) = json.loads(proc.stdout)["results"]
+    if proc.returncode == 0:
+        assert r["status"] == "ok" and max(r["samples_s"] + r["warmup_s"]) <= 1.0
+        return
+    assert proc.returncode == 1, proc.stderr
+    said = " ".join(proc.stderr.split())
+    assert "(limit 1.0 s)" in said or "stopped: a step ran past its limit of 1 s (--max-step)" in said, said
+    assert took < 10, f"{took:.1f} s"
+
+
+def test_a_step_over_its_limit_that_finished_is_no_result_in_process(tmp_path, monkeypatch):
+    """The in-process engine cannot stop a step: one that finished over its limit fails all the same."""
+    from gpuplay.cli import main
+
+    monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")
+    res = CliRunner().invoke(main, ["run", str(_code(tmp_path, 0.4)), "--max-step", "0.2", "--repeat", "2",
+                                    "--warmup", "0", "--format", "json"])  # fmt: skip
+    assert res.exit_code == 1, res.output
+    (r,) = json.loads(res.stdout)["results"]
+    assert r["status"] == "failed" and r["failure"] == "step-timeout"
+    assert r["message"].startswith("stopped: a step ran past its limit of 0.2 s (--max-step)")
+    assert "stopped: a step ran past its limit of 0.2 s" in res.stderr
