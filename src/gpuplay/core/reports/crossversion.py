@@ -143,10 +143,11 @@ def key_of(r: Mapping[str, Any]) -> tuple[str, str, str]:
 
 def median(xs: Sequence[float]) -> float:
     """The true median (the mean of the middle two of an even count): the one figure printed,
-    divided and resampled (the upper-middle sample printed [1, 1, 2, 2] as 2 beside a ratio of 1.5)."""
-    import numpy as np
+    divided and resampled (the upper-middle sample printed [1, 1, 2, 2] as 2 beside a ratio of 1.5);
+    the same quantile every result's summary uses (core/measure/stats.py), and np.median's."""
+    from gpuplay.core.measure.stats import quantile
 
-    return float(np.median(np.asarray(xs, dtype=np.float64)))
+    return float(quantile(sorted(xs), 0.5))
 
 
 def _boot_medians(x: Any, resamples: int, rng: Any) -> Any:
