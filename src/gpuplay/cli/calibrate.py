@@ -71,6 +71,10 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
     The peaks are cached per device in the state folder; every result is then placed
     against them (fraction of roof, memory- or compute-bound). Runs never calibrate
     by themselves: a device without a cache reads "not calibrated".
+
+    Only a peak that was measured is stored: a probe whose share of the budget could not
+    reach its peak, or during which other processes used the CPU, is refused and said.
+    With no peak measured the cache is left as it was and the exit status is 1.
     """
     from gpuplay.core.measure import roofline
 
