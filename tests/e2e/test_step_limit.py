@@ -88,10 +88,30 @@ def test_a_step_over_its_limit_that_finished_is_no_result_in_process(tmp_path, m
     from gpuplay.cli import main
 
     monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")
-    res = CliRunner().invoke(main, ["run", str(_code(tmp_path, 0.4)), "--max-step", "0.2", "--repeat", "2",
+    res = CliRunner().invoke(main, ["run", str(_code(tmp_path, 0.3)), "--max-step", "0.2", "--repeat", "2",
                                     "--warmup", "0", "--format", "json"])  # fmt: skip
     assert res.exit_code == 1, res.output
     (r,) = json.loads(res.stdout)["results"]
     assert r["status"] == "failed" and r["failure"] == "step-timeout"
     assert r["message"].startswith("stopped: a step ran past its limit of 0.2 s (--max-step)")
     assert "stopped: a step ran past its limit of 0.2 s" in res.stderr
+
+
+def test_the_step_grace_is_one_sample_batch_and_the_cancel_grace():
+    from gpuplay.core.engine import client, protocol, steplimit
+
+    assert steplimit.STEP_GRACE_S == client.CANCEL_GRACE_S + protocol.SAMPLE_BATCH_S
+
+
+def test_one_stalled_step_within_the_grace_is_noise_but_a_median_over_the_limit_is_not():
+    from gpuplay.core.engine.steplimit import held_to_limit
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.spec import RunSpec
+
+    spec = RunSpec.make("matmul", {"n": 8}, max_step_s=0.01)
+    stalled = held_to_limit(RunResult(spec=spec, samples=[1e-5] * 99 + [0.03]))
+    assert stalled.status == "ok"
+    slow = held_to_limit(RunResult(spec=spec, samples=[0.02] * 9, size="8×8"))
+    assert slow.status == "failed" and slow.failure == "step-timeout" and "the median 0.02 s" in slow.message
+    far = held_to_limit(RunResult(spec=spec, samples=[1e-5] * 99 + [0.5]))
+    assert far.status == "failed"

@@ -60,14 +60,13 @@ from gpuplay.core.engine.process import (  # noqa: F401 - the log's helpers, nam
     read_tail,
 )
 from gpuplay.core.engine.protocol import (
-    SAMPLE_BATCH_S,
     Engine,
     Listener,
     PhaseCallback,
     ProbeCallback,
     SampleCallback,
 )
-from gpuplay.core.engine.steplimit import STEP_TIMEOUT, advice, held_to_limit, stopped_words
+from gpuplay.core.engine.steplimit import STEP_GRACE_S, STEP_TIMEOUT, advice, held_to_limit, stopped_words
 from gpuplay.core.engine.wire import FrameConnection
 from gpuplay.core.measure import trace
 from gpuplay.core.process.lifeline import kill_descendants
@@ -78,13 +77,12 @@ CANCEL_GRACE_S = 0.3  # an engine that has not stopped this long after a cancel 
 WAIT_POLITELY_S = 0.2  # close(): how long an engine asked to shut down may take before SIGKILL
 POLL_S = 0.02
 # The watchdog. A warm-up or timed step that has not finished STEP_GRACE_S after its limit
-# (max_step_s) is stopped by ending the engine: the grace covers a step timing that reaches the
-# client up to one sample batch late (the engine sends them at most ~10 times a second) and the
-# cancel grace a cooperative stop would get. The estimate's probes are parts of a step whose sum
+# (max_step_s) is stopped by ending the engine: the grace (steplimit.py) covers a step timing
+# that reaches the client up to one sample batch late (the engine sends them at most ~10 times
+# a second) and the cancel grace a cooperative stop would get. The estimate's probes are parts of a step whose sum
 # the estimate itself bounds (it refuses what would take too long): they get max_step_s × FACTOR
 # + GRACE_S, which also absorbs the first probe's one-off costs. Compile, setup (the inputs) and
 # the float64 check have costs of their own that max_step_s does not bound: not watched.
-STEP_GRACE_S = CANCEL_GRACE_S + SAMPLE_BATCH_S
 STEP_PHASES = frozenset({"warmup", "timed"})
 WATCHDOG_FACTOR = 3.0
 WATCHDOG_GRACE_S = 5.0

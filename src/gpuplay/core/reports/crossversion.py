@@ -258,8 +258,8 @@ def compare_one(
     if not kinds:
         return Change(key, None, None, None, None, None, "not compared", (len(old), len(new)), kind="",
                       note=f"the old file's samples are {old[0][0]}, the new file's {new[0][0]}: samples of "
-                      "different kinds are not compared; measure both the same way (both with --baseline, "
-                      "or both without)")  # fmt: skip
+                      "different kinds are not compared; measure both the same way (both paired with a "
+                      "NumPy baseline, or both unpaired)")  # fmt: skip
     kind = kinds[0]
     a = [s for k, s in old if k == kind]
     b = [s for k, s in new if k == kind]
