@@ -391,8 +391,7 @@ def _roof_for(
     peaks = lookup.peaks
     bw = peaks.bandwidth()
     if bw is None:
-        refused = peaks.refusal("memory", "copy")
-        why = f" ({safe_value(refused.get('why'))})" if refused else ""
+        why = _refused_words(peaks.refusal("memory", "copy"))
         out.update(
             status="not calibrated", note=f"no memory bandwidth measured for {device}{why}: {NOT_CALIBRATED}"
         )
@@ -420,11 +419,19 @@ def _roof_for(
         calibrated_at=peaks.measured_at,
         note=""
         if comp
-        else f"no {dtype} compute peak measured on {device}"
-        + (f" ({safe_value(refused.get('why'))})" if refused else "")
-        + ": memory roof only",
+        else f"no {dtype} compute peak measured on {device}{_refused_words(refused)}: memory roof only",
     )
     return checked(out)
+
+
+REFUSED_WORDS = {"budget": "the calibration's budget was too short", "busy": "the machine was busy"}
+
+
+def _refused_words(refused: dict[str, str] | None) -> str:
+    """' (not stored: the machine was busy)' for a peak the calibration refused, else ''."""
+    if not refused:
+        return ""
+    return f" (not stored: {REFUSED_WORDS.get(refused.get('reason', ''), safe_value(refused.get('reason')))})"
 
 
 def checked(roof: dict[str, Any]) -> dict[str, Any]:
