@@ -115,3 +115,15 @@ def test_one_stalled_step_within_the_grace_is_noise_but_a_median_over_the_limit_
     assert slow.status == "failed" and slow.failure == "step-timeout" and "the median 0.02 s" in slow.message
     far = held_to_limit(RunResult(spec=spec, samples=[1e-5] * 99 + [0.5]))
     assert far.status == "failed"
+
+
+@pytest.mark.slow
+def test_a_paired_run_whose_steps_fit_the_limit_is_not_stopped_in_its_warm_up(tmp_path):
+    """A paired run's warm-up reports no step timings: three 0.3 s steps under a 0.5 s limit are
+    1 s without progress, and must not read as one step past the limit."""
+    code = tmp_path / "steady.py"
+    code.write_text(SLEEPS_AT_FULL_SIZE.format(sleep=0.3))
+    proc, _ = _gpuplay(tmp_path, "run", str(code), "-b", "torch", "--baseline", "--max-step", "0.5",
+                       "--warmup", "3", "--repeat", "3", "--format", "json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert all(r["status"] == "ok" for r in json.loads(proc.stdout)["results"])

@@ -120,9 +120,13 @@ def death_cause(exitcode: int | None) -> str:
 class Watchdog:
     """When the step in progress has run too long. Progress: a phase starting or a step finishing."""
 
-    def __init__(self, max_step_s: float) -> None:
+    def __init__(self, max_step_s: float, per_step: bool = True) -> None:
         self.enabled = math.isfinite(max_step_s) and max_step_s > 0
         self.max_step_s = max_step_s
+        # Whether each warm-up and timed step reports its end (an unpaired run): a paired run's
+        # sides warm up without step timings and time pairs of elements, so its phases get the
+        # estimate's bound, and its steps are held to the limit when its result comes (steplimit).
+        self.per_step = per_step
         self.current = ""
         self.since = time.monotonic()
         self.told = False  # the over-the-limit notice goes out once a run
@@ -132,7 +136,7 @@ class Watchdog:
         """Seconds without progress after which the current phase is stopped."""
         if not self.enabled:
             return math.inf
-        if self.current in STEP_PHASES:
+        if self.current in STEP_PHASES and self.per_step:
             return self.max_step_s + STEP_GRACE_S
         return self.max_step_s * WATCHDOG_FACTOR + WATCHDOG_GRACE_S
 
@@ -564,7 +568,7 @@ class EngineClient:
                 return self._stopped(spec, started, "cancelled", "cancelled by the user")
             # Step timings flow only to a caller that listens; otherwise the engine sends a tick
             # per batch (jobs.run_job), the watchdog's proof of progress.
-            watch = Watchdog(spec.max_step_s)
+            watch = Watchdog(spec.max_step_s, per_step=paired_with is None)
             request = RunRequest(next(self._ids), spec, on_sample is not None, paired_with)
             wait = _Wait(
                 request.run_id, cancel, pause, CANCEL_GRACE_S, watch, Listener(on_sample, on_phase), on_notice
@@ -649,7 +653,7 @@ class EngineClient:
         """A step ran past its limit: end the engine (user code need not look at a cancel)."""
         self.kill()
         self.restarts += 1
-        if watch.current in STEP_PHASES:
+        if watch.current in STEP_PHASES and watch.per_step:
             what = (
                 f"a {'warm-up' if watch.current == 'warmup' else 'timed'} step of {spec.label()} had not "
                 f"finished {watch.limit_s:.1f} s after it started and was stopped by ending the engine"
