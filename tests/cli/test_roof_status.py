@@ -71,3 +71,12 @@ def test_a_result_file_with_an_ok_roof_over_1_is_read_as_stale():
     roof = r.roof_fields()
     assert roof["status"] == "stale" and roof["fraction"] is None and roof["above_roof"] == 1.5
     assert roofline.roof_cell(roof) == "stale"
+
+
+def test_a_sweep_point_above_its_stored_roof_is_stale_with_no_fraction():
+    roofline.save_peaks(peaks("cpu", bw=0.001, f32=0.001))
+    res = CliRunner().invoke(main, ["sweep", "matmul", "--over", "n=16,32", "--backends", "numpy",
+                                    "--budget", "0.05", "--format", "json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    (s,) = json.loads(res.stdout)["sweep"]["series"]
+    assert all(p["roof_status"] == "stale" and p["roof_fraction"] is None for p in s["points"])
