@@ -49,6 +49,10 @@ def test_a_busy_machine_stores_nothing_and_names_what_ran(monkeypatch):
     out = " ".join(res.output.split())
     assert "not stored: machine busy" in out and "burner (pid 4242)" in out and "the machine was busy" in out
     assert roofline.load_peaks("cpu").peaks is None
+    res = CliRunner().invoke(main, ["calibrate", "-d", "cpu", "--budget", "0.5", "--format", "json"])
+    (doc,) = json.loads(res.stdout)
+    assert res.exit_code == 1 and doc["stored"] is False and not doc["measurements"]
+    assert {r["reason"] for r in doc["refused"]} <= {"busy", "budget"} and len(doc["refused"]) >= 5
 
 
 def test_a_peak_refused_is_said_where_a_run_looks_for_it():

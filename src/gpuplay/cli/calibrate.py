@@ -112,6 +112,7 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
     measuring = 0.0
     measured = []
     unmeasured: list[str] = []  # devices whose calibration could measure no peak
+    refused: list[Any] = []  # their peaks, all refused: in the JSON with "stored": false
     # SIGINT and SIGTERM stop between two probes (a second one at once): what finished is cached
     # and said, and the exit status is 130 or 143, as for `run` and `sweep`.
     with Interruption() as stop:
@@ -132,6 +133,7 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
                     measured.append(roofline.calibrate(d, share, probes))
             except roofline.NothingMeasured as exc:
                 unmeasured.append(d)
+                refused.append(exc.peaks)
                 _nothing(exc.peaks)
                 continue
             except (roofline.CalibrationStopped, Interrupted):
@@ -142,7 +144,12 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
             finally:
                 measuring += time.perf_counter() - probes.started
             err.print(f"wrote {roofline.cache_path(d)}", highlight=False)
-    if measured:
+    if fmt == "json" and (measured or refused):
+        docs = [{**p.to_dict(), "stored": True} for p in measured] + [
+            {**p.to_dict(), "stored": False} for p in refused
+        ]
+        click.echo(json.dumps(docs, indent=2))
+    elif measured:
         _print(measured, fmt)
     took = time.perf_counter() - t_start
     over = measuring > 1.2 * total  # only the least a probe needs runs past its share: say so
