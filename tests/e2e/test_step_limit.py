@@ -127,3 +127,21 @@ def test_a_paired_run_whose_steps_fit_the_limit_is_not_stopped_in_its_warm_up(tm
                        "--warmup", "3", "--repeat", "3", "--format", "json")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert all(r["status"] == "ok" for r in json.loads(proc.stdout)["results"])
+
+
+@pytest.mark.slow
+def test_a_paired_step_past_its_limit_is_stopped_in_the_pairs(tmp_path):
+    """A step that is slow only once the pairs begin (its warm-up at the limit's edge passes):
+    the pairs report each pair, and one past twice the limit and the grace is stopped."""
+    code = tmp_path / "late.py"
+    code.write_text(
+        '"""Slow from its fourth call on."""\nimport time\n\nPARAMS = {"n": 1000}\nCALLS = [0]\n\n\n'
+        "def inputs(rng, n):\n    return rng.standard_normal(n)\n\n\n"
+        "def step(xp, x):\n    CALLS[0] += 1\n    if CALLS[0] > 3 and xp.__name__ != 'numpy':\n        time.sleep(5)\n"
+        "    return x * 2\n"
+    )
+    proc, took = _gpuplay(tmp_path, "run", str(code), "-b", "torch", "--baseline", "--max-step", "0.5",
+                          "--warmup", "1", "--repeat", "3")  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "stopped: a step ran past its limit of 0.5 s (--max-step)" in proc.stderr
+    assert "a pair of steps" in proc.stderr

@@ -86,7 +86,10 @@ POLL_S = 0.02
 STEP_PHASES = frozenset({"warmup", "timed"})
 WATCHDOG_FACTOR = 3.0
 WATCHDOG_GRACE_S = 5.0
-WATCHED_PHASES = frozenset({"estimate", *STEP_PHASES})
+# A paired run's interleaved phase reports each pair: one element of each side (one step, or
+# ~1 ms of µs steps), so a pair of steps each within the limit ends within twice it.
+PAIRED_PHASE = "paired"
+WATCHED_PHASES = frozenset({"estimate", PAIRED_PHASE, *STEP_PHASES})
 HEALTH_CHECK_S = 1.0  # how often a waiting request checks the engine is alive and caps its log
 
 
@@ -138,6 +141,8 @@ class Watchdog:
             return math.inf
         if self.current in STEP_PHASES and self.per_step:
             return self.max_step_s + STEP_GRACE_S
+        if self.current == PAIRED_PHASE:
+            return 2 * self.max_step_s + STEP_GRACE_S
         return self.max_step_s * WATCHDOG_FACTOR + WATCHDOG_GRACE_S
 
     def phase(self, name: str) -> None:
@@ -653,7 +658,12 @@ class EngineClient:
         """A step ran past its limit: end the engine (user code need not look at a cancel)."""
         self.kill()
         self.restarts += 1
-        if watch.current in STEP_PHASES and watch.per_step:
+        if watch.current == PAIRED_PHASE:
+            what = (
+                f"a pair of steps of {spec.label()} and its NumPy baseline had not finished {watch.limit_s:.1f} s "
+                "after it started (twice the limit and the grace) and was stopped by ending the engine"
+            )
+        elif watch.current in STEP_PHASES and watch.per_step:
             what = (
                 f"a {'warm-up' if watch.current == 'warmup' else 'timed'} step of {spec.label()} had not "
                 f"finished {watch.limit_s:.1f} s after it started and was stopped by ending the engine"
