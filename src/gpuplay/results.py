@@ -332,10 +332,18 @@ class Comparison:
         self.changes = list(changes)
         self.versions = list(versions)
 
+    @property
+    def notes(self) -> list[str]:
+        """What the verdicts rest on: an interval within one run only (crossversion.WITHIN_RUN_NOTE)."""
+        from gpuplay.core.reports import crossversion as cv
+
+        return [cv.WITHIN_RUN_NOTE] if cv.within_run_only(self.changes) else []
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "changes": [c.to_dict() for c in self.changes],
             "versions": [{"name": n, "old": a, "new": b} for n, a, b in self.versions],
+            "notes": self.notes,
         }
 
     def to_pandas(self) -> Any:
@@ -353,6 +361,7 @@ class Comparison:
             lines.append("versions that differ: " + "; ".join(f"{n} {a} → {b}" for n, a, b in self.versions))
         else:
             lines.append("versions: the same in both (as far as the files say)")
+        lines.extend(f"note: {n}" for n in self.notes)
         return visible("\n".join(lines))
 
     def _repr_html_(self) -> str:
@@ -364,7 +373,8 @@ class Comparison:
             ratio, low, high = _finite(c.ratio), _finite(c.low), _finite(c.high)
             cells = [*c.key, _fmt_time(_finite(c.old_median)), _fmt_time(_finite(c.new_median)),
                      "—" if ratio is None else f"×{ratio:.3f}",
-                     "—" if low is None or high is None else f"{low:.3f}–{high:.3f}", c.verdict]  # fmt: skip
+                     "—" if low is None or high is None else f"{low:.3f}–{high:.3f} ({c.interval})",
+                     c.verdict + (f": {c.note}" if c.note else "")]  # fmt: skip
             body += "<tr>" + "".join(f"<td>{_h(x)}</td>" for x in cells) + "</tr>"
         if not self.changes:
             body = "<tr><td colspan='8'>no configuration is in both</td></tr>"
@@ -373,7 +383,8 @@ class Comparison:
             if self.versions
             else "versions: the same in both (as far as the files say)"
         )
-        return f"<table class='gpuplay'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{_h(versions)}</p>"
+        notes = "".join(f"<p>{_h(n)}</p>" for n in self.notes)
+        return f"<table class='gpuplay'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{_h(versions)}</p>{notes}"
 
     def _repr_markdown_(self) -> str:
         return "\n\n".join(_md(line) for line in self.text().splitlines())

@@ -596,10 +596,11 @@ def test_across_versions_drops_samples_no_step_could_take_and_writes_strict_json
     rng = np.random.default_rng(3)
     old = _write(tmp_path / "old.json", [_result("a", [1e-320] * 20), _result("b", [4e7] * 20)])
     new = _write(tmp_path / "new.json", [_result("a", _times(rng, 1.0)), _result("b", _times(rng, 1.0))])
-    assert (
-        cv.compare_results(json.loads(old.read_text())["results"], json.loads(new.read_text())["results"])
-        == []
+    changes = cv.compare_results(
+        json.loads(old.read_text())["results"], json.loads(new.read_text())["results"]
     )
+    assert [(c.verdict, c.ratio) for c in changes] == [("not compared", None)] * 2  # named, not dropped
+    assert all("its samples are no step times" in c.note for c in changes)
     out = tmp_path / "m.json"
     res = CliRunner().invoke(
         main, ["compare", "--from", str(old), str(new), "--format", "json", "--out", str(out)]

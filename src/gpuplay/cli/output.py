@@ -312,13 +312,16 @@ def print_noise(con: Any, rows: Sequence[Row]) -> None:
         con.print(
             f"unstable results: {unstable_advice(shortest)}", style="yellow", highlight=False, markup=False
         )
-    problems = {
-        str(r.result.roof_fields().get("note"))
-        for r in rows
-        if r.result.roof_fields().get("status") == "not calibrated"
-    }
+    roofs = [r.result.roof_fields() for r in rows]
+    problems = {str(f.get("note")) for f in roofs if f.get("status") == "not calibrated"}
     for p in sorted(problems):
         con.print(f"roof: {visible(p)}", style="dim", highlight=False, markup=False)
+    # A result above its stored roof: the roof was measured low, never a fraction over 100 %.
+    for i, f in enumerate(roofs, 1):
+        if f.get("status") == "stale":
+            con.print(
+                f"⚠ [{i}] roof: {visible(str(f.get('note')))}", style="yellow", highlight=False, markup=False
+            )
 
 
 class ResultLog:

@@ -162,7 +162,13 @@ def run(
     failed = [r for r in results if r.status in ("failed", "refused")]
     for r in failed:
         err.print(
-            visible(f"{r.status}: {r.spec.label()}: {r.message}"), style="red", highlight=False, markup=False
+            # A step past its limit says so first: "stopped: a step ran past its limit of 1 s (--max-step): …"
+            visible(
+                r.message if r.failure == "step-timeout" else f"{r.status}: {r.spec.label()}: {r.message}"
+            ),
+            style="red",
+            highlight=False,
+            markup=False,
         )
         if r.detail:
             err.print(visible(r.detail), style="red", highlight=False, markup=False, soft_wrap=True)

@@ -22,6 +22,7 @@ from gpuplay.core.engine.messages import (
     Samples,
 )
 from gpuplay.core.engine.protocol import SAMPLE_BATCH_S, SampleBatcher
+from gpuplay.core.engine.steplimit import held_to_limit
 from gpuplay.core.measure.cuda_errors import is_sticky_cuda_error
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
@@ -88,6 +89,7 @@ def run_job(
     except BaseException as exc:
         result = RunResult(spec=spec, status="failed", failure="error", message=f"engine: {exc!r}")
     batcher.flush()
+    held_to_limit(result)  # a step over the limit that finished anyway is no result
     if result.status == "failed" and is_sticky_cuda_error(result.message):
         result.failure = "cuda-context"
         result.notes.append(poisoned_note)
