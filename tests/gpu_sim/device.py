@@ -35,7 +35,8 @@ KIND_ENV = "GPUPLAY_TEST_SIM"
 
 IDLE_W = 70.0
 POWER_LIMIT_W = 700.0
-COOL_TAU_S = 0.8  # how long the board's power takes to fall 1/e of the way to idle once idle
+ENERGY_TICK_S = 0.1  # NVML's energy counter moves about every 100 ms
+COOL_TAU_S = 0.3  # how long the board's power takes to fall 1/e of the way to idle once idle
 UTIL_PERIOD_S = 1 / 6  # NVML's utilisation sample period (1/6 s to 1 s, by product)
 
 # What each kind of kernel draws and keeps busy: watts, and GPM rates (percent of the unit's peak).
@@ -97,6 +98,8 @@ class SimDevice:
     _p_since: float = IDLE_W  # power when the device last went idle
     _idle_since: float | None = None  # None: never busy yet
     _running: str | None = None  # the kind of the kernel running now
+    _tick: int = -1  # the energy counter's last update (ENERGY_TICK_S units) and its value then
+    _tick_mj: int = 0
     allocated: int = 0
     peak: int = 0
     live: dict[int, list[int]] = field(default_factory=dict)  # storage ptr -> [bytes, refs]
@@ -154,9 +157,14 @@ class SimDevice:
         self._t_energy = t
 
     def energy_now_mj(self) -> int:
+        """The energy counter as NVML reads it: the integral of power, updated every ENERGY_TICK_S."""
+        t = self.now()
         with self.lock:
-            self._advance_energy(self.now())
-            return int(self.energy_mj)
+            self._advance_energy(t)
+            tick = int(t / ENERGY_TICK_S)
+            if tick != self._tick:
+                self._tick, self._tick_mj = tick, int(self.energy_mj)
+            return self._tick_mj
 
     # -- utilisation --------------------------------------------------------------------------
     def busy_between(self, t0: float, t1: float, kind: str | None = None) -> float:
