@@ -57,3 +57,26 @@ def read_ledger(path: str | Path, event: str | None = None) -> list[dict[str, An
         if event is None or row.get("event") == event:
             lines.append(row)
     return lines
+
+
+def timed_intervals(ledger: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """The intervals CUDA events timed (a start event's record, then its end event's: consecutive
+    event numbers), from a ledger's "event_record" lines."""
+    records = [row for row in ledger if row["event"] == "event_record"]
+    out = []
+    for a, b in zip(records, records[1:], strict=False):
+        if b["event_number"] == a["event_number"] + 1 and b["pid"] == a["pid"]:
+            out.append((a["t_record"], b["t_record"]))
+    return out
+
+
+def covered(intervals: list[tuple[float, float]], t0: float, t1: float) -> float:
+    """The share of [t0, t1] that `intervals` cover."""
+    inside = sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in intervals)
+    return inside / (t1 - t0) if t1 > t0 else 0.0
+
+
+def gpm_windows(ledger: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Consecutive GPM samples of one process: the windows GPM figures may have been read over."""
+    samples = [row for row in ledger if row["event"] == "gpm_sample"]
+    return [(a, b) for a, b in zip(samples, samples[1:], strict=False) if a["pid"] == b["pid"]]

@@ -281,16 +281,24 @@ class _Stream:
 
 class _Event:
     """torch.cuda.Event: the simulated device runs each kernel as it is issued, so an event is
-    reached when it is recorded; its time is the device clock's then."""
+    reached when it is recorded; its time is the device clock's then. A timing event's records
+    go to the ledger ("event_record", with the event's number in order of creation: a step
+    timer's start and end events are consecutive numbers)."""
+
+    made = 0
 
     def __init__(
         self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
     ) -> None:
         self.enable_timing = enable_timing
         self.t: float | None = None
+        _Event.made += 1
+        self.number = _Event.made
 
     def record(self, stream: Any = None) -> None:
         self.t = device().now()
+        if self.enable_timing:
+            ledger("event_record", event_number=self.number, t_record=self.t)
 
     def synchronize(self) -> None:
         pass
