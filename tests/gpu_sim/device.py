@@ -110,8 +110,10 @@ class SimDevice:
     def now() -> float:
         return time.monotonic()
 
-    def run(self, name: str, kind: str, fn: Any) -> Any:
-        """Run `fn` as one kernel of `kind` on the device: its time is the device's busy time."""
+    def run(self, name: str, kind: str, fn: Any, modelled_s: float | None = None) -> Any:
+        """Run `fn` as one kernel of `kind` on the device: its time is the device's busy time, or
+        `modelled_s` from its start where given (`fn` then waits at least that long: the host
+        may wake later, on a loaded machine, without the device being busy meanwhile)."""
         t0 = self.now()
         with self.lock:
             self._advance_energy(t0)
@@ -119,11 +121,13 @@ class SimDevice:
         try:
             return fn()
         finally:
-            t1 = self.now()
+            t_end = self.now()
+            t1 = t_end if modelled_s is None else min(t_end, t0 + modelled_s)
             with self.lock:
                 self._advance_energy(t1)
                 self._running = None
                 self._idle_since, self._p_since = t1, KINDS[kind]["watts"]
+                self._advance_energy(t_end)
                 self.intervals.append(_Busy(t0, t1, kind))
                 self.busy_s[kind] = self.busy_s.get(kind, 0.0) + (t1 - t0)
                 self.kernels[name] = self.kernels.get(name, 0) + 1

@@ -400,6 +400,7 @@ class _Paired:
             self.on_phase("gpu window", "")
         between = cand.between()
         token = begin_window(telemetry, spec.device, cand.own_pids)
+        flushes0 = (cand.flushes, cand.flush_s)
         steps = 0
         t0 = time.perf_counter()
         try:
@@ -412,6 +413,9 @@ class _Paired:
             window = telemetry.end(token)
         if self.cancel.is_set():
             return
+        cand.without_flushes(window, (cand.flushes - flushes0[0], cand.flush_s - flushes0[1]), telemetry)
+        if window.get("gpu_flush"):
+            r.telemetry["gpu_flush"] = window["gpu_flush"]
         seconds = window.get("duration_s") or (time.perf_counter() - t0)
         r.telemetry["gpu"] = gpu = window.get("gpu")
         if "gpu_note" in window:
