@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 SITE = Path(__file__).resolve().parent / "site"
+RUNTIMES_SITE = Path(__file__).resolve().parent / "runtimes_site"  # ONNX Runtime / TensorRT doubles
+RUNTIMES_ENV = "GPUPLAY_TEST_SIM_RUNTIMES"
 KIND_ENV = "GPUPLAY_TEST_SIM"
 LEDGER_ENV = "GPUPLAY_TEST_SIM_LEDGER"
 SIM_NAME_MARK = "simulated"  # in the device's name; its UUID begins GPU-5e1a7ed0 ("simulated")
@@ -23,17 +25,27 @@ SIM_UUID = "GPU-5e1a7ed0-0000-4000-8000-000000000001"
 
 
 def sim_env(
-    kind: str = "h100", tmp_path: Path | None = None, base: dict[str, str] | None = None
+    kind: str = "h100",
+    tmp_path: Path | None = None,
+    base: dict[str, str] | None = None,
+    *,
+    runtimes: bool = False,
 ) -> dict[str, str]:
     """The environment of a simulated process: `base` (default os.environ) with PYTHONPATH led by
     SITE, GPUPLAY_TEST_SIM=kind, the ledger file, and (with `tmp_path`) state, config and
     inductor folders of its own there. Pass it to subprocess, or set it with monkeypatch so that
-    an engine started by `gpuplay.run` in the test inherits it."""
+    an engine started by `gpuplay.run` in the test inherits it. `runtimes`: the ONNX Runtime and
+    Torch-TensorRT doubles too (tests/gpu_sim/simruntimes.py), which record what they are given."""
     env = dict(os.environ if base is None else base)
     rest = env.get("PYTHONPATH", "")
-    parts = [p for p in rest.split(os.pathsep) if p and p != str(SITE)]
-    env["PYTHONPATH"] = os.pathsep.join([str(SITE), *parts])
+    ours = [str(SITE), *([str(RUNTIMES_SITE)] if runtimes else [])]
+    parts = [p for p in rest.split(os.pathsep) if p and p not in (str(SITE), str(RUNTIMES_SITE))]
+    env["PYTHONPATH"] = os.pathsep.join([*ours, *parts])
     env[KIND_ENV] = kind
+    if runtimes:
+        env[RUNTIMES_ENV] = "1"
+    else:
+        env.pop(RUNTIMES_ENV, None)
     env.pop("GPUPLAY_IN_PROCESS", None)
     if tmp_path is not None:
         env[LEDGER_ENV] = str(tmp_path / f"gpu-sim-{kind}.ledger.jsonl")

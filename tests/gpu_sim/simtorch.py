@@ -13,12 +13,15 @@ cuda:0 and whose `__torch_function__` runs each op on the host data as one kerne
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import weakref
 from types import SimpleNamespace
 from typing import Any
 
 from tests.gpu_sim.device import device, ledger
+
+RUNTIMES_ENV = "GPUPLAY_TEST_SIM_RUNTIMES"
 
 MATMUL_OPS = {
     "matmul", "mm", "bmm", "addmm", "baddbmm", "linear", "conv1d", "conv2d", "conv3d", "einsum",
@@ -66,6 +69,18 @@ def _is_cuda(dev: Any) -> bool:
     if isinstance(dev, int):
         return True  # torch: an int device is a CUDA ordinal
     return str(dev).split(":")[0] == "cuda"
+
+
+_by_ptr: dict[int, Any] = {}  # data_ptr -> weak reference to the simulated tensor there
+
+
+def tensor_at(ptr: int) -> Any:
+    """The live simulated-device tensor whose data starts at `ptr` (an I/O binding's buffer)."""
+    ref = _by_ptr.get(ptr)
+    t = ref() if ref is not None else None
+    if t is None:
+        raise RuntimeError(f"no simulated-device tensor at {ptr:#x}")
+    return t
 
 
 def install(torch: Any) -> None:
@@ -179,6 +194,7 @@ def install(torch: Any) -> None:
         ptr = t.untyped_storage().data_ptr()
         sim.hold(ptr, nbytes)
         weakref.finalize(out, sim.release, ptr)
+        _by_ptr[t.data_ptr()] = weakref.ref(out)
         return out
 
     def _target(name: str, args: Any, kwargs: Any) -> Any:
@@ -264,6 +280,10 @@ def install(torch: Any) -> None:
             setattr(torch, fname, factory(real, fname))
 
     _install_cuda_module(torch, sim, SimCudaTensor)
+    if os.environ.get(RUNTIMES_ENV):  # the ONNX Runtime double runs what this "exports"
+        from tests.gpu_sim.simruntimes import onnx_export
+
+        torch.onnx.export = onnx_export
     ledger("device", kind="h100", name=prof.name, uuid=prof.uuid)
 
 

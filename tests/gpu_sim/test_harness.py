@@ -50,3 +50,28 @@ def test_gpuplay_run_in_a_test_reaches_a_simulated_engine(sim_h100):
     assert SIM_NAME_MARK in res.conditions["device_name"]
     assert sim_h100.ledger("reset_peak_memory_stats")
     assert "torch" not in sys.modules or not hasattr(sys.modules["torch"].cuda, "SimCudaTensor")
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "tensorrt"])
+def test_the_runtime_doubles_record_what_gpuplay_asks_of_them(tmp_path, runtime):
+    env = sim_env("h100", tmp_path, runtimes=True)
+    out = gpuplay(["run", "inference", "-b", "torch", "-d", "cuda:0", "-s", f"runtime={runtime}", "-p", "quick",
+                   "--budget", "0.1", "--no-baseline", "--no-energy", "--format", "json"], env)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)["results"][0]
+    assert r["status"] == "ok" and r["check_ok"], r["message"]
+    assert r["conditions"]["runtime"] == runtime
+    ledger = read_ledger(env["GPUPLAY_TEST_SIM_LEDGER"])
+    if runtime == "onnxruntime":
+        (session,) = [row for row in ledger if row["event"] == "ort_session"]
+        assert session["providers"][1] == [
+            "CUDAExecutionProvider",
+            {"device_id": 0, "user_compute_stream": "0"},
+        ]
+        assert session["session_options"]["graph_optimization_level"] == 99  # ORT_ENABLE_ALL
+        assert {row["io"] for row in ledger if row["event"] == "ort_binding"} == {"input", "output"}
+        assert r["conditions"]["onnxruntime"].endswith("+gpuplay.sim")
+    else:
+        (built,) = [row for row in ledger if row["event"] == "trt_compile"]
+        assert built["ir"] == "dynamo" and built["enabled_precisions"] == ["torch.float32"]
+        assert r["conditions"]["torch_tensorrt"].endswith("+gpuplay.sim")
