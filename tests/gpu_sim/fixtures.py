@@ -1,4 +1,5 @@
-"""The `sim_h100` fixture: this test's environment simulates an H100 for every process it starts."""
+"""The `sim_h100` fixtures (imported by tests/conftest.py, so any test may use them): the test's
+environment simulates an H100 for every process it starts."""
 
 from __future__ import annotations
 
