@@ -215,7 +215,8 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
         notes.append(energy.text())
     activity = gpm.summary(gpu_activity(r.telemetry))
     if activity:
-        notes.append(f"GPM: {activity} during the timed steps")
+        window = (r.telemetry or {}).get("gpu_window")
+        notes.append(f"GPM: {activity} during {visible(str(window)[:80]) if window else 'the timed steps'}")
     peak = peak_memory_text(r)
     if peak:
         notes.append(peak)

@@ -28,6 +28,7 @@ from typing import Any
 
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.backends.oom import describe_oom
+from gpuplay.core.hw.nvidia import gpm_condition
 from gpuplay.core.measure.stats import PairedSpeedup, paired_speedup
 from gpuplay.core.process.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
@@ -40,6 +41,9 @@ from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads.usercode_errors import UserCodeError
 
 MIN_PAIRS = 8  # below this the bootstrap interval says little
+# The candidate's own GPU window (after the pairs) lasts at least this: past NVML's 1-second
+# power and utilisation averaging, so its figures are its own (telemetry._short_window).
+OWN_GPU_WINDOW_S = 1.2
 ELEMENT_S = 1e-3  # a pair's element repeats a µs step until it lasts about this long
 MAX_INNER = 64
 
@@ -375,6 +379,8 @@ class _Paired:
         cand.peak_memory()
         if self.telemetry is not None:
             cand.result.telemetry = self.telemetry.end(token)
+            if spec.device != "cpu" and not outcome.cancelled:
+                self.own_gpu_window(step, timer, outcome)
         self.allocation_note(faults0, faults1, len(outcome.candidate))
         cand.result.samples, base.result.samples = outcome.candidate, outcome.baseline
         cand.result.conditions["paired_with"] = base.plan.spec.label()
@@ -383,6 +389,55 @@ class _Paired:
         if outcome.cancelled:
             raise Cancelled
         cand.energy(step)
+
+    def own_gpu_window(self, step: Callable[[], Any], timer: StepTimer, outcome: PairedOutcome) -> None:
+        """The device's figures (utilisation, power, energy, GPM activity, its noise) over the
+        candidate's steps alone, after the pairs: over the pairs' window they would count the
+        NumPy side's time, the device idle meanwhile, as the candidate's. Its steps run as in the
+        pairs (each side's flush before each step, the step's output dropped) for as long as the
+        candidate was timed there, at least OWN_GPU_WINDOW_S; the result says which window it is."""
+        cand, telemetry = self.cand, self.telemetry
+        r, spec = cand.result, cand.plan.spec
+        if telemetry is None or not r.telemetry or r.telemetry.get("gpu") is None:
+            return  # no device figures in the pairs' window either: nothing to attribute
+        inner = inner_count(r.warmup)
+        own_s = sum(outcome.candidate) * inner
+        target_s = max(OWN_GPU_WINDOW_S, min(own_s, spec.budget_s if spec.budget_s else own_s))
+        if self.on_phase is not None:
+            self.on_phase("gpu window", "")
+        between = cand.between()
+        token = begin_window(telemetry, spec.device, cand.own_pids)
+        flushes0 = (cand.flushes, cand.flush_s)
+        steps = 0
+        t0 = time.perf_counter()
+        try:
+            while (time.perf_counter() - t0 < target_s or steps == 0) and not self.cancel.is_set():
+                if between is not None:
+                    between()
+                timer(step)
+                steps += 1
+        finally:
+            window = telemetry.end(token)
+        if self.cancel.is_set():
+            return
+        cand.without_flushes(window, (cand.flushes - flushes0[0], cand.flush_s - flushes0[1]), telemetry)
+        if window.get("gpu_flush"):
+            r.telemetry["gpu_flush"] = window["gpu_flush"]
+        seconds = window.get("duration_s") or (time.perf_counter() - t0)
+        r.telemetry["gpu"] = gpu = window.get("gpu")
+        if "gpu_note" in window:
+            r.telemetry["gpu_note"] = window["gpu_note"]
+        r.telemetry.setdefault("noise", {})["gpu"] = (window.get("noise") or {}).get("gpu")
+        where = f"its own {steps} steps after the pairs ({seconds:.2f} s)"
+        r.telemetry["gpu_window"] = where
+        r.telemetry["gpu_window_why"] = (
+            "the pairs' window holds the NumPy side's steps too, with this device idle: "
+            "device figures over it would be diluted"
+        )
+        if gpu and gpu.get("energy_j") is not None:
+            gpu["energy_per_step_j"] = gpu["energy_j"] / steps
+        if gpu and gpu.get("activity"):
+            r.conditions["gpu_activity"] = gpm_condition(gpu["activity"], where)
 
     def baseline_after(self, step: Callable[[], Any], timer: StepTimer) -> None:
         """What an unpaired run of the baseline reports after its timed phase, for its own row:
