@@ -215,6 +215,9 @@ def _graphs_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
         return Refusal(
             f"{a.workload.title} synchronises with the host inside each step, which CUDA graph capture forbids"
         )
+    uncapturable = a.workload.graph_refusal(a.params)
+    if uncapturable:
+        return Refusal(*uncapturable)
     if spec.compile in ("reduce-overhead", "max-autotune"):
         return Refusal(
             f"compile mode {spec.compile} already captures CUDA graphs of its own", "turn one of them off"
