@@ -98,10 +98,13 @@ def profile_job(
     req: ProfileRequest, emit: Emit, cancel: threading.Event, *, poisoned_note: str = ENGINE_RESTARTS
 ) -> Profiled:
     """torch.profiler over `req.steps` steps of `req.spec`, under the device lock like a run."""
-    from gpuplay.core.engine.devicelock import WaitCancelled, device_lock
+    from gpuplay.core.engine.devicelock import WaitCancelled, device_lock, load_library
     from gpuplay.core.runner.profile import profile_spec
 
     spec = req.spec
+    # The library that names the GPU's UUID, loaded before the lock is named, as a run's is
+    # (devicelock.measure_exclusively): else a fresh engine's profile keys the GPU by its ordinal.
+    load_library(spec.backend, spec.device)
     try:
         # A profile runs the workload too: it waits for the device like a measurement.
         with device_lock(spec.device, cancel, lambda m: emit(Phase(req.run_id, m))):
