@@ -142,6 +142,13 @@ def test_the_tf32_lever_reaches_onnx_runtimes_cuda_provider(ort_on_cuda, tf32):
     assert built.conditions["ort_tf32"].startswith("on" if tf32 else "off")
 
 
+def test_a_float16_run_still_asks_for_the_tensorrt_provider(ort_on_cuda):
+    log = ort_on_cuda(["TensorrtExecutionProvider", "CUDAExecutionProvider"])
+    x = torch.zeros((2, 8, 32), dtype=torch.float16)
+    runtimes.build("onnxruntime", ("block", 32, 4), torch.nn.Identity, x, "float16", "cuda:0")
+    assert log[0][1][0][0] == "TensorrtExecutionProvider"  # TF32 is no question for float16
+
+
 def test_a_tf32_run_builds_its_own_session(ort_on_cuda):
     log = ort_on_cuda(["CUDAExecutionProvider"])
     build("onnxruntime", False)

@@ -1,8 +1,8 @@
 """ONNX Runtime: the model exported with torch.onnx.export, run by an InferenceSession.
 
 On the CPU the CPUExecutionProvider runs it on NumPy views of the tensors (no copy). On cuda:N
-the CUDAExecutionProvider (the TensorRT provider first, when the package has it and TF32 is
-allowed) runs it with I/O binding, so the input and output stay on the device, on a CUDA stream
+the CUDAExecutionProvider (the TensorRT provider first, when the package has it, except for an
+IEEE float32 run) runs it with I/O binding, so the input and output stay on the device, on a CUDA stream
 of its own that torch made and handed to it (user_compute_stream). Not torch's current stream:
 that is the legacy default stream, whose handle is 0, and ORT reads a user_compute_stream of 0
 as none given and runs on a stream of its own making, which the step's events would not see.
@@ -10,8 +10,8 @@ Each call joins the two streams both ways (ORT's stream waits for the input, tor
 ORT's kernels), so the step's CUDA events bracket ORT's kernels.
 
 Its CUDA provider computes float32 in TF32 unless told (use_tf32 defaults to 1): the run's tf32
-lever is passed as use_tf32, and the TensorRT provider, which has no such switch, is asked only
-when TF32 is allowed. ORT's kernels are launched by ORT, not by torch: torch's CUDA graph capture
+lever is passed as use_tf32, and the TensorRT provider, which has no such switch, is not asked
+for float32 with TF32 off. ORT's kernels are launched by ORT, not by torch: torch's CUDA graph capture
 cannot record them (CAPTURABLE; the planner refuses graphs with this runtime). What the session
 really used is read back from it: a session asked for CUDA that runs on the CPU is said in the
 conditions and notes, not hidden.
@@ -113,10 +113,13 @@ def export(model: Any, example: Any) -> bytes:
             lg.setLevel(level)
 
 
-def providers_for(ort: Any, device: str, stream: int | None, tf32: bool = False) -> list[Any]:
+def providers_for(
+    ort: Any, device: str, stream: int | None, tf32: bool = False, dtype: str = "float32"
+) -> list[Any]:
     """The providers to ask for, best first; the CPU's always last (ORT's own fallback).
     `stream`: the handle of the CUDA stream ORT's kernels are to run on (never 0: ORT reads 0 as
-    none given)."""
+    none given). The TensorRT provider builds float32 layers in TF32 and ORT gives it no switch:
+    it is not asked for an IEEE float32 run."""
     if not device.startswith("cuda"):
         return ["CPUExecutionProvider"]
     index = int(device.partition(":")[2] or 0)
@@ -126,7 +129,7 @@ def providers_for(ort: Any, device: str, stream: int | None, tf32: bool = False)
     if stream:
         own = {"has_user_compute_stream": "1", "user_compute_stream": str(stream)}
     asked: list[Any] = []
-    if "TensorrtExecutionProvider" in have and tf32:  # TensorRT builds float32 in TF32, no switch
+    if "TensorrtExecutionProvider" in have and (tf32 or dtype != "float32"):
         asked.append(("TensorrtExecutionProvider", {"device_id": index, **own}))
     asked.append(("CUDAExecutionProvider", {**cuda, **own}))
     return [*asked, "CPUExecutionProvider"]
@@ -144,7 +147,7 @@ def build(
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.intra_op_num_threads = torch.get_num_threads()  # as many as torch's: like for like on the CPU
     stream = torch.cuda.Stream(device) if device.startswith("cuda") else None
-    asked = providers_for(ort, device, stream.cuda_stream if stream is not None else None, tf32)
+    asked = providers_for(ort, device, stream.cuda_stream if stream is not None else None, tf32, dtype)
     session = ort.InferenceSession(proto, opts, providers=asked)
     used = list(session.get_providers())
     conditions: dict[str, Any] = {
@@ -161,7 +164,9 @@ def build(
         run = _cpu_run(session)  # it fell back: time what it does, copies and all
     elif device.startswith("cuda") and stream is not None:
         conditions["ort_tf32"] = (
-            "on (use_tf32=1)" if tf32 else "off (use_tf32=0; TensorRT provider not asked)"
+            "on (use_tf32=1)"
+            if tf32
+            else "off (use_tf32=0; the TensorRT provider, which has no switch, not asked for float32)"
         )
         conditions["ort_stream"] = "its own CUDA stream, joined to torch's both ways each step"
         run = _bound_run(session, example, dtype, device, stream)
