@@ -345,8 +345,8 @@ def _device(name: str) -> str:
     from gpuplay.core.spec import is_device_name
 
     if not is_device_name(name):
-        raise ValueError(f"device must be cpu, cuda, cuda:N or mps; got {name!r}")
-    return "cuda:0" if name == "cuda" else name
+        raise ValueError(f"device must be cpu, cuda, cuda:N, xpu, xpu:N or mps; got {name!r}")
+    return {"cuda": "cuda:0", "xpu": "xpu:0"}.get(name, name)
 
 
 def _compare_scenarios(

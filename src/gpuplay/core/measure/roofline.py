@@ -858,8 +858,8 @@ def measure_gpu(device: str, budget_s: float = DEFAULT_BUDGET_S, probes: Probes 
     api.empty_cache()
     free = api.free_bytes()
 
-    # TF32 through the installed torch's precision API: torch 2.9+ raises when the legacy
-    # allow_tf32 switch is read after the new one was set (as a run with --tf32 does).
+    # TF32 through both of the installed torch's precision APIs, set alike: torch 2.9+ raises
+    # when a legacy getter is read after only the new API was set.
     from gpuplay.core.backends.torch_backend import fp32_matmul_precision
 
     for dtype in api.dtypes:
