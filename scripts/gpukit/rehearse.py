@@ -245,14 +245,18 @@ def _last_json(stdout: str) -> dict[str, Any] | None:
     return None
 
 
-def markdown(per_stage: dict[str, dict[str, Any]], wall_s: float, quick: bool) -> str:
+def markdown(
+    per_stage: dict[str, dict[str, Any]], wall_s: float, quick: bool, simulated: str | None = None
+) -> str:
     """The rehearsal's section of REPORT.md: the verdict first, then each stage's findings."""
     errors = sum(len(f["code_errors"]) for f in per_stage.values())
+    where = f"on a simulated {simulated.upper()}" if simulated else "on the CPU"
+    device = f"cuda:0 a simulated {simulated.upper()} (tests/gpu_sim)" if simulated else "`cpu` for cuda:0"
     lines = [
-        f"## rehearsal on the CPU{' (quick)' if quick else ''}: "
+        f"## rehearsal {where}{' (quick)' if quick else ''}: "
         + ("no code errors" if not errors else f"**{errors} CODE ERROR(S)**"),
         "",
-        f"Every stage run here with `cpu` for cuda:0, in {wall_s:.0f} s. A GPU is still needed "
+        f"Every stage run here with {device}, in {wall_s:.0f} s. A GPU is still needed "
         "for what only a GPU shows (docs/gpu-verification.md).",
         "",
         "| stage | code errors | not installed (expected) | tests failed | checks failed | timed out |",

@@ -87,6 +87,21 @@ REHEARSAL_QUICK = replace(
     ),
     decks=1,
 )
+# `rehearse --simulate h100`: the same stages with cuda:0 a simulated H100 (tests/gpu_sim: every
+# child process starts with its sitecustomize on PYTHONPATH), so the kit's CUDA branches (events,
+# NVML, GPM, energy, peak memory, OOM words) run here; the device's name says it is simulated.
+SIMULATED = ("h100",)
+
+
+def simulated_box(quick: bool) -> Box:
+    base = REHEARSAL_QUICK if quick else REHEARSAL
+    return replace(
+        base,
+        device="cuda:0",
+        calibrate=("-d", "cuda:0", "--budget", "0.05"),
+        compare=("--preset", "quick", "--devices", "cuda:0", "--scenario", "elementwise", "--budget", "0.1"),
+    )
+
 
 # Modules the stages import on the box, and the wheel that brings each.
 NEEDED_MODULES = {
@@ -330,6 +345,16 @@ def stage_env(out: OutDir, wheelhouse: Path, seconds: float = STAGE_SECONDS) -> 
     st.step("install", lambda: ensure_installed(st, wheelhouse), need=30)
     info = st.step("cuda probe", lambda: cuda_probe(st), need=20) or {}
     st.data["cuda_probe"] = info
+    # What this box is, one row a device: a simulated one (tests' harness) says so by its name.
+    st.data["devices"] = [
+        {
+            "device": f"cuda:{d.get('index')}",
+            "name": d.get("name"),
+            "uuid": d.get("uuid"),
+            "simulated": "simulated" in str(d.get("name", "")).lower(),
+        }
+        for d in info.get("torch_devices", [])
+    ]
     if not st.cuda:
         st.check(
             "CUDA visible to torch",
