@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuplay.core.measure.roofline import DevicePeaks, load_peaks, normalize_device
 from gpuplay.core.studies.compare import Row
+from gpuplay.tui.rowlabels import distinct_labels
 from gpuplay.tui.widgets import CachedPlot
 
 ROOF_COLORS = ("cyan", "magenta", "yellow", "green", "orange")
@@ -37,14 +38,21 @@ def cached_peaks(devices: Iterable[str]) -> dict[str, DevicePeaks]:
 def _points(rows: Sequence[Row]) -> list[tuple[str, str, float, float, str, str]]:
     """(configuration, device, FLOP/byte, GFLOP/s, workload, dtype) of each result with FLOPs, bytes, a median."""
     out = []
-    for row in rows:
-        r = row.result
-        if not r.usable or not r.flops or not r.bytes or not r.gflops:
-            continue
+    usable = [
+        row.result
+        for row in rows
+        if row.result.usable and row.result.flops and row.result.bytes and row.result.gflops
+    ]
+    # The legend tells configurations apart as the table does: by what differs between them.
+    labels = distinct_labels([r.spec for r in usable])
+    for r, config in zip(usable, labels, strict=True):
         dtype = r.compute_dtype or r.spec.dtype
-        config = f"{r.spec.label(with_dtype=False)} {dtype}"
+        if dtype not in config.split():  # the roof a point is read against is its compute dtype's
+            config = f"{config} {dtype}"
         workload = r.spec.scenario or r.spec.workload
-        out.append((config, normalize_device(r.spec.device), r.flops / r.bytes, r.gflops, workload, dtype))
+        out.append(
+            (config, normalize_device(r.spec.device), r.flops / r.bytes, r.gflops or 0.0, workload, dtype)
+        )
     return out
 
 

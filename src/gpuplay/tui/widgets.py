@@ -21,12 +21,14 @@ from textual_plotext import PlotextPlot
 from gpuplay.core.hw import nvidia as gpm
 from gpuplay.core.measure.roofline import NOT_CALIBRATED, roof_text
 from gpuplay.core.measure.stats import Summary
-from gpuplay.core.reports.report import fmt_error, fmt_rate, fmt_time
+from gpuplay.core.reports.report import fmt_error, fmt_rate, fmt_speedup, fmt_time
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.storage.safetext import visible
 from gpuplay.core.studies.compare import Row
 from gpuplay.core.workloads import reference_name
+from gpuplay.tui.barchart import bar_lines
 from gpuplay.tui.controls import controls_for, label, values_for, verdict_for
+from gpuplay.tui.rowlabels import distinct_labels
 from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
 
 if TYPE_CHECKING:  # the telemetry (psutil) is imported after the first frame (tabs/telemetry.py)
@@ -378,7 +380,10 @@ class CompareView(Vertical):
             return
         self._key = key
         table = self.query_one(DataTable)
-        cells = [compare_cells(row) for row in rows]
+        cells = [
+            compare_cells(row, label)
+            for row, label in zip(rows, distinct_labels([r.result.spec for r in rows]), strict=True)
+        ]
         columns = fit_columns(cells, width)
         self.columns = [name for name, _ in columns]  # what is shown, for tests and screen readers
         table.clear(columns=True)
@@ -394,15 +399,9 @@ class CompareView(Vertical):
             self.show(*self._shown)
 
 
-CHART_FRAME_ROWS = 4  # a bar chart's title, top and bottom frame, tick labels
-
-
 def bars_that_fit(rows: Sequence[Row], room: int, speedups: bool) -> list[Row]:
-    """The rows a horizontal bar chart of `room` rows can show, one row a bar, in their order.
-
-    With more rows than room, plotext draws bars over each other and keeps one label of the
-    two, chosen by hashing order: so the baseline stays, then the fastest configurations.
-    """
+    """The rows a bar chart of `room` lines can show, one line a bar, in their order: the
+    baseline, then the fastest configurations."""
     if room <= 0 or len(rows) <= room:
         return list(rows)
 
@@ -415,45 +414,53 @@ def bars_that_fit(rows: Sequence[Row], room: int, speedups: bool) -> list[Row]:
     return [r for r in rows if id(r) in keep]
 
 
-class CompareChart(CachedPlot):
+class CompareChart(Static):
+    """The focused scenario's configurations as bars: speedups over NumPy, or medians without
+    them; every bar labelled with what tells it from the others (rowlabels)."""
+
+    TITLE_ROWS = 2  # a title over 2 lines at 80 columns; one line of bars below at the least
+
     def show(self, rows: Sequence[Row], focus: tuple[str, str] | None = None, others: int = 0) -> None:
-        if self.unchanged(
-            (
-                tuple((r.result.spec, r.result.median, r.speedup) for r in rows),
-                self.size.height,
-                focus,
-                others,
-            )
-        ):
+        self._shown = (rows, focus, others)
+        key = (
+            tuple((r.result.spec, r.result.median, r.speedup) for r in rows),
+            self.size.width,
+            self.size.height,
+            focus,
+            others,
+        )
+        if key == getattr(self, "_key", None):
             return
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
+        self._key = key
+        width = max(20, self.size.width or 80)
         rows = [r for r in rows if r.result.median]
         if not rows:
             # Named, and the rows in the table above accounted for: "no finished measurement of
             # this scenario yet" under five finished rows (of the scenario before) read as a lie.
-            # (Fitted to the width: plotext drops a title longer than its canvas.)
             what = f"{focus[0]} {focus[1]}" if focus else "this scenario"
             more = f" · the {others} rows above are of others" if others else ""
-            title = visible(f"no finished {what} yet{more}", one_line=True)
-            plt.title(ellipsize(title, max(12, (self.size.width or 80) - 4)))
-            self.changed()
+            self.update(Text(visible(f"no finished {what} yet{more}", one_line=True), style="bold"))
             return
         speedups = all(r.speedup is not None for r in rows)
-        shown = bars_that_fit(rows, self.size.height - CHART_FRAME_ROWS, speedups)
-        labels = [ellipsize(r.result.spec.label(with_dtype=False), 28) for r in shown]
-        what = f"{rows[0].result.spec.workload} {rows[0].result.size}"
-        more = f" · {len(rows) - len(shown)} more in the table" if len(shown) < len(rows) else ""
+        room = (self.size.height or 8) - self.TITLE_ROWS
+        shown = bars_that_fit(rows, room, speedups)
+        labels = [visible(x, one_line=True) for x in distinct_labels([r.result.spec for r in shown])]
+        what = visible(f"{rows[0].result.spec.workload}\u00a0{rows[0].result.size}", one_line=True)
+        more = f" · {len(rows) - len(shown)}\u00a0more in the table" if len(shown) < len(rows) else ""
         if speedups:
-            plt.title(f"speedup over NumPy on the CPU · {what}{more}")
+            title = f"speedup (×, higher is faster) over NumPy on the CPU · {what}{more}"
             values = [r.speedup or 0.0 for r in shown]
+            texts = [fmt_speedup(v) for v in values]
         else:
-            plt.title(f"median time, ms · {what}{more}")
+            title = f"median time (ms, lower is faster) · {what}{more}"
             values = [(r.result.median or 0.0) * 1e3 for r in shown]
-        plt.bar(labels, values, orientation="horizontal", width=0.3)
-        plt.xlim(0, max(values) * 1.1)  # a bar at the axis' end overflows the widget otherwise
-        self.changed()
+            texts = [fmt_time(r.result.median) for r in shown]
+        lines = bar_lines(labels, values, texts, width)
+        self.update(Group(Text(title, style="bold"), *lines))
+
+    def on_resize(self) -> None:
+        if getattr(self, "_shown", None) is not None:
+            self.show(*self._shown)
 
 
 class CodeView(Horizontal):
