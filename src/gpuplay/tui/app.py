@@ -303,6 +303,10 @@ class GpuPlayApp(TextApp):
             self.install_screen(HelpScreen(help_rows(self.BINDINGS, self.keymap)), "help")
         self.push_screen("help")
 
+    def unavailable_reasons(self) -> list[str]:
+        """Every unavailable value's reason, whole, as the controls panel lists them (help screen)."""
+        return list(getattr(self.main.query_one(ControlsPanel), "reasons", []))
+
     def action_export(self) -> None:
         self.notify(**exports.export_session(self.session.results, self.export_dir))
 

@@ -28,6 +28,7 @@ from gpuplay.core.studies.compare import Row
 from gpuplay.core.workloads import reference_name
 from gpuplay.tui.barchart import bar_lines
 from gpuplay.tui.controls import controls_for, label, values_for, verdict_for
+from gpuplay.tui.keeptogether import NBSP, keep_together
 from gpuplay.tui.rowlabels import distinct_labels
 from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
 
@@ -109,6 +110,8 @@ class ControlsPanel(Static):
             overflow="ellipsis",
             no_wrap=compact,
         )
+        # A reason cut to the panel's width is read whole in its tooltip and on the help screen (?).
+        self.tooltip = Text("\n".join(f"✗ {r}" for r in self.reasons)) if self.reasons else None
         unique = unique or probing
         self.update(Group(t, notes) if unique else t)
 
@@ -121,7 +124,9 @@ class SpeedupDigits(Static):
     ) -> None:
         from textual.renderables.digits import Digits
 
-        key = (speedup, note, marker, reason, short)
+        self._args = (speedup, note, marker, reason, short)
+        width = self.content_size.width
+        key = (speedup, note, marker, reason, short, width)
         if key == getattr(self, "_key", None):
             return  # drawn already: a repaint (a tab shown again) does not lay it out anew
         self._key = key
@@ -132,22 +137,60 @@ class SpeedupDigits(Static):
             return
         value = f"{speedup:.0f}x" if speedup >= 100 else f"{speedup:.3g}x"
         style = "bold yellow" if marker else "bold green" if speedup >= 1 else "bold red"
-        lines: list[Any] = [Digits(value, style=style), Text(f"vs NumPy on the CPU  {note}", style="dim")]
+        lines: list[Any] = [
+            Digits(value, style=style),
+            keep_together(Text(f"vs NumPy on the CPU  {note}", style="dim"), width),
+        ]
         if marker:  # an unstable figure says so where it is read, and why
-            lines.append(Text(f"{marker} unstable: {short or reason} (⚠ speedup, right)", style="yellow"))
+            lines.append(
+                keep_together(
+                    Text(f"{marker} unstable: {short or reason} (⚠ speedup, right)", style="yellow"), width
+                )
+            )
         self.update(Group(*lines))
 
+    def on_resize(self) -> None:
+        if getattr(self, "_args", None) is not None:
+            self.show(*self._args)
 
-class StatsPanel(Static):
-    def show(self, spec: RunSpec | None, summary: Summary | None, phase: str, info: dict[str, Any]) -> None:
+
+class _Rows:
+    """A label/value grid's rows, collected before the value column's width is known."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, Any]] = []
+
+    def add_row(self, name: str, value: Any) -> None:
+        self.rows.append((name, value))
+
+    def table(self, width: int) -> Table:
+        """The grid, each value broken into lines between figures (keeptogether) to fit `width`."""
         t = Table.grid(padding=(0, 1))
         t.add_column(style="bold", no_wrap=True)
         t.add_column()
+        label_w = max((len(n) for n, _ in self.rows), default=0)
+        room = width - label_w - 1 if width > 0 else 0
+        for name, value in self.rows:
+            text = value if isinstance(value, Text) else Text.from_markup(value)
+            t.add_row(name, keep_together(text, room))
+        return t
+
+
+class StatsPanel(Static):
+    def on_resize(self) -> None:
+        if getattr(self, "_args", None) is not None:
+            self._cells = None
+            self.show(*self._args)
+
+    def show(self, spec: RunSpec | None, summary: Summary | None, phase: str, info: dict[str, Any]) -> None:
+        self._args = (spec, summary, phase, info)
+        t = _Rows()
         if spec is None:
             self._cells = None
             self.update(Text("choose a scenario", style="dim"))
             return
-        t.add_row("config", escape(spec.label()))
+        words = [text for _, text in spec.label_parts()]  # "torch cpu float32" is never broken
+        t.add_row("config", Text(visible(" ".join([NBSP.join(words[:3]), *words[3:]]), one_line=True)))
         t.add_row("phase", Text(phase, style="yellow" if phase not in ("done",) else "green"))
         if summary is not None:
             spread = f"±{100 * summary.rel_iqr / 2:.1f}%" if math.isfinite(summary.rel_iqr) else ""
@@ -195,14 +238,15 @@ class StatsPanel(Static):
             t.add_row("peak mem", Text(info["peak_memory"], style="dim"))
         for note in info.get("notes", [])[:3]:
             t.add_row("note", Text(visible(note), style="dim"))
-        cells = _cells(t)
+        table = t.table(self.content_size.width)
+        cells = _cells(table)
         if cells == getattr(self, "_cells", None):
             return  # drawn already: a repaint (the tab shown again) does not lay it out anew
         self._cells = cells
-        self.update(t)
+        self.update(table)
 
     @staticmethod
-    def _roof_and_noise(t: Table, info: dict[str, Any]) -> None:
+    def _roof_and_noise(t: _Rows, info: dict[str, Any]) -> None:
         """Where the result sits under its roof, and what else used the machine, in words.
 
         From info["roof"] / info["noise"] when the app gives them (RunResult.roof_fields(),
@@ -679,6 +723,7 @@ class HelpScreen(ModalScreen[None]):
             panel.border_title = "help"
             panel.border_subtitle = "Esc · ? · q close"
             yield Static(t)
+            yield Static(id="help-unavailable")
             yield Static(
                 Text(
                     "Esc closes this help. Every number is a median of timed steps after warm-up, "
@@ -686,3 +731,13 @@ class HelpScreen(ModalScreen[None]):
                     style="dim",
                 )
             )
+
+    def on_screen_resume(self) -> None:
+        """What is unavailable here and why, in full (the controls panel cuts it to its width)."""
+        reasons = getattr(self.app, "unavailable_reasons", list)()
+        text = Text()
+        if reasons:
+            text.append("\nunavailable here, and why\n", style="bold")
+            text.append("\n".join(f"✗ {visible(r)}" for r in reasons))
+            text.append("\n")
+        self.query_one("#help-unavailable", Static).update(text)
