@@ -262,7 +262,7 @@ class GpuPlayApp(TextApp):
         new, why = cycle(self.spec, field)
         if why:
             title = next((c.title for c in CONTROLS if c.field == field), "option")  # words, not field names
-            self.notify(why, title=f"no other {title} available", severity="warning", timeout=8)
+            self.notify(why, title=f"{title} cannot be changed here", severity="warning", timeout=8)
         if new != self.spec:
             self.spec = new
             self.start_measurement()

@@ -28,6 +28,7 @@ BINDING = re.compile(
     r"|(?<=\bvs) "
     r"| (?=[–→])"
     r"|(?<=%) (?=\d)"
+    r"|(?<=\bthreads:) "
 )
 
 

@@ -144,7 +144,11 @@ class SpeedupDigits(Static):
         if marker:  # an unstable figure says so where it is read, and why
             lines.append(
                 keep_together(
-                    Text(f"{marker} unstable: {short or reason} (⚠ speedup, right)", style="yellow"), width
+                    Text(
+                        f"{marker} This speedup is uncertain: {short or reason}. The ⚠ speedup row says why.",
+                        style="yellow",
+                    ),
+                    width,
                 )
             )
         self.update(Group(*lines))
