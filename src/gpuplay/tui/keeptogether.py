@@ -57,7 +57,10 @@ def keep_together(text: Text | str, width: int) -> Text:
             last = i
         if len(plain) - start > width and last is not None and last + 1 > start:
             cuts.append(last + 1)
-        out.extend(line.rstrip() or line for line in para.divide(cuts)) if cuts else out.append(para)
+        lines = list(para.divide(cuts))
+        for line in lines:
+            line.rstrip()  # in place: the space the line was broken at
+        out.extend(lines)
     joined = Text("\n").join(out)
     joined.plain = joined.plain.replace(NBSP, " ")
     return joined

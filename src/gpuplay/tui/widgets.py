@@ -27,7 +27,7 @@ from gpuplay.core.storage.safetext import visible
 from gpuplay.core.studies.compare import Row
 from gpuplay.core.workloads import reference_name
 from gpuplay.tui.barchart import bar_lines
-from gpuplay.tui.controls import controls_for, label, values_for, verdict_for
+from gpuplay.tui.controls import CONTROLS, controls_for, label, values_for, verdict_for
 from gpuplay.tui.keeptogether import NBSP, keep_together
 from gpuplay.tui.rowlabels import distinct_labels
 from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
@@ -36,6 +36,9 @@ if TYPE_CHECKING:  # the telemetry (psutil) is imported after the first frame (t
     from gpuplay.core.measure.telemetry import Snapshot
 
 PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
+
+
+TITLE_WIDTH = max(len(c.title) for c in CONTROLS)
 
 
 class ControlsPanel(Static):
@@ -56,7 +59,9 @@ class ControlsPanel(Static):
         self._key = key
         t = Table.grid(padding=(0, 1))
         t.add_column(style="bold cyan", no_wrap=True)
-        t.add_column(no_wrap=True)
+        # As wide as the longest title any scenario shows: SVD's "linalg library" widened the
+        # column and moved every value when it appeared.
+        t.add_column(no_wrap=True, min_width=TITLE_WIDTH)
         t.add_column()
         reasons: list[str] = []
         probing: list[str] = []  # backends whose probe has not answered yet: no verdict, no ✗
@@ -674,14 +679,31 @@ class TelemetryChart(CachedPlot):
                 label="power % of limit",
                 color="red",
             )
-        _gpm_series(plt, xs, gpu)
-        plt.ylim(0, 100)
-        plt.title("utilisation, last minutes (s)")
+        # plotext writes the legend, a line per series, over the canvas's top rows: the y axis
+        # reaches above 100 % by as many rows, so the lines run under the legend, never behind it.
+        series = (
+            2
+            + sum(
+                any(g is not None and getattr(g, attr) for g in gpu)
+                for attr in ("util_gpu", "mem_total", "power_limit_w")
+            )
+            + _gpm_series(plt, xs, gpu)
+        )
+        canvas = max(8, (self.size.height or 20) - 4)
+        top = 100 * canvas / max(1, canvas - series - 1) if series + 1 < canvas else 100
+        plt.ylim(0, top)
+        plt.yticks([0, 25, 50, 75, 100])
+        span = -xs[0]
+        ticks = [-span * k / 4 for k in range(4, -1, -1)] if span > 0 else [0.0]
+        plt.xticks(ticks, [f"{-t:.0f} s ago" if t < 0 else "now" for t in ticks])
+        plt.title("use in %, over the last minutes")
         self.changed()
 
 
-def _gpm_series(plt: Any, xs: list[float], gpu: list[Any]) -> None:
-    """GPM's tensor-core and DRAM activity beside NVML's utilisation, where GPM gives them."""
+def _gpm_series(plt: Any, xs: list[float], gpu: list[Any]) -> int:
+    """GPM's tensor-core and DRAM activity beside NVML's utilisation, where GPM gives them; how
+    many series it drew."""
+    drawn = 0
     for key, name, color in (
         ("tensor_active", "tensor cores %", "blue"),
         ("dram_active", "DRAM bw %", "white"),
@@ -689,6 +711,8 @@ def _gpm_series(plt: Any, xs: list[float], gpu: list[Any]) -> None:
         vals = [gpm.bounded(key, (g.activity or {}).get(key)) if g is not None else None for g in gpu]
         if any(v is not None for v in vals):
             plt.plot(xs, [v if v is not None else 0 for v in vals], label=name, color=color)
+            drawn += 1
+    return drawn
 
 
 def _na(v: Any, unit: str, digits: int = 0) -> str:
@@ -738,7 +762,7 @@ class HelpScreen(ModalScreen[None]):
 
     def on_screen_resume(self) -> None:
         """What is unavailable here and why, in full (the controls panel cuts it to its width)."""
-        reasons = getattr(self.app, "unavailable_reasons", list)()
+        reasons: list[str] = getattr(self.app, "unavailable_reasons", list)()
         text = Text()
         if reasons:
             text.append("\nunavailable here, and why\n", style="bold")
