@@ -325,7 +325,15 @@ def replayed_app(scenarios) -> PresenterApp:
 
 
 @pytest.mark.parametrize(
-    ("keys", "size"), [((), (120, 36)), ((), (80, 24)), (("b",), (80, 24)), (("f",), (120, 36))]
+    ("keys", "size"),
+    [
+        ((), (120, 36)),
+        ((), (80, 24)),
+        (("b",), (80, 24)),
+        (("f",), (120, 36)),
+        ((), (100, 30)),
+        ((), (160, 45)),
+    ],
 )
 def test_presenter_snapshots(snap_compare, scenarios, keys, size):
     """The presenter on step 2 of a replay: as it is, blanked (b), and the big number alone (f)."""

@@ -266,7 +266,7 @@ class Staircase(Widget):
             out.append(f"{fmt_time(fig.median):>9}{fmt_speedup(fig.speedup) + dagger:>8}")
             out.append("\n")
             style = _theme_colour(self, "$warning") if recorded else "dim"
-            tag = (f"{dagger} " if dagger else "") + visible(fig.tag, one_line=True)
+            tag = (f"{dagger} " if dagger else "") + visible(_tag_within(fig, width), one_line=True)
             # under its bar where it fits, else from the line's start ("here (cpu) ·…" was cut)
             indent = label_width + 1 if len(tag) <= width - label_width - 1 else max(0, width - len(tag))
             out.append(" " * indent)
@@ -275,6 +275,17 @@ class Staircase(Widget):
 
 
 MIN_BAR = 8  # a staircase bar's fewest cells before its label is shortened
+
+
+def _tag_within(fig: Figure, width: int) -> str:
+    """`fig.tag` in `width` columns if it can be: a recording's time of day goes first (the deck
+    bar says when it was recorded), then the date."""
+    day = fig.when.split(" ")[0] if len(fig.when) > 10 else fig.when  # "2026-01-02 03:04 UTC"
+    for when in (fig.when, day, ""):
+        tag = " · ".join(p for p in (fig.origin, fig.statistic, fig.where, when) if p)
+        if len(tag) <= width - 2:
+            return tag
+    return tag
 
 
 def _recorded_ratio(fig: Figure | None) -> bool:

@@ -204,7 +204,8 @@ class RooflineChart(CachedPlot):
                     )
                 else:
                     labels.append((x, y, text, color))
-            plt.scatter(px, py, marker=MARKERS[j % len(MARKERS)], color=color, label=config[:30])
+            # 40 columns: "torch float32 +amp:fp16 float16" whole in the legend
+            plt.scatter(px, py, marker=MARKERS[j % len(MARKERS)], color=color, label=config[:40])
         drawn: list[tuple[float, float, float]] = []  # (y, first x, last x) of each label written
         for x, y, text, color in labels:  # two cells right of the marker
             x0, x1 = x + 2 * cell_x, x + (3 + len(text)) * cell_x
