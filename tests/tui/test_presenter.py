@@ -61,7 +61,8 @@ def text(app, selector: str) -> str:
 
     console = Console(width=200, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
     console.print(app.query_one(selector).content)
-    return console.export_text()
+    # one line: the figure's note and detail are broken into lines to their width (keeptogether)
+    return " ".join(console.export_text().split())
 
 
 async def test_next_previous_and_live_staircase(scenarios):
