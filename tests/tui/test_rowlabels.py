@@ -33,6 +33,8 @@ def test_labels_name_the_backend_and_what_differs():
     assert distinct_labels([BASE, TORCH]) == ["numpy cpu", "torch cpu"]  # only the backend differs
     assert distinct_labels([TORCH, TORCH.replace(compile="default")]) == ["torch", "torch +compile"]
     assert distinct_labels([]) == []
+    # the same configuration measured again is numbered, not a second identical row
+    assert distinct_labels([BASE, TORCH, TORCH]) == ["numpy cpu", "torch cpu", "torch cpu · run 2"]
 
 
 def test_a_bar_chart_labels_every_bar_and_stays_inside_its_width():

@@ -23,6 +23,19 @@ def distinct_labels(specs: Sequence[RunSpec]) -> list[str]:
     keys = list(dict.fromkeys(k for p in parts for k in p))
     differing = {k for k in keys if len({p.get(k) for p in parts}) > 1}
     if not differing - set(ALWAYS):
-        return [s.label(with_dtype=False) for s in specs]
-    shown = [k for k in keys if k in differing or k in ALWAYS]
-    return [" ".join(p[k] for k in shown if k in p) for p in parts]
+        labels = [s.label(with_dtype=False) for s in specs]
+    else:
+        shown = [k for k in keys if k in differing or k in ALWAYS]
+        labels = [" ".join(p[k] for k in shown if k in p) for p in parts]
+    return _runs_numbered(specs, labels)
+
+
+def _runs_numbered(specs: Sequence[RunSpec], labels: list[str]) -> list[str]:
+    """The same configuration measured again reads 'torch float32 · run 2' (its first run keeps
+    the plain label): two rows alike in every word told the reader nothing."""
+    seen: dict[RunSpec, int] = {}
+    out = []
+    for spec, label in zip(specs, labels, strict=True):
+        seen[spec] = seen.get(spec, 0) + 1
+        out.append(label if seen[spec] == 1 else f"{label} · run {seen[spec]}")
+    return out
