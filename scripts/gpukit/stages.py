@@ -759,7 +759,9 @@ def gpm_env(st: Stage) -> None:
     mm, add = res.get("matmul_bf16") or {}, res.get("add_fp32") or {}
     reason = res.get("error") or mm.get("reason") or add.get("reason")
     if reason:
-        st.check("GPM: bf16 matmul on the tensor cores, add on DRAM", None if mm.get("reason") else False, reason)
+        st.check(
+            "GPM: bf16 matmul on the tensor cores, add on DRAM", None if mm.get("reason") else False, reason
+        )
         return
     st.check("GPM: bf16 matmul keeps the tensor cores busy (> 30 %)", (mm.get("tensor_active") or 0) > 30,
              json.dumps(mm)[:300])  # fmt: skip
