@@ -187,8 +187,8 @@ class _Rows:
 
 class StatsPanel(Static):
     def on_resize(self) -> None:
+        # Its values are broken into lines to the width: drawn again only if they now break elsewhere
         if getattr(self, "_args", None) is not None:
-            self._cells = None
             self.show(*self._args)
 
     def show(self, spec: RunSpec | None, summary: Summary | None, phase: str, info: dict[str, Any]) -> None:
