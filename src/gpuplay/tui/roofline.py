@@ -209,11 +209,11 @@ class RooflineChart(CachedPlot):
         drawn: list[tuple[float, float, float]] = []  # (y, first x, last x) of each label written
         for x, y, text, color in labels:  # two cells right of the marker
             x0, x1 = x + 2 * cell_x, x + (3 + len(text)) * cell_x
-            rows = (y, y + cell_y, y - cell_y)  # a label over another: a row up or down, or none
+            tries = (y, y + cell_y, y - cell_y)  # a label over another: a row up or down, or none
             if x1 > lg(x_hi):  # cut by the frame ("ma" at 160×45): ending at it, a row off the markers
                 x0, x1 = lg(x_hi) - (1 + len(text)) * cell_x, lg(x_hi)
-                rows = (y + cell_y, y - cell_y, y - 2 * cell_y, y + 2 * cell_y)
-            for ly in rows:  # never over another label, nor over a marker
+                tries = (y + cell_y, y - cell_y, y - 2 * cell_y, y + 2 * cell_y)
+            for ly in tries:  # never over another label, nor over a marker
                 if not any(abs(ly - oy) < cell_y and x0 < o1 and o0 < x1 for oy, o0, o1 in drawn) and not any(
                     abs(ly - my) < cell_y and x0 - cell_x < mx < x1 for mx, my in placed
                 ):

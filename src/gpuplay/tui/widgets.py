@@ -629,9 +629,16 @@ class TelemetryChart(CachedPlot):
             self._pacer = Pacer()
         return self._pacer
 
+    def on_resize(self) -> None:
+        # The y axis' headroom for the legend is counted in rows: a new height draws it again.
+        if getattr(self, "_shown", None) is not None:
+            self._data_key = None
+            self.show(*self._shown)
+
     def show(self, history: Sequence[Snapshot], device: str, period: float = 0.0) -> None:
         """`period`: redraw new samples at most this often (seconds); a new device at once."""
-        key = (len(history), history[-1].t if history else None, device)
+        self._shown = (history, device, 0.0)
+        key = (len(history), history[-1].t if history else None, device, self.size.height)
         if key == getattr(self, "_data_key", object()) or not self.pacer.due((device, bool(history)), period):
             return
         self.unchanged(key)
@@ -689,8 +696,9 @@ class TelemetryChart(CachedPlot):
             )
             + _gpm_series(plt, xs, gpu)
         )
-        canvas = max(8, (self.size.height or 20) - 4)
-        top = 100 * canvas / max(1, canvas - series - 1) if series + 1 < canvas else 100
+        canvas = max(3, (self.size.height or 20) - 4)  # less title, frame and ticks
+        # 100 % one row below the legend's last line (plotext's rows are not exactly linear)
+        top = 100 * (canvas - 1) / (canvas - series - 2) if series + 2 < canvas else 100
         plt.ylim(0, top)
         plt.yticks([0, 25, 50, 75, 100])
         span = -xs[0]
