@@ -209,7 +209,11 @@ class RooflineChart(CachedPlot):
         drawn: list[tuple[float, float, float]] = []  # (y, first x, last x) of each label written
         for x, y, text, color in labels:  # two cells right of the marker
             x0, x1 = x + 2 * cell_x, x + (3 + len(text)) * cell_x
-            tries = (y, y + cell_y, y - cell_y)  # a label over another: a row up or down, or none
+            tries: tuple[float, ...] = (
+                y,
+                y + cell_y,
+                y - cell_y,
+            )  # a label over another: a row up or down, or none
             if x1 > lg(x_hi):  # cut by the frame ("ma" at 160×45): ending at it, a row off the markers
                 x0, x1 = lg(x_hi) - (1 + len(text)) * cell_x, lg(x_hi)
                 tries = (y + cell_y, y - cell_y, y - 2 * cell_y, y + 2 * cell_y)
