@@ -2,6 +2,9 @@
 
 python scripts/screenshots.py            # SVGs into screenshots/
 python scripts/screenshots.py --png      # also PNGs beside them (needs cairosvg), to look at
+
+Compare shows the NumPy baseline and four PyTorch configurations that differ only in dtype or
+AMP: each row and bar must say what makes it different.
 """
 
 from __future__ import annotations
@@ -41,8 +44,12 @@ async def main(size: tuple[int, int], prefix: str) -> list[Path]:
         await wait_for(pilot, lambda: app.session.live_result is not None)
         await pilot.press("b")  # NumPy → PyTorch
         await wait_for(pilot, done_with(app, backend="torch"))
-        await pilot.press("a", "a")  # AMP bf16
-        await wait_for(pilot, done_with(app, amp="bf16"))
+        for dtype in ("bfloat16", "float64"):
+            app.set_lever("dtype", dtype)  # as the palette sets a lever
+            await wait_for(pilot, done_with(app, dtype=dtype))
+        app.spec = app.spec.replace(dtype="float32", amp="bf16")  # float32 with AMP bf16, in one step
+        app.start_measurement()
+        await wait_for(pilot, done_with(app, dtype="float32", amp="bf16"))
         await asyncio.sleep(1.2)  # a telemetry sample or two
         await pilot.pause()
         for name, key in (("live", None), ("compare", "2"), ("code", "3"), ("telemetry", "4")):
@@ -65,6 +72,6 @@ if __name__ == "__main__":
     for p in paths:
         print(p)
         if args.png:
-            import cairosvg
+            from svgpng import svg_to_png  # beside this script
 
-            cairosvg.svg2png(url=str(p), write_to=str(p.with_suffix(".png")), output_width=1600)
+            svg_to_png(p.read_text(encoding="utf-8"), str(p.with_suffix(".png")))

@@ -70,3 +70,34 @@ def feed(app, backend: str = "torch", amp: str = "off") -> None:
     s.live_result = live_r
     s.phase = "done"
     app.refresh_all()
+
+
+def feed_dtypes(app) -> None:
+    """A NumPy baseline and four PyTorch configurations that differ only in dtype or AMP: the
+    rows a new user makes by pressing t and a, which must still read apart."""
+    base = app.spec.replace(backend="numpy")
+    base_r = fixed_result(base, 0.0212, 3.1e-7)
+    torch = app.spec.replace(backend="torch")
+    configs = [
+        (torch, 0.0106, 2.6e-7, None),
+        (torch.replace(dtype="bfloat16"), 0.0081, 3.1e-3, None),
+        (torch.replace(dtype="float64"), 0.0229, 1.1e-15, None),
+        (torch.replace(amp="fp16"), 0.0052, 2.9e-3, "float16"),
+    ]
+    s = app.session
+    s.results = [base_r]
+    s.speedups = {}
+    for spec, median, error, compute in configs:
+        r = fixed_result(spec, median, error, compute)
+        point = base_r.median / r.median
+        r.speedup = {"point": point, "interval": [point * 0.97, point * 1.03], "pairs": 24,
+                     "baseline_dtype": "float32", "baseline_median_s": base_r.median}  # fmt: skip
+        s.results.append(r)
+        s.speedups[spec] = r.speedup
+    live_r = s.results[-1]
+    s.spec = live_r.spec
+    s.baselines = {base: base_r}
+    s.samples = fixed_samples(live_r.median)
+    s.live_result = live_r
+    s.phase = "done"
+    app.refresh_all()

@@ -151,6 +151,8 @@ def test_token_then_cookie(served):
     pair = cookie.split(";", 1)[0]
     assert _get(base + "/", {"Cookie": pair})[0] == 200, "the cookie alone"
     assert _get(base + "/static/gpuplay.js", {"Cookie": pair})[0] == 200
+    status, icon_headers, icon = _get(base + "/favicon.ico", {"Cookie": pair})  # no 404 in the console
+    assert status == 200 and icon_headers["Content-Type"] == "image/svg+xml" and "<svg" in icon
     tampered = pair[:-1] + ("0" if pair[-1] != "0" else "1")
     assert _get(base + "/", {"Cookie": tampered})[0] == 403, "a forged cookie"
     assert _get(base + "/static/gpuplay.js")[0] == 403, "a static file without the token"

@@ -1,4 +1,4 @@
-"""Layout snapshots at 80×24 and 160×45, fed fixed timings so they are stable."""
+"""Layout snapshots at 80×24, 100×30 and 160×45, fed fixed timings so they are stable."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from gpuplay.core.backends import get_backend
 from gpuplay.core.backends.base import Availability
 from gpuplay.tui.app import GpuPlayApp
 from tests.conftest import gpu_available
-from tests.snapshot_feed import feed
+from tests.snapshot_feed import feed, feed_dtypes
 from tests.tui_helpers import tiny_scenarios, wait_until
 
 pytestmark = pytest.mark.skipif(gpu_available(), reason="snapshots are of the no-GPU layout")
@@ -34,11 +34,11 @@ def make_app(tmp_path):
     )
 
 
-def before(tab: str | None = None):
+def before(tab: str | None = None, fill=feed):
     async def run_before(pilot):
         app = pilot.app
         await wait_until(pilot, lambda: app.probed)
-        feed(app)
+        fill(app)
         if tab:
             await pilot.press(tab)
         await pilot.pause()
@@ -46,14 +46,19 @@ def before(tab: str | None = None):
     return run_before
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+SIZES = [(80, 24), (100, 30), (160, 45)]
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_live_layout(snap_compare, tmp_path, size):
     assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=before())
 
 
-@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+@pytest.mark.parametrize("size", SIZES)
 def test_compare_layout(snap_compare, tmp_path, size):
-    assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=before("2"))
+    """Four PyTorch configurations that differ only in dtype or AMP, and the NumPy baseline: each
+    row and bar says what makes it different, at every width."""
+    assert snap_compare(make_app(tmp_path), terminal_size=size, run_before=before("2", feed_dtypes))
 
 
 def test_code_layout(snap_compare, tmp_path):

@@ -81,7 +81,9 @@ def test_gpu_throttling_and_neighbours_in_words():
 def test_unstable_spread_is_flagged_with_advice_like_pyperf():
     assert noise.stability(0.05, 20) == ""
     assert noise.stability(0.5, 3) == ""  # too few steps to judge
-    assert noise.stability(0.23, 20).startswith("unstable: the IQR is 23 % of the median")
+    assert noise.stability(0.23, 20).startswith(
+        "unstable: the middle half of the step times spans 23 % of their median"
+    )
     ws = noise.noise_warnings({}, 0.23, 20, min_step_s=1e-4)
     assert len(ws) == 1 and "rerun" in ws[0] and "larger size" in ws[0]
 

@@ -90,6 +90,7 @@ def static_files() -> dict[str, tuple[bytes, str]]:
         ),
         "gpuplay.js": ((WEB_DIR / "gpuplay.js").read_bytes(), "text/javascript"),
         "gpuplay.css": ((WEB_DIR / "gpuplay.css").read_bytes(), "text/css"),
+        "favicon.svg": ((WEB_DIR / "favicon.svg").read_bytes(), "image/svg+xml"),
     }
     for font in ("RobotoMono-VariableFont_wght.ttf", "RobotoMono-Italic-VariableFont_wght.ttf"):
         files[f"fonts/{font}"] = ((ts / "fonts" / font).read_bytes(), "font/ttf")
@@ -301,6 +302,8 @@ class GpuplayServer(Server):
                 web.get("/ws/{talk:[0-9a-f]{32}}", self.handle_websocket),  # a talk's tab (gpuplay.js)
                 web.get("/download/{key}", self.handle_download),
                 web.get("/static/{name:.+}", self.handle_static),
+                # Every page load asks for it: a 404 logged a console error each time.
+                web.get("/favicon.ico", self.handle_favicon),
             ]
         )
         app.on_shutdown.append(self.on_shutdown)
@@ -378,6 +381,11 @@ class GpuplayServer(Server):
             raise web.HTTPNotFound()
         body, content_type = found
         return web.Response(body=body, content_type=content_type, headers={"Cache-Control": "no-cache"})
+
+    async def handle_favicon(self, request: web.Request) -> web.Response:
+        """The tab's icon: three rising bars (an SVG, which browsers take at /favicon.ico)."""
+        body, content_type = self.files["favicon.svg"]
+        return web.Response(body=body, content_type=content_type, headers={"Cache-Control": "max-age=86400"})
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         loop = asyncio.get_running_loop()

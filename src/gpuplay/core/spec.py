@@ -139,34 +139,39 @@ class RunSpec:
 
     def label(self, with_dtype: bool = True) -> str:
         """Short human label of the configuration: 'torch cuda:0 float32 +amp:bf16 +compile'."""
-        parts = [self.backend, self.device, self.dtype] if with_dtype else [self.backend, self.device]
-        if self.amp != "off":
-            parts.append(f"+amp:{self.amp}")
-        if self.compile != "off":
-            parts.append("+compile" if self.compile == "default" else f"+compile:{self.compile}")
-        if self.tf32:
-            parts.append("+tf32")
-        if self.cuda_graphs:
-            parts.append("+graphs")
-        if self.linalg_library != "default":
-            parts.append(f"+{self.linalg_library}")
-        if self.transfers:
-            parts.append("+transfers")
-        if self.cache == "cold":
-            parts.append("+cold")
-        if self.alloc != "warm":
-            parts.append(f"+alloc:{self.alloc}")
-        return " ".join(parts + self._param_parts())
+        return " ".join(text for key, text in self.label_parts() if with_dtype or key != "dtype")
 
-    def _param_parts(self) -> list[str]:
+    def label_parts(self) -> list[tuple[str, str]]:
+        """The label's words, each with what it names: [('backend', 'torch'), ('device', 'cuda:0'),
+        ('dtype', 'float32'), ('amp', '+amp:bf16'), ...]; a lever left at its default is absent."""
+        parts = [("backend", self.backend), ("device", self.device), ("dtype", self.dtype)]
+        if self.amp != "off":
+            parts.append(("amp", f"+amp:{self.amp}"))
+        if self.compile != "off":
+            parts.append(("compile", "+compile" if self.compile == "default" else f"+compile:{self.compile}"))
+        if self.tf32:
+            parts.append(("tf32", "+tf32"))
+        if self.cuda_graphs:
+            parts.append(("cuda_graphs", "+graphs"))
+        if self.linalg_library != "default":
+            parts.append(("linalg_library", f"+{self.linalg_library}"))
+        if self.transfers:
+            parts.append(("transfers", "+transfers"))
+        if self.cache == "cold":
+            parts.append(("cache", "+cold"))
+        if self.alloc != "warm":
+            parts.append(("alloc", f"+alloc:{self.alloc}"))
+        return parts + self._param_parts()
+
+    def _param_parts(self) -> list[tuple[str, str]]:
         """The workload parameters a label names: an inference runtime, an autograd method."""
         parts = []
         runtime = self.params.get("runtime")
         if runtime and runtime != "eager":  # gpuplay.core.runtimes
-            parts.append(f"+{runtime}")
+            parts.append(("runtime", f"+{runtime}"))
         method = self.params.get("method")
         if method and method != "auto":
-            parts.append(f"({method})")
+            parts.append(("method", f"({method})"))
         return parts
 
     def to_dict(self) -> dict[str, Any]:

@@ -262,7 +262,7 @@ class GpuPlayApp(TextApp):
         new, why = cycle(self.spec, field)
         if why:
             title = next((c.title for c in CONTROLS if c.field == field), "option")  # words, not field names
-            self.notify(why, title=f"no other {title} available", severity="warning", timeout=8)
+            self.notify(why, title=f"{title} cannot be changed here", severity="warning", timeout=8)
         if new != self.spec:
             self.spec = new
             self.start_measurement()
@@ -302,6 +302,10 @@ class GpuPlayApp(TextApp):
         if not self.is_screen_installed("help"):
             self.install_screen(HelpScreen(help_rows(self.BINDINGS, self.keymap)), "help")
         self.push_screen("help")
+
+    def unavailable_reasons(self) -> list[str]:
+        """Every unavailable value's reason, whole, as the controls panel lists them (help screen)."""
+        return list(getattr(self.main.query_one(ControlsPanel), "reasons", []))
 
     def action_export(self) -> None:
         self.notify(**exports.export_session(self.session.results, self.export_dir))

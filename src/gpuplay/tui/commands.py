@@ -145,11 +145,50 @@ def keymap_problems(
     return good, [f"config.toml [keymap]: {what} {shown}{more}; ignored (known: {', '.join(sorted(ids))})"]
 
 
+# What each key that is not a lever does, in a line (a lever's line is its own help text).
+KEY_HELP = {
+    "cycle_preset": "the problem size: quick (seconds), published (the size its claim was made at), default",
+    "cycle_limit": "a configuration whose one step is estimated longer (2, 10 or 60 s) is refused",
+    "pause": "hold the measurement between steps; press again to go on",
+    "rerun": "measure the current configuration again, from warm-up",
+    "reset": "forget this session's results (the Compare tab empties)",
+    "export": "write this session's results as JSON, CSV and Markdown into the export folder",
+    "save_svg": "save what the screen shows as an SVG file in the export folder",
+    "collectives": "run the multi-GPU collectives sweep (all_reduce, all_gather, …)",
+    "help": "show or close this help",
+    "quit": "leave gpuplay (a measurement in progress is stopped)",
+}
+TAB_HELP = {
+    "live": "the current configuration's figures and step times",
+    "compare": "every configuration measured this session, side by side, with the roofline",
+    "code": "the workload's NumPy source beside the chosen backend's",
+    "telemetry": "CPU, memory and GPU use over the last minutes",
+    "profile": "where the time of one step goes, operator by operator",
+    "collectives": "multi-GPU communication timings",
+    "sweep": "the same configurations across problem sizes",
+}
+
+
+def explain(b: Binding) -> str:
+    """One line on what a binding does: the lever's own help, a tab's contents, or KEY_HELP."""
+    from gpuplay.core.catalogue import levers
+
+    lever = next((lv for lv in levers.live_levers() if lv.name == b.id), None)
+    if lever is not None:
+        return lever.help.rstrip(".")
+    if b.action.startswith("tab("):
+        return f"show the {b.description} tab: {TAB_HELP.get(b.description, '')}".rstrip(": ")
+    return KEY_HELP.get(b.action.partition("(")[0], "")
+
+
 def help_rows(bindings: Sequence[Binding | Any], keymap: dict[str, str]) -> list[tuple[str, str]]:
-    """The help screen's rows: every binding's key as the keymap has it, and what it does."""
-    rows = [
-        (keymap.get(b.id or "", b.key).replace("question_mark", "?"), b.description)
-        for b in bindings
-        if isinstance(b, Binding)
-    ]
+    """The help screen's rows: every binding's key as the keymap has it, its name and, after an
+    em dash, what it does in one line (a bare "preset" told a new user nothing)."""
+    rows = []
+    for b in bindings:
+        if not isinstance(b, Binding) or (b.action == "quit" and b.key == "ctrl+c"):
+            continue
+        key = keymap.get(b.id or "", b.key).replace("question_mark", "?")
+        what = explain(b)
+        rows.append((key, f"{b.description} — {what}" if what else b.description))
     return [*rows, ("↑ ↓", "choose a scenario (in the list)")]

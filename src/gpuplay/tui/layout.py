@@ -63,8 +63,22 @@ def compose_main(scenarios: ScenarioSet) -> ComposeResult:
     yield SteadyFooter()
 
 
+SUB_TITLES = (  # the header's subtitle, longest first: the first that fits is shown whole
+    "the same array code, NumPy → PyTorch → CuPy, CPU → GPU",
+    "NumPy → PyTorch → CuPy, CPU → GPU",
+    "NumPy → PyTorch → CuPy",
+)
+HEADER_ROOM = 28  # the header's icon and its margins (18), and "gpuplay — "
+
+
+def sub_title_for(width: int) -> str:
+    """The longest subtitle that fits a header `width` columns wide (at 80: "CPU → …" was cut)."""
+    return next((t for t in SUB_TITLES if len(t) + HEADER_ROOM <= width), SUB_TITLES[-1])
+
+
 def adapt_layout(screen: Screen[object], width: int, height: int) -> None:
-    """Classes for the stylesheet (narrow, short) and the footer's density."""
+    """Classes for the stylesheet (narrow, short), the footer's density, the header's subtitle."""
+    screen.app.sub_title = sub_title_for(width)
     screen.set_class(width < 150, "narrow")
     screen.set_class(110 <= width < 150, "roomy")  # every control value shown (not compact)
     screen.set_class(height < 32, "short")

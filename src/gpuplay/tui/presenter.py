@@ -38,6 +38,7 @@ from gpuplay.core.storage.safetext import visible
 from gpuplay.core.studies.compare import baseline_spec, is_baseline
 from gpuplay.core.workloads import reference_name
 from gpuplay.tui.bignumber import BigNumber
+from gpuplay.tui.keeptogether import keep_together
 from gpuplay.tui.sweep_view import SWEEP_NOT_REPLAYED, SweepView, show_sweep_step
 from gpuplay.tui.textapp import TextNotifications
 from gpuplay.tui.themes import apply_theme
@@ -231,7 +232,9 @@ class Staircase(Widget):
         medians = [f.median for _, f, _ in self.rows if f is not None and f.median]
         top = max(medians, default=0.0)
         titles = _short_titles([visible(title, one_line=True) for title, _, _ in self.rows])
-        label_width = min(26, max([12, *(len(x) for x in titles)]), width // 3)
+        # A label is cut only when the bars would get fewer than MIN_BAR cells ("PyTorch on the
+        # C…" at 100 columns, with room to spare).
+        label_width = min(26, max([12, *(len(x) for x in titles)]), max(12, width - 9 - 8 - 3 - MIN_BAR))
         bar_width = max(4, width - label_width - 9 - 8 - 3)
         out = Text(no_wrap=True, overflow="ellipsis")
         # A recorded speedup (another machine, often another size: the post's 1,714× at 4096²)
@@ -262,11 +265,27 @@ class Staircase(Widget):
             dagger = "†" if _recorded_ratio(fig) else ""
             out.append(f"{fmt_time(fig.median):>9}{fmt_speedup(fig.speedup) + dagger:>8}")
             out.append("\n")
-            out.append(" " * (label_width + 1))
             style = _theme_colour(self, "$warning") if recorded else "dim"
-            tag = (f"{dagger} " if dagger else "") + visible(fig.tag, one_line=True)
-            out.append(_fit(tag, width - label_width - 1), style=f"italic {style}")
+            tag = (f"{dagger} " if dagger else "") + visible(_tag_within(fig, width), one_line=True)
+            # under its bar where it fits, else from the line's start ("here (cpu) ·…" was cut)
+            indent = label_width + 1 if len(tag) <= width - label_width - 1 else max(0, width - len(tag))
+            out.append(" " * indent)
+            out.append(_fit(tag, width - indent), style=f"italic {style}")
         return out
+
+
+MIN_BAR = 8  # a staircase bar's fewest cells before its label is shortened
+
+
+def _tag_within(fig: Figure, width: int) -> str:
+    """`fig.tag` in `width` columns if it can be: a recording's time of day goes first (the deck
+    bar says when it was recorded), then the date."""
+    day = fig.when.split(" ")[0] if len(fig.when) > 10 else fig.when  # "2026-01-02 03:04 UTC"
+    for when in (fig.when, day, ""):
+        tag = " · ".join(p for p in (fig.origin, fig.statistic, fig.where, when) if p)
+        if len(tag) <= width - 2:
+            return tag
+    return tag
 
 
 def _recorded_ratio(fig: Figure | None) -> bool:
@@ -441,6 +460,7 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
     def on_resize(self, event: Any) -> None:
         # On a short screen (80×24) the speaker notes give way to the figure; `n` still shows them.
         self.query_one("#notes").set_class(event.size.height < 30, "cramped")
+        self.call_after_refresh(self.refresh_figures)  # their lines are broken to the new width
 
     def on_unmount(self) -> None:
         self.cancel.set()
@@ -716,12 +736,17 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
             why = fig.detail.split(" · ")[0]
             label = Text(visible(why, one_line=True), style=f"bold {_theme_colour(self.screen, '$warning')}")
             label.append("\nno figure for this step here", style="italic")
-        note.update(label)
+        note.update(keep_together(label, note.content_size.width))  # a figure never cut by …
         note.set_class(
             fig is not None and fig.origin == "recorded" and fig.source != "unavailable", "recorded"
         )
         detail = self.query_one("#detail", Static)
-        detail.update(Text(visible(fig.detail) if fig is not None else "queued…", style="italic"))
+        detail.update(
+            keep_together(
+                Text(visible(fig.detail) if fig is not None else "queued…", style="italic"),
+                detail.content_size.width,
+            )
+        )
         detail.set_class(fig is not None and fig.source in ("fallback", "unavailable"), "warn")
         section = self.step.section
         rows = [

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from gpuplay.core.measure.torchprof import counted_words
+from gpuplay.core.reports.words import counted
 
 HOW = (
     "A profile starts by itself when this tab is shown (key 5) and nothing is measuring; "
@@ -52,7 +52,9 @@ def summary_markup(profile: Mapping[str, Any]) -> str:
     lines = [
         f"{head} · {escape(str(profile['tool']))} · {profile['steps']} steps",
         f"[b]{profile['wall_ms_per_step']:.3f} ms[/] per step · {profile['busy_ms_per_step']:.3f} ms in {where}",
-        f"[b]{'—' if kernels is None else f'{kernels:g}'}[/] {escape(counted_words(kernels, str(profile['kernels_counted'])))} per step",
+        "[b]{}[/] {} per step".format(
+            *map(escape, counted(kernels, str(profile["kernels_counted"])).split(" ", 1))
+        ),
         f"overhead [b]{'—' if share is None else f'{share:.0%}'}[/]: {escape(str(profile['overhead_definition']))}",
     ]
     if profile.get("trace"):

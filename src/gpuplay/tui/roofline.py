@@ -17,6 +17,7 @@ from typing import Any
 
 from gpuplay.core.measure.roofline import DevicePeaks, load_peaks, normalize_device
 from gpuplay.core.studies.compare import Row
+from gpuplay.tui.rowlabels import distinct_labels
 from gpuplay.tui.widgets import CachedPlot
 
 ROOF_COLORS = ("cyan", "magenta", "yellow", "green", "orange")
@@ -37,14 +38,21 @@ def cached_peaks(devices: Iterable[str]) -> dict[str, DevicePeaks]:
 def _points(rows: Sequence[Row]) -> list[tuple[str, str, float, float, str, str]]:
     """(configuration, device, FLOP/byte, GFLOP/s, workload, dtype) of each result with FLOPs, bytes, a median."""
     out = []
-    for row in rows:
-        r = row.result
-        if not r.usable or not r.flops or not r.bytes or not r.gflops:
-            continue
+    usable = [
+        row.result
+        for row in rows
+        if row.result.usable and row.result.flops and row.result.bytes and row.result.gflops
+    ]
+    # The legend tells configurations apart as the table does: by what differs between them.
+    labels = distinct_labels([r.spec for r in usable])
+    for r, config in zip(usable, labels, strict=True):
         dtype = r.compute_dtype or r.spec.dtype
-        config = f"{r.spec.label(with_dtype=False)} {dtype}"
+        if dtype not in config.split():  # the roof a point is read against is its compute dtype's
+            config = f"{config} {dtype}"
         workload = r.spec.scenario or r.spec.workload
-        out.append((config, normalize_device(r.spec.device), r.flops / r.bytes, r.gflops, workload, dtype))
+        out.append(
+            (config, normalize_device(r.spec.device), r.flops / r.bytes, r.gflops or 0.0, workload, dtype)
+        )
     return out
 
 
@@ -214,12 +222,23 @@ class RooflineChart(CachedPlot):
                     )
                 else:
                     labels.append((x, y, text, color))
-            plt.scatter(px, py, marker=MARKERS[j % len(MARKERS)], color=color, label=config[:30])
+            # 40 columns: "torch float32 +amp:fp16 float16" whole in the legend
+            plt.scatter(px, py, marker=MARKERS[j % len(MARKERS)], color=color, label=config[:40])
         drawn: list[tuple[float, float, float]] = []  # (y, first x, last x) of each label written
         for x, y, text, color in labels:  # two cells right of the marker
             x0, x1 = x + 2 * cell_x, x + (3 + len(text)) * cell_x
-            for ly in (y, y + cell_y, y - cell_y):  # a label over another: a row up or down, or none
-                if not any(abs(ly - oy) < cell_y and x0 < o1 and o0 < x1 for oy, o0, o1 in drawn):
+            tries: tuple[float, ...] = (
+                y,
+                y + cell_y,
+                y - cell_y,
+            )  # a label over another: a row up or down, or none
+            if x1 > lg(x_hi):  # cut by the frame ("ma" at 160×45): ending at it, a row off the markers
+                x0, x1 = lg(x_hi) - (1 + len(text)) * cell_x, lg(x_hi)
+                tries = (y + cell_y, y - cell_y, y - 2 * cell_y, y + 2 * cell_y)
+            for ly in tries:  # never over another label, nor over a marker
+                if not any(abs(ly - oy) < cell_y and x0 < o1 and o0 < x1 for oy, o0, o1 in drawn) and not any(
+                    abs(ly - my) < cell_y and x0 - cell_x < mx < x1 for mx, my in placed
+                ):
                     drawn.append((ly, x0, x1))
                     plt.text(text, x=x0, y=ly, color=color, background="default", alignment="left")
                     break

@@ -285,18 +285,22 @@ COMPARE_KEPT = 4  # configuration, speedup, error, scenario (with its size): nev
 COMPARE_ESSENTIAL = 6  # ... then median and ±, before the configuration gets its full width
 MAX_SCENARIO = 20  # a longer scenario · size is shortened with … (its size stays readable first)
 MIN_CONFIGURATION = 12  # below this the configuration is shortened (with …), not other columns dropped
+# A label is what tells rows apart ("torch bfloat16" from "torch float64"): up to this width it is
+# kept whole before median and ± are added (at 80 columns they then give way to it).
+LABEL_KEPT = 24
 MAX_CONFIGURATION = 44
 CELL_PADDING = 2  # DataTable pads each cell by one column on both sides
 
 
-def compare_cells(row: Any) -> dict[str, str]:
-    """One Compare row's cells, by column name."""
+def compare_cells(row: Any, label: str | None = None) -> dict[str, str]:
+    """One Compare row's cells, by column name; `label` tells the row from the others
+    (rowlabels.distinct_labels), the configuration's full label without it."""
     from gpuplay.core.reports.report import fmt_error, fmt_speedup
 
     r, s = row.result, row.result.summary
     tensor = _tensor_active(r.telemetry)
     return {
-        "configuration": r.spec.label(with_dtype=False),
+        "configuration": label if label is not None else r.spec.label(with_dtype=False),
         "speedup": getattr(row, "speedup_marker", "") + fmt_speedup(row.speedup),  # "~": see the notes
         "error": fmt_error(r),
         "median": fmt_time(s.median if s else None),
@@ -374,7 +378,7 @@ def fit_columns(cells: list[dict[str, str]], width: int) -> list[tuple[str, int]
         kept, essential = COMPARE_KEPT - 1, COMPARE_ESSENTIAL - 1
     chosen = list(order[:kept])
     for i, name in enumerate(order[kept:], kept):
-        wanted = MIN_CONFIGURATION if i < essential else config_natural
+        wanted = max(MIN_CONFIGURATION, min(config_natural, LABEL_KEPT)) if i < essential else config_natural
         if fixed([*chosen, name]) + min(wanted, config_natural) > width:
             break
         chosen.append(name)

@@ -21,18 +21,24 @@ from textual_plotext import PlotextPlot
 from gpuplay.core.hw import nvidia as gpm
 from gpuplay.core.measure.roofline import NOT_CALIBRATED, roof_text
 from gpuplay.core.measure.stats import Summary
-from gpuplay.core.reports.report import fmt_error, fmt_rate, fmt_time
+from gpuplay.core.reports.report import fmt_error, fmt_rate, fmt_speedup, fmt_time
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.storage.safetext import visible
 from gpuplay.core.studies.compare import Row
 from gpuplay.core.workloads import reference_name
-from gpuplay.tui.controls import controls_for, label, values_for, verdict_for
+from gpuplay.tui.barchart import bar_lines
+from gpuplay.tui.controls import CONTROLS, controls_for, label, values_for, verdict_for
+from gpuplay.tui.keeptogether import NBSP, keep_together
+from gpuplay.tui.rowlabels import distinct_labels
 from gpuplay.tui.viewmodels import compare_cells, ellipsize, fit_columns
 
 if TYPE_CHECKING:  # the telemetry (psutil) is imported after the first frame (tabs/telemetry.py)
     from gpuplay.core.measure.telemetry import Snapshot
 
 PHASE_COLORS = {"compile": "red", "warmup": "orange", "timed": "green"}
+
+
+TITLE_WIDTH = max(len(c.title) for c in CONTROLS)
 
 
 class ControlsPanel(Static):
@@ -53,7 +59,9 @@ class ControlsPanel(Static):
         self._key = key
         t = Table.grid(padding=(0, 1))
         t.add_column(style="bold cyan", no_wrap=True)
-        t.add_column(no_wrap=True)
+        # As wide as the longest title any scenario shows: SVD's "linalg library" widened the
+        # column and moved every value when it appeared.
+        t.add_column(no_wrap=True, min_width=TITLE_WIDTH)
         t.add_column()
         reasons: list[str] = []
         probing: list[str] = []  # backends whose probe has not answered yet: no verdict, no ✗
@@ -107,6 +115,8 @@ class ControlsPanel(Static):
             overflow="ellipsis",
             no_wrap=compact,
         )
+        # A reason cut to the panel's width is read whole in its tooltip and on the help screen (?).
+        self.tooltip = Text("\n".join(f"✗ {r}" for r in self.reasons)) if self.reasons else None
         unique = unique or probing
         self.update(Group(t, notes) if unique else t)
 
@@ -119,7 +129,9 @@ class SpeedupDigits(Static):
     ) -> None:
         from textual.renderables.digits import Digits
 
-        key = (speedup, note, marker, reason, short)
+        self._args = (speedup, note, marker, reason, short)
+        width = self.content_size.width
+        key = (speedup, note, marker, reason, short, width)
         if key == getattr(self, "_key", None):
             return  # drawn already: a repaint (a tab shown again) does not lay it out anew
         self._key = key
@@ -130,22 +142,64 @@ class SpeedupDigits(Static):
             return
         value = f"{speedup:.0f}x" if speedup >= 100 else f"{speedup:.3g}x"
         style = "bold yellow" if marker else "bold green" if speedup >= 1 else "bold red"
-        lines: list[Any] = [Digits(value, style=style), Text(f"vs NumPy on the CPU  {note}", style="dim")]
+        lines: list[Any] = [
+            Digits(value, style=style),
+            keep_together(Text(f"vs NumPy on the CPU  {note}", style="dim"), width),
+        ]
         if marker:  # an unstable figure says so where it is read, and why
-            lines.append(Text(f"{marker} unstable: {short or reason} (⚠ speedup, right)", style="yellow"))
+            lines.append(
+                keep_together(
+                    Text(
+                        f"{marker} This speedup is uncertain: {short or reason}. The ⚠ speedup row says why.",
+                        style="yellow",
+                    ),
+                    width,
+                )
+            )
         self.update(Group(*lines))
 
+    def on_resize(self) -> None:
+        if getattr(self, "_args", None) is not None:
+            self.show(*self._args)
 
-class StatsPanel(Static):
-    def show(self, spec: RunSpec | None, summary: Summary | None, phase: str, info: dict[str, Any]) -> None:
+
+class _Rows:
+    """A label/value grid's rows, collected before the value column's width is known."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, Any]] = []
+
+    def add_row(self, name: str, value: Any) -> None:
+        self.rows.append((name, value))
+
+    def table(self, width: int) -> Table:
+        """The grid, each value broken into lines between figures (keeptogether) to fit `width`."""
         t = Table.grid(padding=(0, 1))
         t.add_column(style="bold", no_wrap=True)
         t.add_column()
+        label_w = max((len(n) for n, _ in self.rows), default=0)
+        room = width - label_w - 1 if width > 0 else 0
+        for name, value in self.rows:
+            text = value if isinstance(value, Text) else Text.from_markup(value)
+            t.add_row(name, keep_together(text, room))
+        return t
+
+
+class StatsPanel(Static):
+    def on_resize(self) -> None:
+        # Its values are broken into lines to the width: drawn again only if they now break elsewhere
+        if getattr(self, "_args", None) is not None:
+            self.show(*self._args)
+
+    def show(self, spec: RunSpec | None, summary: Summary | None, phase: str, info: dict[str, Any]) -> None:
+        self._args = (spec, summary, phase, info)
+        t = _Rows()
         if spec is None:
             self._cells = None
             self.update(Text("choose a scenario", style="dim"))
             return
-        t.add_row("config", escape(spec.label()))
+        words = [text for _, text in spec.label_parts()]  # "torch cpu float32" is never broken
+        t.add_row("config", Text(visible(" ".join([NBSP.join(words[:3]), *words[3:]]), one_line=True)))
         t.add_row("phase", Text(phase, style="yellow" if phase not in ("done",) else "green"))
         if summary is not None:
             spread = f"±{100 * summary.rel_iqr / 2:.1f}%" if math.isfinite(summary.rel_iqr) else ""
@@ -193,14 +247,15 @@ class StatsPanel(Static):
             t.add_row("peak mem", Text(info["peak_memory"], style="dim"))
         for note in info.get("notes", [])[:3]:
             t.add_row("note", Text(visible(note), style="dim"))
-        cells = _cells(t)
+        table = t.table(self.content_size.width)
+        cells = _cells(table)
         if cells == getattr(self, "_cells", None):
             return  # drawn already: a repaint (the tab shown again) does not lay it out anew
         self._cells = cells
-        self.update(t)
+        self.update(table)
 
     @staticmethod
-    def _roof_and_noise(t: Table, info: dict[str, Any]) -> None:
+    def _roof_and_noise(t: _Rows, info: dict[str, Any]) -> None:
         """Where the result sits under its roof, and what else used the machine, in words.
 
         From info["roof"] / info["noise"] when the app gives them (RunResult.roof_fields(),
@@ -380,7 +435,10 @@ class CompareView(Vertical):
             return
         self._key = key
         table = self.query_one(DataTable)
-        cells = [compare_cells(row) for row in rows]
+        cells = [
+            compare_cells(row, label)
+            for row, label in zip(rows, distinct_labels([r.result.spec for r in rows]), strict=True)
+        ]
         columns = fit_columns(cells, width)
         self.columns = [name for name, _ in columns]  # what is shown, for tests and screen readers
         table.clear(columns=True)
@@ -396,15 +454,9 @@ class CompareView(Vertical):
             self.show(*self._shown)
 
 
-CHART_FRAME_ROWS = 4  # a bar chart's title, top and bottom frame, tick labels
-
-
 def bars_that_fit(rows: Sequence[Row], room: int, speedups: bool) -> list[Row]:
-    """The rows a horizontal bar chart of `room` rows can show, one row a bar, in their order.
-
-    With more rows than room, plotext draws bars over each other and keeps one label of the
-    two, chosen by hashing order: so the baseline stays, then the fastest configurations.
-    """
+    """The rows a bar chart of `room` lines can show, one line a bar, in their order: the
+    baseline, then the fastest configurations."""
     if room <= 0 or len(rows) <= room:
         return list(rows)
 
@@ -417,45 +469,53 @@ def bars_that_fit(rows: Sequence[Row], room: int, speedups: bool) -> list[Row]:
     return [r for r in rows if id(r) in keep]
 
 
-class CompareChart(CachedPlot):
+class CompareChart(Static):
+    """The focused scenario's configurations as bars: speedups over NumPy, or medians without
+    them; every bar labelled with what tells it from the others (rowlabels)."""
+
+    TITLE_ROWS = 2  # a title over 2 lines at 80 columns; one line of bars below at the least
+
     def show(self, rows: Sequence[Row], focus: tuple[str, str] | None = None, others: int = 0) -> None:
-        if self.unchanged(
-            (
-                tuple((r.result.spec, r.result.median, r.speedup) for r in rows),
-                self.size.height,
-                focus,
-                others,
-            )
-        ):
+        self._shown = (rows, focus, others)
+        key = (
+            tuple((r.result.spec, r.result.median, r.speedup) for r in rows),
+            self.size.width,
+            self.size.height,
+            focus,
+            others,
+        )
+        if key == getattr(self, "_key", None):
             return
-        plt = self.plt
-        plt.clear_data()
-        plt.clear_figure()
+        self._key = key
+        width = max(20, self.size.width or 80)
         rows = [r for r in rows if r.result.median]
         if not rows:
             # Named, and the rows in the table above accounted for: "no finished measurement of
             # this scenario yet" under five finished rows (of the scenario before) read as a lie.
-            # (Fitted to the width: plotext drops a title longer than its canvas.)
             what = f"{focus[0]} {focus[1]}" if focus else "this scenario"
             more = f" · the {others} rows above are of others" if others else ""
-            title = visible(f"no finished {what} yet{more}", one_line=True)
-            plt.title(ellipsize(title, max(12, (self.size.width or 80) - 4)))
-            self.changed()
+            self.update(Text(visible(f"no finished {what} yet{more}", one_line=True), style="bold"))
             return
         speedups = all(r.speedup is not None for r in rows)
-        shown = bars_that_fit(rows, self.size.height - CHART_FRAME_ROWS, speedups)
-        labels = [ellipsize(r.result.spec.label(with_dtype=False), 28) for r in shown]
-        what = f"{rows[0].result.spec.workload} {rows[0].result.size}"
-        more = f" · {len(rows) - len(shown)} more in the table" if len(shown) < len(rows) else ""
+        room = (self.size.height or 8) - self.TITLE_ROWS
+        shown = bars_that_fit(rows, room, speedups)
+        labels = [visible(x, one_line=True) for x in distinct_labels([r.result.spec for r in shown])]
+        what = visible(f"{rows[0].result.spec.workload}\u00a0{rows[0].result.size}", one_line=True)
+        more = f" · {len(rows) - len(shown)}\u00a0more in the table" if len(shown) < len(rows) else ""
         if speedups:
-            plt.title(f"speedup over NumPy on the CPU · {what}{more}")
+            title = f"speedup (×, higher is faster) over NumPy on the CPU · {what}{more}"
             values = [r.speedup or 0.0 for r in shown]
+            texts = [fmt_speedup(v) for v in values]
         else:
-            plt.title(f"median time, ms · {what}{more}")
+            title = f"median time (ms, lower is faster) · {what}{more}"
             values = [(r.result.median or 0.0) * 1e3 for r in shown]
-        plt.bar(labels, values, orientation="horizontal", width=0.3)
-        plt.xlim(0, max(values) * 1.1)  # a bar at the axis' end overflows the widget otherwise
-        self.changed()
+            texts = [fmt_time(r.result.median) for r in shown]
+        lines = bar_lines(labels, values, texts, width)
+        self.update(Group(Text(title, style="bold"), *lines))
+
+    def on_resize(self) -> None:
+        if getattr(self, "_shown", None) is not None:
+            self.show(*self._shown)
 
 
 class CodeView(Horizontal):
@@ -571,9 +631,16 @@ class TelemetryChart(CachedPlot):
             self._pacer = Pacer()
         return self._pacer
 
+    def on_resize(self) -> None:
+        # The y axis' headroom for the legend is counted in rows: a new height draws it again.
+        if getattr(self, "_shown", None) is not None:
+            self._data_key = None
+            self.show(*self._shown)
+
     def show(self, history: Sequence[Snapshot], device: str, period: float = 0.0) -> None:
         """`period`: redraw new samples at most this often (seconds); a new device at once."""
-        key = (len(history), history[-1].t if history else None, device)
+        self._shown = (history, device, 0.0)
+        key = (len(history), history[-1].t if history else None, device, self.size.height)
         if key == getattr(self, "_data_key", object()) or not self.pacer.due((device, bool(history)), period):
             return
         self.unchanged(key)
@@ -621,14 +688,32 @@ class TelemetryChart(CachedPlot):
                 label="power % of limit",
                 color="red",
             )
-        _gpm_series(plt, xs, gpu)
-        plt.ylim(0, 100)
-        plt.title("utilisation, last minutes (s)")
+        # plotext writes the legend, a line per series, over the canvas's top rows: the y axis
+        # reaches above 100 % by as many rows, so the lines run under the legend, never behind it.
+        series = (
+            2
+            + sum(
+                any(g is not None and getattr(g, attr) for g in gpu)
+                for attr in ("util_gpu", "mem_total", "power_limit_w")
+            )
+            + _gpm_series(plt, xs, gpu)
+        )
+        canvas = max(3, (self.size.height or 20) - 4)  # less title, frame and ticks
+        # 100 % one row below the legend's last line (plotext's rows are not exactly linear)
+        top = 100 * (canvas - 1) / (canvas - series - 2) if series + 2 < canvas else 100
+        plt.ylim(0, top)
+        plt.yticks([0, 25, 50, 75, 100])
+        span = -xs[0]
+        ticks = [-span * k / 4 for k in range(4, -1, -1)] if span > 0 else [0.0]
+        plt.xticks(ticks, [f"{-t:.0f} s ago" if t < 0 else "now" for t in ticks])
+        plt.title("use in %, over the last minutes")
         self.changed()
 
 
-def _gpm_series(plt: Any, xs: list[float], gpu: list[Any]) -> None:
-    """GPM's tensor-core and DRAM activity beside NVML's utilisation, where GPM gives them."""
+def _gpm_series(plt: Any, xs: list[float], gpu: list[Any]) -> int:
+    """GPM's tensor-core and DRAM activity beside NVML's utilisation, where GPM gives them; how
+    many series it drew."""
+    drawn = 0
     for key, name, color in (
         ("tensor_active", "tensor cores %", "blue"),
         ("dram_active", "DRAM bw %", "white"),
@@ -636,6 +721,8 @@ def _gpm_series(plt: Any, xs: list[float], gpu: list[Any]) -> None:
         vals = [gpm.bounded(key, (g.activity or {}).get(key)) if g is not None else None for g in gpu]
         if any(v is not None for v in vals):
             plt.plot(xs, [v if v is not None else 0 for v in vals], label=name, color=color)
+            drawn += 1
+    return drawn
 
 
 def _na(v: Any, unit: str, digits: int = 0) -> str:
@@ -674,6 +761,7 @@ class HelpScreen(ModalScreen[None]):
             panel.border_title = "help"
             panel.border_subtitle = "Esc · ? · q close"
             yield Static(t)
+            yield Static(id="help-unavailable")
             yield Static(
                 Text(
                     "Esc closes this help. Every number is a median of timed steps after warm-up, "
@@ -681,3 +769,13 @@ class HelpScreen(ModalScreen[None]):
                     style="dim",
                 )
             )
+
+    def on_screen_resume(self) -> None:
+        """What is unavailable here and why, in full (the controls panel cuts it to its width)."""
+        reasons: list[str] = getattr(self.app, "unavailable_reasons", list)()
+        text = Text()
+        if reasons:
+            text.append("\nunavailable here, and why\n", style="bold")
+            text.append("\n".join(f"✗ {visible(r)}" for r in reasons))
+            text.append("\n")
+        self.query_one("#help-unavailable", Static).update(text)

@@ -668,7 +668,10 @@ def stability(rel_iqr: float | None, n: int) -> str:
     """'' for a stable run, else how unstable (pyperf's check, on the median and IQR)."""
     if rel_iqr is None or n < 4 or rel_iqr != rel_iqr or rel_iqr <= UNSTABLE_REL_IQR:
         return ""
-    return f"unstable: the IQR is {100 * rel_iqr:.0f} % of the median (over {100 * UNSTABLE_REL_IQR:.0f} %)"
+    return (
+        f"unstable: the middle half of the step times spans {100 * rel_iqr:.0f} % of their median, "
+        f"more than the {100 * UNSTABLE_REL_IQR:.0f} % a steady run stays within"
+    )
 
 
 def unstable_advice(min_step_s: float | None) -> str:
