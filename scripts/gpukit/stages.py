@@ -100,6 +100,10 @@ def simulated_box(quick: bool) -> Box:
         device="cuda:0",
         calibrate=("-d", "cuda:0", "--budget", "0.05"),
         compare=("--preset", "quick", "--devices", "cuda:0", "--scenario", "elementwise", "--budget", "0.1"),
+        # The GPU tests assume a real GPU (NCCL, TF32's rounding, sparse storage): collected, not run;
+        # tests/gpu_sim is where the simulated device is tested.
+        chunks=(("gpu", ["tests/gpu", "--collect-only"], 120),),
+        parity_runs=(("torch", "float32", ["elementwise"]), ("torch", "bfloat16", ["matmul"])),
     )
 
 
