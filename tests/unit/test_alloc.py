@@ -41,7 +41,7 @@ def test_the_page_return_runs_between_steps_outside_the_interval():
 
 
 def test_an_unknown_mode_is_refused_and_cold_is_labelled():
-    with pytest.raises(SpecError, match="alloc must be one of warm, cold"):
+    with pytest.raises(SpecError, match="alloc must be one of auto, warm, cold"):
         RunSpec.make("elementwise", alloc="hot")
     assert RunSpec.make("elementwise", alloc="cold").label().endswith("+alloc:cold")
 
