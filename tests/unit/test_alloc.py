@@ -68,7 +68,7 @@ def test_cold_mode_faults_every_step_and_warm_mode_probes_the_cold_one(monkeypat
     assert cold.conditions["page_faults_per_step"] >= 250, "each step faults its output in again"
     assert any(n.startswith("cold allocation") for n in cold.notes)
     trims.clear()
-    warm = run(RunSpec.make("elementwise", params, dtype="float64", repeat=4, warmup=1))
+    warm = run(RunSpec.make("elementwise", params, dtype="float64", repeat=4, warmup=1, alloc="warm"))
     assert 2 <= len(trims) <= 5, "warm steps keep their pages; only the probe's steps return them"
     probe = warm.conditions["alloc_cold_probe"]
     assert probe["cold_faults_per_step"] >= 250 and probe["ratio"] > 0 and probe["steps"] >= 2
