@@ -93,3 +93,20 @@ def test_the_plain_loop_child_counts_a_fresh_processs_page_faults(monkeypatch):
     cancelled = threading.Event()
     cancelled.set()
     assert plain_loop_faults(spec, 5, cancelled) is None, "a cancelled run waits for no child"
+
+
+@needs_glibc
+def test_the_api_result_names_the_other_mode_beside_its_median(monkeypatch, tmp_path):
+    import gpuplay
+
+    monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")
+    monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(
+        measure, "plain_loop_faults", lambda spec, steps, cancel: {"faults_per_step": 1e6, "steps": 5}
+    )
+    monkeypatch.setattr(measure, "modes_differ", lambda probe, faults, median: True)
+    r = gpuplay.run("elementwise", params={"n": 1_000_000}, dtype="float64", budget_s=0.1)
+    assert r.median == statistics.median(r.samples)
+    assert r.other_mode is not None and r.other_mode["name"] == "pages reused"
+    assert r.to_dict()["other_mode"] == r.other_mode
+    assert " with pages reused" in repr(r)

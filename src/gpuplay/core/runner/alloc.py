@@ -25,9 +25,10 @@ from gpuplay.core.backends.base import StepTimer
 ALLOC_MODES = ("auto", "warm", "cold")
 # What the two modes are called beside a figure.
 MODE_NAMES = {"warm": "pages reused", "cold": "pages returned"}
-# The least a first-touch page fault costs (the fault and zeroing 4 KiB): ~1 µs on a current x86
-# core; the elementwise 4M NumPy step read 13 ms slower for 1,499 more faults per step.
-FAULT_COST_S = 1e-6
+# What a first-touch page fault costs at least (the fault and zeroing 4 KiB): the elementwise 4M
+# NumPy step read 13 ms slower for 1,499 more faults per step (8.7 µs each on the loaded 2-core
+# machine); 2 µs keeps a 1024² matmul (~1,000 faults, ~1 % of its step) out.
+FAULT_COST_S = 2e-6
 # The fresh-process plain loop runs this many seconds of steps (5 to MAX_STEPS) to count faults.
 PLAIN_PROBE_S = 0.5
 # A plain loop faulting this share of the cold probe's pages per step runs in the cold mode.
