@@ -1,15 +1,18 @@
-"""The host allocator's two modes, detected and said, and a lever to time the cold one.
+"""The host allocator's two modes: detected, the headline chosen between them, the other said.
 
 glibc serves a large allocation either from its heap (the pages stay mapped after a free and
-the next step reuses them: warm) or by mmap and munmap (every step faults its output in page
-by page: cold). Which one a process is in depends on what it allocated and freed before: glibc
-raises its mmap threshold after the first large free, and trims the heap's top when enough of
-it is free. A long-lived process after warm-up (gpuplay's engine) usually reads warm; a fresh
-script may read cold, several times slower for an element-wise step. Neither is wrong; the
-result says which one was timed and how far the other one is.
+the next step reuses them: warm, "pages reused") or by mmap and munmap, or from a heap whose top
+it trims (every step faults its output in page by page: cold, "pages returned"). Which one a
+process is in depends on what it allocated and freed before: glibc raises its mmap threshold
+after the first large free, trims the heap's top when enough of it is free, and a live block
+above the step's memory pins the top. gpuplay's engine after warm-up usually reads warm; a fresh
+script often reads cold, several times slower for an element-wise step.
 
-Cold mode returns the freed pages to the OS between steps (malloc_trim(0), outside the timed
-interval): each step then pays its first-touch faults as a fresh process can.
+`alloc=auto` (the default): where the cold probe faults enough more than the timed loop for the
+mode to matter, a fresh process's plain loop says which mode a user's own script gets
+(runner/plainloop.py); that mode is the headline and the other is kept beside it by name
+(`alloc_other`). `warm` and `cold` time that mode alone. Cold mode returns the freed pages to
+the OS between steps (malloc_trim(0), outside the timed interval).
 """
 
 from __future__ import annotations
