@@ -110,3 +110,16 @@ def test_the_api_result_names_the_other_mode_beside_its_median(monkeypatch, tmp_
     assert r.other_mode is not None and r.other_mode["name"] == "pages reused"
     assert r.to_dict()["other_mode"] == r.other_mode
     assert " with pages reused" in repr(r)
+
+
+def test_the_modes_differ_by_their_page_faults_and_the_plain_loop_picks_one():
+    from gpuplay.core.runner.alloc import modes_differ, plain_loop_mode
+
+    # elementwise 4M torch: 11,718 more faults per step than a 40 ms loop; a 1024² matmul: ~1,000
+    assert modes_differ({"cold_faults_per_step": 11_718, "ratio": 1.03}, 0, 0.040)
+    assert not modes_differ({"cold_faults_per_step": 1_024, "ratio": 1.4}, 0, 0.075)
+    assert not modes_differ({"cold_faults_per_step": 15_600, "ratio": 1.0}, 15_594, 0.1), "both fault"
+    probe = {"cold_faults_per_step": 15_625}
+    assert plain_loop_mode({"faults_per_step": 14_482}, probe, 0) == "cold"
+    assert plain_loop_mode({"faults_per_step": 3_906}, probe, 0) == "warm"
+    assert plain_loop_mode(None, probe, 0) is None
