@@ -30,14 +30,14 @@ from typing import Any
 from gpuplay.core.spec import RunSpec
 
 CHILD_TIMEOUT_S = 60.0  # a torch import on a loaded 2-core machine takes several seconds
-MAX_STEPS = 20
+MAX_STEPS = 30
 
 
 def plain_loop_faults(
     spec: RunSpec, steps: int, cancel: threading.Event, timeout_s: float = CHILD_TIMEOUT_S
 ) -> dict[str, Any] | None:
     """Run `plain_loop` in a fresh process; its figures, or None where it could not say."""
-    steps = max(5, min(MAX_STEPS, steps))
+    steps = max(10, min(MAX_STEPS, steps))
     env = os.environ.copy()
     if spec.threads:  # as a user limits a BLAS's threads, and as the run's own process did
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
