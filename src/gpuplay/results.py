@@ -54,7 +54,8 @@ class Result:
     `median` is seconds per step; `iqr` the 25th–75th percentile of the step times (the ±
     the CLI prints is half its width; torch.utils.benchmark's name; `interval` is its deprecated
     alias); `speedup` is over NumPy on the CPU, measured in interleaved
-    pairs, with its 95% `speedup_interval`; `conditions` includes `versions` (gpuplay, Python,
+    pairs, with its 95% `speedup_interval`; `other_mode`, where a CPU step's time depends on the
+    allocator, the mode a fresh plain loop does not get (`median` is the one it gets); `conditions` includes `versions` (gpuplay, Python,
     NumPy, torch and its CUDA/HIP runtime, CuPy, the driver, the device UUID).
     """
 
@@ -88,6 +89,9 @@ class Result:
         self.conditions: dict[str, Any] = dict(r.conditions)
         self.notes: list[str] = [*r.notes, *row.warnings]
         self.gflops, self.gbps = r.gflops, r.gbps
+        # Where the host allocation modes differ: `median` is the one a plain loop in a fresh
+        # process gets; this is the other, {"mode", "name", "median_s", ...} (docs/engine.md).
+        self.other_mode: dict[str, Any] | None = dict(r.other_mode) if r.other_mode and r.usable else None
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -116,6 +120,7 @@ class Result:
             "message": self.message,
             "median_s": self.median,
             "iqr_s": list(self.iqr) if self.iqr else None,
+            "other_mode": self.other_mode,
             "n": len(self.samples),
             "speedup": self.speedup,
             "speedup_interval": list(self.speedup_interval) if self.speedup_interval else None,
@@ -136,6 +141,8 @@ class Result:
         d.pop("result")
         d.pop("notes")
         d.pop("versions")
+        other = d.pop("other_mode") or {}
+        d["other_mode"], d["other_mode_median_s"] = other.get("name"), other.get("median_s")
         for key, base in (("iqr_s", "iqr"), ("speedup_interval", "speedup")):
             iv = d.pop(key)
             d[f"{base}_low"], d[f"{base}_high"] = (iv[0], iv[1]) if iv else (None, None)
@@ -155,6 +162,8 @@ class Result:
         if self.error is not None and math.isfinite(self.error):
             check += f" ({self.error:.1e})"
         median = _fmt_time(self.median) if self.median is not None else self.status
+        if self.median is not None and self.other_mode:
+            median += f" · {_fmt_time(self.other_mode['median_s'])} with {self.other_mode['name']}"
         return [
             self.scenario,
             self.size,

@@ -348,12 +348,12 @@ def log_results(results: Any) -> None:
 
 def progress_line(done: int, total: int, result: Any) -> str:
     """One plain line per finished measurement, for a log file or a CI console (no live bar)."""
-    from gpuplay.core.reports.report import fmt_time
+    from gpuplay.core.reports.report import headline_time
 
     spec = result.spec
     what = f"[{done}/{total}] {spec.scenario or spec.workload} {spec.label()}"
     if result.status == "ok":
-        return visible(f"{what}: {fmt_time(result.median)} ({result.size}, n={len(result.samples)})")
+        return visible(f"{what}: {headline_time(result)} ({result.size}, n={len(result.samples)})")
     return visible(f"{what}: {result.status}: {result.message}")
 
 
@@ -384,7 +384,8 @@ def rich_table(rows: Sequence[Row], title: str = "") -> Any:
     # wrap onto a line of its own at 80 columns.
     table.add_column("", no_wrap=True)
     table.add_column("compute", no_wrap=True)
-    table.add_column("median", justify="right", no_wrap=True)
+    # '11.4 ms · 6.4 ms with pages reused' where the allocation modes differ: folds, never cut.
+    table.add_column("median", justify="right", overflow="fold")
     table.add_column("±", justify="right", no_wrap=True)
     table.add_column("n", justify="right", no_wrap=True)
     table.add_column("GFLOP/s", justify="right", no_wrap=True)

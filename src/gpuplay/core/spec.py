@@ -13,7 +13,7 @@ AMP_MODES = ("off", "fp16", "bf16")
 COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune")
 LINALG_LIBRARIES = ("default", "cusolver", "magma")
 CACHE_MODES = ("warm", "cold")  # cold: the last-level cache is flushed between steps
-ALLOC_MODES = ("warm", "cold")  # host pages reused between steps, or returned (runner/alloc.py)
+ALLOC_MODES = ("auto", "warm", "cold")  # a fresh plain loop's mode; pages reused; returned (runner/alloc.py)
 
 
 class SpecError(ValueError):
@@ -55,7 +55,7 @@ class RunSpec:
     max_step_s: float = 30.0  # refuse a configuration whose step is estimated longer
     check: bool = True  # compare with the float64 reference
     energy: bool = True  # energy per step after the timed phase, where a counter is readable
-    alloc: str = "warm"  # cold: freed host pages go back to the OS between steps
+    alloc: str = "auto"  # the mode a plain loop in a fresh process gets; warm / cold: that mode only
 
     @classmethod
     def make(cls, workload: str, params: Mapping[str, Any] | None = None, **kw: Any) -> RunSpec:
@@ -159,7 +159,7 @@ class RunSpec:
             parts.append(("transfers", "+transfers"))
         if self.cache == "cold":
             parts.append(("cache", "+cold"))
-        if self.alloc != "warm":
+        if self.alloc != "auto":
             parts.append(("alloc", f"+alloc:{self.alloc}"))
         return parts + self._param_parts()
 

@@ -50,7 +50,12 @@ def speedup_view(session: LiveSession, baseline_problem: str = "") -> SpeedupVie
         interval = f"95% {paired.low:.3g}–{paired.high:.3g}×, " if paired.interval else ""
         base_s = record.get("baseline_median_s")
         base = f"NumPy {record.get('baseline_dtype', '?')} {fmt_time(base_s if isinstance(base_s, float) else None)}"
-        note = f"({interval}{paired.pairs} pairs with {base})"
+        cand_s = record.get("candidate_median_s")
+        if isinstance(cand_s, float) and isinstance(base_s, float):
+            # The medians of these very pairs: the speedup's own, not the run's median above it.
+            note = f"({interval}{paired.pairs} pairs, their medians: this {fmt_time(cand_s)}, {base})"
+        else:
+            note = f"({interval}{paired.pairs} pairs with {base})"
         reasons = [paired.reason()] if paired.wide else []
         shorts = [("too few pairs" if paired.interval is None else "wide interval")] if paired.wide else []
         live = session.live_result
@@ -144,6 +149,7 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
             message=r.message if r.status in ("failed", "refused") else "",
             roof=r.roof_fields(),
             noise=r.noise_warnings,
+            other_mode=r.other_mode if r.spec == spec else None,
         )
         info["speedup_reason"] = speedup_view(session).reason
         e = energy_of(r.telemetry)

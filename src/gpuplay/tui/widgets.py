@@ -204,6 +204,9 @@ class StatsPanel(Static):
         if summary is not None:
             spread = f"±{100 * summary.rel_iqr / 2:.1f}%" if math.isfinite(summary.rel_iqr) else ""
             t.add_row("median", f"{fmt_time(summary.median)} {spread}  (n={summary.n})")
+            other = info.get("other_mode")
+            if other:  # the allocation mode a plain loop does not get, by name
+                t.add_row("", f"{fmt_time(other['median_s'])} with {escape(str(other['name']))}")
             t.add_row("p10–p90", f"{fmt_time(summary.p10)} – {fmt_time(summary.p90)}")
             flops, nbytes = info.get("flops"), info.get("bytes")
             gflops = flops / summary.median / 1e9 if flops else None

@@ -208,9 +208,10 @@ LEVERS: tuple[Lever, ...] = (
     Lever("cache", str, "warm",
           "cold: flush the L2 (GPU) or last-level cache (CPU) between steps, outside the timing.",
           choices=CACHE_MODES),
-    Lever("alloc", str, "warm",
-          "Host allocation mode: warm reuses freed pages between steps; cold returns them to the "
-          "OS each step (a fresh process's first-touch page faults).", choices=ALLOC_MODES, shared=True),
+    Lever("alloc", str, "auto",
+          "Host allocation mode: auto times the mode a plain loop in a fresh process gets (and shows "
+          "the other beside it); warm reuses freed pages between steps; cold returns them to the OS "
+          "each step.", choices=ALLOC_MODES, shared=True),
     # -- how long and how often ------------------------------------------------------------
     Lever("warmup", int, 3, "Untimed steps before the timed ones.", limits=bounds.WARMUP, shared=True),
     Lever("repeat", int, None, "Timed steps (default: as many as fit in --budget, at least 5).",

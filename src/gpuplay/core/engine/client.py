@@ -408,7 +408,7 @@ class EngineClient:
         """End the engine and everything it started, and close our end of the socket."""
         proc = self._proc
         if proc is not None:
-            # The engine leads its own process group (start_new_session): the group takes with it
+            # The engine leads its own process group (process_group=0): the group takes with it
             # whatever the measured code started (a `sleep 1000`, a multiprocessing pool), which
             # would otherwise outlive it and hold the socket open. Killed before the engine is
             # reaped, so its pid (the group's id) cannot have been reused. A descendant that called

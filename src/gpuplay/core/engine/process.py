@@ -139,7 +139,11 @@ def spawn(env: dict[str, str] | None = None) -> Spawned:
     trace_fds, trace_env = trace.child_fds()  # GPUPLAY_TRACE: the engine marks on our stderr
     trace.mark("engine: spawning")
     # A fresh interpreter, not multiprocessing's spawn: it never re-imports the caller's
-    # __main__, and its own session keeps the terminal's Ctrl+C for the front end.
+    # __main__, and its own process group keeps the terminal's Ctrl+C for the front end. The
+    # caller's session, not one of its own: with the kernel's autogroup scheduling each session
+    # is one share of a busy CPU, and a session of its own gave the engine a share a user's
+    # script in that terminal does not get (a plain loop read 44–48 ms for elementwise torch 4M
+    # sharing a busy session, 34–39 ms in its own, on the 2-core machine 8 processes loaded).
     # Forked from a thread that lives as long as this process, with a parent-death signal:
     # the engine ends its group if this process dies by SIGKILL (core/process/lifeline.py).
     try:
@@ -149,7 +153,7 @@ def spawn(env: dict[str, str] | None = None) -> Spawned:
             stdin=subprocess.DEVNULL,
             stdout=log or subprocess.DEVNULL,
             stderr=log or subprocess.DEVNULL,
-            start_new_session=True,
+            process_group=0,
             close_fds=True,
             # HIPBLASLT_ALLOW_TF32=1 unless set: TF32 on AMD GPUs needs it before torch loads
             env={**os.environ, **amd.engine_env(os.environ), **trace_env, **(env or {})},

@@ -3,7 +3,7 @@
 Two mechanisms, because neither is enough alone:
 
 - `end_group_and_exit`: the engine leads its own process group (started with
-  `start_new_session`); when its connection to the front end drops (the front end was killed,
+  `process_group=0`); when its connection to the front end drops (the front end was killed,
   its terminal closed) it ends that group — whatever the measured code started goes with it —
   and itself. The front end's own cleanup (`EngineClient._reap`) does the same, but never runs
   when the front end dies by SIGKILL.

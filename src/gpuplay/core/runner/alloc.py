@@ -1,15 +1,18 @@
-"""The host allocator's two modes, detected and said, and a lever to time the cold one.
+"""The host allocator's two modes: detected, the headline chosen between them, the other said.
 
 glibc serves a large allocation either from its heap (the pages stay mapped after a free and
-the next step reuses them: warm) or by mmap and munmap (every step faults its output in page
-by page: cold). Which one a process is in depends on what it allocated and freed before: glibc
-raises its mmap threshold after the first large free, and trims the heap's top when enough of
-it is free. A long-lived process after warm-up (gpuplay's engine) usually reads warm; a fresh
-script may read cold, several times slower for an element-wise step. Neither is wrong; the
-result says which one was timed and how far the other one is.
+the next step reuses them: warm, "pages reused") or by mmap and munmap, or from a heap whose top
+it trims (every step faults its output in page by page: cold, "pages returned"). Which one a
+process is in depends on what it allocated and freed before: glibc raises its mmap threshold
+after the first large free, trims the heap's top when enough of it is free, and a live block
+above the step's memory pins the top. gpuplay's engine after warm-up usually reads warm; a fresh
+script often reads cold, several times slower for an element-wise step.
 
-Cold mode returns the freed pages to the OS between steps (malloc_trim(0), outside the timed
-interval): each step then pays its first-touch faults as a fresh process can.
+`alloc=auto` (the default): where the cold probe faults enough more than the timed loop for the
+mode to matter, a fresh process's plain loop says which mode a user's own script gets
+(runner/plainloop.py); that mode is the headline and the other is kept beside it by name
+(`alloc_other`). `warm` and `cold` time that mode alone. Cold mode returns the freed pages to
+the OS between steps (malloc_trim(0), outside the timed interval).
 """
 
 from __future__ import annotations
@@ -22,7 +25,19 @@ from typing import Any
 
 from gpuplay.core.backends.base import StepTimer
 
-ALLOC_MODES = ("warm", "cold")
+ALLOC_MODES = ("auto", "warm", "cold")
+# What the two modes are called beside a figure.
+MODE_NAMES = {"warm": "pages reused", "cold": "pages returned"}
+# What a first-touch page fault costs at least (the fault and zeroing 4 KiB): the elementwise 4M
+# NumPy step read 13 ms slower for 1,499 more faults per step (8.7 µs each on the loaded 2-core
+# machine); 2 µs keeps a 1024² matmul (~1,000 faults, ~1 % of its step) out.
+FAULT_COST_S = 2e-6
+# The fresh-process plain loop runs this many seconds of steps (10 to MAX_STEPS) to count faults:
+# some steps fault and some do not (batched matmul torch: 1,117 or 1,446 a step over 1.5 s, 4,096
+# in 5 steps), so a few steps say little.
+PLAIN_PROBE_S = 1.0
+# A plain loop faulting this share of the cold probe's pages per step runs in the cold mode.
+PLAIN_COLD_SHARE = 0.5
 # ~4 MiB of 4 KiB pages faulted in per step: worth a word beside the figure.
 FAULTS_NOTE_THRESHOLD = 1000
 FLIP_RATIO = 1.2  # a cold mode this much slower is worth saying
@@ -127,3 +142,64 @@ def allocation_note(mode: str, faults_per_step: float, probe: dict[str, Any] | N
             "(--alloc cold times that mode)"
         )
     return None
+
+
+def modes_differ(probe: dict[str, Any], faults_per_step: float, median_s: float) -> bool:
+    """Whether the mode matters: the cold probe faulted FAULTS_NOTE_THRESHOLD more pages per step
+    than the timed loop, enough to cost a twentieth of the step at FAULT_COST_S each. Read from the
+    fault counts, not the probe's time ratio: on the 2-core machine shared with 8 other processes
+    the ratio of three probe steps read 1.03 for elementwise torch 4M (11,718 more faults per
+    step) and 1.4 for a 1024² torch matmul (~1,000 more, 1 % of its step)."""
+    extra = float(probe.get("cold_faults_per_step") or 0.0) - faults_per_step
+    return extra >= FAULTS_NOTE_THRESHOLD and extra * FAULT_COST_S >= 0.05 * median_s
+
+
+def plain_loop_mode(
+    plain: dict[str, Any] | None, probe: dict[str, Any], faults_per_step: float
+) -> str | None:
+    """'cold' where the fresh plain loop faulted like the cold probe, 'warm' where it did not,
+    None where it could not be asked."""
+    if plain is None:
+        return None
+    cold_faults = float(probe.get("cold_faults_per_step") or 0.0)
+    bar = max(FAULTS_NOTE_THRESHOLD, PLAIN_COLD_SHARE * cold_faults, 2 * faults_per_step)
+    return "cold" if plain["faults_per_step"] >= bar else "warm"
+
+
+def other_mode(
+    mode: str, samples: list[float] | None, faults_per_step: float,
+    median_s: float | None = None, steps: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The mode that is not the headline: its name, median and faults per step."""
+    if samples:
+        ordered = sorted(samples)
+        median_s, steps = ordered[len(ordered) // 2] if len(ordered) % 2 else (
+            (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2), len(ordered)  # fmt: skip
+    headline = MODE_NAMES["cold" if mode == "warm" else "warm"]
+    return {"mode": mode, "name": MODE_NAMES[mode], "median_s": median_s, "steps": steps,
+            "faults_per_step": round(float(faults_per_step), 1), "headline": headline}  # fmt: skip
+
+
+def headline_words(plain_mode: str | None, plain: dict[str, Any] | None, switched: bool) -> str:
+    """Why the headline is the mode it is, in words (the `alloc_headline` condition)."""
+    if plain_mode is None or plain is None:
+        return "pages reused: a fresh process's plain loop could not be run to say which mode it gets"
+    faults = f"{plain['faults_per_step']:,.0f} pages per step"
+    if plain_mode == "cold" and switched:
+        return f"pages returned: a plain loop in a fresh process faulted {faults}, as this mode does"
+    if plain_mode == "cold":
+        return f"pages reused, the pairs' own samples; a plain loop in a fresh process faulted {faults}"
+    return f"pages reused: a plain loop in a fresh process faulted {faults}, as this mode does"
+
+
+def headline_note(conditions: dict[str, Any]) -> str:
+    """The note beside a figure whose time depends on the allocation mode."""
+    other = conditions.get("alloc_other") or {}
+    far = ""
+    if other.get("median_s"):
+        far = f"; {_ms(other['median_s'])} with {other['name']} (--alloc {other['mode']} times that mode)"
+    return f"allocation mode: the figure is {conditions.get('alloc_headline', '')}{far}"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} µs"

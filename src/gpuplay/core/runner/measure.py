@@ -22,10 +22,22 @@ from gpuplay.core.hw.nvidia import gpm_condition
 from gpuplay.core.measure import trace
 from gpuplay.core.process.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
-from gpuplay.core.runner.alloc import allocation_note, between_steps, cold_probe
+from gpuplay.core.runner.alloc import (
+    PLAIN_PROBE_S,
+    allocation_note,
+    between_steps,
+    cold_probe,
+    headline_note,
+    headline_words,
+    modes_differ,
+    other_mode,
+    page_returner,
+    plain_loop_mode,
+)
 from gpuplay.core.runner.alloc import minor_faults as _minor_faults
 from gpuplay.core.runner.inputs import clear_caches, reference
 from gpuplay.core.runner.loop import Cancelled, LoopOutcome, PhaseCallback, SampleCallback, timed_loop
+from gpuplay.core.runner.plainloop import plain_loop_faults
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.runner.preflight import estimate_step_seconds, memory_shortfall
 from gpuplay.core.runner.steps import prepare_step
@@ -395,14 +407,23 @@ class _Measurement:
         result.notes.append(f"torch.compile fell back: {found.fallback}; this is an EAGER run")
         return True
 
-    def allocation(self, step: Callable[[], Any], timer: StepTimer, faults_per_step: float) -> None:
-        """Say which allocation mode was timed, and (warm, on the host) how far the cold one is."""
+    def allocation(
+        self, step: Callable[[], Any], timer: StepTimer, faults_per_step: float, switch: bool = True
+    ) -> None:
+        """Say which allocation mode was timed, and (on the host) how far the other one is.
+
+        With `alloc=auto` and modes that differ, a fresh process's plain loop says which mode a
+        user's own script gets (runner/plainloop.py); where that is the faulting one, the steps
+        are timed again with pages returned between them and that loop is the headline, the
+        first loop's median beside it as the pages-reused figure (`switch=False`: a paired
+        baseline keeps the pairs' samples and only says so)."""
         plan, result = self.plan, self.result
-        result.conditions["alloc"] = plan.spec.alloc
+        mode = plan.spec.alloc
+        result.conditions["alloc"] = "warm" if mode == "auto" else mode
         probe = None
         median = result.median or 0.0
         if (
-            plan.spec.alloc == "warm"
+            mode != "cold"
             and plan.spec.device == "cpu"
             and plan.bytes >= ALLOC_PROBE_MIN_BYTES
             and 0 < median <= ALLOC_PROBE_MAX_STEP_S
@@ -411,9 +432,46 @@ class _Measurement:
             probe = cold_probe(step, timer, median, keep_last=self.keep_for_check)
             if probe is not None:
                 result.conditions["alloc_cold_probe"] = probe
-        note = allocation_note(plan.spec.alloc, faults_per_step, probe)
+        if mode == "auto" and probe is not None and modes_differ(probe, faults_per_step, median):
+            self.headline_mode(step, timer, probe, faults_per_step, switch)
+            return
+        note = allocation_note(mode, faults_per_step, probe)
         if note:
             result.notes.append(note)
+
+    def headline_mode(
+        self, step: Callable[[], Any], timer: StepTimer, probe: dict[str, Any], faults: float, switch: bool
+    ) -> None:
+        """The mode a fresh plain loop gets as the headline, the other beside it by name."""
+        plan, result = self.plan, self.result
+        median = result.median or 0.0
+        plain = plain_loop_faults(plan.spec, int(PLAIN_PROBE_S / max(median, 1e-6)), self.cancel)
+        if self.cancel.is_set():
+            raise Cancelled
+        if plain is not None:
+            result.conditions["alloc_plain_loop"] = plain
+        plain_mode = plain_loop_mode(plain, probe, faults)
+        if plain_mode == "cold" and switch:
+            self.phase("allocation")
+            spec = plan.spec
+            self.probe_out = _NONE  # no output outlives its step (the check calls the step once more)
+            f0 = _minor_faults()
+            cold = timed_loop(step, timer, phase="allocation", cancel=self.cancel, pause=self.pause,
+                              count=spec.repeat, budget_s=spec.budget_s, min_count=spec.min_repeat,
+                              max_count=spec.max_repeat, between=both(self.between(), page_returner()))  # fmt: skip
+            if cold.cancelled:
+                raise Cancelled
+            warm_samples, result.samples = result.samples, cold.samples
+            result.conditions["alloc"] = "cold"
+            result.conditions["alloc_other"] = other_mode("warm", warm_samples, faults)
+            f1 = _minor_faults()
+            if f0 is not None and f1 is not None and cold.samples:
+                result.conditions["page_faults_per_step"] = round((f1 - f0) / len(cold.samples), 1)
+        else:
+            result.conditions["alloc_other"] = other_mode("cold", None, probe["cold_faults_per_step"],
+                                                          probe["cold_median_s"], probe["steps"])  # fmt: skip
+        result.conditions["alloc_headline"] = headline_words(plain_mode, plain, switch)
+        result.notes.append(headline_note(result.conditions))
 
     def keep_for_check(self, out: Any) -> None:
         """Keep a probe step's output for the check (`energy` drops it if it calls the step again)."""

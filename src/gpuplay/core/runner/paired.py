@@ -472,7 +472,7 @@ class _Paired:
         if outcome.faults_baseline is not None and n:
             per_step = round(outcome.faults_baseline / (n * self.base_inner), 1)
             r.conditions["page_faults_per_step"] = per_step
-            base.allocation(step, timer, per_step)
+            base.allocation(step, timer, per_step, switch=False)  # the pairs keep their own samples
         else:
             r.conditions["alloc"] = base.plan.spec.alloc
         r.notes.extend(base.plan.workload.after_run(step, base.plan.backend.name, base.plan.spec.device,
@@ -487,7 +487,7 @@ class _Paired:
         per_pair = round((faults1 - faults0) / pairs, 1)
         result = self.cand.result
         result.conditions["page_faults_per_pair"] = per_pair
-        if per_pair >= FAULTS_NOTE_THRESHOLD and self.cand.plan.spec.alloc == "warm":
+        if per_pair >= FAULTS_NOTE_THRESHOLD and self.cand.plan.spec.alloc != "cold":
             result.notes.append(
                 f"allocation-bound pairs: {per_pair:,.0f} page faults per pair; alternating with NumPy "
                 "returned pages to the OS, so the speedup is for the cold allocation mode"
@@ -507,17 +507,19 @@ class _Paired:
         paired = paired_speedup(base.samples, cand.samples, seed=self.cand.plan.spec.seed)
         if paired is None:
             return
-        cand.speedup = speedup_record(paired, base)
+        cand.speedup = speedup_record(paired, base, cand)
 
 
-def speedup_record(paired: PairedSpeedup, base: RunResult) -> dict[str, Any]:
-    """What a result keeps of its pairing: the speedup, and the baseline it was measured with."""
+def speedup_record(paired: PairedSpeedup, base: RunResult, cand: RunResult | None = None) -> dict[str, Any]:
+    """What a result keeps of its pairing: the speedup, the baseline it was measured with, and
+    both sides' medians over these very pairs (a panel showing the speedup shows those)."""
     threads = (base.conditions.get("threads") or {}).get("numpy_blas")
     return {
         **paired.to_dict(),
         "baseline": base.spec.label(),
         "baseline_dtype": base.spec.dtype,
         "baseline_median_s": base.median,
+        "candidate_median_s": cand.median if cand is not None else None,
         "baseline_threads": threads,
         "baseline_check_ok": base.check_ok,
     }

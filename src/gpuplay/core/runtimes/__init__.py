@@ -154,7 +154,6 @@ def build(
         raise Unavailable(why)
     run, build_s, conditions = mod.build(make_model(), example, dtype, device)
 
-
     why = refusal(name, device, dtype)
     if why:  # the planner refused it already; an engine whose packages differ says so here
         raise RuntimeError(why)

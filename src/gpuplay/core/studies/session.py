@@ -220,6 +220,11 @@ class LiveSession:
         self.speedups.clear()
 
     def timed_summary(self) -> Summary | None:
+        """The figure on screen: the finished result's own summary (its headline, which may be a
+        second loop in the allocation mode a plain loop gets), else the steps streamed so far."""
+        r = self.live_result
+        if r is not None and r.usable and r.spec == self.spec:
+            return r.summary
         return summarize([dt for ph, dt in self.samples if ph == "timed"])
 
     def compile_seconds(self) -> float | None:

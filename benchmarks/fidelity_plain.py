@@ -1,0 +1,149 @@
+"""gpuplay's headline against the plain loop a user writes, 18 pairs (a benchmark, not a test).
+
+For each of 9 workloads (matmul, batched matmul, SVD, eigh, element-wise, reductions, FFT 1D/2D,
+heat; the scenarios' quick sizes) and NumPy and torch on the CPU: `gpuplay run … --format json`
+in a fresh process (the CLI, its engine included) against a plain script in a fresh process
+(the same kernel code on inputs made from the seed in float64 and converted, three warm-up
+calls, `time.perf_counter()` around each call for --budget seconds, the median). Rounds
+alternate which side goes first. Each line prints the ratio gpuplay median ÷ plain-loop median
+per round, the page faults per step of both sides, and, where gpuplay timed two allocation
+modes, both by name.
+
+    python benchmarks/fidelity_plain.py [--quick] [--rounds 3] [--budget 1.5] [--only heat fft2d]
+        [--backends numpy torch] [--threads 1]
+
+With torch's default threads on a 2-core machine that 8 other processes load, an OpenMP barrier
+per operation made heat torch 512² read seconds per step on both sides: --threads 1 there.
+
+Done means 18 ratios within 0.90–1.10. The machine this runs on may be shared: say so beside
+any figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+WORKLOADS = ("matmul", "batched_matmul", "svd", "eigh", "elementwise", "reductions", "fft1d", "fft2d", "heat")
+
+PLAIN = r"""
+import json, resource, statistics, sys, time
+import numpy as np
+from gpuplay.core.catalogue.scenarios import load_scenarios
+from gpuplay.core.workloads import get_workload
+scenario, backend, budget = sys.argv[1], sys.argv[2], float(sys.argv[3])
+sc = load_scenarios().scenarios[scenario]
+w = get_workload(sc.workload)
+p = w.effective(w.resolve(sc.preset_params("quick")), backend, "float32")
+hosts = list(w.inputs(p, np.random.default_rng(0)))
+if backend == "torch":
+    import torch
+    xp = torch
+    args = []
+    while hosts:
+        args.append(torch.from_numpy(hosts.pop(0)).to(torch.float32))
+else:
+    xp = np
+    args = []
+    while hosts:
+        args.append(hosts.pop(0).astype(np.float32))
+args = w.prepare(backend, "cpu", tuple(args), p)
+f = w.kernel(backend, xp, p)
+for _ in range(3):
+    f(*args)
+times = []
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+end = time.perf_counter() + budget
+while time.perf_counter() < end or len(times) < 5:
+    t0 = time.perf_counter()
+    f(*args)
+    times.append(time.perf_counter() - t0)
+faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / len(times)
+print(json.dumps({"median": statistics.median(times), "faults": faults, "n": len(times)}))
+"""
+
+
+THREADS: int | None = None  # --threads: both sides get the same limit, as a user sets it
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if THREADS:
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            env[var] = str(THREADS)
+    return env
+
+
+def plain(scenario: str, backend: str, budget: float) -> dict[str, Any]:
+    cmd = [sys.executable, "-c", PLAIN, scenario, backend, str(budget)]
+    # Each side in a session of its own, as a command typed in its own terminal: with the kernel's
+    # autogroup scheduling a session is one share of a loaded CPU, and a plain loop sharing this
+    # script's busy session read 44–48 ms for elementwise torch 4M against 34–39 ms in its own.
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=600, env=environment(),
+                         start_new_session=True).stdout  # fmt: skip
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def gpuplay(scenario: str, backend: str, budget: float) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "gpuplay", "run", scenario, "-b", backend, "-p", "quick",
+           "--budget", str(budget), "--format", "json"] + (["--threads", str(THREADS)] if THREADS else [])  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, env=environment(), stdin=subprocess.DEVNULL,
+                          timeout=900, start_new_session=True)  # fmt: skip
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"gpuplay run {scenario} -b {backend} failed:\n{done.stderr[-2000:]}")
+    r = json.loads(done.stdout)["results"][0]
+    c = r["conditions"]
+    return {"median": r["summary"]["median"], "faults": c.get("page_faults_per_step") or 0.0,
+            "mode": c.get("alloc", ""), "other": r.get("other_mode")}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="one round of 0.5 s a side (a first look)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=1.5, help="seconds of timed steps per side")
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--backends", nargs="*", default=["numpy", "torch"])
+    ap.add_argument(
+        "--threads", type=int, default=None, help="limit both sides (default: the libraries' own)"
+    )
+    args = ap.parse_args()
+    global THREADS
+    THREADS = args.threads
+    rounds, budget = (1, 0.5) if args.quick else (args.rounds, args.budget)
+    print(
+        f"# gpuplay median ÷ plain-loop median, fresh processes, {rounds} alternating round(s) of {budget} s"
+    )
+    inside = total = 0
+    for scenario in WORKLOADS:
+        if args.only and scenario not in args.only:
+            continue
+        for backend in args.backends:
+            ratios, lines = [], []
+            for i in range(rounds):
+                if i % 2 == 0:
+                    g, p = gpuplay(scenario, backend, budget), plain(scenario, backend, budget)
+                else:
+                    p = plain(scenario, backend, budget)
+                    g = gpuplay(scenario, backend, budget)
+                ratios.append(g["median"] / p["median"])
+                other = g["other"]
+                modes = (
+                    f" [{g['mode']}; {other['median_s'] * 1e3:.2f} ms with {other['name']}]" if other else ""
+                )
+                lines.append(f"{g['median'] * 1e3:.2f}/{p['median'] * 1e3:.2f} ms, faults {g['faults']:.0f}/"
+                             f"{p['faults']:.0f}{modes}")  # fmt: skip
+            ok = all(0.90 <= r <= 1.10 for r in ratios)
+            inside += ok
+            total += 1
+            print(f"{scenario:15s} {backend:6s} " + " ".join(f"{r:.2f}" for r in ratios)
+                  + ("" if ok else "  <-- outside 0.90–1.10") + "   " + " | ".join(lines), flush=True)  # fmt: skip
+    print(f"{inside}/{total} pairs within 0.90–1.10 in every round")
+
+
+if __name__ == "__main__":
+    main()

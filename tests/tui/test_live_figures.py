@@ -1,0 +1,83 @@
+"""The Live panel's figures agree: the speedup is shown with the medians of its own pairs, named
+as such, beside the run's own median."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from rich.console import Console
+
+from gpuplay.core.reports.report import fmt_time
+from gpuplay.tui.app import GpuPlayApp
+from gpuplay.tui.widgets import SpeedupDigits, StatsPanel
+from tests.tui_helpers import tiny_scenarios, wait_until
+
+
+def stats_text(app) -> str:
+    console = Console(width=200, record=True, color_system=None)
+    console.print(app.query_one(StatsPanel).content)
+    return " ".join(console.export_text().split())
+
+
+async def test_the_speedup_the_pairs_medians_and_the_runs_median_are_read_against_each_other(tmp_path):
+    app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.1, telemetry=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_until(pilot, lambda: app.session.live_result is not None)
+        await pilot.press("b")  # PyTorch: paired with NumPy on the CPU once it has run
+        await wait_until(
+            pilot, lambda: app.spec is not None and app.session.speedup_for(app.spec) is not None
+        )
+        await pilot.pause()
+        digits = app.query_one(SpeedupDigits)
+        record = app.session.speedup_for(app.spec)
+        live = app.session.live_result
+        assert live is not None and live.spec == app.spec
+
+        # 1. The run's own median, in the stats panel.
+        median = re.search(r"median (\S+ \S?s)", stats_text(app))
+        assert median and median.group(1) == fmt_time(live.median)
+        # 2. The speedup, and 3. the medians it was measured from, named as the pairs' own.
+        pairs = re.search(r"their medians: this (\S+ \S?s), NumPy float32 (\S+ \S?s)\)", digits.note)
+        assert pairs, digits.note
+        assert pairs.group(1) == fmt_time(record["candidate_median_s"])
+        assert pairs.group(2) == fmt_time(record["baseline_median_s"])
+        # The speedup is the median of the pairs' ratios; the ratio of their medians reads close to it
+        # (the same steps, interleaved), never the other way as two runs timed apart can.
+        of_medians = record["baseline_median_s"] / record["candidate_median_s"]
+        assert digits.speedup is not None
+        assert abs(math.log(digits.speedup / of_medians)) < math.log(1.5), (digits.speedup, of_medians)
+
+
+async def test_the_live_median_is_the_headline_mode_with_the_other_beside_it(tmp_path, monkeypatch):
+    from gpuplay.core.runner import measure
+
+    # A fresh process's plain loop faulted like the pages-returned mode (the child is real in
+    # tests/unit/test_alloc_headline.py): the headline is a second loop, timed after the streamed one.
+    monkeypatch.setattr(
+        measure, "plain_loop_faults", lambda spec, steps, cancel: {"faults_per_step": 1e6, "steps": 5}
+    )
+    monkeypatch.setattr(measure, "modes_differ", lambda probe, faults, median: True)
+    folder = tiny_scenarios(tmp_path / "sc")
+    # An 8 MB element-wise step (past the probe's 4 MiB).
+    (folder / "elementwise.toml").write_text(
+        'name = "elementwise"\ntitle = "elementwise"\nworkload = "elementwise"\n'
+        "[params]\nn = 2000000\n[presets.quick]\nn = 2000000\n[presets.published]\nn = 2000000\n"
+    )
+    app = GpuPlayApp([folder], export_dir=tmp_path, budget_s=0.1, telemetry=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_until(pilot, lambda: app.session.live_result is not None)
+        app.choose_scenario("elementwise")
+        await wait_until(
+            pilot,
+            lambda: (
+                app.session.live_result is not None and app.session.live_result.spec.workload == "elementwise"
+            ),
+        )
+        live = app.session.live_result
+        assert live.spec.workload == "elementwise"
+        assert live.status == "ok" and live.other_mode is not None, live.conditions
+        text = stats_text(app)
+        median = re.search(r"median (\S+ \S?s)", text)
+        assert median and median.group(1) == fmt_time(live.median), text
+        assert f"{fmt_time(live.other_mode['median_s'])} with pages reused" in text
