@@ -240,6 +240,7 @@ COMMAND_MODULES = {
     "demo": "demo",
     "serve": "serve",
     "sweep": "sweep",
+    "tune": "tune",
 }
 
 
