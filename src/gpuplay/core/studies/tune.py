@@ -463,7 +463,9 @@ def run_ladder(
             on_rung(i, rung)
     walk.final()
     winner = ladder.winner
-    if winner is not None and profile is not None and not walk.cancel.is_set():
+    if winner is not None and winner.backend == "numpy":
+        ladder.limit = ""  # the verdict says the baseline stays; torch.profiler cannot see NumPy
+    elif winner is not None and profile is not None and not walk.cancel.is_set():
         ladder.profile = profile(winner)
         ladder.limit = limit_sentence(ladder.profile, ladder.rungs)
     return ladder
