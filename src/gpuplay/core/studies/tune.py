@@ -485,7 +485,6 @@ class _Walk:
         self.ladder, self.measure, self.cancel, self.on_start = ladder, measure, cancel, on_start
         self.probe_timeout = probe_timeout
         self.start = time.monotonic()
-        self.allotted = 0.0  # the shares of the rungs begun so far: what is left of them carries on
         self.best: RunSpec | None = None
         self.torch_best: RunSpec | None = None
         self.cumulative = 1.0
@@ -501,8 +500,7 @@ class _Walk:
         if self.stopped:
             rung.status, rung.reason = "dropped", f"not run: {self.stopped}"
             return
-        self.allotted += rung.share_s
-        left = self.allotted - (time.monotonic() - self.start)
+        left = self._left(i, rung)
         if rung.kind not in ("baseline", "device") and not self._configure(rung):
             return
         assert rung.spec is not None
@@ -529,6 +527,15 @@ class _Walk:
             self._judged(rung, timed_out, left)
         if rung.kind == "device" or (rung.kept and rung.spec.backend == "torch"):
             self.torch_best = rung.spec  # the torch rungs build on the device move even when it was slower
+
+    def _left(self, i: int, rung: Rung) -> float:
+        """The rung's time: what is left of the budget, split again over the rungs still to run
+        by their weights (one unit for the final pairing), so a rung that took less than its
+        share gives the rest to those after it, and one that took more takes from all of them."""
+        remaining = self.ladder.budget_s - (time.monotonic() - self.start)
+        later = [r for r in self.ladder.rungs[i:] if r.status not in ("refused", "dropped")]
+        units = sum(r.weight for r in later) + 1.0
+        return remaining * rung.weight / units
 
     def _configure(self, rung: Rung) -> bool:
         """The rung's change on top of the best torch configuration so far, if it can run."""
@@ -564,7 +571,9 @@ class _Walk:
         assert r is not None
         if timed_out:
             rung.status = "dropped"
-            rung.reason = f"out of time: its share of the budget ({left:.0f} s) ran out"
+            rung.reason = f"out of time: its share of the budget ({left:.0f} s) ran out" + (
+                f" (compile {r.compile_s:.0f} s)" if r.compile_s else ""
+            )
         elif r.status == "cancelled" and self.cancel.is_set():
             self.ladder.interrupted = True
             rung.status, rung.reason = "dropped", "interrupted"
