@@ -148,7 +148,7 @@ def _print(ladder: Ladder, fmt: str, out: str | None) -> None:
     elif fmt == "csv":
         emit(_csv(ladder), out)
     elif fmt == "markdown":
-        esc = [[c.replace("|", "\\|").replace("\n", " ") for c in row] for row in rows]
+        esc = [[c.replace("|", "\\|").replace("\n", " ") for c in row] for row in rows]  # one line a row
         lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(visible(c) for c in row) + " |" for row in esc]
         emit("\n".join([*lines, "", visible(ladder.verdict), ""]), out)
@@ -157,19 +157,28 @@ def _print(ladder: Ladder, fmt: str, out: str | None) -> None:
 
 
 def _table_text(ladder: Ladder, rows: list[list[str]], columns: tuple[str, ...], to_file: bool) -> str:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    from gpuplay.cli.output import plain
+    from gpuplay.cli.output import plain, stdout_console
 
-    table = Table(title=visible(f"gpuplay tune {ladder.target} on {ladder.device}"), title_justify="left")
+    table = Table(
+        title=visible(f"gpuplay tune {ladder.target} on {ladder.device}"),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        expand=True,
+    )
+    wrap = {"configuration": 2, "outcome": 3}  # the words wrap; the figures stay whole
     for c in columns:
-        table.add_column(c, overflow="fold", justify="right" if c in ("median", "cumulative") else "left")
+        if c in wrap:
+            table.add_column(c, ratio=wrap[c], overflow="fold")
+        else:
+            table.add_column(c, no_wrap=True, justify="right" if c != "rung" else "left")
     for row in rows:
         table.add_row(*(plain(c) for c in row))
     buf = io.StringIO()
-    from gpuplay.cli.output import stdout_console
-
     width = 160 if to_file else stdout_console().width
     con = Console(file=buf, width=max(80, width), no_color=True, highlight=False)
     con.print(table)

@@ -720,8 +720,7 @@ def engine_profile(spec: RunSpec) -> dict[str, Any]:
     return shared_client().profile(spec)
 
 
-COLUMNS = ("rung", "configuration", "median", "speedup [95% CI]", "cumulative", "error vs float64",
-           "compile/build", "outcome")  # fmt: skip
+COLUMNS = ("rung", "configuration", "median", "speedup [95%]", "cumul.", "error", "outcome")
 
 
 def _time(s: float | None) -> str:
@@ -747,33 +746,27 @@ def rung_cells(r: Rung) -> list[str]:
         if r.tolerance is not None:
             err += (" ≤ " if res is not None and res.check_ok else " > ") + f"{r.tolerance:.2g}"
     built = [
-        f"{label} {_time(_finite(v))}"
+        f"{_time(_finite(v))} {label}"
         for label, v in (("compile", res.compile_s if res else None), ("build", res.build_s if res else None))
         if _finite(v)
     ]
     if r.status == "measured" and r.kept:
-        outcome = "kept" if r.kind == "baseline" else "kept (" + r.reason.removeprefix("kept: ") + ")"
+        outcome = "kept" + (" (numerics change: see its error)" if r.changes_numerics else "")
     elif r.status == "pending":
         outcome = "…"
     else:
         word = "refused" if r.status == "refused" else "dropped"
         outcome = f"{word}: {r.reason}" if r.reason else word
-    return [
-        r.name,
-        r.configuration,
-        _time(r.median),
-        speed,
-        "—" if r.cumulative is None else f"{r.cumulative:.3g}×",
-        err,
-        ", ".join(built) or "—",
-        outcome,
-    ]
+    median = _time(r.median) + "".join(f"\n+{b}" for b in built)  # compile and build apart from the step
+    cumulative = "—" if r.cumulative is None else f"{r.cumulative:.3g}×"
+    return [r.name, r.configuration, median, speed, cumulative, err, outcome]
 
 
 def table_rows(ladder: Ladder) -> list[list[str]]:
     rows = [rung_cells(r) for r in ladder.rungs]
     if ladder.total is not None and ladder.total.result is not None:
         t = rung_cells(ladder.total)
-        t[-1] = "the winner against the baseline, side by side"
+        if ladder.total.status == "measured":
+            t[-1] = "the winner against the baseline, side by side"
         rows.append(t)
     return rows
