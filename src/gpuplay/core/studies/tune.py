@@ -658,6 +658,11 @@ def _profile_summary(data: dict[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
+def _operator(name: Any) -> bool:
+    text = str(name or "")
+    return bool(text) and not text.startswith(("#", "ProfilerStep", "[")) and "CompiledFxGraph" not in text
+
+
 def limit_sentence(profile: dict[str, Any] | None, rungs: list[Rung]) -> str:
     """One sentence: what limits the winner now, from its profile and its own split."""
     winner = [r for r in rungs if r.kept]
@@ -680,8 +685,9 @@ def limit_sentence(profile: dict[str, Any] | None, rungs: list[Rung]) -> str:
         msg = str(profile.get("message", ""))[:200]
         return f"no profile of the winner: {msg}" if msg else ""
     share = _finite(profile.get("overhead_share"))
-    ops = profile.get("top_ops") or []
-    top = ops[0] if ops and isinstance(ops[0], dict) else None
+    # torch.profiler's own markers ("## Call CompiledFxGraph <hash> ##", "ProfilerStep") wrap the ops
+    ops = [o for o in (profile.get("top_ops") or []) if isinstance(o, dict) and _operator(o.get("name"))]
+    top = ops[0] if ops else None
     if share is not None and share >= 0.5:
         return (
             f"now limited by per-op overhead: {share:.0%} of each step is outside "
