@@ -143,3 +143,20 @@ def test_the_limit_sentence_names_overhead_or_the_top_operator():
     compute = {"status": "ok", "overhead_share": 0.1, "busy_ms_per_step": 2.0, "activities": ["cpu"],
                "top_ops": [{"name": "aten::mm", "self_cpu_ms": 1.5}]}  # fmt: skip
     assert tune.limit_sentence(compute, []) == "now limited by compute in aten::mm (75% of the busy time)"
+
+
+def test_the_limit_sentence_skips_the_profilers_own_markers():
+    data = {"status": "ok", "overhead_share": 0.1, "busy_ms_per_step": 2.0, "activities": ["cpu"],
+            "top_ops": [{"name": "## Call CompiledFxGraph fabc123 ##", "self_cpu_ms": 1.9},
+                        {"name": "mkldnn::_linear_pointwise", "self_cpu_ms": 1.0}]}  # fmt: skip
+    assert (
+        tune.limit_sentence(data, [])
+        == "now limited by compute in mkldnn::_linear_pointwise (50% of the busy time)"
+    )
+
+
+def test_the_data_wait_names_the_pipeline_as_the_limit():
+    rung = tune.Rung("workers-2", "2 workers", kept=True, status="measured")
+    rung.result = RunResult(spec=_spec("matmul"), samples=[0.01] * 3,
+                            split={"data_wait_s": [0.8, 0.8], "h2d_s": [0.1, 0.1], "model_s": [0.1, 0.1]})  # fmt: skip
+    assert tune.limit_sentence(None, [rung]).startswith("now limited by the data pipeline: 80%")
