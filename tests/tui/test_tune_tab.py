@@ -22,7 +22,9 @@ async def test_the_tune_tab_climbs_the_ladder_and_stops_on_enter(tmp_path):
         assert isinstance(tab, TuneTab) and tab.shown
         tab.budget_s = 15.0
         await pilot.press("enter")
-        await wait_until(pilot, lambda: tab.ladder is not None and tab.ladder.rungs[1].status != "pending", 120)
+        await wait_until(
+            pilot, lambda: tab.ladder is not None and tab.ladder.rungs[1].status != "pending", 120
+        )
         await pilot.press("enter")  # stop: the finished rungs stay
         await wait_until(pilot, lambda: not tab.running, 120)
         ladder = tab.ladder

@@ -146,6 +146,9 @@ class TuneTab(PlaygroundTab):
 
         host, call = self.host, self.app.call_from_thread
         sc, preset = host.session.scenario, host.session.preset
+        if sc is None:
+            call(self._ended, "no scenario chosen")
+            return
         try:
             spec, _ = spec_for(sc, preset if preset in sc.presets else None, {})
             live = host.spec
