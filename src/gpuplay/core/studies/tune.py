@@ -134,7 +134,7 @@ class Rung:
             "build_s": _finite(r.build_s) if r is not None else None,
             "share_s": round(self.share_s, 2),
             "elapsed_s": None if self.elapsed_s is None else round(self.elapsed_s, 2),
-            "conditions": dict(r.conditions) if r is not None else {},
+            "conditions": _clean(dict(r.conditions)) if r is not None else {},
         }
 
 
@@ -216,6 +216,17 @@ class Ladder:
 
 def _finite(x: Any) -> float | None:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: a non-finite float in a result's conditions becomes None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
 
 
 def config_label(spec: RunSpec) -> str:
@@ -406,6 +417,9 @@ def judge(rung: Rung) -> None:
     """Kept or dropped, and why, from the rung's finished result."""
     r = rung.result
     if r is None:
+        return
+    if r.status == "refused":  # refused where the engine planned it (a kernel torch turns down here)
+        rung.status, rung.reason = "refused", r.message or "refused"
         return
     if r.status != "ok" or not r.usable:
         rung.status = "dropped"
@@ -655,7 +669,7 @@ def _profile_summary(data: dict[str, Any] | None) -> dict[str, Any] | None:
             "kernels_per_step", "overhead_share", "overhead_definition")  # fmt: skip
     out = {k: data.get(k) for k in keep if k in data}
     out["top_ops"] = [dict(o) for o in (data.get("top_ops") or [])[:5] if isinstance(o, dict)]
-    return out
+    return _clean(out)
 
 
 def _operator(name: Any) -> bool:
