@@ -521,6 +521,7 @@ class _Walk:
         if left <= 0.5:
             rung.status, rung.reason = "dropped", "not run: the ladder's budget was spent"
             return
+        rung.share_s = max(left, 0.0)  # its time as it starts: what the rungs before it left
         rung.spec = _with_budget(rung.spec, _measure_budget(rung, left))
         against = self.best if rung.kind != "baseline" else None
         rung.against = config_label(against) if against is not None else ""
@@ -596,6 +597,8 @@ class _Walk:
         if rung.speedup is not None:
             rung.cumulative = self.cumulative * rung.speedup
         if rung.kept:
+            if self.best is not None and rung.spec is not None and self.best.backend != rung.spec.backend:
+                rung.reason += f" (paired with {config_label(self.best)}: the device move is in it)"
             self.cumulative *= rung.speedup or 1.0
             self.best = rung.spec
             self.best_median = rung.median or self.best_median
@@ -772,6 +775,8 @@ def rung_cells(r: Rung) -> list[str]:
     ]
     if r.status == "measured" and r.kept:
         outcome = "kept" + (" (numerics change: see its error)" if r.changes_numerics else "")
+        if "(paired with" in r.reason:
+            outcome += " " + r.reason[r.reason.index("(paired with") :]
     elif r.status == "pending":
         outcome = "…"
     else:
