@@ -191,6 +191,8 @@ class Ladder:
         if self.winner is not None and k:
             head += f" ({config_label(self.winner)})"
         parts = [head]
+        if total is not None and total.status == "dropped" and total.reason:
+            parts.append(f"the winner against the baseline: {total.reason}")
         if refused:
             parts.append(f"{refused} refused here")
         if self.interrupted:
@@ -615,9 +617,15 @@ class _Walk:
         if self.on_start:
             self.on_start(len(ladder.rungs), total)
         t0 = time.monotonic()
-        total.result, _ = _timed(self.measure, total.spec, base, self.cancel, left + DEFAULT_GRACE_S)
+        floor = FLOOR_STEPS * max(self.best_median, ladder.baseline.median or 0.0)
+        total.result, timed_out = _timed(
+            self.measure, total.spec, base, self.cancel, max(left, floor) + DEFAULT_GRACE_S
+        )
         total.elapsed_s = time.monotonic() - t0
-        judge(total)
+        if timed_out:
+            total.status, total.reason = "dropped", f"out of time ({left:.0f} s left of the budget)"
+        else:
+            judge(total)
         total.kept = False
         total.cumulative = total.speedup
 
