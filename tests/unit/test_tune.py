@@ -160,3 +160,36 @@ def test_the_data_wait_names_the_pipeline_as_the_limit():
     rung.result = RunResult(spec=_spec("matmul"), samples=[0.01] * 3,
                             split={"data_wait_s": [0.8, 0.8], "h2d_s": [0.1, 0.1], "model_s": [0.1, 0.1]})  # fmt: skip
     assert tune.limit_sentence(None, [rung]).startswith("now limited by the data pipeline: 80%")
+
+
+def test_on_a_gpu_every_rung_is_climbed_and_graphs_give_way_to_a_kept_compile_mode(monkeypatch):
+    # No GPU here: the planner is replaced by one that lets everything run on cuda:0 except what
+    # the real planner refuses between these levers (CUDA graphs under a compile mode that captures
+    # its own); the ladder's order, pairing and refusal listing are what is pinned.
+    from gpuplay.core.spec import Plan, Refusal
+
+    def check(spec, probe_timeout=None):
+        if spec.cuda_graphs and spec.compile in ("reduce-overhead", "max-autotune"):
+            return Refusal(f"compile mode {spec.compile} already captures CUDA graphs of its own")
+        return Plan(spec, [])
+
+    monkeypatch.setattr(tune, "check", check)
+    ladder = tune.plan_ladder(_spec("matmul", n=64), "cuda:0", "matmul", budget_s=60)
+    assert [r.name for r in ladder.rungs if r.status == "refused"] == []
+    pairs: list[tuple[str, str]] = []
+
+    def measure(spec, *, cancel, paired_with=None):
+        if paired_with is not None:
+            pairs.append((tune.config_label(spec), tune.config_label(paired_with)))
+        return _result(spec, 0.01, (1.5, 1.2, 1.8) if paired_with else None)
+
+    tune.run_ladder(ladder, measure)
+    by = {r.name: r for r in ladder.rungs}
+    assert by["device"].spec.device == "cuda:0"
+    assert by["amp-fp16"].against == "torch cuda:0 float32 +amp:bf16"  # fp16 replaces bf16, paired with it
+    assert by["tf32"].spec.amp == "fp16" and by["tf32"].spec.tf32
+    assert by["compile-ma"].against == "torch cuda:0 float32 +amp:fp16 +compile:reduce-overhead +tf32"
+    assert by["graphs"].status == "refused" and "captures CUDA graphs" in by["graphs"].reason
+    assert [r.name for r in ladder.kept] == ["device", "amp-bf16", "amp-fp16", "tf32", "compile", "compile-ro",
+                                             "compile-ma"]  # fmt: skip
+    assert pairs[-1][1] == "numpy cpu float32"  # the winner against the baseline, last
