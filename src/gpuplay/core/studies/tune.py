@@ -162,7 +162,8 @@ class Ladder:
 
     @property
     def tried(self) -> list[Rung]:
-        return [r for r in self.rungs[1:] if r.status in ("measured", "dropped")]
+        """The rungs after the baseline that were measured (kept or not), or began and failed."""
+        return [r for r in self.rungs[1:] if r.result is not None]
 
     @property
     def winner(self) -> RunSpec | None:
@@ -178,6 +179,8 @@ class Ladder:
 
     @property
     def verdict(self) -> str:
+        if self.baseline.status not in ("measured", "pending"):
+            return f"no ladder: the baseline did not run ({self.baseline.reason})"
         n, k = len(self.tried), len(self.kept)
         refused = sum(r.status == "refused" for r in self.rungs)
         head = f"kept {k} of {n} rung{'s' if n != 1 else ''}"
