@@ -110,3 +110,26 @@ def test_tune_formats_hold_every_rung(fmt, capsys):
         assert {r["kept"] for r in rows} <= {"True", "False"}
     else:
         assert "kept " in text and "over the baseline" in text
+
+
+@pytest.mark.slow
+@pytest.mark.real_engine
+def test_tune_inference_lists_every_rung_and_the_gpu_ones_with_reasons(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}
+    env |= {"GPUPLAY_STATE_DIR": str(tmp_path / "state"), "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "gpuplay", "tune", "inference", "-p", "quick", "-s", "seq=32", "-d", "cpu",
+           "--budget-total", "60", "--format", "json"]  # fmt: skip
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    rungs = {r["name"]: r for r in json.loads(proc.stdout)["rungs"]}
+    assert list(rungs) == ["baseline", "device", "inference_mode", "amp-bf16", "amp-fp16", "tf32", "compile",
+                           "compile-ro", "compile-ma", "graphs", "torchscript", "onnxruntime", "tensorrt"]  # fmt: skip
+    assert rungs["baseline"]["status"] == "measured" and rungs["device"]["median"] is not None
+    assert rungs["device"]["configuration"].endswith("mode=grad")  # inference_mode is a rung of its own
+    for name, words in (
+        ("tf32", "NVIDIA"),
+        ("graphs", "cuda"),
+        ("tensorrt", "NVIDIA"),
+        ("amp-fp16", "tensor-core"),
+    ):
+        assert rungs[name]["status"] == "refused" and words in rungs[name]["reason"], rungs[name]
