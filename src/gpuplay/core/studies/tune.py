@@ -331,7 +331,7 @@ def _own_refusal(d: RungDef, spec: RunSpec, best: RunSpec) -> str | None:
     return None
 
 
-def _candidate(d: RungDef, best: RunSpec, torch_best: RunSpec) -> RunSpec:
+def _candidate(d: RungDef, torch_best: RunSpec) -> RunSpec:
     """The rung's change on top of the best torch configuration so far."""
     spec = torch_best
     if d.kind == "runtime":
@@ -378,7 +378,7 @@ def plan_ladder(
                     "no NumPy form: the baseline is torch on the CPU already",
                 )
         else:
-            rung.spec = _candidate(d, on_device, on_device)
+            rung.spec = _candidate(d, on_device)
             own = _own_refusal(d, rung.spec, on_device)
             if own:
                 rung.status, rung.reason = "refused", own
@@ -393,8 +393,7 @@ def plan_ladder(
 
 
 def _refusal_text(r: Refusal) -> str:
-    text = r.reason + (f" ({r.hint})" if getattr(r, "hint", "") else "")
-    return text
+    return r.reason + (f" ({r.hint})" if getattr(r, "hint", "") else "")
 
 
 def _share(ladder: Ladder) -> None:
@@ -639,7 +638,7 @@ def _rebuild(rung: Rung, torch_best: RunSpec) -> RunSpec | None:
     d = defs.get(rung.name)
     if d is None:
         return rung.spec
-    spec = _candidate(d, torch_best, torch_best)
+    spec = _candidate(d, torch_best)
     own = _own_refusal(d, spec, torch_best)
     if own:
         rung.spec, rung.status, rung.reason = spec, "refused", own
