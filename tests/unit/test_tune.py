@@ -193,3 +193,10 @@ def test_on_a_gpu_every_rung_is_climbed_and_graphs_give_way_to_a_kept_compile_mo
     assert [r.name for r in ladder.kept] == ["device", "amp-bf16", "amp-fp16", "tf32", "compile", "compile-ro",
                                              "compile-ma"]  # fmt: skip
     assert pairs[-1][1] == "numpy cpu float32"  # the winner against the baseline, last
+
+
+def test_a_runtime_winner_is_not_called_overhead_bound():
+    rung = tune.Rung("onnxruntime", "ONNX Runtime", kept=True, status="measured")
+    rung.spec = _spec("inference", runtime="onnxruntime")
+    busy = {"status": "ok", "overhead_share": 1.0, "activities": ["cpu"], "top_ops": []}
+    assert "torch.profiler does not see" in tune.limit_sentence(busy, [rung])

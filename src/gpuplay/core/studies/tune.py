@@ -706,6 +706,14 @@ def limit_sentence(profile: dict[str, Any] | None, rungs: list[Rung]) -> str:
             if share >= 0.5:
                 return f"now limited by the data pipeline: {share:.0%} of each step waits for the batch"
             return f"now limited by the model: the data wait is {share:.0%} of each step"
+    runtime = (
+        winner[-1].spec.params.get("runtime") if winner and winner[-1].spec is not None else None
+    ) or "eager"
+    if runtime in ("onnxruntime", "tensorrt"):
+        return (
+            f"the winner runs in {runtime}, whose kernels torch.profiler does not see: its own profiler "
+            "says what limits it now"
+        )
     if not profile:
         return ""
     if profile.get("status") != "ok":
