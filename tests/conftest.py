@@ -5,6 +5,9 @@ import threading
 
 import pytest
 
+# The simulated GPU's fixtures (tests/gpu_sim, docs/testing-gpu-sim.md), for any test to use.
+from tests.gpu_sim.fixtures import sim_h100, sim_h100_runtimes  # noqa: F401
+
 # Keep torch's OpenMP pool small on the 2-core CI machine; tests measure behaviour, not speed.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 

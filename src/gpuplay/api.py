@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import gpuplay as _package
 from gpuplay import progress as _progress
+from gpuplay.core.storage import argcheck
 from gpuplay.core.storage.safetext import visible
 from gpuplay.results import Comparison as Comparison  # re-exported: a name of gpuplay.__all__
 from gpuplay.results import Ladder as Ladder  # gpuplay.tune's answer
@@ -67,7 +68,13 @@ def _check_dirs(scenario_dirs: Sequence[str | Path]) -> None:
     was a warning, and the scenarios in it were silently missing."""
     if isinstance(scenario_dirs, str | Path):
         raise ValueError("scenario_dirs must be a list of folders: scenario_dirs=['my_scenarios']")
+    if not isinstance(scenario_dirs, list | tuple):
+        raise TypeError(
+            f"scenario_dirs takes a list of folders, e.g. scenario_dirs=['my_scenarios']; "
+            f"got {argcheck.shown(scenario_dirs)} ({argcheck.kind_of(scenario_dirs)})"
+        )
     for d in scenario_dirs:
+        argcheck.expect_path("scenario_dirs", d, "folders")
         folder = Path(d).expanduser()
         if not folder.is_dir():
             what = "is not a folder" if folder.exists() else "does not exist"
@@ -79,6 +86,7 @@ def _scenario(name: str | Path, scenario_dirs: Sequence[str | Path] = ()) -> Sce
     from gpuplay.core.storage.config import load_config
     from gpuplay.core.workloads.usercode import UserCodeError
 
+    argcheck.expect_path("scenario", name, "a scenario's name or a code file's path")
     _check_dirs(scenario_dirs)
     arg = str(name)
     try:
@@ -95,20 +103,28 @@ def _scenario(name: str | Path, scenario_dirs: Sequence[str | Path] = ()) -> Sce
     ]:
         warnings.warn(visible(problem), stacklevel=3)
     if arg not in sset.scenarios:
-        raise ValueError(f"unknown scenario {arg!r}; known: {', '.join(sset.scenarios)}")
+        raise ValueError(visible(sset.unknown(arg)))
     return sset.scenarios[arg]
 
 
-def _check_lever(name: str, value: Any) -> None:
+def _check_lever(name: str, value: Any, call: Callable[..., Any] | None = None) -> None:
     """A lever keyword's value of the right kind and within its bounds (the CLI's click types do
-    this for flags); RunSpec.validate then checks choices."""
+    this for flags); RunSpec.validate then checks choices. An unknown name is answered with the
+    closest of every keyword `call` takes (its own arguments and the levers): `bakend` → backend."""
     from gpuplay.core.catalogue import levers
     from gpuplay.core.storage import bounds
 
     lever = levers.BY_NAME.get(name)
     if lever is None or lever.is_param:
-        known = ", ".join(lv.name for lv in levers.spec_levers() if lv.name not in _OWN)
-        raise ValueError(f"unknown lever {name!r}; known: {known} (workload parameters go in params=)")
+        lever_names = [lv.name for lv in levers.spec_levers() if lv.name not in _OWN]
+        own = [p for p in inspect.signature(call).parameters if p != "levers"] if call else []
+        hint = argcheck.did_you_mean(name, [*own, *lever_names]) or ";"
+        where = f"{call.__name__}(): " if call else ""
+        raise ValueError(
+            f"{where}unknown keyword argument {name!r}{hint} levers: {', '.join(lever_names)}"
+            + (f"; arguments: {', '.join(own)}" if own else "")
+            + " (workload parameters go in params=)"
+        )
     if value is None:  # not given: the spec's default
         return
     if lever.kind is bool:
@@ -132,12 +148,17 @@ def _check_lever(name: str, value: Any) -> None:
 
 
 def _spec(
-    sc: Scenario, preset: str | None, params: Mapping[str, Any] | None, fields: Mapping[str, Any]
+    sc: Scenario,
+    preset: str | None,
+    params: Mapping[str, Any] | None,
+    fields: Mapping[str, Any],
+    call: Callable[..., Any] | None = None,
 ) -> tuple[RunSpec, str]:
     from gpuplay.core.catalogue.scenarios import spec_for
 
+    argcheck.expect_mapping("params", params, "{'n': 2048}")
     for name, value in fields.items():
-        _check_lever(name, value)
+        _check_lever(name, value, call)
     if "budget_s" in fields and fields["budget_s"] is not None:
         b = fields["budget_s"]
         if isinstance(b, bool) or not isinstance(b, int | float) or not math.isfinite(b):
@@ -232,9 +253,12 @@ def run(
     from gpuplay.core.spec import Refusal
     from gpuplay.core.studies.compare import attach_baselines, baseline_spec, is_baseline
 
-    sc = _scenario(scenario, scenario_dirs)
+    argcheck.expect_mapping("params", params, "{'n': 2048}")
     fields = {"backend": backend, "device": device, "dtype": dtype, "budget_s": budget_s, **levers}
-    spec, size = _spec(sc, preset, params, fields)
+    for name, value in levers.items():  # a misspelt keyword before the scenario is even looked up
+        _check_lever(name, value, run)
+    sc = _scenario(scenario, scenario_dirs)
+    spec, size = _spec(sc, preset, params, fields, run)
     if backend is None:  # as `gpuplay run` without -b (runtime=onnxruntime needs torch)
         spec = on_needed_backend(spec)[0]
     _adopt_probe(spec.backend == "cupy" or spec.device != "cpu", ("numpy", spec.backend))
@@ -302,10 +326,16 @@ def _run_specs(
     return done, interrupted
 
 
+_EXAMPLES = {"backends": "'numpy,torch'", "devices": "'cpu,cuda'", "dtypes": "'float32,float64'",
+             "variants": "'base,compile'"}  # fmt: skip
+
+
 def _names(value: str | Sequence[str], what: str, allowed: Sequence[str] | None) -> list[str]:
     """`"numpy,torch"` or `["numpy", "torch"]`, as the CLI's list flags take them (core.spec)."""
     from gpuplay.core.spec import SpecError, pick_names
 
+    name = what.removesuffix("(s)") + "s"
+    argcheck.expect_names(name, value, _EXAMPLES.get(name, "'a,b'"))
     try:
         return pick_names(value, allowed)
     except SpecError as exc:
@@ -316,8 +346,8 @@ def _device(name: str) -> str:
     from gpuplay.core.spec import is_device_name
 
     if not is_device_name(name):
-        raise ValueError(f"device must be cpu, cuda, cuda:N or mps; got {name!r}")
-    return "cuda:0" if name == "cuda" else name
+        raise ValueError(f"device must be cpu, cuda, cuda:N, xpu, xpu:N or mps; got {name!r}")
+    return {"cuda": "cuda:0", "xpu": "xpu:0"}.get(name, name)
 
 
 def _compare_scenarios(
@@ -353,10 +383,7 @@ def _compare_scenarios(
         _check_lever(name, value)
     # "cuda" is the first GPU, as everywhere else ('cuda' would match no planned 'cuda:N' row).
     devs = None if devices is None else [_device(d) for d in _names(devices, "device(s)", None)]
-    if params is not None and not isinstance(params, Mapping):
-        raise ValueError(
-            f"params must be a mapping of parameter names to values; got {type(params).__name__}"
-        )
+    argcheck.expect_mapping("params", params, "{'n': 2048}")
     try:
         for sc in scenarios:
             sc.preset_params(sc.chosen_preset(preset))
@@ -393,6 +420,7 @@ def _compare_scenarios(
     )
 
 
+@argcheck.keywords_checked
 def compare(
     scenario: str | Path | Sequence[str | Path] | None,
     *,
@@ -421,6 +449,11 @@ def compare(
         scs = list(load_scenarios([*load_config().scenario_dirs, *scenario_dirs]).scenarios.values())
     elif isinstance(scenario, str | Path):
         scs = [_scenario(scenario, scenario_dirs)]
+    elif not isinstance(scenario, list | tuple):
+        raise TypeError(
+            "scenario takes a scenario's name, a code file's path, a list of them, or None for all; "
+            f"got {argcheck.shown(scenario)} ({argcheck.kind_of(scenario)})"
+        )
     else:
         scs = [_scenario(s, scenario_dirs) for s in scenario]
     return _compare_scenarios(scs, backends=backends, devices=devices, variants=variants, dtype=dtype,
@@ -428,6 +461,7 @@ def compare(
                               progress=progress, params=params)  # fmt: skip
 
 
+@argcheck.keywords_checked
 def sweep(
     scenario: str | Path,
     over: Mapping[str, Sequence[float] | str],
@@ -453,6 +487,7 @@ def sweep(
     from gpuplay.core.spec import BACKENDS, DTYPES
     from gpuplay.core.studies.sweep import VARIANTS, SweepError, plan_sweep, run_sweep, sweep_values
 
+    argcheck.expect_mapping("over", over, "{'n': [256, 512, 1024]}")
     if not isinstance(over, Mapping) or len(over) != 1:
         raise ValueError("over must name one parameter: over={'n': [256, 512, 1024]}")
     ((param, raw),) = over.items()
@@ -569,6 +604,7 @@ def code_file(
     return path
 
 
+@argcheck.keywords_checked
 def measure(
     step: Callable[..., Any],
     inputs: Callable[..., Any],
@@ -586,6 +622,11 @@ def measure(
     backend's array namespace (docs/your-code.md). Their source is written to a code file the
     engine process runs, so they must be self-contained: modules they use are imported there too,
     other globals are not."""
+    argcheck.expect_callable("step", step, "step(xp, *arrays): the timed work")
+    argcheck.expect_callable("inputs", inputs, "inputs(rng, **params): the NumPy arrays")
+    argcheck.expect_mapping("params", params, "{'n': 2048}")
+    if name is not None:
+        argcheck.expect_text("name", name, "the code file's name, an identifier")
     path = code_file(step, inputs, params, name=name)
     sc = _scenario(path)
     return _compare_scenarios([sc], backends=backends, devices=devices, variants=("base",), dtype=dtype,
@@ -594,18 +635,81 @@ def measure(
 
 
 # -- reading files back --------------------------------------------------------------------------
+MAX_SAMPLE_S = 86_400.0  # a step time past a day is no measurement (and 1e308 overflows a sum)
+
+
+def _record(d: Any) -> dict[str, Any] | None:
+    """The measurement record in `d`: a RunResult's dict (`spec` beside it), or the full record a
+    Result.to_dict() keeps under `result`; None when `d` is neither."""
+    if not isinstance(d, dict):
+        return None
+    if isinstance(d.get("spec"), dict):
+        return d
+    inner = d.get("result")
+    return inner if isinstance(inner, dict) and isinstance(inner.get("spec"), dict) else None
+
+
+def _bad_field(d: Mapping[str, Any]) -> str:
+    """Why a record's figures cannot be trusted ('' when they can): step times that are not a list
+    of finite seconds (NaN, Infinity, 1e308, a string), conditions that are not a table."""
+    for key in ("samples_s", "warmup_s"):
+        xs = d.get(key)
+        if xs is None:
+            continue
+        if not isinstance(xs, list):
+            return f"{key} is {argcheck.kind_of(xs)}, not a list of seconds"
+        for x in xs:
+            if isinstance(x, bool) or not isinstance(x, int | float):
+                return f"{key} holds {argcheck.shown(x, 30)}, not a number of seconds"
+            if not math.isfinite(x) or not 0 <= x <= MAX_SAMPLE_S:
+                return f"{key} holds {x!r}, not a finite step time under a day"
+    for key, kind in (("conditions", dict), ("notes", list), ("spec", dict)):
+        if key in d and d[key] is not None and not isinstance(d[key], kind):
+            return f"{key} is {argcheck.kind_of(d[key])}, not a {'table' if kind is dict else 'list'}"
+    return ""
+
+
 def _results_from(dicts: Sequence[Any], p: Path, problems: list[str]) -> list[RunResult]:
     from gpuplay.core.result import RunResult
 
     out = []
-    for i, d in enumerate(dicts, 1):
-        if not isinstance(d, dict) or not isinstance(d.get("spec"), dict):
+    for i, item in enumerate(dicts, 1):
+        d = _record(item)
+        if d is None:
             continue
+        bad = _bad_field(d)
+        if bad:
+            problems.append(f"{p}: result {i} skipped: {bad}")
+            continue
+        summary = d.get("summary")
+        median = summary.get("median") if isinstance(summary, dict) else None
+        if median is not None and not (isinstance(median, int | float) and math.isfinite(median)):
+            problems.append(f"{p}: result {i}: summary.median is {median!r}; recomputed from samples_s")
         try:
             out.append(RunResult.from_dict(d))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError) as exc:
             problems.append(f"{p}: result {i} skipped ({exc})")
     return out
+
+
+def _no_results(p: Path, problems: Sequence[str]) -> ValueError:
+    if problems:  # every record refused: the first reasons, not "not gpuplay measurements"
+        shown = "; ".join(x.removeprefix(f"{p}: ") for x in problems[:3])
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        return ValueError(visible(f"{p}: no result could be read: {shown}{more}"))
+    return ValueError(visible(f"{p}: its results are not gpuplay measurements (no 'spec')"))
+
+
+def _refused_of(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Results.to_dict()'s `refused`: [{configuration, reason}], kept as (configuration, reason)."""
+    items = doc.get("refused")
+    if not isinstance(items, list):
+        return []
+    return [
+        (str(x.get("configuration", "")), str(x.get("reason", "")))
+        for x in items
+        if isinstance(x, dict) and ("configuration" in x or "reason" in x)
+    ]
 
 
 def _load_json(p: Path, problems: list[str]) -> Results | Sweep | Table:
@@ -624,13 +728,25 @@ def _load_json(p: Path, problems: list[str]) -> Results | Sweep | Table:
     if isinstance(doc.get("results"), list):
         results = _results_from(doc["results"], p, problems)
         if not results and doc["results"]:
-            raise ValueError(f"{p}: its results are not gpuplay measurements (no 'spec')")
+            raise _no_results(p, problems)
+        return Results.from_run_results(
+            results,
+            environment=env,
+            source=p.name,
+            refused=_refused_of(doc),
+            interrupted=doc.get("interrupted") is True,
+        )
+    if _record(doc) is not None:  # one Result.to_dict() (or a RunResult's dict) written as JSON
+        results = _results_from([doc], p, problems)
+        if not results:
+            raise _no_results(p, problems)
         return Results.from_run_results(results, environment=env, source=p.name)
     raise ValueError(
         f"{p}: not a gpuplay result file; write one with gpuplay run/compare/sweep --format json"
     )
 
 
+@argcheck.keywords_checked
 def load(path: str | Path) -> Results | Sweep | Table:
     """A file gpuplay wrote, read back: a session log (.jsonl) or a run/compare/playground export
     (JSON) → Results; a sweep's JSON → Sweep; any CSV gpuplay writes, a collectives JSON or a
@@ -638,13 +754,14 @@ def load(path: str | Path) -> Results | Sweep | Table:
     from gpuplay.core.reports.sessionlog import read_log
     from gpuplay.core.storage.safeload import FileReadError, read_text_file
 
+    argcheck.expect_path("path", path, "a file gpuplay wrote (.json, .jsonl, .csv)")
     p = Path(path).expanduser()
     problems: list[str] = []
     if p.suffix == ".jsonl":
         if not p.is_file():  # read_log skips what it cannot read; a FIFO is never opened
-            raise ValueError(
-                f"{p}: " + ("not a regular file (a FIFO? a folder?)" if p.exists() else "no such file")
-            )
+            from gpuplay.core.storage.safeload import not_regular
+
+            raise ValueError(visible(f"{p}: " + (not_regular(p) if p.exists() else "no such file")))
         results = _results_from(list(read_log(p, problems)), p, problems)
         out: Results | Sweep | Table = Results.from_run_results(results, source=p.name)
     elif p.suffix == ".csv":

@@ -44,7 +44,12 @@ def _run_args(argv: list[str]) -> dict[str, Any]:
     except click.exceptions.Exit:
         raise MagicUsageError(USAGE) from None
     except click.ClickException as exc:
-        raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
+        said = exc.format_message()
+        if isinstance(exc, click.NoSuchOption):  # `--json` → `--format`, as on the command line
+            from gpuplay.cli import better_no_such_option
+
+            said = better_no_such_option(exc, list(argv)) or said
+        raise MagicUsageError(f"{said}\n{USAGE}") from None
     from click.core import ParameterSource
 
     _DEFAULT = ParameterSource.DEFAULT
@@ -52,7 +57,7 @@ def _run_args(argv: list[str]) -> dict[str, Any]:
     unsupported = [flag for flag, on in (("--format", p.get("fmt") != "table"), ("--out", p.get("out")),
                                          ("--profile", p.get("profile")), ("--trace", p.get("trace"))) if on]  # fmt: skip
     if unsupported:
-        raise MagicUsageError(f"{', '.join(unsupported)}: not in a notebook (the result displays itself)")
+        raise MagicUsageError(_not_taken(unsupported))
     try:
         params = parse_assignments(tuple(p.get("sizes") or ()))
     except click.ClickException as exc:
@@ -94,6 +99,17 @@ def _tune_args(argv: list[str]) -> dict[str, Any]:
         "budget_s": float(p["budget_total"]),
         "scenario_dirs": tuple(p.get("scenario_dirs") or ()),
     }
+
+
+OUTPUT_FLAGS = ("--format", "--out", "--profile", "--trace")
+
+
+def _not_taken(flags: list[str]) -> str:
+    return (
+        f"{', '.join(flags)}: not taken by the magic, whose result displays itself as a table; for "
+        "JSON or a file keep it (r = %gpuplay run …) and use r.to_dict() or r.to_pandas(), or run "
+        "the command itself: !gpuplay run … --format json --out FILE"
+    )
 
 
 def _options(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
@@ -224,6 +240,10 @@ def cell_magic(line: str, cell: str) -> Any:
         params = {k: _number(v) for k, v in parse_assignments(tuple(ctx.params.get("sizes") or ())).items()}
     except click.exceptions.Exit:
         raise MagicUsageError(USAGE) from None
+    except click.NoSuchOption as exc:
+        if exc.option_name in OUTPUT_FLAGS:
+            raise MagicUsageError(_not_taken([exc.option_name])) from None
+        raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
     except click.ClickException as exc:
         raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
     p = ctx.params
@@ -262,21 +282,24 @@ def _cell_file(cell: str, name: str) -> Path:
 
 
 def load_ipython_extension(ipython: Any) -> None:
+    from IPython.core.error import UsageError
+
     from gpuplay.core.storage.safetext import visible
 
+    # The user's own input (a bad flag, an unknown scenario, a configuration that cannot run
+    # here): IPython's UsageError, which it shows as one red line, never a traceback; the cell
+    # then counts as failed (nbclient, "Run all" stop there), as a magic's misuse does.
     def gpuplay_line(line: str) -> Any:
         try:
             return line_magic(line)
-        except (ValueError, api.Refused) as exc:  # the user's own input: said, not a traceback
-            print(visible(f"gpuplay: {exc}"))
-            return None
+        except (ValueError, TypeError, api.Refused) as exc:
+            raise UsageError(visible(f"gpuplay: {exc}")) from None
 
     def gpuplay_cell(line: str, cell: str) -> Any:
         try:
             return cell_magic(line, cell)
-        except (ValueError, api.Refused) as exc:
-            print(visible(f"gpuplay: {exc}"))
-            return None
+        except (ValueError, TypeError, api.Refused) as exc:
+            raise UsageError(visible(f"gpuplay: {exc}")) from None
 
     ipython.register_magic_function(gpuplay_line, "line", "gpuplay")
     ipython.register_magic_function(gpuplay_cell, "cell", "gpuplay")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import io
 import math
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
@@ -50,8 +51,9 @@ def _finite(x: Any) -> float | None:
 class Result:
     """One measurement: its figures, its check against float64, and what it ran on.
 
-    `median` is seconds per step; `interval` the 25th–75th percentile of the step times (the ±
-    the CLI prints is half its width); `speedup` is over NumPy on the CPU, measured in interleaved
+    `median` is seconds per step; `iqr` the 25th–75th percentile of the step times (the ±
+    the CLI prints is half its width; torch.utils.benchmark's name; `interval` is its deprecated
+    alias); `speedup` is over NumPy on the CPU, measured in interleaved
     pairs, with its 95% `speedup_interval`; `conditions` includes `versions` (gpuplay, Python,
     NumPy, torch and its CUDA/HIP runtime, CuPy, the driver, the device UUID).
     """
@@ -69,7 +71,7 @@ class Result:
         self.samples: tuple[float, ...] = tuple(r.samples)
         s = r.summary if r.usable else None
         self.median: float | None = s.median if s else None
-        self.interval: tuple[float, float] | None = (s.p25, s.p75) if s else None
+        self.iqr: tuple[float, float] | None = (s.p25, s.p75) if s else None
         self.check_ok: bool | None = r.check_ok
         self.error: float | None = r.error
         self.tolerance: float | None = r.tolerance
@@ -88,6 +90,15 @@ class Result:
         self.gflops, self.gbps = r.gflops, r.gbps
 
     @property
+    def interval(self) -> tuple[float, float] | None:
+        """Deprecated: the IQR, now `iqr` (an interval beside `speedup_interval`, a 95% one, read
+        as the same kind of figure)."""
+        import warnings
+
+        warnings.warn("Result.interval is the IQR; use Result.iqr", DeprecationWarning, stacklevel=2)
+        return self.iqr
+
+    @property
     def versions(self) -> dict[str, Any]:
         v = self.conditions.get("versions")
         return dict(v) if isinstance(v, Mapping) else {}
@@ -104,7 +115,7 @@ class Result:
             "status": self.status,
             "message": self.message,
             "median_s": self.median,
-            "interval_s": list(self.interval) if self.interval else None,
+            "iqr_s": list(self.iqr) if self.iqr else None,
             "n": len(self.samples),
             "speedup": self.speedup,
             "speedup_interval": list(self.speedup_interval) if self.speedup_interval else None,
@@ -125,14 +136,14 @@ class Result:
         d.pop("result")
         d.pop("notes")
         d.pop("versions")
-        for key, base in (("interval_s", "interval"), ("speedup_interval", "speedup")):
+        for key, base in (("iqr_s", "iqr"), ("speedup_interval", "speedup")):
             iv = d.pop(key)
             d[f"{base}_low"], d[f"{base}_high"] = (iv[0], iv[1]) if iv else (None, None)
         d.update({f"version_{k}": v for k, v in self.versions.items()})
         return d
 
     def _cells(self) -> list[str]:
-        iv = self.interval
+        iv = self.iqr
         spread = f"{_fmt_time(iv[0])}–{_fmt_time(iv[1])}" if iv else "—"
         if self.speedup is None:
             speed = "—"
@@ -244,8 +255,9 @@ class Results(Sequence[Result]):
     @overload
     def __getitem__(self, i: slice) -> Results: ...
     def __getitem__(self, i: int | slice) -> Result | Results:
-        if isinstance(i, slice):
-            return Results(self._items[i], environment=self.environment, source=self.source)
+        if isinstance(i, slice):  # a part of the set: what was refused or interrupted stays said
+            return Results(self._items[i], refused=self.refused, interrupted=self.interrupted,
+                           environment=self.environment, source=self.source)  # fmt: skip
         return self._items[i]
 
     def __len__(self) -> int:
@@ -266,9 +278,28 @@ class Results(Sequence[Result]):
         """One row per configuration: figures, intervals, check, versions (pandas: the extra)."""
         return _pandas().DataFrame([r._row_dict() for r in self])
 
-    def compare(self, newer: Results) -> Comparison:
-        """This set (older) against `newer`: per configuration in both, faster, slower or within noise."""
+    def compare(self, newer: Results | str | os.PathLike[str]) -> Comparison:
+        """This set (older) against `newer` (a Results, or the path of a file gpuplay wrote, read
+        with gpuplay.load): per configuration in both, faster, slower or within noise."""
         from gpuplay.core.reports import crossversion as cv
+        from gpuplay.core.storage import argcheck
+
+        if isinstance(newer, str | os.PathLike) and not isinstance(newer, Results):
+            argcheck.expect_path("newer", newer, "a Results or a result file's path")
+            import gpuplay  # its load(), the one reader of files (gpuplay.api sits above this module)
+
+            loaded = gpuplay.load(os.fspath(newer))
+            if not isinstance(loaded, Results):
+                raise ValueError(
+                    f"newer: {visible(os.fspath(newer))} holds a {type(loaded).__name__}, not measurements "
+                    "to compare (a run, compare or measure export, or a session log)"
+                )
+            newer = loaded
+        if not isinstance(newer, Results):
+            raise TypeError(
+                "newer takes a Results (from gpuplay.compare, measure or load) or a result file's path; "
+                f"got {argcheck.shown(newer)} ({argcheck.kind_of(newer)})"
+            )
 
         old = [r.run_result.to_dict() for r in self]
         new = [r.run_result.to_dict() for r in newer]
@@ -301,10 +332,18 @@ class Comparison:
         self.changes = list(changes)
         self.versions = list(versions)
 
+    @property
+    def notes(self) -> list[str]:
+        """What the verdicts rest on: an interval within one run only (crossversion.WITHIN_RUN_NOTE)."""
+        from gpuplay.core.reports import crossversion as cv
+
+        return [cv.WITHIN_RUN_NOTE] if cv.within_run_only(self.changes) else []
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "changes": [c.to_dict() for c in self.changes],
             "versions": [{"name": n, "old": a, "new": b} for n, a, b in self.versions],
+            "notes": self.notes,
         }
 
     def to_pandas(self) -> Any:
@@ -322,6 +361,7 @@ class Comparison:
             lines.append("versions that differ: " + "; ".join(f"{n} {a} → {b}" for n, a, b in self.versions))
         else:
             lines.append("versions: the same in both (as far as the files say)")
+        lines.extend(f"note: {n}" for n in self.notes)
         return visible("\n".join(lines))
 
     def _repr_html_(self) -> str:
@@ -333,7 +373,8 @@ class Comparison:
             ratio, low, high = _finite(c.ratio), _finite(c.low), _finite(c.high)
             cells = [*c.key, _fmt_time(_finite(c.old_median)), _fmt_time(_finite(c.new_median)),
                      "—" if ratio is None else f"×{ratio:.3f}",
-                     "—" if low is None or high is None else f"{low:.3f}–{high:.3f}", c.verdict]  # fmt: skip
+                     "—" if low is None or high is None else f"{low:.3f}–{high:.3f} ({c.interval})",
+                     c.verdict + (f": {c.note}" if c.note else "")]  # fmt: skip
             body += "<tr>" + "".join(f"<td>{_h(x)}</td>" for x in cells) + "</tr>"
         if not self.changes:
             body = "<tr><td colspan='8'>no configuration is in both</td></tr>"
@@ -342,7 +383,8 @@ class Comparison:
             if self.versions
             else "versions: the same in both (as far as the files say)"
         )
-        return f"<table class='gpuplay'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{_h(versions)}</p>"
+        notes = "".join(f"<p>{_h(n)}</p>" for n in self.notes)
+        return f"<table class='gpuplay'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table><p>{_h(versions)}</p>{notes}"
 
     def _repr_markdown_(self) -> str:
         return "\n\n".join(_md(line) for line in self.text().splitlines())
@@ -393,6 +435,9 @@ class Table(Sequence[dict[str, Any]]):
         return f"<gpuplay.Table: {len(self)} row(s) from {visible(self.source)}>"
 
 
+_NO_MATPLOTLIB = (
+    "plot() needs matplotlib: pip install matplotlib (from a checkout: pip install -e '.[notebook]')"
+)
 MAX_HTML_ROWS = 500  # a Table's rows shown in a notebook; the rest counted
 
 
@@ -447,16 +492,29 @@ class Sweep:
 
     def plot(self, ax: Any = None) -> Any:
         """Time per step against the parameter, one line per configuration, log-log, with the IQR
-        as a band. Needs matplotlib; returns its Figure."""
+        as a band, on `ax` or a new pyplot figure (left open: `plt.show()` or a notebook shows it).
+        Needs matplotlib; returns the Axes, as pandas' plot() does."""
         try:
             import matplotlib.pyplot as plt
         except ImportError:
-            raise ImportError(
-                "plot() needs matplotlib: pip install matplotlib (from a checkout: pip install -e '.[notebook]')"
-            ) from None
-        fig = None
+            raise ImportError(_NO_MATPLOTLIB) from None
         if ax is None:
-            fig, ax = plt.subplots(figsize=(6.4, 4.0))
+            _, ax = plt.subplots(figsize=(6.4, 4.0))
+        self._draw(ax)
+        return ax
+
+    def _figure(self) -> Any:
+        """The chart on a Figure of its own, outside pyplot (for the HTML display: no open figure
+        left behind for a notebook to show a second time)."""
+        try:
+            from matplotlib.figure import Figure
+        except ImportError:
+            raise ImportError(_NO_MATPLOTLIB) from None
+        fig = Figure(figsize=(6.4, 4.0))
+        self._draw(fig.add_subplot())
+        return fig
+
+    def _draw(self, ax: Any) -> None:
         for s in self.series:
             pts = [p for p in s.get("points") or [] if isinstance(p, dict) and _finite(p.get("median"))]
             if not pts:
@@ -473,9 +531,6 @@ class Sweep:
         ax.set_ylabel("seconds per step (median)")
         ax.set_title(visible(self.scenario, one_line=True).replace("$", r"\$"))
         ax.legend(fontsize="small")
-        if fig is not None:
-            plt.close(fig)  # shown by the caller (or a notebook's display), not twice
-        return fig if fig is not None else ax.figure
 
     def text_chart(self, width: int = 40) -> str:
         """The sweep as text: one bar per point, log-scaled (where matplotlib is not installed)."""
@@ -507,7 +562,7 @@ class Sweep:
         try:
             import base64
 
-            fig = self.plot()
+            fig = self._figure()
             buf = io.BytesIO()
             fig.savefig(buf, format="png", bbox_inches="tight")
             out += f"<img alt='sweep chart' src='data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}'/>"

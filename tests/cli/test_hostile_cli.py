@@ -105,13 +105,13 @@ def test_history_names_bad_logs_and_shows_the_good_ones(cli, tmp_path):
     assert '"elementwise"' in res.stdout
 
 
-def test_out_into_a_missing_folder_says_it_creates_it(cli, tmp_path):
+def test_out_into_a_missing_folder_is_refused_not_created(cli, tmp_path):
     target = tmp_path / "new" / "deeper" / "r.json"
     res = cli.invoke(main, ["run", "elementwise", "-s", "n=1000", "--budget", "0.02", "--format", "json",
                             "--out", str(target)])  # fmt: skip
-    assert res.exit_code == 0, _out(res)
-    assert target.exists()
-    assert "creating folder" in res.stderr and str(target.parent) in res.stderr.replace("\n", "")
+    assert res.exit_code == 2, _out(res)
+    assert not (tmp_path / "new").exists()
+    assert "no folder" in res.stderr and str(target.parent) in res.stderr.replace("\n", "")
 
 
 def test_a_corrupt_calibration_cache_costs_no_measurement(cli, tmp_path):

@@ -31,7 +31,7 @@ def test_calibrate_budget_bounds_the_whole_wait(numpy_only):
     t0 = time.perf_counter()
     res = CliRunner().invoke(main, ["calibrate", "-d", "cpu", "--budget", str(budget), "--format", "json"])
     took = time.perf_counter() - t0
-    assert res.exit_code == 0, res.output
+    assert res.exit_code in (0, 1), res.output  # 1: no peak reached in so short a budget (said)
     assert "[5 of 5 probes]" in res.stderr  # NumPy: copy, triad, three matmul dtypes
     assert took <= 2 * budget + 1.5, f"{took:.1f} s for a budget of {budget} s"
     said = re.search(r"calibration took ([\d.]+) s against a budget of 1 s: ([\d.]+) s measuring 5 probes",
@@ -42,7 +42,7 @@ def test_calibrate_budget_bounds_the_whole_wait(numpy_only):
 
 def test_a_budget_too_small_for_the_least_a_probe_needs_is_said(numpy_only):
     res = CliRunner().invoke(main, ["calibrate", "-d", "cpu", "--budget", "0.01", "--format", "json"])
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # no peak can be reached in 0.01 s: nothing stored, said
     said = " ".join(res.stderr.split())
     assert "against a budget of 0.01 s" in said
     assert "the least each probe needs (its smallest size, timed twice) took longer than this budget" in said
@@ -62,10 +62,11 @@ def test_a_matmul_probe_stops_growing_before_a_size_that_would_overrun_its_budge
         return once
 
     t0 = time.perf_counter()
-    rate, n, best, calls = roofline._matmul_peak(make, 64, 4096, 1.0, 0.3)
+    got = roofline._matmul_peak(make, 64, 4096, 1.0, 0.3)
     took = time.perf_counter() - t0
-    assert n <= 256 and took <= 0.3 + 0.25, (n, took)
-    assert calls >= 2 and rate == pytest.approx(2 * n**3 / best / 1e9)
+    assert took <= 0.3 + 0.25, took
+    # Stopped while its rate still rose: no peak, and said so (never stored as a roof).
+    assert isinstance(got, str) and "still rising at n=" in got and int(got.split("n=")[1].split()[0]) <= 256
 
 
 OUT_COMMANDS = [

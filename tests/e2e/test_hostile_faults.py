@@ -127,7 +127,7 @@ def test_client_stop_ends_what_the_measured_code_started(tmp_path, monkeypatch):
 
 
 def test_an_endless_step_is_stopped_and_the_next_run_works(tmp_path, monkeypatch):
-    """`while True: pass` in a step under --max-step ends as "step exceeded" (no hang)."""
+    """`while True: pass` in a step under --max-step ends as "stopped: a step ran past its limit" (no hang)."""
     monkeypatch.setattr(engine_client, "WATCHDOG_GRACE_S", 1.0)
     monkeypatch.setenv("GPUPLAY_STATE_DIR", str(tmp_path / "state"))
     spin = code_file(tmp_path, "spin", "def step(xp, x):\n    while True:\n        pass\n")
@@ -138,7 +138,7 @@ def test_an_endless_step_is_stopped_and_the_next_run_works(tmp_path, monkeypatch
         r = client.run(RunSpec.make(f"code:{spin}", {}, max_step_s=0.5, budget_s=0.2))
         took = time.monotonic() - t0
         assert r.status == "failed" and r.failure == "step-timeout"
-        assert "step exceeded 2 s" in r.message, r.message
+        assert r.message.startswith("stopped: a step ran past its limit of 0.5 s (--max-step)"), r.message
         assert took < 30
         ok = client.run(RunSpec.make("elementwise", {"n": 1000}, budget_s=0.1))
         assert ok.status == "ok", ok.message
@@ -153,7 +153,7 @@ def test_cli_endless_step_under_max_step_ends(tmp_path):
         env=env_for(tmp_path), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert res.returncode == 1
-    assert "step exceeded" in res.stderr and "Traceback" not in res.stderr
+    assert "stopped: a step ran past its limit of 0.5 s" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_os_exit_3_is_not_called_a_cuda_error(tmp_path):

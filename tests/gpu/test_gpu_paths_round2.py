@@ -42,12 +42,13 @@ def test_torch_reports_the_runs_peak_allocated_memory():
     assert "max_memory_allocated" in r.peak_memory["source"]
 
 
-def test_cupy_reports_its_pools_high_water_mark():
+def test_cupy_says_its_pool_counts_no_peak_and_what_it_holds():
     pytest.importorskip("cupy")
     n = 4096
     r = run(RunSpec.make("matmul", {"n": n}, backend="cupy", device="cuda:0", repeat=5, warmup=2))
     assert r.status == "ok" and r.peak_memory is not None, r.message
-    assert r.peak_memory["bytes"] >= 3 * n * n * 4 and "CuPy memory pool" in r.peak_memory["source"]
+    # total_bytes() holds set-up and warm-up blocks too: no peak of the timed steps, never a figure
+    assert r.peak_memory["bytes"] is None and r.peak_memory["source"].startswith("n/a: CuPy's memory pool")
 
 
 # -- item 5: out of memory, library workspaces included ---------------------------------------------------

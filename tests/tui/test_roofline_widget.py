@@ -128,3 +128,23 @@ async def test_two_results_in_one_cell_are_both_drawn():
         # each marker twice in the legend, and once more as a point
         assert text.count("●") >= 3 and text.count("◆") >= 3, text
         assert text.count("matmul") == 1  # one label for the pair
+
+
+async def test_a_result_above_its_stored_roof_reads_stale_in_the_chart_and_the_panel():
+    """A roof measured low (a busy or short calibration): the chart's title and the stats panel
+    say it is stale and to calibrate again, never a fraction over 100 %."""
+    rows = real_rows()
+    low = peaks("cpu", bw=0.001, f32=0.001)
+    roofline.save_peaks(low)
+    app = Tiny()
+    async with app.run_test(size=(120, 40)) as pilot:
+        chart = app.query_one(RooflineChart)
+        chart.show(rows, {"cpu": low})
+        await pilot.pause()
+        assert "stale roof: a result is above the roof of cpu: rerun gpuplay calibrate" in plain(chart)
+        r = rows[0].result
+        panel = app.query_one(StatsPanel)
+        panel.show(r.spec, r.summary, "done", {"result": r, "conditions": {}})
+        await pilot.pause()
+        text = " ".join(shown_text(panel).split())
+        assert "stale roof" in text and "rerun gpuplay calibrate" in text and "of compute roof" not in text

@@ -243,18 +243,77 @@ def install_cuda_run(
     monkeypatch.setattr(steps, "build_step", build)
 
 
+MIXED = "you have used mix of the legacy and new APIs"  # ATen's words (Context.cpp), in short
+
+
+class _Matmul:
+    """torch.backends.cuda.matmul: fp32_precision (new API) and allow_tf32 (legacy), whose getter
+    raises where the two disagree, as ATen's allowTF32CuBLAS does."""
+
+    def __init__(self, prec: FakePrecision) -> None:
+        self._p, self.fp32_precision = prec, "none"
+
+    @property
+    def allow_tf32(self) -> bool:
+        legacy = self._p.legacy != "highest"
+        if legacy != (self.fp32_precision == "tf32"):
+            raise RuntimeError(f"checking whether allow_tf32_new is enabled for cuBlas matmul: {MIXED}")
+        return legacy
+
+
+class _Cudnn:
+    """torch.backends.cudnn: fp32_precision, conv and rnn (new), allow_tf32 (legacy; its getter
+    raises where conv, rnn and the legacy flag disagree, as allowTF32CuDNN does)."""
+
+    def __init__(self) -> None:
+        self.fp32_precision, self._legacy = "none", True
+        self.conv, self.rnn = SimpleNamespace(fp32_precision="tf32"), SimpleNamespace(fp32_precision="tf32")
+
+    @property
+    def allow_tf32(self) -> bool:
+        conv, rnn = self.conv.fp32_precision == "tf32", self.rnn.fp32_precision == "tf32"
+        if not conv == rnn == self._legacy:
+            raise RuntimeError(f"checking whether allow_tf32 is enabled for cuDNN: {MIXED}")
+        return self._legacy
+
+    @allow_tf32.setter
+    def allow_tf32(self, on: bool) -> None:
+        self._legacy = bool(on)
+        self.conv.fp32_precision = self.rnn.fp32_precision = "tf32" if on else "ieee"
+
+
+class FakePrecision:
+    """torch 2.9+'s two precision APIs over one state: set_float32_matmul_precision (legacy, which
+    also sets the new cuda.matmul flag) and the fp32_precision attributes (new); a legacy getter
+    raises where the new API was set to something the legacy one does not say (torch 2.13)."""
+
+    def __init__(self) -> None:
+        self.legacy = "highest"
+        self.matmul, self.cudnn = _Matmul(self), _Cudnn()
+
+    def get_float32_matmul_precision(self) -> str:
+        if self.matmul.fp32_precision == "tf32" and self.legacy == "highest":
+            raise RuntimeError(f"checking the matmul precision without a specific backend name: {MIXED}")
+        return self.legacy
+
+    def set_float32_matmul_precision(self, precision: str) -> None:
+        self.legacy = precision
+        self.matmul.fp32_precision = "ieee" if precision == "highest" else "tf32"
+
+
 def fake_torch(cuda: FakeCuda) -> Any:
     """A torch module for TorchBackend's graph and configured() paths (threads, precision flags)."""
     state = {"threads": 2}
-    matmul = SimpleNamespace(fp32_precision="none")
-    conv = SimpleNamespace(fp32_precision="tf32")
+    prec = FakePrecision()
     backends = SimpleNamespace(
-        cuda=SimpleNamespace(matmul=matmul, preferred_linalg_library=lambda *a: None),
-        cudnn=SimpleNamespace(conv=conv, allow_tf32=True),
+        cuda=SimpleNamespace(matmul=prec.matmul, preferred_linalg_library=lambda *a: None),
+        cudnn=prec.cudnn,
     )
     return SimpleNamespace(
         cuda=cuda,
         backends=backends,
+        get_float32_matmul_precision=prec.get_float32_matmul_precision,
+        set_float32_matmul_precision=prec.set_float32_matmul_precision,
         get_num_threads=lambda: state["threads"],
         set_num_threads=lambda n: state.update(threads=n),
     )
@@ -806,3 +865,17 @@ def install_cupy_rocm(monkeypatch: Any, gpus: list[tuple[str, str]], hip_version
     backend = get_backend("cupy")
     monkeypatch.setattr(backend, "_probe_result", CupyBackend().probe(30))
     return backend
+
+
+def accept_every_probe(monkeypatch: Any) -> None:
+    """A calibration on a fake device keeps what each probe measured: these tests are about the
+    device's plumbing (its events, names, dtypes), not whether a tiny budget reached a peak."""
+    from gpuplay.core.measure import roofline
+
+    real = roofline._best
+
+    def best(run_once: Any, budget_s: float, max_repeats: int = 10, min_repeats: int = 3) -> Any:
+        return real(run_once, float("inf"), min_repeats, min_repeats)
+
+    monkeypatch.setattr(roofline, "_best", best)
+    monkeypatch.setattr(roofline, "_not_a_peak", lambda *args: "")

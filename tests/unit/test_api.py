@@ -80,7 +80,7 @@ def test_run_through_the_engine_process_numpy_then_torch_with_paired_speedup():
 
 def test_result_fields_and_to_dict():
     r = gpuplay.run("matmul", params=TINY, budget_s=0.05)
-    assert r.median is not None and r.interval is not None and r.interval[0] <= r.median <= r.interval[1]
+    assert r.median is not None and r.iqr is not None and r.iqr[0] <= r.median <= r.iqr[1]
     assert len(r.samples) >= 5 and r.check_ok is True and r.error is not None
     assert r.speedup == pytest.approx(1.0)  # NumPy on the CPU is its own baseline
     d = r.to_dict()
@@ -161,8 +161,12 @@ def test_sweep_to_pandas_and_chart():
     df = sw.to_pandas()
     assert list(df["n"]) == [32, 64] and df["median_s"].notna().all()
     assert "█" in sw.text_chart()
-    fig = sw.plot()
-    assert fig.axes and fig.axes[0].get_lines()
+    ax = sw.plot()  # the Axes, as pandas returns; its figure left open for plt.show()
+    assert ax.get_lines()
+    import matplotlib.pyplot as plt
+
+    assert plt.fignum_exists(ax.figure.number)
+    plt.close(ax.figure)
 
 
 def _result(scenario: str, samples, torch_version: str = "2.5.0", label_backend: str = "numpy"):
@@ -453,6 +457,7 @@ def test_an_interrupt_through_the_engine_process_keeps_what_finished():
 def test_a_sweep_without_matplotlib_shows_a_text_chart(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     doc = {"scenario": "s", "param": "n", "values": [1, 2],
            "series": [{"label": "numpy cpu float32", "points": [
                {"value": 1, "median": 1e-3, "n": 5, "status": "ok"},
@@ -591,10 +596,11 @@ def test_across_versions_drops_samples_no_step_could_take_and_writes_strict_json
     rng = np.random.default_rng(3)
     old = _write(tmp_path / "old.json", [_result("a", [1e-320] * 20), _result("b", [4e7] * 20)])
     new = _write(tmp_path / "new.json", [_result("a", _times(rng, 1.0)), _result("b", _times(rng, 1.0))])
-    assert (
-        cv.compare_results(json.loads(old.read_text())["results"], json.loads(new.read_text())["results"])
-        == []
+    changes = cv.compare_results(
+        json.loads(old.read_text())["results"], json.loads(new.read_text())["results"]
     )
+    assert [(c.verdict, c.ratio) for c in changes] == [("not compared", None)] * 2  # named, not dropped
+    assert all("its samples are no step times" in c.note for c in changes)
     out = tmp_path / "m.json"
     res = CliRunner().invoke(
         main, ["compare", "--from", str(old), str(new), "--format", "json", "--out", str(out)]

@@ -468,7 +468,7 @@ def test_info_warns_when_cupys_cuda_major_differs_from_torchs(monkeypatch):
 
 
 # -- 17. precision API, the estimate's floor, sticky errors ----------------------------------------------
-def test_tf32_is_set_through_the_fp32_precision_api_not_the_legacy_switch(monkeypatch):
+def test_tf32_is_set_through_both_precision_apis_which_agree(monkeypatch):
     from gpuplay.core.backends import torch_backend
 
     cuda = FakeCuda()
@@ -478,8 +478,11 @@ def test_tf32_is_set_through_the_fp32_precision_api_not_the_legacy_switch(monkey
     with torch_backend.TorchBackend().configured(spec):
         assert torch.backends.cuda.matmul.fp32_precision == "tf32"
         assert torch.backends.cudnn.conv.fp32_precision == "tf32"
+        # the legacy getters answer (inductor reads them), and say the same
+        assert torch.get_float32_matmul_precision() == "high"
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
     assert torch.backends.cuda.matmul.fp32_precision == "none"  # restored
-    assert not hasattr(torch.backends.cuda.matmul, "allow_tf32")  # the legacy switch never written
+    assert torch.get_float32_matmul_precision() == "highest"
 
 
 def test_tf32_falls_back_to_set_float32_matmul_precision_on_an_older_torch():

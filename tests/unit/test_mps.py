@@ -68,6 +68,9 @@ def test_mps_calibrate_measures_the_roofs_with_mps_events_and_keys_them_by_the_c
 
     install_mps(monkeypatch, "Apple M3 Max")
     route_device_to_host(monkeypatch, "mps")
+    from tests.unit.gpu_fakes import accept_every_probe
+
+    accept_every_probe(monkeypatch)
     FakeDeviceEvent.log.clear()
     out = CliRunner().invoke(main, ["calibrate", "-d", "mps", "--budget", "0.01", "--format", "json"])
     assert out.exit_code == 0, out.output

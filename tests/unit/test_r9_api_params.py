@@ -27,7 +27,7 @@ def test_an_unknown_parameter_is_a_value_error_naming_the_known_ones_in_run_and_
 
 
 def test_compare_params_of_the_wrong_kind_are_refused():
-    with pytest.raises(ValueError, match="params must be a mapping"):
+    with pytest.raises(TypeError, match="params takes a dict of parameter names to values"):
         gpuplay.compare("matmul", backends="numpy", params=[("n", 8)], progress=False)
 
 

@@ -186,6 +186,9 @@ def test_rocm_calibrate_keys_the_peaks_by_the_amd_label_and_skips_tf32_before_mi
 
     install_rocm(monkeypatch, [MI250X], None)
     route_device_to_host(monkeypatch, "cuda")
+    from tests.unit.gpu_fakes import accept_every_probe
+
+    accept_every_probe(monkeypatch)
     FakeDeviceEvent.log.clear()
     out = CliRunner().invoke(main, ["calibrate", "-d", "cuda", "--budget", "0.01", "--format", "json"])
     assert out.exit_code == 0, out.output

@@ -209,7 +209,12 @@ def on_fake_cuda(monkeypatch):
     from gpuplay.core.runtimes import onnxruntime as ortmod
 
     monkeypatch.setattr(ortmod, "export", lambda model, example: b"onnx")  # the exporter is tested above
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda: types.SimpleNamespace(cuda_stream=4242))
+
+    def stream(handle: int) -> types.SimpleNamespace:
+        return types.SimpleNamespace(cuda_stream=handle, wait_stream=lambda other: None)
+
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: stream(0))  # the legacy default
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device=None: stream(4242))
 
     def install(used: list[str]) -> list:
         log: list = []
@@ -220,7 +225,7 @@ def on_fake_cuda(monkeypatch):
 
 
 @pytest.mark.gpu_fake
-def test_cuda_runs_with_io_binding_on_torchs_stream(on_fake_cuda):
+def test_cuda_runs_with_io_binding_on_a_stream_of_its_own(on_fake_cuda):
     import torch
 
     from gpuplay.core.runtimes import onnxruntime as ortmod
@@ -229,7 +234,10 @@ def test_cuda_runs_with_io_binding_on_torchs_stream(on_fake_cuda):
     x = torch.zeros((2, 8, 32))
     run_fn, build_s, conditions = ortmod.build(torch.nn.Identity(), x, "float32", "cuda:1")
     asked = log[0][1]
-    assert asked[0] == ("CUDAExecutionProvider", {"device_id": 1, "user_compute_stream": "4242"})
+    assert asked[0] == (
+        "CUDAExecutionProvider",
+        {"device_id": 1, "use_tf32": "0", "has_user_compute_stream": "1", "user_compute_stream": "4242"},
+    )
     assert asked[-1] == "CPUExecutionProvider"
     out = run_fn(x)
     run_fn(x)

@@ -29,7 +29,7 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path):
     os.mkfifo(fifo)
     code = f"from gpuplay.core.storage.safeload import read_text_file\ntry: read_text_file({str(fifo)!r})\nexcept OSError as e: print(e)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
-    assert proc.stdout.strip() == f"{fifo}: not a regular file (a FIFO?)", proc.stderr
+    assert proc.stdout.strip() == f"{fifo}: not a regular file (a FIFO)", proc.stderr
 
 
 def test_reads_text_and_names_what_is_wrong(tmp_path):
@@ -61,7 +61,7 @@ def test_scenario_folder_with_a_fifo_still_loads_the_rest(tmp_path):
             f"s = load_scenarios([{str(tmp_path)!r}])\nprint(len(s.scenarios) > 0, *map(str, s.errors))")  # fmt: skip
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.startswith("True "), proc.stderr
-    assert "x.toml" in proc.stdout and "not a regular file (a FIFO?)" in proc.stdout
+    assert "x.toml" in proc.stdout and "not a regular file (a FIFO)" in proc.stdout
 
 
 def test_scenario_folder_with_a_non_utf8_file_names_it(tmp_path):
@@ -76,7 +76,7 @@ def test_every_command_survives_a_fifo_config(tmp_path):
     os.mkfifo(tmp_path / "config.toml")
     proc = gpuplay("list", cwd=tmp_path, env={"GPUPLAY_CONFIG_DIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stderr
-    assert "config.toml: not read (not a regular file (a FIFO?)); using defaults" in proc.stderr
+    assert "config.toml: not read (not a regular file (a FIFO)); using defaults" in proc.stderr
 
 
 def test_config_folder_in_place_of_the_file(tmp_path):
@@ -101,7 +101,7 @@ def test_a_fifo_on_the_command_line_does_not_hang(tmp_path, args):
     (tmp_path / "fifodir").mkdir()
     os.mkfifo(tmp_path / "fifodir" / "x.toml")
     proc = gpuplay(*args, cwd=tmp_path)
-    assert "not a regular file (a FIFO?)" in proc.stderr
+    assert "not a regular file (a FIFO)" in proc.stderr
     if args[0] in ("compare", "demo"):
         assert proc.returncode == 2 and ("fifo.json" in proc.stderr or "x.toml" in proc.stderr)
 
@@ -141,4 +141,4 @@ def test_a_fifo_calibration_cache_is_unreadable_not_a_hang(tmp_path):
     (tmp_path / "roofline").mkdir()
     env = {**os.environ, "GPUPLAY_STATE_DIR": str(tmp_path)}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
-    assert "unreadable (not a regular file (a FIFO?)): re-run gpuplay calibrate" in proc.stdout, proc.stderr
+    assert "unreadable (not a regular file (a FIFO)): re-run gpuplay calibrate" in proc.stdout, proc.stderr

@@ -77,6 +77,9 @@ def test_xpu_calibrate_measures_the_roofs_with_xpu_events_and_keys_them_by_the_b
                             driver_version="1.3.30049", uuid="8086-56a0-0300", max_compute_units=512)  # fmt: skip
     monkeypatch.setattr("torch.xpu.get_device_properties", lambda i=0: props)
     route_device_to_host(monkeypatch, "xpu")
+    from tests.unit.gpu_fakes import accept_every_probe
+
+    accept_every_probe(monkeypatch)
     FakeDeviceEvent.log.clear()
     out = CliRunner().invoke(main, ["calibrate", "-d", "xpu", "--budget", "0.01", "--format", "json"])
     assert out.exit_code == 0, out.output

@@ -94,8 +94,14 @@ class _Gpuplay(click.Group):
         from gpuplay.cli.interrupt import at_command, say_interrupted
 
         at_command()
+        words = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # the subcommand and its arguments
         try:
             return super().invoke(ctx)
+        except click.NoSuchOption as exc:
+            better = better_no_such_option(exc, words)
+            if better is None:
+                raise
+            raise click.UsageError(better, ctx=exc.ctx) from None
         except KeyboardInterrupt:
             # Ctrl+C outside a measurement (its planning, a listing): the line and the status a
             # stopped measurement gives, not click's "Aborted!" and exit 1.
@@ -166,6 +172,44 @@ def main(
         raise click.UsageError(
             "--code opens the playground; for a command, name the file: gpuplay run FILE.py"
         )
+
+
+# Flags a new user types for an output format: each is a value of --format.
+_FORMAT_FLAGS = {"--json": "json", "--csv": "csv", "--markdown": "markdown", "--md": "markdown",
+                 "--table": "table"}  # fmt: skip
+
+
+def better_no_such_option(exc: click.NoSuchOption, words: list[str]) -> str | None:
+    """An unknown flag answered with what was meant: `--json` is `--format json`, `--code FILE.py`
+    after a command is `gpuplay run FILE.py` (--code is the playground's), else the closest flag
+    (click's own suggestions are the flags that merely share a prefix: `--code` got --compile,
+    --dtype and --trace)."""
+    from gpuplay.core.storage.argcheck import closest
+    from gpuplay.core.storage.safetext import visible
+
+    name = exc.option_name
+    cmd = exc.ctx.command if exc.ctx is not None else None
+    flags = [
+        o for p in (cmd.params if cmd else []) for o in (*p.opts, *p.secondary_opts) if o.startswith("--")
+    ]
+    fmt_param = next((p for p in (cmd.params if cmd else []) if p.name == "fmt"), None)
+    choices = getattr(fmt_param.type, "choices", ()) if fmt_param is not None else ()
+    hint = ""
+    if name in _FORMAT_FLAGS and _FORMAT_FLAGS[name] in choices:
+        hint = f"for {_FORMAT_FLAGS[name]} output use --format {_FORMAT_FLAGS[name]}"
+    elif name in _FORMAT_FLAGS and choices:
+        hint = f"--format takes {', '.join(map(str, choices))}"
+    elif name == "--code":
+        after = words[words.index("--code") + 1] if "--code" in words[:-1] else "FILE.py"
+        hint = (
+            f"to time a code file name it: gpuplay run {visible(after)} "
+            f"(--code goes before any command and opens the playground: gpuplay --code {visible(after)})"
+        )
+    else:
+        near = closest(name, flags)
+        if near:
+            hint = f"did you mean {near[0]}?"
+    return f"No such option {visible(name)}: {hint}" if hint else None
 
 
 def _end_now(code: object) -> None:

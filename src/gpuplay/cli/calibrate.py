@@ -71,6 +71,10 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
     The peaks are cached per device in the state folder; every result is then placed
     against them (fraction of roof, memory- or compute-bound). Runs never calibrate
     by themselves: a device without a cache reads "not calibrated".
+
+    Only a peak that was measured is stored: a probe whose share of the budget could not
+    reach its peak, or during which other processes used the CPU, is refused and said.
+    With no peak measured the cache is left as it was and the exit status is 1.
     """
     from gpuplay.core.measure import roofline
 
@@ -107,6 +111,8 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
     total = budget if budget is not None else roofline.DEFAULT_BUDGET_S * len(wanted)
     measuring = 0.0
     measured = []
+    unmeasured: list[str] = []  # devices whose calibration could measure no peak
+    refused: list[Any] = []  # their peaks, all refused: in the JSON with "stored": false
     # SIGINT and SIGTERM stop between two probes (a second one at once): what finished is cached
     # and said, and the exit status is 130 or 143, as for `run` and `sweep`.
     with Interruption() as stop:
@@ -117,9 +123,19 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
                 with spinner(err, f"calibrating {d} (STREAM copy/triad, matmul per dtype) …"):
                     probes.on_probe = lambda m, d=d, p=probes, n=n: err.print(
                         f"{esc(d)}: {'memory' if m.kind == 'memory' else 'matmul'} {esc(m.name)} ({esc(m.library)}) "
-                        f"{m.value:,.1f} {m.unit} [{len(p.done)} of {n} probes]", highlight=False, markup=False,
+                        f"{m.value:,.1f} {m.unit} [{p.finished} of {n} probes]", highlight=False, markup=False,
+                    )  # fmt: skip
+                    probes.on_refused = lambda r, d=d, p=probes, n=n: err.print(
+                        f"{d}: {'memory' if r['kind'] == 'memory' else 'matmul'} {r['name']} ({r['library']}) "
+                        f"not stored: {r['why']} [{p.finished} of {n} probes]", style="yellow", highlight=False,
+                        markup=False,
                     )  # fmt: skip
                     measured.append(roofline.calibrate(d, share, probes))
+            except roofline.NothingMeasured as exc:
+                unmeasured.append(d)
+                refused.append(exc.peaks)
+                _nothing(exc.peaks)
+                continue
             except (roofline.CalibrationStopped, Interrupted):
                 _stopped(d, probes, n, stop.name)
                 break
@@ -128,7 +144,12 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
             finally:
                 measuring += time.perf_counter() - probes.started
             err.print(f"wrote {roofline.cache_path(d)}", highlight=False)
-    if measured:
+    if fmt == "json" and (measured or refused):
+        docs = [{**p.to_dict(), "stored": True} for p in measured] + [
+            {**p.to_dict(), "stored": False} for p in refused
+        ]
+        click.echo(json.dumps(docs, indent=2))
+    elif measured:
         _print(measured, fmt)
     took = time.perf_counter() - t_start
     over = measuring > 1.2 * total  # only the least a probe needs runs past its share: say so
@@ -138,6 +159,26 @@ def calibrate(devices: tuple[str, ...], fmt: str, budget: float | None, show: bo
                  if over else ""), highlight=False)  # fmt: skip
     if stop.interrupted:
         sys.exit(stop.exit_code)
+    if unmeasured:
+        sys.exit(1)
+
+
+def _nothing(peaks: Any) -> None:
+    """A device none of whose peaks could be measured: why, by reason, and that nothing changed."""
+    from gpuplay.core.measure import roofline
+
+    err = stderr_console()
+    reasons = {r["reason"] for r in peaks.refused}
+    what = " and ".join(
+        {"budget": "the budget was too short", "busy": "the machine was busy"}.get(r, r)
+        for r in sorted(reasons)
+    )
+    err.print(
+        f"calibration of {esc(peaks.device)} stored nothing: no peak could be measured ({what}); "
+        f"{esc(str(roofline.cache_path(peaks.device)))} is left as it was. "
+        "Calibrate on a quiet machine with --budget 30 or more",
+        style="red", highlight=False,
+    )  # fmt: skip
 
 
 def _stopped(device: str, probes: Any, planned: int, signame: str) -> None:
@@ -146,8 +187,8 @@ def _stopped(device: str, probes: Any, planned: int, signame: str) -> None:
 
     err = stderr_console()
     path = roofline.keep_partial(device, probes)
-    kept = f"kept in {path}" if path is not None else "nothing to keep"
-    err.print(f"calibration of {esc(device)} interrupted ({esc(signame)}): {len(probes.done)} of {planned} "
+    kept = f"kept in {path}" if path is not None else "no peak measured: nothing to keep"
+    err.print(f"calibration of {esc(device)} interrupted ({esc(signame)}): {probes.finished} of {planned} "
               f"probes finished; {esc(kept)}", highlight=False)  # fmt: skip
 
 
@@ -178,6 +219,9 @@ def _print(peaks: list[Any], fmt: str) -> None:
             mark = " ◀" if m is bw or (m.kind == "compute" and m is p.compute(m.name)) else ""
             label = f"memory {m.name}" if m.kind == "memory" else f"matmul {m.name}"
             t.add_row(label, m.library, f"{m.value:,.1f} {m.unit}{mark}", f"{m.size}, best of {m.repeats}")
+        for r in p.refused:  # never a roof: what could not be measured, and why
+            label = f"memory {r['name']}" if r["kind"] == "memory" else f"matmul {r['name']}"
+            t.add_row(esc(label), esc(r["library"]), "not stored", esc(r["why"]), style="yellow")
         con.print(t)
         if bw is not None:
             ridges = ", ".join(

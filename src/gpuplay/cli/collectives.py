@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from gpuplay.collectives.cli import parse_ops, sizes_or_fail, sweep_options, write_output
+from gpuplay.collectives.cli import out_format, parse_ops, sizes_or_fail, sweep_options, write_output
 
 
 @click.command()
@@ -39,6 +39,7 @@ def collectives(
     from gpuplay.collectives.backend import default_backend, nccl_unavailable
     from gpuplay.collectives.launch import LaunchError, launch
 
+    fmt = out_format(fmt, out)
     backend = backend or default_backend()
     op_list = parse_ops(ops)
     size_list = sizes_or_fail(sizes, backend)

@@ -96,6 +96,7 @@ def compare(
     """Every scenario on every available backend and device, with speedups over NumPy on the CPU."""
     from gpuplay.cli import compare_more
 
+    fmt = options.out_format(fmt, out, FORMATS)
     if files and not from_files:
         # `gpuplay compare matmul` reads as `run matmul` and `sweep matmul` do: names of scenarios
         # are --scenario; anything else was meant for --from, and the message says both ways.
@@ -148,7 +149,9 @@ def compare(
     if device_list is not None:
         refused = [(s, w) for s, w in refused if s.device in device_list]
     seen = set()
-    for spec, why in refused:
+    # Said on stderr as planned when the output goes elsewhere (a file, JSON, CSV); they are part
+    # of that output too, and of the terminal table, below it (print_rows' `skipped`).
+    for spec, why in refused if (out or fmt != "table") else ():
         if (spec.backend, spec.device, str(why)) in seen:
             continue  # one line per reason: "CuPy is not installed" once, not per scenario
         seen.add((spec.backend, spec.device, str(why)))
@@ -215,6 +218,7 @@ def compare(
         out,
         title=f"gpuplay compare --preset {preset or DEFAULT_PRESET}",
         preset=preset or DEFAULT_PRESET,
+        skipped=refused,
         refused=[{"label": s.label(), "scenario": s.scenario, "reason": str(w)} for s, w in refused],
     )
     if stop.interrupted:

@@ -44,7 +44,8 @@ def compare_from(files: Sequence[str], fmt: str, out: str | None) -> None:
         raise click.UsageError(str(exc)) from None
     rows = merge(sources)
     # Two files of timed runs (collectives' rows hold no samples): the second against the first.
-    timed = len(sources) == 2 and all(any(r.get("samples_s") for r in s.results) for s in sources)
+    # A file whose runs all failed (no samples) is still a side: its configurations are named.
+    timed = len(sources) == 2 and all(any("samples_s" in r for r in s.results) for s in sources)
     versions = across_versions(sources) if timed else None
     if fmt == "json":
         doc = to_dict(sources, rows)
@@ -83,9 +84,16 @@ class _Versions:
     def __init__(self, changes: Sequence[Any], differ: Sequence[tuple[str, str, str]]) -> None:
         self.changes, self.differ = list(changes), list(differ)
 
+    @property
+    def notes(self) -> list[str]:
+        from gpuplay.core.reports import crossversion as cv
+
+        return [cv.WITHIN_RUN_NOTE] if cv.within_run_only(self.changes) else []
+
     def to_dict(self) -> dict[str, Any]:
         return {"changes": [c.to_dict() for c in self.changes],
-                "versions": [{"name": n, "old": a, "new": b} for n, a, b in self.differ]}  # fmt: skip
+                "versions": [{"name": n, "old": a, "new": b} for n, a, b in self.differ],
+                "notes": self.notes}  # fmt: skip
 
 
 def versions_markdown(sources: Sequence[Any], v: _Versions) -> str:
@@ -103,8 +111,10 @@ def versions_markdown(sources: Sequence[Any], v: _Versions) -> str:
     else:
         lines.append("Versions: the same in both files (as far as they record).")
     lines.append("")
+    lines.extend(f"Note: {md_cell(n)}." for n in v.notes)
     lines.append("Ratio: new median over old (above 1: slower), its 95% interval from resampling each file's "
-                 "samples; a change under 2% or an interval holding 1 is within noise.")  # fmt: skip
+                 "runs and their samples; a change under 2% (5% where the interval is within-run only) or an "
+                 "interval holding 1 is within noise.")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

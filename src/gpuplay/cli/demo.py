@@ -81,6 +81,8 @@ def demo(
         raise click.UsageError("--rehearse measures and --replay shows a recording: choose one")
     if out and not rehearse:
         raise click.UsageError("--out is for --rehearse")
+    if out:  # a recording is JSON: `--out talk.md` would hold JSON under a Markdown name
+        options.out_format("json", out, ("json",), param="out")
     sset = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs))
     err = stderr_console()
     # A deck or recording that cannot be used is the caller's mistake: a usage error (exit 2), as

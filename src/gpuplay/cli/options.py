@@ -65,6 +65,22 @@ class OutPath(click.Path):
         return path
 
 
+def out_format(fmt: str, out: str | None, formats: tuple[str, ...], param: str = "fmt") -> str:
+    """The format an output is written in (core/storage/writable.format_for_out): --format where
+    it was given, else what --out's suffix says; a contradiction is a usage error, exit 2."""
+    from gpuplay.core.storage.writable import format_for_out
+
+    ctx = click.get_current_context()
+    given = ctx.get_parameter_source(param) not in (
+        click.core.ParameterSource.DEFAULT,
+        click.core.ParameterSource.DEFAULT_MAP,
+    )
+    chosen, problem = format_for_out(fmt, given, out, formats)
+    if problem:
+        raise click.UsageError(problem)
+    return chosen
+
+
 class ThreadCount(click.ParamType):
     """CPU threads: at least 1, at most this machine's logical cores (more only oversubscribes)."""
 

@@ -172,9 +172,7 @@ def emit(text: str, out: str | None) -> None:
     if out:
         from gpuplay.core.storage.atomicfile import write_atomic
 
-        folder = Path(out).expanduser().parent
-        if not folder.exists():  # created, as users expect of an output path, but said
-            stderr_console().print(f"note: creating folder {esc(folder)}", style="dim", highlight=False)
+        folder = Path(out).expanduser().parent  # checked to exist before measuring (cli/options.OutPath)
         try:
             write_atomic(Path(out).expanduser(), text)
         except OSError as exc:
@@ -211,42 +209,94 @@ def warm_for_results() -> None:
         roofline.package_version(library)
 
 
-def print_rows(rows: Any, fmt: str, out: str | None, title: str = "", **meta: Any) -> None:
+def skipped_lines(skipped: Sequence[tuple[Any, Any]]) -> list[str]:
+    """One line per configuration and reason a compare skipped, naming the scenarios it skipped
+    them for: "cupy cpu float32: CuPy is not installed (22 scenarios)", not 22 lines."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for spec, why in skipped:
+        groups.setdefault((spec.label(), str(why)), []).append(spec.scenario or spec.workload)
+    lines = []
+    for (label, why), scenarios in groups.items():
+        which = scenarios[0] if len(scenarios) == 1 else f"{len(scenarios)} scenarios"
+        lines.append(visible(f"{label} ({which}): {why}"))
+    return lines
+
+
+def _skipped_rows(skipped: Sequence[tuple[Any, Any]]) -> list[Row]:
+    """A skipped configuration as a CSV row: status `skipped`, the reason in `message`."""
+    from gpuplay.core.result import RunResult
+
+    return [Row(RunResult(spec=spec, status="skipped", message=str(why))) for spec, why in skipped]
+
+
+def print_rows(
+    rows: Any,
+    fmt: str,
+    out: str | None,
+    title: str = "",
+    skipped: Sequence[tuple[Any, Any]] = (),
+    **meta: Any,
+) -> None:
+    """`rows` as `fmt`, to `out` or stdout. `skipped` ((spec, reason): configurations a compare
+    could not run here) are part of every format: JSON's `refused` (in `meta`), CSV rows of
+    status `skipped`, a list under the Markdown table and below the terminal one."""
     from gpuplay.core.reports import report
 
+    said = skipped_lines(skipped)
+    md_skipped = "".join(f"\n- {md_text(line)}" for line in said)
+    md_skipped = f"\nSkipped here (not run):\n{md_skipped}\n" if said else ""
     if fmt == "json":
         emit(report.to_json(rows, **meta), out)
     elif fmt == "csv":
-        emit(report.to_csv(rows), out)
+        emit(report.to_csv([*rows, *_skipped_rows(skipped)]), out)
     elif fmt == "markdown":
-        emit(report.to_markdown(rows, title), out)
+        emit(report.to_markdown(rows, title) + md_skipped, out)
     else:
         if out:
-            emit(report.to_markdown(rows, title), out)
+            emit(report.to_markdown(rows, title) + md_skipped, out)
             return
         con = stdout_console()
-        shown = [r for r in rows if r.result.summary is not None]
-        if shown:
-            con.print(rich_table(shown, title))  # the title is Text there: a file's words
-            from gpuplay.core.hw.system import cpu_count, cpu_name
+        _print_table(con, rows, title)
+        for line in said:  # after the table and its notes: in the output, not only on stderr
+            con.print(f"skipped: {line}", style="dim", highlight=False, markup=False)
 
-            # Not report.environment(): its package versions (importlib.metadata, ~15 ms) are
-            # for the files; this line names the CPU only.
-            env = {"cpu": cpu_name(), "cores": cpu_count()}
-            # The GPU timing convention (docs/engine.md), said where a GPU figure is shown
-            idle = any(r.result.spec.device.startswith("cuda") for r in shown)
-            gpu = "GPU: CUDA events from an idle GPU, dispatch included" if idle else "GPU: CUDA events"
-            con.print(
-                f"{env['cpu']} ({env['cores']} cores) · medians after warm-up, ± = half the IQR · "
-                f"CPU: perf_counter_ns, {gpu} · compile time excluded · "
-                f"error vs {report.error_reference([r.result.spec.workload for r in shown])}",
-                style="dim",
-                highlight=False,
-                markup=False,
-            )
-            for line in report.footnotes(shown):
-                con.print(visible(line), style="dim", highlight=False, markup=False)
-            print_noise(con, shown)
+
+def md_text(text: str) -> str:
+    """Outside text for a Markdown line: HTML and Markdown specials escaped."""
+    import html
+
+    s = html.escape(text, quote=False)
+    for ch in "\\`*_[]|":
+        s = s.replace(ch, "\\" + ch)
+    return s
+
+
+def _print_table(con: Any, rows: Any, title: str) -> None:
+    """The terminal table, its footer line, notes and noise warnings."""
+    from gpuplay.core.reports import report
+
+    shown = [r for r in rows if r.result.summary is not None]
+    if shown:
+        con.print(rich_table(shown, title))  # the title is Text there: a file's words
+        from gpuplay.core.hw.system import cpu_count, cpu_name
+
+        # Not report.environment(): its package versions (importlib.metadata, ~15 ms) are
+        # for the files; this line names the CPU only.
+        env = {"cpu": cpu_name(), "cores": cpu_count()}
+        # The GPU timing convention (docs/engine.md), said where a GPU figure is shown
+        idle = any(r.result.spec.device.startswith("cuda") for r in shown)
+        gpu = "GPU: CUDA events from an idle GPU, dispatch included" if idle else "GPU: CUDA events"
+        con.print(
+            f"{env['cpu']} ({env['cores']} cores) · medians after warm-up, ± = half the IQR · "
+            f"CPU: perf_counter_ns, {gpu} · compile time excluded · "
+            f"error vs {report.error_reference([r.result.spec.workload for r in shown])}",
+            style="dim",
+            highlight=False,
+            markup=False,
+        )
+        for line in report.footnotes(shown):
+            con.print(visible(line), style="dim", highlight=False, markup=False)
+        print_noise(con, shown)
 
 
 def print_noise(con: Any, rows: Sequence[Row]) -> None:
@@ -262,13 +312,16 @@ def print_noise(con: Any, rows: Sequence[Row]) -> None:
         con.print(
             f"unstable results: {unstable_advice(shortest)}", style="yellow", highlight=False, markup=False
         )
-    problems = {
-        str(r.result.roof_fields().get("note"))
-        for r in rows
-        if r.result.roof_fields().get("status") == "not calibrated"
-    }
+    roofs = [r.result.roof_fields() for r in rows]
+    problems = {str(f.get("note")) for f in roofs if f.get("status") == "not calibrated"}
     for p in sorted(problems):
         con.print(f"roof: {visible(p)}", style="dim", highlight=False, markup=False)
+    # A result above its stored roof: the roof was measured low, never a fraction over 100 %.
+    for i, f in enumerate(roofs, 1):
+        if f.get("status") == "stale":
+            con.print(
+                f"⚠ [{i}] roof: {visible(str(f.get('note')))}", style="yellow", highlight=False, markup=False
+            )
 
 
 class ResultLog:

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from gpuplay.cli.output import esc, plain
+from gpuplay.core.measure.torchprof import counted_words
 from gpuplay.core.storage.safetext import visible
 
 
@@ -42,7 +43,7 @@ def profile_and_print(spec: Any, trace: str | None, fmt: str) -> bool:
         f"  {data['wall_ms_per_step']:.3f} ms per step · {_ms(data['busy_ms_per_step'])} ms in "
         f"{'kernels' if 'cuda' in data['activities'] else 'operators'} · "
         f"{'—' if data['kernels_per_step'] is None else format(data['kernels_per_step'], 'g')} "
-        f"{data['kernels_counted']}\n"
+        f"{counted_words(data['kernels_per_step'], str(data['kernels_counted']))}\n"
         f"  overhead {'—' if share is None else f'{share:.0%}'}: {data['overhead_definition']}",
         highlight=False,
     )

@@ -72,6 +72,7 @@ def run(
     from gpuplay.core.measure import trace as tracing  # `trace` is the --trace option
 
     tracing.mark("run: command parsed")
+    fmt = options.out_format(fmt, out, FORMATS)
     # The engine's interpreter and imports overlap the scenarios' loading and the planning below.
     needs = (kw.get("backend") or "numpy", *(("numpy",) if baseline else ()))
     start_engine_early(needs)
@@ -161,7 +162,13 @@ def run(
     failed = [r for r in results if r.status in ("failed", "refused")]
     for r in failed:
         err.print(
-            visible(f"{r.status}: {r.spec.label()}: {r.message}"), style="red", highlight=False, markup=False
+            # A step past its limit says so first: "stopped: a step ran past its limit of 1 s (--max-step): …"
+            visible(
+                r.message if r.failure == "step-timeout" else f"{r.status}: {r.spec.label()}: {r.message}"
+            ),
+            style="red",
+            highlight=False,
+            markup=False,
         )
         if r.detail:
             err.print(visible(r.detail), style="red", highlight=False, markup=False, soft_wrap=True)

@@ -321,6 +321,12 @@ def serve(
         )
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
+    try:  # listening before the URL is printed: a port in use is said alone, not after the URL
+        port = server.bind()
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port"
+        ) from None
     err = click.echo
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else (f"[{host}]" if ":" in host else host)
     query = f"/?token={secret_token}" if secret_token else "/"

@@ -232,6 +232,59 @@ class GpuplayServer(Server):
         self.files = static_files()
         self.template = string.Template((WEB_DIR / "index.html").read_text(encoding="utf-8"))
 
+    def bind(self) -> int:
+        """Bind and listen on the configured host and port now, before any URL is printed: a port
+        in use (or an address not on this machine) is an error before the tokened URL and the
+        `ssh -L` line, not after them. Returns the port (the one chosen, for --port 0)."""
+        import socket
+
+        socks: list[socket.socket] = []
+        try:
+            infos = socket.getaddrinfo(
+                self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+            port = self.port
+            for family, kind, proto, _, address in dict.fromkeys((i[0], i[1], i[2], "", i[4]) for i in infos):
+                sock = socket.socket(family, kind, proto)
+                socks.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp does on Unix
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                if port == 0 and socks[:-1]:  # --port 0: every address on the port the first got
+                    address = (address[0], socks[0].getsockname()[1], *address[2:])
+                sock.bind(address)
+                sock.listen(128)
+                sock.setblocking(False)
+            port = socks[0].getsockname()[1] if socks else port
+        except OSError:
+            for sock in socks:
+                sock.close()
+            raise
+        self._socks = socks
+        self.port = port
+        return port
+
+    def serve(self, debug: bool = False) -> None:
+        """textual-serve's serve, on the sockets bind() opened (aiohttp binds them itself otherwise)."""
+        import asyncio
+        import signal
+
+        socks = getattr(self, "_socks", None)
+        if not socks:
+            return super().serve(debug)
+        self.debug = debug
+        self.initialize_logging()
+        try:
+            loop = asyncio.get_event_loop()
+        except Exception:
+            loop = asyncio.new_event_loop()
+        try:
+            loop.add_signal_handler(signal.SIGINT, self.request_exit)
+            loop.add_signal_handler(signal.SIGTERM, self.request_exit)
+        except NotImplementedError:
+            pass
+        web.run_app(self._make_app(), sock=socks, handle_signals=False, loop=loop, print=lambda *args: None)
+
     def initialize_logging(self) -> None:
         import logging
 

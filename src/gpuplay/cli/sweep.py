@@ -87,6 +87,8 @@ def sweep(
     gpuplay sweep matmul --over n=64..8192 --backends numpy,torch,cupy -d cpu,cuda --transfers both
     """
     from gpuplay.cli.run import _code_scenario
+
+    fmt = options.out_format(fmt, out, FORMATS)
     from gpuplay.core.studies.sweep import VARIANTS, SweepError, parse_over, plan_sweep, sweep_values
 
     chosen = _names(backends, BACKENDS, "--backends")

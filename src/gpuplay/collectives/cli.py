@@ -112,6 +112,19 @@ def _writable(out: str | None) -> str | None:
     return out
 
 
+def out_format(fmt: str, out: str | None) -> str:
+    """--format, else what --out's suffix says (core/storage/writable.format_for_out); a
+    contradiction (`--format csv --out r.json`) is a usage error before any rank starts."""
+    from gpuplay.core.storage.writable import format_for_out
+
+    ctx = click.get_current_context()
+    given = ctx.get_parameter_source("fmt") is not click.core.ParameterSource.DEFAULT
+    chosen, problem = format_for_out(fmt, given, out, FORMATS)
+    if problem:
+        raise click.UsageError(problem)
+    return chosen
+
+
 def sweep_options(f: Any) -> Any:
     for opt in reversed(SWEEP_OPTIONS):
         f = opt(f)
@@ -162,6 +175,7 @@ def rank_main(
     from gpuplay.collectives.report import to_json
     from gpuplay.core.storage.atomicfile import write_atomic
 
+    fmt = out_format(fmt, out)
     backend = backend or default_backend()
     opts = SweepOptions(
         parse_ops(ops), sizes_or_fail(sizes, backend), backend, iters, warmup, timeout_s, threads

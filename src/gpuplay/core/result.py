@@ -85,7 +85,9 @@ class RunResult:
         Reads the calibration cache only (never measures): without one, says so.
         """
         if self.roof is not None and self.roof.get("status") != "not calibrated":
-            return self.roof
+            from gpuplay.core.measure.roofline import checked
+
+            return checked(self.roof)  # a file written before a roof above 1 read "stale"
         # A measurement logged before its device was calibrated is placed against the calibration
         # made since (history, compare, load): the peaks describe the device, not the session.
         from gpuplay.core.measure.roofline import roof_for

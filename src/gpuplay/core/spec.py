@@ -232,5 +232,5 @@ def pick_names(value: str | Sequence[str], allowed: Sequence[str] | None) -> lis
 
 
 def is_device_name(device: str) -> bool:
-    """A device name RunSpec.validate accepts: cpu, mps, cuda or cuda:N."""
-    return device in ("cpu", "mps") or _is_cuda_device(device)
+    """A device name RunSpec.validate accepts: cpu, mps, cuda, cuda:N, xpu or xpu:N."""
+    return device in ("cpu", "mps") or _is_cuda_device(device) or _is_xpu_device(device)

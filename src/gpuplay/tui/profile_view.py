@@ -14,6 +14,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
+from gpuplay.core.measure.torchprof import counted_words
+
 HOW = (
     "A profile starts by itself when this tab is shown (key 5) and nothing is measuring; "
     "change the configuration (b backend, d device, t dtype, c compile …) to profile another."
@@ -50,7 +52,7 @@ def summary_markup(profile: Mapping[str, Any]) -> str:
     lines = [
         f"{head} · {escape(str(profile['tool']))} · {profile['steps']} steps",
         f"[b]{profile['wall_ms_per_step']:.3f} ms[/] per step · {profile['busy_ms_per_step']:.3f} ms in {where}",
-        f"[b]{'—' if kernels is None else f'{kernels:g}'}[/] {escape(str(profile['kernels_counted']))} per step",
+        f"[b]{'—' if kernels is None else f'{kernels:g}'}[/] {escape(counted_words(kernels, str(profile['kernels_counted'])))} per step",
         f"overhead [b]{'—' if share is None else f'{share:.0%}'}[/]: {escape(str(profile['overhead_definition']))}",
     ]
     if profile.get("trace"):

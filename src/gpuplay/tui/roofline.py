@@ -48,6 +48,24 @@ def _points(rows: Sequence[Row]) -> list[tuple[str, str, float, float, str, str]
     return out
 
 
+def above_roofs(
+    points: Sequence[tuple[str, str, float, float, str, str]], peaks: Mapping[str, DevicePeaks]
+) -> list[str]:
+    """The devices with a point above their stored roof: a peak is a maximum, so that roof was
+    measured low and is stale (the point is not a fraction over 100 % of it)."""
+    out = []
+    for _c, device, x, y, _w, dtype in points:
+        pk = peaks.get(device)
+        bw = pk.bandwidth() if pk is not None else None
+        if pk is None or bw is None:
+            continue
+        top = pk.compute(dtype)
+        roof = min(top.value, x * bw.value) if top is not None else x * bw.value
+        if y > roof and device not in out:
+            out.append(device)
+    return out
+
+
 def _geom(lo: float, hi: float, n: int = 24) -> list[float]:
     a, b = math.log10(lo), math.log10(hi)
     return [10 ** (a + (b - a) * i / (n - 1)) for i in range(n)]
@@ -211,8 +229,11 @@ class RooflineChart(CachedPlot):
         plt.yticks(*_decades(y_lo, y_hi))
         missing = sorted({p[1] for p in points} - set(peaks))
         title = "roofline: measured peaks, this session's results"
+        stale = above_roofs(points, peaks)
         if missing:
             title = f"{', '.join(missing)} not calibrated: run gpuplay calibrate"
+        elif stale:
+            title = f"stale roof: a result is above the roof of {', '.join(stale)}: rerun gpuplay calibrate"
         elif not points:
             title = "roofline: no finished result with FLOPs yet"
         plt.title(title)

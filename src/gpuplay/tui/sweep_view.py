@@ -535,11 +535,11 @@ class SweepView(Vertical, can_focus=True):
                 fit = live_fit(points)
                 if fit is not None:
                     lines.append(f"[b]{escape(label)}[/]: {escape(fit_text(fit.to_dict()))}")
-        if (
-            not self.speedup
-            and self.series
-            and not any(p.get("roof_s") for points in self.series.values() for p in points)
-        ):
+        points = [p for ps in self.series.values() for p in ps]
+        if not self.speedup and any(p.get("roof_status") == "stale" for p in points):
+            # A peak is a maximum: a point above its stored roof means that roof was measured low.
+            lines.append("[yellow]roof: stale, a point is above the stored roof: rerun gpuplay calibrate[/]")
+        elif not self.speedup and self.series and not any(p.get("roof_s") for p in points):
             lines.append("[dim]roof: not drawn, no calibration cached for this device (gpuplay calibrate)[/]")
         lines += [f"[dim]{escape(n)}[/]" for n in self.notes[-3:]]
         return "\n".join(lines)

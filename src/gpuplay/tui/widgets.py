@@ -229,6 +229,8 @@ def _cells(table: Table) -> tuple[Any, ...]:
 
 def roof_line(roof: dict[str, Any]) -> Text:
     """'19% of compute roof · 85 FLOP/B (ridge 8.7) · peak 185 GFLOP/s float32'."""
+    if roof.get("status") == "stale":  # a result above its stored roof: that roof read low
+        return Text(str(roof.get("note")), style="yellow")
     if roof.get("status") != "ok":
         return Text(str(roof.get("note") or roof.get("status") or NOT_CALIBRATED), style="dim")
     text = Text(roof_text(roof), style="bold")

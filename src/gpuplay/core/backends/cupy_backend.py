@@ -156,13 +156,20 @@ class CupyBackend(Backend):
             free, _total = _cupy().cuda.runtime.memGetInfo()
         return int(free)
 
-    def peak_memory(self, device: str) -> tuple[int, str] | None:
-        # CuPy's pool keeps every block it acquired until free_all_blocks (run at the end of
-        # each run): what it holds after the timed phase is its high-water mark for this run,
-        # rounded up to its block sizes. It keeps no count of its own to reset.
+    def peak_memory(self, device: str) -> tuple[int | None, str] | None:
+        # CuPy's pool counts no peak and keeps no count to reset: what it holds after the timed
+        # phase (total_bytes) is every block acquired since the run began, set-up, warm-up and
+        # a cold run's flush buffer included, rounded up to its block sizes. That is no peak of
+        # the timed steps, nor comparable with torch's max_memory_allocated (tensors alive, from
+        # the start of the timed phase): n/a, with what the pool holds said beside it.
+        from gpuplay.core.backends.oom import fmt_bytes
+
         with self._device(device):
             held = int(_cupy().get_default_memory_pool().total_bytes())
-        return held, "CuPy memory pool high-water mark (bytes held), timed phase"
+        return None, (
+            f"n/a: CuPy's memory pool counts no peak; it held {fmt_bytes(held)} after the timed phase "
+            "(set-up, warm-up and any cache-flush buffer included)"
+        )
 
     def free_memory(self, device: str) -> None:
         """Empty every cache a run leaves behind, on every device this process used.

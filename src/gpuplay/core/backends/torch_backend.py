@@ -293,37 +293,42 @@ def cuda_index(device: str) -> int:
 def fp32_matmul_precision(torch: Any, tf32: bool) -> Iterator[None]:
     """float32 matmuls and convolutions in TF32 (or full IEEE float32) for the block, then restored.
 
-    Through the installed torch's own API: the fp32_precision attributes where they exist (torch
-    2.9+, which deprecates mixing them with the legacy switch), else set_float32_matmul_precision
-    with cuDNN's allow_tf32. The legacy torch.backends.cuda.matmul.allow_tf32 is never touched.
+    Both of torch's APIs are set, and agree: the legacy one first (set_float32_matmul_precision,
+    cudnn.allow_tf32), then, where they exist (torch 2.9+), the fp32_precision attributes. On
+    torch 2.13 setting only the new ones makes every legacy getter raise ("mix of the legacy and
+    new APIs"), and inductor reads one: its GEMM autotuning keys its choices by
+    torch.get_float32_matmul_precision() (_inductor/select_algorithm.py), so a max-autotune
+    compile under TF32 failed and fell back to eager.
 
     Every flag a path reads is set: cuBLAS reads cuda.matmul's, cuDNN's convolutions cudnn.conv's,
     inductor's convolution templates the cuDNN-wide cudnn.fp32_precision (torch 2.13,
     _inductor/kernel/conv.py) and its backward templates cudnn.allow_tf32, whose getter raises
-    when conv and rnn differ: so rnn is set alike.
+    when conv and rnn differ: so rnn is set alike. The legacy setter also turns oneDNN's CPU
+    matmul to TF32 ("high"); that flag is put back at once: the run's device is CUDA.
     """
     matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
     conv, rnn = getattr(cudnn, "conv", None), getattr(cudnn, "rnn", None)
-    if hasattr(matmul, "fp32_precision") and conv is not None and hasattr(conv, "fp32_precision"):
-        flags = [f for f in (matmul, cudnn, conv, rnn) if f is not None and hasattr(f, "fp32_precision")]
-        saved = [f.fp32_precision for f in flags]
-        want = "tf32" if tf32 else "ieee"
-        for f in flags:  # the cuDNN-wide flag before its sub-flags: setting it may reset them
-            f.fp32_precision = want
-        try:
-            yield
-        finally:
-            for f, value in zip(flags, saved, strict=True):
-                f.fp32_precision = value
-        return
-    saved_precision, saved_cudnn = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    onednn = getattr(getattr(torch.backends, "mkldnn", None), "matmul", None)
+    new_api = hasattr(matmul, "fp32_precision") and conv is not None and hasattr(conv, "fp32_precision")
+    flags = [f for f in (matmul, cudnn, conv, rnn, onednn) if f is not None and hasattr(f, "fp32_precision")]
+    flags = flags if new_api else []
+    saved_new = [f.fp32_precision for f in flags]
+    legacy: tuple[str, bool] | None = None
+    with contextlib.suppress(RuntimeError):  # a caller's own mix of the two APIs: nothing to restore
+        legacy = (torch.get_float32_matmul_precision(), bool(torch.backends.cudnn.allow_tf32))
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
     torch.backends.cudnn.allow_tf32 = tf32
+    want = "tf32" if tf32 else "ieee"
+    for f, value in zip(flags, saved_new, strict=True):  # the cuDNN-wide flag before its sub-flags
+        f.fp32_precision = value if f is onednn else want
     try:
         yield
     finally:
-        torch.set_float32_matmul_precision(saved_precision)
-        torch.backends.cudnn.allow_tf32 = saved_cudnn
+        if legacy is not None:
+            torch.set_float32_matmul_precision(legacy[0])
+            torch.backends.cudnn.allow_tf32 = legacy[1]
+        for f, value in zip(flags, saved_new, strict=True):
+            f.fp32_precision = value
 
 
 def _event_timer(mod: Any) -> StepTimer:

@@ -6,6 +6,7 @@ words beside a disabled control that the CLI prints.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +139,12 @@ def _accelerator_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
         reason = amd.tf32_refusal(str(info.get("arch", "")), str(info.get("name", spec.device)))
         if reason:
             return Refusal(reason, "turn TF32 off")
+        reason = amd.hipblaslt_tf32_refusal(os.environ)
+        if reason:
+            return Refusal(
+                reason,
+                f"unset {amd.HIPBLASLT_TF32} (the engine sets it to 1) or set it to 1, or turn TF32 off",
+            )
     return None
 
 
@@ -215,6 +222,9 @@ def _graphs_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
         return Refusal(
             f"{a.workload.title} synchronises with the host inside each step, which CUDA graph capture forbids"
         )
+    uncapturable = a.workload.graph_refusal(a.params)
+    if uncapturable:
+        return Refusal(*uncapturable)
     if spec.compile in ("reduce-overhead", "max-autotune"):
         return Refusal(
             f"compile mode {spec.compile} already captures CUDA graphs of its own", "turn one of them off"

@@ -110,38 +110,76 @@ KNOWN_FIELDS = {"name", "title", "workload", "description", "params", "presets",
 
 
 def parse_scenario(text: str, path: Path | str = "<string>") -> Scenario:
-    """Validate one scenario document. Raises ScenarioError naming the field (the first wrong
-    one, in the order the fields are read below)."""
+    """Validate one scenario document. Raises ScenarioError naming the first wrong field, with
+    every other mistake the file has after it (`; field: why`): a file with three mistakes is
+    fixed in one go, not found out one run at a time."""
     path = Path(path)
     try:
         data = toml_loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(path, "", f"not valid TOML ({exc})") from None
-    unknown = set(data) - KNOWN_FIELDS
-    if unknown:
-        raise ScenarioError(
-            path, sorted(unknown)[0], f"unknown field (known: {', '.join(sorted(KNOWN_FIELDS))})"
+    errors: list[ScenarioError] = []
+    checked = _Collect(errors)
+    from gpuplay.core.storage.argcheck import did_you_mean
+
+    for key in sorted(set(data) - KNOWN_FIELDS):
+        hint = did_you_mean(key, KNOWN_FIELDS) or ";"
+        errors.append(
+            ScenarioError(path, key, f"unknown field{hint} known: {', '.join(sorted(KNOWN_FIELDS))}")
         )
-    name = _require(data, "name", str, path)
-    if not name or not all(c.isalnum() or c in "-_" for c in name):
-        raise ScenarioError(path, "name", f"use letters, digits, '-' and '_' only; got {name!r}")
-    workload_name = _workload_name(data, path)
-    workload = get_workload(workload_name)
-    title = data.get("title", name)
-    description = data.get("description", "")
+    name = checked(_name, data, path, default="")
+    workload_name = checked(_workload_name, data, path, default="")
+    title, description = data.get("title", name), data.get("description", "")
     for key, value in (("title", title), ("description", description)):
         if not isinstance(value, str):
-            raise ScenarioError(path, key, f"must be a string; got {type(value).__name__}")
-    params = data.get("params", {})
-    if not isinstance(params, dict):
-        raise ScenarioError(path, "params", "must be a table")
-    _check_params(workload, params, path, "params")
-    presets = _presets(workload, params, data.get("presets", {}), path)
-    claim = _claim(data["claim"], path) if "claim" in data else None
+            errors.append(ScenarioError(path, key, f"must be a string; got {type(value).__name__}"))
+    params, presets = _params_and_presets(data, workload_name, path, checked)
+    claim = checked(_claim, data["claim"], path) if "claim" in data else None
     tags = data.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
-        raise ScenarioError(path, "tags", "must be a list of strings")
+        errors.append(ScenarioError(path, "tags", "must be a list of strings"))
+    if errors:
+        first, rest = errors[0], errors[1:]
+        more = "".join(f"; {e.field + ': ' if e.field else ''}{e.detail}" for e in rest)
+        raise ScenarioError(path, first.field, first.detail + more)
     return Scenario(name, title, workload_name, description, params, presets, claim, path, tuple(tags))
+
+
+class _Collect:
+    """Calls a check, keeping its ScenarioError and going on (a default in its place)."""
+
+    def __init__(self, errors: list[ScenarioError]) -> None:
+        self.errors = errors
+
+    def __call__(self, f: Any, *args: Any, default: Any = None) -> Any:
+        try:
+            return f(*args)
+        except ScenarioError as exc:
+            self.errors.append(exc)
+            return default
+
+
+def _params_and_presets(
+    data: Mapping[str, Any], workload_name: str, path: Path, checked: _Collect
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The scenario's params and presets, each checked against its workload (when it has one)."""
+    params = data.get("params", {})
+    if not isinstance(params, dict):
+        checked.errors.append(ScenarioError(path, "params", "must be a table"))
+        params = {}
+    if not workload_name:  # unknown: said already, and nothing to check the values against
+        return params, {}
+    workload = get_workload(workload_name)
+    checked(_check_params, workload, params, path, "params")
+    presets = checked(_presets, workload, params, data.get("presets", {}), path, default={})
+    return params, presets
+
+
+def _name(data: Mapping[str, Any], path: Path) -> str:
+    name: str = _require(data, "name", str, path)
+    if not name or not all(c.isalnum() or c in "-_" for c in name):
+        raise ScenarioError(path, "name", f"use letters, digits, '-' and '_' only; got {name!r}")
+    return name
 
 
 def _workload_name(data: Mapping[str, Any], path: Path) -> str:
@@ -237,7 +275,29 @@ class ScenarioSet:
         except KeyError:
             if Path(name).expanduser().is_file():  # scenario_from_argument left a bare file name here
                 raise KeyError(f"{name}: {NOT_RUNNABLE}") from None
-            raise KeyError(f"unknown scenario {name!r}; known: {', '.join(self.scenarios)}") from None
+            raise KeyError(self.unknown(name)) from None
+
+    def unknown(self, name: str) -> str:
+        """Why `name` is no scenario here, in words: the file of that name that failed to load
+        (its reason again: the warning may have scrolled away), the closest known name, the list."""
+        from gpuplay.core.storage.argcheck import did_you_mean
+
+        failed = [e for e in self.errors if e.path.stem == name or e.path.name == name]
+        if failed:
+            e = failed[0]
+            return (
+                f"unknown scenario {name!r}: {e.path} defines it but did not load "
+                f"({e.field + ': ' if e.field else ''}{e.detail}); fix the file and run again"
+            )
+        broken = [e.path.name for e in self.errors if e.path.suffix == ".toml"]
+        note = (
+            f" ({len(broken)} scenario file(s) did not load: {', '.join(broken[:3])}"
+            f"{', …' if len(broken) > 3 else ''}; see the warnings above)"
+            if broken
+            else ""
+        )
+        hint = did_you_mean(name, self.scenarios) or ";"
+        return f"unknown scenario {name!r}{hint} known: {', '.join(self.scenarios)}{note}"
 
 
 def load_scenarios(extra_dirs: Iterable[Path | str] = ()) -> ScenarioSet:

@@ -59,7 +59,14 @@ from gpuplay.core.engine.process import (  # noqa: F401 - the log's helpers, nam
     engine_log_path,
     read_tail,
 )
-from gpuplay.core.engine.protocol import Engine, Listener, PhaseCallback, ProbeCallback, SampleCallback
+from gpuplay.core.engine.protocol import (
+    Engine,
+    Listener,
+    PhaseCallback,
+    ProbeCallback,
+    SampleCallback,
+)
+from gpuplay.core.engine.steplimit import STEP_GRACE_S, STEP_TIMEOUT, advice, held_to_limit, stopped_words
 from gpuplay.core.engine.wire import FrameConnection
 from gpuplay.core.measure import trace
 from gpuplay.core.process.lifeline import kill_descendants
@@ -69,13 +76,20 @@ from gpuplay.core.spec import RunSpec
 CANCEL_GRACE_S = 0.3  # an engine that has not stopped this long after a cancel is killed
 WAIT_POLITELY_S = 0.2  # close(): how long an engine asked to shut down may take before SIGKILL
 POLL_S = 0.02
-# The watchdog: a step that has not finished after max_step_s × FACTOR + GRACE_S is stopped by
-# ending the engine. The factor absorbs a first step's one-off costs and a rough estimate; the
-# grace, a machine that is briefly busy. Only the step phases are watched: compile, setup (the
-# inputs) and the float64 check have costs of their own that max_step_s does not bound.
+# The watchdog. A warm-up or timed step that has not finished STEP_GRACE_S after its limit
+# (max_step_s) is stopped by ending the engine: the grace (steplimit.py) covers a step timing
+# that reaches the client up to one sample batch late (the engine sends them at most ~10 times
+# a second) and the cancel grace a cooperative stop would get. The estimate's probes are parts of a step whose sum
+# the estimate itself bounds (it refuses what would take too long): they get max_step_s × FACTOR
+# + GRACE_S, which also absorbs the first probe's one-off costs. Compile, setup (the inputs) and
+# the float64 check have costs of their own that max_step_s does not bound: not watched.
+STEP_PHASES = frozenset({"warmup", "timed"})
 WATCHDOG_FACTOR = 3.0
 WATCHDOG_GRACE_S = 5.0
-WATCHED_PHASES = frozenset({"estimate", "warmup", "timed"})
+# A paired run's interleaved phase reports each pair: one element of each side (one step, or
+# ~1 ms of µs steps), so a pair of steps each within the limit ends within twice it.
+PAIRED_PHASE = "paired"
+WATCHED_PHASES = frozenset({"estimate", PAIRED_PHASE, *STEP_PHASES})
 HEALTH_CHECK_S = 1.0  # how often a waiting request checks the engine is alive and caps its log
 
 
@@ -109,13 +123,27 @@ def death_cause(exitcode: int | None) -> str:
 class Watchdog:
     """When the step in progress has run too long. Progress: a phase starting or a step finishing."""
 
-    def __init__(self, max_step_s: float) -> None:
+    def __init__(self, max_step_s: float, per_step: bool = True) -> None:
         self.enabled = math.isfinite(max_step_s) and max_step_s > 0
         self.max_step_s = max_step_s
-        self.limit_s = max_step_s * WATCHDOG_FACTOR + WATCHDOG_GRACE_S if self.enabled else math.inf
+        # Whether each warm-up and timed step reports its end (an unpaired run): a paired run's
+        # sides warm up without step timings and time pairs of elements, so its phases get the
+        # estimate's bound, and its steps are held to the limit when its result comes (steplimit).
+        self.per_step = per_step
         self.current = ""
         self.since = time.monotonic()
         self.told = False  # the over-the-limit notice goes out once a run
+
+    @property
+    def limit_s(self) -> float:
+        """Seconds without progress after which the current phase is stopped."""
+        if not self.enabled:
+            return math.inf
+        if self.current in STEP_PHASES and self.per_step:
+            return self.max_step_s + STEP_GRACE_S
+        if self.current == PAIRED_PHASE:
+            return 2 * self.max_step_s + STEP_GRACE_S
+        return self.max_step_s * WATCHDOG_FACTOR + WATCHDOG_GRACE_S
 
     def phase(self, name: str) -> None:
         self.current = name
@@ -140,8 +168,8 @@ class Watchdog:
         at = time.strftime("%H:%M:%S", time.localtime(time.time() + left))
         return (
             f"a step has run {elapsed:.1f} s in the {self.current} phase, past its limit of "
-            f"{self.max_step_s:g} s (--max-step); if it does not finish it is stopped in {left:.0f} s, "
-            f"at {at} ({self.limit_s:g} s: the limit × {WATCHDOG_FACTOR:g} + {WATCHDOG_GRACE_S:g} s)"
+            f"{self.max_step_s:g} s (--max-step); if it does not finish it is stopped in {left:.1f} s, "
+            f"at {at}"
         )
 
     def hear(self, event: Progress) -> None:
@@ -545,7 +573,7 @@ class EngineClient:
                 return self._stopped(spec, started, "cancelled", "cancelled by the user")
             # Step timings flow only to a caller that listens; otherwise the engine sends a tick
             # per batch (jobs.run_job), the watchdog's proof of progress.
-            watch = Watchdog(spec.max_step_s)
+            watch = Watchdog(spec.max_step_s, per_step=paired_with is None)
             request = RunRequest(next(self._ids), spec, on_sample is not None, paired_with)
             wait = _Wait(
                 request.run_id, cancel, pause, CANCEL_GRACE_S, watch, Listener(on_sample, on_phase), on_notice
@@ -627,16 +655,29 @@ class EngineClient:
         self.start()
 
     def _step_timeout(self, spec: RunSpec, started: str, watch: Watchdog) -> RunResult:
-        """A step ran far past its limit: end the engine (user code need not look at a cancel)."""
+        """A step ran past its limit: end the engine (user code need not look at a cancel)."""
         self.kill()
         self.restarts += 1
-        limit = watch.limit_s
+        if watch.current == PAIRED_PHASE:
+            what = (
+                f"a pair of steps of {spec.label()} and its NumPy baseline had not finished {watch.limit_s:.1f} s "
+                "after it started (twice the limit and the grace) and was stopped by ending the engine"
+            )
+        elif watch.current in STEP_PHASES and watch.per_step:
+            what = (
+                f"a {'warm-up' if watch.current == 'warmup' else 'timed'} step of {spec.label()} had not "
+                f"finished {watch.limit_s:.1f} s after it started and was stopped by ending the engine"
+            )
+        else:
+            what = (
+                f"the {watch.current} phase of {spec.label()} made no progress for {watch.limit_s:.0f} s "
+                f"(the limit × {WATCHDOG_FACTOR:g} + {WATCHDOG_GRACE_S:g} s) and was stopped by ending the engine"
+            )
         result = self._stopped(
             spec, started, "failed",
-            f"step exceeded {limit:.0f} s in the {watch.current} phase and was stopped by ending the engine "
-            f"(limit: --max-step {spec.max_step_s:g} s × {WATCHDOG_FACTOR:g} + {WATCHDOG_GRACE_S:g} s); "
-            "a step that never returns (an endless loop, a wait) or a size far too large",
-            failure="step-timeout",
+            f"{stopped_words(spec)}: {what} (a step that never returns, or one too long for the limit); "
+            f"{advice(spec)}",
+            failure=STEP_TIMEOUT,
         )  # fmt: skip
         result.notes.append("the next measurement runs in a new engine process")
         return result
@@ -822,13 +863,16 @@ def measure(
 
             telemetry = RunTelemetry()
 
+        # Nothing here can stop a step: one that finished over its limit is no result (steplimit).
         if paired_with is not None:
             result, base = run_pair(spec, paired_with, on_sample, cancel, pause=pause, on_phase=on_phase,
                                     telemetry=telemetry)  # fmt: skip
             if base is not None and on_baseline is not None:
                 on_baseline(base)
-            return result
-        return run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
+            return held_to_limit(result)
+        return held_to_limit(
+            run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry)
+        )
     return shared_client().run(
         spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry, paired_with=paired_with,
         on_notice=on_notice, on_baseline=on_baseline,

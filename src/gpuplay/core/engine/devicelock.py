@@ -53,13 +53,15 @@ def device_key(device: str) -> str:
     return device
 
 
-def device_uuid(device: str) -> str | None:
+def device_uuid(device: str, root: Path | None = None) -> str | None:
     """The UUID of the physical GPU (or MIG instance) behind 'cuda:N' in this process, or None.
 
     CUDA's ordinal names a different board in each session whose CUDA_VISIBLE_DEVICES differs:
     the lock is keyed by what the ordinal names. Found as telemetry finds it (core/measure/telemetry.py
     cuda_device_uuids): from torch or CuPy where loaded, else a CUDA_VISIBLE_DEVICES listing
-    UUIDs, or NVML's UUIDs under CUDA_DEVICE_ORDER=PCI_BUS_ID.
+    UUIDs, or NVML's UUIDs under CUDA_DEVICE_ORDER=PCI_BUS_ID. A process that can tell none of
+    these (a front end, which never loads torch) reads what an engine on this machine recorded
+    under the same CUDA environment when it took the lock (`remember_uuid`), so both name one lock.
     """
     key = device_key(device)
     if not key.startswith("cuda:"):
@@ -69,19 +71,62 @@ def device_uuid(device: str) -> str | None:
     # One spelling whoever tells it (32 hex digits, as telemetry matches them): NVML's "GPU-…",
     # torch's and a CUDA_VISIBLE_DEVICES entry name the same lock. A MIG instance has its own.
     index = key.split(":")[1]
-    uuids = cuda_device_uuids() or []
+    uuids = cuda_device_uuids()
+    if uuids is None:
+        return _recorded_uuid(key, root)
     return uuids[int(index)] if index.isdigit() and int(index) < len(uuids) else None
 
 
-def lock_name(device: str) -> str:
+def _uuid_record(key: str, root: Path | None) -> Path:
+    """Where the UUID that `key` ('cuda:N') names is recorded: per host and CUDA environment (the
+    variables that decide what an ordinal names), since the state folder may be shared."""
+    import hashlib
+    import socket
+
+    scope = "\n".join((socket.gethostname(), os.environ.get("CUDA_VISIBLE_DEVICES", "\0unset"),
+                       os.environ.get("CUDA_DEVICE_ORDER", "")))  # fmt: skip
+    digest = hashlib.sha256(scope.encode(errors="replace")).hexdigest()[:16]
+    return (root or state_dir()) / "locks" / "names" / f"{key.replace(':', '-')}.{digest}"
+
+
+_UUID_TEXT = re.compile(r"[0-9a-f]{32}")
+
+
+def _recorded_uuid(key: str, root: Path | None) -> str | None:
+    try:
+        with open(_uuid_record(key, root), "rb") as f:
+            text = f.read(64).decode("ascii", errors="replace").strip()
+    except OSError:
+        return None
+    return text if _UUID_TEXT.fullmatch(text) else None
+
+
+def remember_uuid(device: str, root: Path | None = None) -> None:
+    """Record the UUID this process (which loaded the GPU library) knows for `device`, for the front
+    ends on this machine under the same CUDA environment (`device_uuid`); nothing when unknown."""
+    key = device_key(device)
+    if not key.startswith("cuda:"):
+        return
+    uuid = device_uuid(device, root)
+    if uuid is None or not _UUID_TEXT.fullmatch(uuid) or _recorded_uuid(key, root) == uuid:
+        return
+    path = _uuid_record(key, root)
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(uuid + "\n")
+        os.replace(tmp, path)  # whole or absent: a reader never sees half a UUID
+
+
+def lock_name(device: str, root: Path | None = None) -> str:
     """The lock file's stem: the GPU's UUID where known ('cuda-<32 hex digits>'), else the device key."""
-    uuid = device_uuid(device)
+    uuid = device_uuid(device, root)
     key = f"cuda-{uuid}" if uuid else device_key(device).replace(":", "-")
     return _SAFE.sub("-", key)
 
 
 def lock_path(device: str, root: Path | None = None) -> Path:
-    return (root or state_dir()) / "locks" / f"{lock_name(device)}.lock"
+    return (root or state_dir()) / "locks" / f"{lock_name(device, root)}.lock"
 
 
 COMMAND_CHARS = 120  # what the lock file keeps of the holder's command line
@@ -222,7 +267,8 @@ def device_lock(
     Raises WaitCancelled when `cancel` is set, or `timeout_s` passes, before the lock is free.
     """
     path = lock_path(device, root)
-    if notes is not None and device_key(device).startswith("cuda:") and device_uuid(device) is None:
+    remember_uuid(device, root)
+    if notes is not None and device_key(device).startswith("cuda:") and device_uuid(device, root) is None:
         notes.append(
             f"device lock keyed by the CUDA ordinal ({device_key(device)}): its GPU's UUID is unknown, "
             "so a session with another CUDA_VISIBLE_DEVICES may overlap on the same GPU"
@@ -328,10 +374,12 @@ def _others_waiting(path: Path, own: Path) -> bool:
     return found
 
 
-def _load_library(backend: str) -> None:
+def load_library(backend: str, device: str) -> None:
     """Import the run's library before the lock is named (the run imports it anyway): the UUIDs
     come from it, and an engine that had not loaded it yet would key the GPU by its ordinal
-    while another, which had, keys the same GPU by its UUID."""
+    while another, which had, keys the same GPU by its UUID. Only for a CUDA device."""
+    if not device_key(device).startswith("cuda:"):
+        return
     from gpuplay.core.backends import get_backend
 
     with contextlib.suppress(Exception):
@@ -348,8 +396,7 @@ def measure_exclusively(
     from gpuplay.core.result import RunResult
 
     notes: list[str] = []
-    if device_key(spec.device).startswith("cuda:"):
-        _load_library(spec.backend)
+    load_library(spec.backend, spec.device)
     started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     on_wait = (lambda message: on_phase(message, "")) if on_phase is not None else None
     try:

@@ -15,6 +15,7 @@ from typing import Any
 from gpuplay.core.engine.jobs import profile_job, run_job
 from gpuplay.core.engine.messages import ProfileRequest, RunRequest
 from gpuplay.core.engine.protocol import Listener, PhaseCallback, ProbeCallback, SampleCallback, probe_data
+from gpuplay.core.hw import amd
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 
@@ -51,6 +52,8 @@ class InProcessEngine:
             if self._started:
                 return
             self._started = True
+            # as an engine process starts with it (process.spawn); here torch may be loaded already
+            os.environ.update(amd.engine_env(os.environ))
         threading.Thread(target=self._probe, name="gpuplay-inprocess-probe", daemon=True).start()
 
     def _probe(self) -> None:

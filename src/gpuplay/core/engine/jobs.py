@@ -22,6 +22,7 @@ from gpuplay.core.engine.messages import (
     Samples,
 )
 from gpuplay.core.engine.protocol import SAMPLE_BATCH_S, SampleBatcher
+from gpuplay.core.engine.steplimit import held_to_limit
 from gpuplay.core.measure.cuda_errors import is_sticky_cuda_error
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
@@ -88,6 +89,7 @@ def run_job(
     except BaseException as exc:
         result = RunResult(spec=spec, status="failed", failure="error", message=f"engine: {exc!r}")
     batcher.flush()
+    held_to_limit(result)  # a step over the limit that finished anyway is no result
     if result.status == "failed" and is_sticky_cuda_error(result.message):
         result.failure = "cuda-context"
         result.notes.append(poisoned_note)
@@ -98,10 +100,13 @@ def profile_job(
     req: ProfileRequest, emit: Emit, cancel: threading.Event, *, poisoned_note: str = ENGINE_RESTARTS
 ) -> Profiled:
     """torch.profiler over `req.steps` steps of `req.spec`, under the device lock like a run."""
-    from gpuplay.core.engine.devicelock import WaitCancelled, device_lock
+    from gpuplay.core.engine.devicelock import WaitCancelled, device_lock, load_library
     from gpuplay.core.runner.profile import profile_spec
 
     spec = req.spec
+    # The library that names the GPU's UUID, loaded before the lock is named, as a run's is
+    # (devicelock.measure_exclusively): else a fresh engine's profile keys the GPU by its ordinal.
+    load_library(spec.backend, spec.device)
     try:
         # A profile runs the workload too: it waits for the device like a measurement.
         with device_lock(spec.device, cancel, lambda m: emit(Phase(req.run_id, m))):

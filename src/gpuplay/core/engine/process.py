@@ -23,6 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpuplay.core.hw import amd
 from gpuplay.core.measure import trace
 from gpuplay.core.process.command import is_gpuplay_command
 from gpuplay.core.process.lifeline import spawn as spawn_child
@@ -32,7 +33,7 @@ LOG_CAP_BYTES = 10 * 2**20  # engine.log is cut to its last LOG_KEEP_BYTES at an
 LOG_KEEP_BYTES = 1 * 2**20
 LOG_TAIL_BYTES = 64 * 2**10  # what the error path reads of it
 # The engine inherits these when it starts; a caller that changes them needs a new engine.
-ENGINE_ENV = ("GPUPLAY_STATE_DIR", "GPUPLAY_CONFIG_DIR", "OMP_NUM_THREADS")
+ENGINE_ENV = ("GPUPLAY_STATE_DIR", "GPUPLAY_CONFIG_DIR", "OMP_NUM_THREADS", amd.HIPBLASLT_TF32)
 # The commands that measure in the shared engine as soon as they have planned.
 EARLY_COMMANDS = frozenset({"run", "sweep", "compare"})
 # Flags with which one of them measures nothing: `compare --from FILE…` merges result files.
@@ -150,7 +151,8 @@ def spawn(env: dict[str, str] | None = None) -> Spawned:
             stderr=log or subprocess.DEVNULL,
             start_new_session=True,
             close_fds=True,
-            env={**os.environ, **trace_env, **(env or {})} if trace_env or env else None,
+            # HIPBLASLT_ALLOW_TF32=1 unless set: TF32 on AMD GPUs needs it before torch loads
+            env={**os.environ, **amd.engine_env(os.environ), **trace_env, **(env or {})},
         )
     except OSError:  # the interpreter gone or not executable (an upgrade, a venv moved)
         ours.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,41 @@ def rocm_torch() -> Any:
 def arch_of(props: Any) -> str:
     """'gfx942' from torch's gcnArchName 'gfx942:sramecc+:xnack-'."""
     return str(getattr(props, "gcnArchName", "") or "").split(":")[0]
+
+
+# ATen's allowTF32CuBLAS on ROCm answers False unless this is "1" (c10::utils::check_env counts
+# "0" and "1" only), whatever torch's TF32 flag says: without it a --tf32 run on MI300 is plain
+# float32. hipBLASLt reads it when its first handle is made, so it belongs in the environment the
+# engine process starts with, before torch loads (engine_env).
+HIPBLASLT_TF32 = "HIPBLASLT_ALLOW_TF32"
+
+
+def engine_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """What an engine process's environment gains for AMD GPUs: HIPBLASLT_ALLOW_TF32=1 where it is
+    unset (a value the user set is kept). It only permits TF32: a run uses it where its tf32 lever
+    sets torch's flag, and tf32 off stays IEEE float32 (the flag off)."""
+    return {} if HIPBLASLT_TF32 in environ else {HIPBLASLT_TF32: "1"}
+
+
+def hipblaslt_tf32_refusal(environ: Mapping[str, str]) -> str:
+    """'' where TF32 on an AMD GPU can be what it says (the variable 1, or unset: the engine sets
+    it), else why a TF32 run would be plain float32."""
+    value = environ.get(HIPBLASLT_TF32)
+    if value is None or value == "1":
+        return ""
+    return (
+        f"TF32 on AMD GPUs goes through hipBLASLt, which ATen allows only with {HIPBLASLT_TF32}=1; "
+        f"this environment sets it to {value[:20]!r}, so float32 matmuls would stay IEEE"
+    )
+
+
+def hipblaslt_tf32_condition(environ: Mapping[str, str]) -> str:
+    """The variable as the run's process has it, for the result's conditions."""
+    value = environ.get(HIPBLASLT_TF32)
+    if value == "1":
+        return f"{HIPBLASLT_TF32}=1 in the engine's environment from its start (ATen's TF32 on ROCm needs it)"
+    shown = "unset" if value is None else f"{value[:20]!r}"
+    return f"{HIPBLASLT_TF32} {shown}: ATen keeps float32 matmuls IEEE on ROCm"
 
 
 def tf32_refusal(arch: str, name: str) -> str:

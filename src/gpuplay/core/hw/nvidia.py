@@ -294,10 +294,11 @@ def links(activity: dict[str, Any] | None) -> str:
     return f"PCIe {pair('pcie_tx_mibs', 'pcie_rx_mibs')} · NVLink {pair('nvlink_tx_mibs', 'nvlink_rx_mibs')}"
 
 
-def gpm_condition(activity: dict[str, Any]) -> str:
-    """A result's condition: 'tensor cores 71 % · SM 93 % · DRAM 12 % (GPM, timed steps)' or the reason."""
+def gpm_condition(activity: dict[str, Any], window: str = "timed steps") -> str:
+    """A result's condition: 'tensor cores 71 % · SM 93 % · DRAM 12 % (GPM, timed steps)' or the
+    reason; `window` names the steps the figures are over where they are not the timed ones."""
     text = summary(activity)
-    return f"{text} (GPM, timed steps)" if text else str(activity.get("reason") or "GPM n/a")
+    return f"{text} (GPM, {window})" if text else str(activity.get("reason") or "GPM n/a")
 
 
 def activity_change(now: dict[str, Any] | None, before: dict[str, Any] | None, flipped: str) -> str:

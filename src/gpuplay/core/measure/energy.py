@@ -11,8 +11,13 @@ Two counters, both cumulative and both coarse:
   only on most systems since 2020 (a side channel); otherwise "n/a (needs root)".
 
 An idle baseline is measured just before, over a window as long, and its power times the
-active window's length is subtracted: what is left is the energy the steps added. A window in
-which the counter did not tick twice reads "below resolution", never 0.
+active window's length is subtracted: what is left is the energy the steps added. The energy
+window follows the timed phase, after which a board's clocks, temperature and power stay high
+for a while: an idle window taken at once reads the cooling board (a simulated H100 cooling
+with a 0.3 s time constant read 214 W against its 70 W idle). So idle windows are repeated
+until one reads no more than SETTLED below the one before (power has settled), for at most
+MAX_SETTLE_S, and the record says how long that took, or that power was still falling.
+A window in which the counter did not tick twice reads "below resolution", never 0.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ MIN_UPDATES = 5  # counter updates a window must span
 MIN_WINDOW_S = 0.5
 MAX_WINDOW_S = 5.0  # a slow step ends the window at the step after this, however few ticks
 TICK_POLL_S = 0.002
+SETTLED = 0.03  # an idle window reading less than 3 % below the one before: power has settled
+MAX_SETTLE_S = 6.0  # the longest wait for it, idle windows included
 RAPL_ROOT = "/sys/class/powercap"
 
 
@@ -52,6 +59,8 @@ class Energy:
     active_w: float | None = None
     window_s: float | None = None
     steps: int = 0
+    idle_settle_s: float | None = None  # how long the idle baseline waited for power to settle
+    idle_note: str = ""  # set when power was still falling at the baseline
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -61,9 +70,12 @@ class Energy:
         if self.status != "ok" or self.joules_per_step is None:
             return f"energy: {self.status}" + (f" ({self.scope})" if self.scope else "")
         rate = f", {self.gflop_per_j:.3g} GFLOP/J" if self.gflop_per_j else ""
+        settle = f" after {self.idle_settle_s:.1f} s settling" if self.idle_settle_s else ""
+        if self.idle_note:
+            settle = f"; {self.idle_note}"
         return (
             f"energy: {fmt_joules(self.joules_per_step)}/step above idle{rate} "
-            f"({self.scope}; idle {self.idle_w:.3g} W, {self.steps} steps over {self.window_s:.2f} s)"
+            f"({self.scope}; idle {self.idle_w:.3g} W{settle}, {self.steps} steps over {self.window_s:.2f} s)"
         )
 
 
@@ -207,15 +219,12 @@ def measure_energy(
     window = max(MIN_WINDOW_S, MIN_UPDATES * counter.update_s)
     na = Energy("below resolution", counter.scope, counter.source)
     tick_timeout = 4 * counter.update_s + 0.5
-    start = _next_tick(counter, clock, sleep, tick_timeout)
-    if start is None:
+    idle = _settled_idle(counter, window, clock, sleep, tick_timeout, cancelled)
+    if idle is None:
         return na
-    # Idle: the same counter, nothing running, for as long as the active window.
-    sleep(window)
-    idle_end = _next_tick(counter, clock, sleep, tick_timeout)
-    if idle_end is None:
-        return na
-    idle_w = (idle_end[1] - start[1]) / (idle_end[0] - start[0]) if idle_end[0] > start[0] else 0.0
+    idle_w, idle_end, settle_s, settled = idle
+    na.idle_settle_s = settle_s
+    note = "" if settled else f"power still falling after {settle_s:.1f} s: the idle baseline may read high"
     t0, e0 = idle_end
     steps = 0
     while True:
@@ -235,7 +244,7 @@ def measure_energy(
     floor = max(1e-3, 0.01 * idle_w * elapsed)
     if e1 == e0 or above <= floor:
         return Energy("below resolution", counter.scope, counter.source, idle_w=idle_w,
-                      window_s=elapsed, steps=steps)  # fmt: skip
+                      window_s=elapsed, steps=steps, idle_settle_s=settle_s, idle_note=note)  # fmt: skip
     per_step = above / steps
     return Energy(
         "ok",
@@ -247,7 +256,38 @@ def measure_energy(
         active_w=(e1 - e0) / elapsed if elapsed > 0 else None,
         window_s=elapsed,
         steps=steps,
+        idle_settle_s=settle_s,
+        idle_note=note,
     )
+
+
+def _settled_idle(
+    counter: EnergyCounter,
+    window: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    tick_timeout: float,
+    cancelled: Callable[[], bool],
+) -> tuple[float, tuple[float, float], float, bool] | None:
+    """The idle power once it has settled: (watts, the last window's end tick, seconds waited,
+    settled), idle windows repeated while each reads over SETTLED below the one before; None
+    when the counter stops ticking."""
+    start = _next_tick(counter, clock, sleep, tick_timeout)
+    if start is None:
+        return None
+    first, before = start, None
+    while True:
+        sleep(window)  # idle: the same counter, nothing running, for as long as the active window
+        end = _next_tick(counter, clock, sleep, tick_timeout)
+        if end is None:
+            return None
+        watts = (end[1] - start[1]) / (end[0] - start[0]) if end[0] > start[0] else 0.0
+        waited = end[0] - first[0]
+        if before is not None and watts >= before * (1 - SETTLED):
+            return watts, end, waited, True
+        if waited >= MAX_SETTLE_S or cancelled():
+            return watts, end, waited, False
+        before, start = watts, end
 
 
 def energy_for(device: str, step: Callable[[], Any], flops: float, sync: Callable[[], None],
@@ -274,7 +314,7 @@ def energy_of(telemetry: dict[str, Any] | None) -> Energy | None:
     for k, v in d.items():
         if k not in fields:
             continue
-        if k in ("status", "scope", "source"):
+        if k in ("status", "scope", "source", "idle_note"):
             clean[k] = str(v)[:200]
         elif k == "steps":
             clean[k] = int(v) if isinstance(v, int | float) and math.isfinite(v) else 0

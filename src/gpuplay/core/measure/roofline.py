@@ -35,7 +35,7 @@ from gpuplay.core.storage.safetext import visible
 
 SCHEMA = 1
 NOT_CALIBRATED = "not calibrated: run gpuplay calibrate"
-ABOVE_ROOF = 1.05  # a result this far above its roof means the roof was measured low
+STALE = "stale"  # roof.status of a result above its stored roof: the roof was measured low
 CPU_DTYPES = ("float64", "float32", "bfloat16", "float16")
 CUDA_DTYPES = ("float64", "float32", "tf32", "bfloat16", "float16")
 # Seconds of measuring per device when --budget is not given: all of its probes together.
@@ -105,6 +105,9 @@ class DevicePeaks:
     noise: dict[str, Any] = field(default_factory=dict)  # what else ran during calibration
     schema: int = SCHEMA
     partial: bool = False  # an interrupted calibration: only the probes that finished
+    # The peaks this calibration could not measure, and why (never stored as a roof): each
+    # {"kind", "name", "library", "reason": "budget" | "busy", "why": words}.
+    refused: list[dict[str, str]] = field(default_factory=list)
 
     def bandwidth(self) -> Measurement | None:
         """The memory roof: the best STREAM kernel any library reached."""
@@ -133,6 +136,18 @@ class DevicePeaks:
             noise=dict(d.get("noise") or {}),
             schema=int(d.get("schema", 0)),
             partial=bool(d.get("partial", False)),
+            refused=[{k: str(v) for k, v in dict(r).items()} for r in d.get("refused") or []],
+        )
+
+    def refusal(self, kind: str, name: str) -> dict[str, str] | None:
+        """Why this calibration stored no `kind` peak `name` (memory: any STREAM kernel), if it refused one."""
+        return next(
+            (
+                r
+                for r in self.refused
+                if r.get("kind") == kind and (kind == "memory" or r.get("name") == name)
+            ),
+            None,
         )
 
 
@@ -376,12 +391,14 @@ def _roof_for(
     peaks = lookup.peaks
     bw = peaks.bandwidth()
     if bw is None:
+        why = _refused_words(peaks.refusal("memory", "copy"))
         out.update(
-            status="not calibrated", note=f"no memory bandwidth measured for {device}: {NOT_CALIBRATED}"
+            status="not calibrated", note=f"no memory bandwidth measured for {device}{why}: {NOT_CALIBRATED}"
         )
         return out
     dtype = peak_dtype(device, compute_dtype, tf32)
     comp = peaks.compute(dtype)
+    refused = peaks.refusal("compute", dtype) if comp is None else None
     point = place(flops, nbytes, seconds, comp.value if comp else None, bw.value)
     if point is None:
         out.update(status="n/a", note="cannot place on the roofline")
@@ -400,13 +417,44 @@ def _roof_for(
         bandwidth_gbs=bw.value,
         bandwidth_source=f"{bw.library} {bw.name}",
         calibrated_at=peaks.measured_at,
-        note="" if comp else f"no {dtype} compute peak measured on {device}: memory roof only",
+        note=""
+        if comp
+        else f"no {dtype} compute peak measured on {device}{_refused_words(refused)}: memory roof only",
     )
-    if point.fraction > ABOVE_ROOF:
-        out["note"] = (
-            f"{100 * point.fraction:.0f}% of the measured roof: the calibration ({peaks.measured_at}) "
-            "read low, likely on a busier machine; run gpuplay calibrate again"
-        )
+    return checked(out)
+
+
+REFUSED_WORDS = {"budget": "the calibration's budget was too short", "busy": "the machine was busy"}
+
+
+def _refused_words(refused: dict[str, str] | None) -> str:
+    """' (not stored: the machine was busy)' for a peak the calibration refused, else ''."""
+    if not refused:
+        return ""
+    return f" (not stored: {REFUSED_WORDS.get(refused.get('reason', ''), safe_value(refused.get('reason')))})"
+
+
+def checked(roof: dict[str, Any]) -> dict[str, Any]:
+    """`roof` as it may be shown: a result above its roof (fraction over 1) is not a fraction of
+    it. A peak is a maximum, so such a roof was measured low (a busy machine, a short calibration,
+    a size too small to reach it): its status is then "stale", its fraction is withdrawn (kept as
+    `above_roof`, the ratio to the stored roof) and its note says to calibrate again. A result
+    file written before this rule is read through it too (`RunResult.roof_fields`)."""
+    fraction = roof.get("fraction")
+    if roof.get("status") != "ok" or not isinstance(fraction, int | float) or not fraction > 1.0:
+        return roof
+    out = dict(roof)
+    out.update(
+        status=STALE,
+        fraction=None,
+        above_roof=float(fraction),
+        note=(
+            f"stale roof: this result reaches {100 * fraction:.0f}% of the {roof.get('bound', '')} roof "
+            f"stored at {safe_value(roof.get('calibrated_at'))}, and a roof is a maximum: that "
+            "calibration read low (a busy machine or too short a budget); rerun gpuplay calibrate "
+            "on a quiet machine"
+        ),
+    )
     return out
 
 
@@ -420,7 +468,9 @@ def roof_text(roof: dict[str, Any] | None) -> str:
 
 
 def roof_cell(roof: dict[str, Any] | None) -> str:
-    """The narrow table cell: '34% C', '71% M', or '—'."""
+    """The narrow table cell: '34% C', '71% M', 'stale' (a result above its roof), or '—'."""
+    if roof and roof.get("status") == STALE:
+        return "stale"
     if not roof or roof.get("status") != "ok":
         return "—"
     return f"{_pct(roof['fraction'])} {roof['bound'][0].upper()}"
@@ -438,30 +488,46 @@ class CalibrationStopped(Exception):
     """A stop was asked for between two probes (SIGINT, SIGTERM): the finished ones are kept."""
 
 
+# A matmul's rate has reached its peak when doubling n raised it by no more than this.
+PLATEAU = 1.1
+# One call shorter than this is timer and dispatch, not the peak (a CPU's perf_counter call costs
+# ~0.1 µs, a GPU event pair a few µs): a flat rate of calls this short is not a plateau.
+MIN_CALL_S = {"cpu": 2e-3, "gpu": 5e-4}
+MIN_TRIALS = 3  # a STREAM peak is the best of at least this many timed passes
+
+
 @dataclass
 class Probes:
     """One calibration's probes as they finish: a stop asked for is honoured before the next one
     starts, and what finished is kept (`keep_partial`), so an interrupted calibration loses only
-    the probe in progress."""
+    the probe in progress. A probe that could not measure its peak (too short a share of the
+    budget, a machine busy during it) is refused, with the reason, and never stored as a roof."""
 
     stop: threading.Event | None = None
     on_probe: Callable[[Measurement], None] | None = None
+    on_refused: Callable[[dict[str, str]], None] | None = None
     done: list[Measurement] = field(default_factory=list)
+    refused: list[dict[str, str]] = field(default_factory=list)
     name: str = ""  # the device's name, once the calibration has read it
     started: float = field(default_factory=time.perf_counter)
     budget_s: float = math.inf  # the whole calibration's seconds, spread over its probes
     planned: int = 1
+    watch_host: bool = True  # refuse a probe during which other processes used the CPU
 
     def plan(self, budget_s: float, planned: int) -> None:
         """The budget counts from here: what was loaded before (torch) is start-up, said apart."""
         self.budget_s, self.planned, self.started = budget_s, planned, time.perf_counter()
+
+    @property
+    def finished(self) -> int:
+        return len(self.done) + len(self.refused)
 
     def share(self) -> float:
         """Seconds the next probe may take: what is left of the budget over the probes left, so
         a probe that finished early leaves its time to the others and one that ran over takes it
         from them (a user reads --budget as how long they wait, not as a figure per probe)."""
         left = self.budget_s - (time.perf_counter() - self.started)
-        return max(left, 0.0) / max(self.planned - len(self.done), 1)
+        return max(left, 0.0) / max(self.planned - self.finished, 1)
 
     def check(self) -> None:
         if self.stop is not None and self.stop.is_set():
@@ -471,6 +537,30 @@ class Probes:
         self.done.append(m)
         if self.on_probe is not None:
             self.on_probe(m)
+
+    def refuse(self, kind: str, name: str, library: str, reason: str, why: str) -> None:
+        self.refused.append({"kind": kind, "name": name, "library": library, "reason": reason, "why": why})
+        if self.on_refused is not None:
+            self.on_refused(self.refused[-1])
+
+    def measure(self, kind: str, name: str, library: str, probe: Callable[[], Measurement | str]) -> None:
+        """Run one probe: its peak is kept when it was measured (the probe returns why not, in
+        words, when its share of the budget could not reach it) on a machine quiet during it."""
+        self.check()
+        from gpuplay.core.measure import noise
+
+        mark = noise.host_mark(listing=True) if self.watch_host else None
+        got = probe()
+        if isinstance(got, str):
+            self.refuse(kind, name, library, "budget", got)
+            return
+        busy = noise.host_warnings(noise.host_noise(mark, noise.host_mark(mark)), during="the probe")
+        if busy:
+            self.refuse(kind, name, library, "busy",
+                        f"machine busy: {'; '.join(busy)}; its {got.value:,.1f} {got.unit} would read low: "
+                        "calibrate on a quiet machine")  # fmt: skip
+            return
+        self.add(got)
 
 
 def planned_probes(device: str, libraries: Iterable[str] = ("numpy", "torch")) -> int:
@@ -482,23 +572,35 @@ def planned_probes(device: str, libraries: Iterable[str] = ("numpy", "torch")) -
 
 
 def keep_partial(device: str, probes: Probes) -> Path | None:
-    """Cache the probes that finished before a stop (none: nothing written). Marked partial: a
-    roof the cache lacks reads "not calibrated" for that dtype, as for a device never measured."""
+    """Cache the probes that finished before a stop (no peak measured: nothing written). Marked
+    partial: a roof the cache lacks reads "not calibrated" for that dtype, as for a device never measured."""
     if not probes.done:
         return None
     device = normalize_device(device)
     name = probes.name or (cpu_name() if device == "cpu" else device)
     peaks = DevicePeaks(device, name, fingerprint(device, name), _now(), time.perf_counter() - probes.started,
-                        list(probes.done), partial=True)  # fmt: skip
+                        list(probes.done), partial=True, refused=list(probes.refused))  # fmt: skip
     return save_peaks(peaks)
 
 
-def _best(run_once: Timed, budget_s: float, max_repeats: int = 10, min_repeats: int = 2) -> tuple[float, int]:
+def _best(
+    run_once: Timed, budget_s: float, max_repeats: int = 10, min_repeats: int = MIN_TRIALS
+) -> tuple[float, int] | str:
     """Best of N (STREAM reports the best of its repetitions), N bounded by time: a repetition
-    starts only while one more fits in `budget_s`, past the first `min_repeats`."""
-    t_end = time.perf_counter() + budget_s
+    starts only while one more fits in `budget_s`, past the first `min_repeats`. Why not, in
+    words, when `budget_s` cannot hold `min_repeats` passes (then no more than one runs)."""
+    t_start = time.perf_counter()
+    t_end = t_start + budget_s
     run_once()  # first touch, page faults, lazy init: not part of the figure
-    best, n = math.inf, 0
+    best = run_once()
+    need = time.perf_counter() - t_start + (min_repeats - 1) * best
+    if need > budget_s:
+        return (
+            f"budget too short: one pass takes {best * 1e3:.3g} ms and the best of {min_repeats} (after a "
+            f"first touch) needs ~{need:.2g} s, this probe's share was {budget_s:.2g} s; give calibrate a "
+            "longer --budget"
+        )
+    n = 1
     while n < max_repeats:
         t0 = time.perf_counter()
         best = min(best, run_once())
@@ -509,15 +611,23 @@ def _best(run_once: Timed, budget_s: float, max_repeats: int = 10, min_repeats: 
 
 
 def _matmul_peak(
-    make: Callable[[int], Timed], n0: int, n_max: int, long_enough_s: float, budget_s: float
-) -> tuple[float, int, float, int]:
+    make: Callable[[int], Timed],
+    n0: int,
+    n_max: int,
+    long_enough_s: float,
+    budget_s: float,
+    min_call_s: float = MIN_CALL_S["cpu"],
+) -> tuple[float, int, float, int] | str:
     """The best 2n³/t over growing sizes, then best of N at the last: (GFLOP/s, n, seconds, calls),
-    all within `budget_s` but for the first size (the least a figure needs).
+    all within `budget_s` but for the first size (the least a figure needs); or why the peak was
+    not reached, in words (a rate still rising when the budget ran out is no peak).
 
     Sizes double until one call takes `long_enough_s` and the rate stopped rising, or the next
     size would not fit in what is left of the budget (it costs ~8x this one's calls and ~4x its
-    inputs). A dtype the CPU emulates runs no faster at larger sizes and stops small; a slow call
-    whose rate still rose (a busy moment, a thread pool waking) does not stop it.
+    inputs). The peak is reached when the rate stopped rising (within PLATEAU) at calls long
+    enough to time, or at the largest size allowed. A dtype the CPU emulates runs no faster at
+    larger sizes and stops small; a slow call whose rate still rose (a busy moment, a thread pool
+    waking) does not stop it.
     """
     t_end = time.perf_counter() + budget_s
     best = (0.0, n0, math.inf)
@@ -534,10 +644,15 @@ def _matmul_peak(
         rate = 2 * n**3 / t / 1e9
         if rate > best[0]:
             best = (rate, n, t)
-        next_s = 4 * made_s + 3 * 8 * call_s
-        if n * 2 > n_max or time.perf_counter() + next_s > t_end:
+        flat = previous > 0 and rate <= PLATEAU * previous
+        if n * 2 > n_max:
+            break  # the largest size allowed: its rate is the peak there is
+        if t >= long_enough_s and flat:
             break
-        if t >= long_enough_s and rate <= 1.1 * previous:
+        if time.perf_counter() + 4 * made_s + 3 * 8 * call_s > t_end:
+            why = _not_a_peak(n, rate, previous, t, min_call_s)
+            if why:
+                return why
             break
         previous = max(previous, rate)
         n *= 2
@@ -549,6 +664,22 @@ def _matmul_peak(
         if 2 * n**3 / t / 1e9 > best[0]:
             best = (2 * n**3 / t / 1e9, n, t)
     return best[0], best[1], best[2], calls
+
+
+def _not_a_peak(n: int, rate: float, previous: float, t: float, min_call_s: float) -> str:
+    """Why the last size's rate is no peak, when the budget ends the growth there ('' when it is)."""
+    if not (previous > 0 and rate <= PLATEAU * previous):
+        return (
+            f"budget too short: the rate was still rising at n={n} ({rate:.3g} GFLOP/s"
+            + (f", up from {previous:.3g}" if previous else ", the first size")
+            + "); give calibrate a longer --budget"
+        )
+    if t < min_call_s:
+        return (
+            f"budget too short: a call at n={n} takes {t * 1e3:.2g} ms, too short to be a peak; "
+            "give calibrate a longer --budget"
+        )
+    return ""
 
 
 def last_level_cache_bytes() -> int:
@@ -576,23 +707,33 @@ def _clock(fn: Callable[[], Any]) -> Timed:
     return once
 
 
-def _cpu_stream(libs: Sequence[str], probes: Probes) -> list[Measurement]:
+def _stream_probe(
+    probes: Probes, library: str, name: str, timed: Timed, bytes_per_pass: float, size: str, counted: str,
+    **best_kw: Any,
+) -> None:  # fmt: skip
+    """One STREAM kernel, best of N passes within its share, as a memory probe."""
+
+    def probe() -> Measurement | str:
+        got = _best(timed, probes.share(), **best_kw)
+        if isinstance(got, str):
+            return got
+        best, reps = got
+        return Measurement("memory", name, library, bytes_per_pass / best / 1e9, size, best, reps, counted)
+
+    probes.measure("memory", name, library, probe)
+
+
+def _cpu_stream(libs: Sequence[str], probes: Probes) -> None:
     """STREAM copy and triad on the host; the arrays are freed when this returns."""
     import numpy as np
     import psutil
 
-    out: list[Measurement] = []
     n = _stream_elements(8, psutil.virtual_memory().available, last_level_cache_bytes())
     size = f"3 x {n * 8 / 2**20:.0f} MiB float64 arrays"
     a, b, c = np.ones(n), np.full(n, 2.0), np.full(n, 0.5)
 
     def stream(library: str, name: str, op: Callable[[], Any], arrays: int, counted: str) -> None:
-        probes.check()
-        best, reps = _best(_clock(op), probes.share())
-        out.append(
-            Measurement("memory", name, library, arrays * n * 8 / best / 1e9, size, best, reps, counted)
-        )
-        probes.add(out[-1])
+        _stream_probe(probes, library, name, _clock(op), arrays * n * 8, size, counted)
 
     if "numpy" in libs:
         stream("numpy", "copy", lambda: np.copyto(b, a), 2, "1 read + 1 write per element")
@@ -612,7 +753,24 @@ def _cpu_stream(libs: Sequence[str], probes: Probes) -> list[Measurement]:
         stream(
             "torch", "triad", lambda: torch.add(tb, tc, alpha=3.0, out=ta), 3, "2 reads + 1 write per element"
         )
-    return out
+
+
+def _matmul_probe(
+    probes: Probes, library: str, dtype: str, make: Callable[[int], Timed], n0: int, n_max: int,
+    long_enough_s: float | None, min_call_s: float,
+) -> None:  # fmt: skip
+    """One dtype's matmul peak as a compute probe (`long_enough_s` None: an eighth of its share)."""
+
+    def probe() -> Measurement | str:
+        share = probes.share()
+        got = _matmul_peak(make, n0, n_max, share / 8 if long_enough_s is None else long_enough_s, share,
+                           min_call_s)  # fmt: skip
+        if isinstance(got, str):
+            return got
+        rate, n_used, best, calls = got
+        return Measurement("compute", dtype, library, rate, f"n={n_used}", best, calls, "2n³ FLOP")
+
+    probes.measure("compute", dtype, library, probe)
 
 
 def measure_cpu(
@@ -620,24 +778,21 @@ def measure_cpu(
     libraries: Iterable[str] = ("numpy", "torch"),
     probes: Probes | None = None,
 ) -> DevicePeaks:
-    """The CPU's peaks, in about `budget_s` seconds of measuring in all."""
+    """The CPU's peaks, in about `budget_s` seconds of measuring in all. Each probe refused
+    (too short a share, a busy machine) is said in `refused`, not stored as a peak."""
     import numpy as np
 
     t_start = time.perf_counter()
     probes = probes or Probes()
     libs = [lib for lib in libraries if lib != "torch" or package_version("torch")]  # torch is optional here
     probes.plan(budget_s, planned_probes("cpu", libs))
-    out = _cpu_stream(libs, probes)
+    _cpu_stream(libs, probes)
     torch: Any = None
     if "torch" in libs:
         import torch
 
     def matmul(library: str, dtype: str, make: Callable[[int], Timed]) -> None:
-        probes.check()
-        share = probes.share()
-        rate, n_used, best, calls = _matmul_peak(make, 64, 4096, share / 8, share)
-        out.append(Measurement("compute", dtype, library, rate, f"n={n_used}", best, calls, "2n³ FLOP"))
-        probes.add(out[-1])
+        _matmul_probe(probes, library, dtype, make, 64, 4096, None, MIN_CALL_S["cpu"])
 
     if "numpy" in libs:
         rng = np.random.default_rng(0)
@@ -661,10 +816,11 @@ def measure_cpu(
     name = cpu_name()
     fp = fingerprint("cpu", name)
     fp["threads"] = {"torch": torch.get_num_threads() if torch is not None else None}
-    return DevicePeaks("cpu", name, fp, _now(), time.perf_counter() - t_start, out)
+    return DevicePeaks("cpu", name, fp, _now(), time.perf_counter() - t_start, list(probes.done),
+                       refused=list(probes.refused))  # fmt: skip
 
 
-def _gpu_stream(torch: Any, api: Any, probes: Probes) -> list[Measurement]:
+def _gpu_stream(torch: Any, api: Any, probes: Probes) -> None:
     """STREAM copy and triad on one GPU; the arrays are freed when this returns."""
     free = api.free_bytes()
     n = int(min(max(4 * api.cache_bytes(), 1 << 30), free // 8) // 4)  # float32 elements per array
@@ -673,18 +829,12 @@ def _gpu_stream(torch: Any, api: Any, probes: Probes) -> list[Measurement]:
     a = torch.ones(n, device=dev)
     b = torch.full((n,), 2.0, device=dev)
     c = torch.full((n,), 0.5, device=dev)
-    out = []
     for name, op, arrays, counted in (
         ("copy", lambda: b.copy_(a), 2, "1 read + 1 write per element"),
         ("triad", lambda: torch.add(b, c, alpha=3.0, out=a), 3, "2 reads + 1 write per element"),
     ):
-        probes.check()
-        best, reps = _best(api.timer(op), probes.share(), max_repeats=20, min_repeats=5)
-        out.append(
-            Measurement("memory", name, "torch", arrays * n * 4 / best / 1e9, size, best, reps, counted)
-        )
-        probes.add(out[-1])
-    return out
+        _stream_probe(probes, "torch", name, api.timer(op), arrays * n * 4, size, counted,
+                      max_repeats=20, min_repeats=5)  # fmt: skip
 
 
 def measure_gpu(device: str, budget_s: float = DEFAULT_BUDGET_S, probes: Probes | None = None) -> DevicePeaks:
@@ -699,16 +849,17 @@ def measure_gpu(device: str, budget_s: float = DEFAULT_BUDGET_S, probes: Probes 
     t_start = time.perf_counter()
     api = device_api(torch, device)
     dev = torch.device(device)
-    if probes is not None:
-        probes.name = api.name
     probes = probes or Probes()
+    probes.name = api.name
+    # A GPU's kernels do not share the host's cores: other host processes leave its peaks alone.
+    probes.watch_host = False
     probes.plan(budget_s, 2 + len(api.dtypes))
-    out = _gpu_stream(torch, api, probes)
+    _gpu_stream(torch, api, probes)
     api.empty_cache()
     free = api.free_bytes()
 
-    # TF32 through the installed torch's precision API: torch 2.9+ raises when the legacy
-    # allow_tf32 switch is read after the new one was set (as a run with --tf32 does).
+    # TF32 through both of the installed torch's precision APIs, set alike: torch 2.9+ raises
+    # when a legacy getter is read after only the new API was set.
     from gpuplay.core.backends.torch_backend import fp32_matmul_precision
 
     for dtype in api.dtypes:
@@ -721,21 +872,27 @@ def measure_gpu(device: str, budget_s: float = DEFAULT_BUDGET_S, probes: Probes 
 
         itemsize = torch.tensor([], dtype=tdt).element_size()
         n_max = 16384 if 3 * 16384**2 * itemsize < free // 2 else 8192
-        probes.check()
         with fp32_matmul_precision(torch, dtype == "tf32"):
-            rate, n_used, best, calls = _matmul_peak(make, 1024, n_max, 0.005, probes.share())
-        out.append(Measurement("compute", dtype, "torch", rate, f"n={n_used}", best, calls, "2n³ FLOP"))
-        probes.add(out[-1])
+            _matmul_probe(probes, "torch", dtype, make, 1024, n_max, 0.005, MIN_CALL_S["gpu"])
         api.empty_cache()
-    return DevicePeaks(
-        device, api.name, fingerprint(device, api.name), _now(), time.perf_counter() - t_start, out
-    )
+    return DevicePeaks(device, api.name, fingerprint(device, api.name), _now(), time.perf_counter() - t_start,
+                       list(probes.done), refused=list(probes.refused))  # fmt: skip
+
+
+class NothingMeasured(Exception):
+    """A calibration that measured no peak at all: the cache is left as it was."""
+
+    def __init__(self, peaks: DevicePeaks) -> None:
+        self.peaks = peaks
+        super().__init__(f"no peak of {peaks.device} could be measured")
 
 
 def calibrate(device: str, budget_s: float | None = None, probes: Probes | None = None) -> DevicePeaks:
     """Measure one device's peaks and cache them (replacing what was there). With `probes`, each
     finished probe is reported there, and a stop it carries ends the calibration between two
-    probes (CalibrationStopped; `keep_partial` then caches what finished)."""
+    probes (CalibrationStopped; `keep_partial` then caches what finished). A peak that could not
+    be measured is not stored (`DevicePeaks.refused` says why); when none could, NothingMeasured
+    is raised and the cache is left as it was."""
     from gpuplay.core.measure import noise
 
     device = normalize_device(device)
@@ -744,6 +901,8 @@ def calibrate(device: str, budget_s: float | None = None, probes: Probes | None 
     budget_s = DEFAULT_BUDGET_S if budget_s is None else budget_s  # this device's, all probes together
     peaks = measure_cpu(budget_s, probes=probes) if device == "cpu" else measure_gpu(device, budget_s, probes)
     peaks.noise = noise.host_noise(before, noise.host_mark(before))
+    if not peaks.measurements:
+        raise NothingMeasured(peaks)
     save_peaks(peaks)
     return peaks
 

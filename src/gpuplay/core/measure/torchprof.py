@@ -162,6 +162,15 @@ def _gpu_busy(events: list[Any], marks: list[Any], kernels: dict[str, dict[str, 
     )
 
 
+def counted_words(n: float | None, words: str) -> str:
+    """`kernels_counted`'s words for a count of `n`: "1 operator call", "2 operator calls"."""
+    if n == 1:
+        return words.replace("operator calls", "operator call", 1).replace(
+            "kernels launched", "kernel launched", 1
+        )
+    return words
+
+
 def _cpu_busy(events: list[Any], marks: list[Any], kernels: dict[str, dict[str, float]], steps: int) -> Busy:
     work = [e for e in events if e.name.startswith(("aten::", _COMPILED_CALL))]
     return (

@@ -15,7 +15,7 @@ from gpuplay.core.catalogue import levers
 from gpuplay.core.hw import nvidia as gpm
 from gpuplay.core.hw.system import host_description, package_version
 from gpuplay.core.measure.energy import energy_of
-from gpuplay.core.measure.roofline import roof_cell, roof_text
+from gpuplay.core.measure.roofline import STALE, roof_cell, roof_text
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
 from gpuplay.core.storage.safetext import visible
@@ -141,6 +141,8 @@ def roof_markdown(roof: dict[str, Any]) -> str:
     """'34% of compute roof (AI 85 FLOP/B, ridge 8.7)'; or why there is no roof."""
     if roof.get("status") == "not calibrated":
         return "not calibrated"
+    if roof.get("status") == STALE:
+        return "stale roof: rerun gpuplay calibrate"
     if roof.get("status") != "ok":
         return "—"
     ridge = f", ridge {roof['ridge_flop_per_byte']:.3g}" if roof.get("ridge_flop_per_byte") else ""
@@ -201,7 +203,7 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
     # ("float16 is emulated and slow on this CPU: …": core/halfprec's note on a CPU half-precision run.)
     # ("allocation-bound pairs: …" starts with "allocation-bound" too.)
     notes.extend(n for n in r.notes if n.startswith(shown))
-    if roof.get("status") == "ok" and roof.get("note"):
+    if roof.get("status") in ("ok", STALE) and roof.get("note"):
         notes.append(f"roof: {roof['note']}")
     if row.speedup_reason:
         notes.append(f"~ speedup: {row.speedup_reason}")
@@ -213,7 +215,8 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
         notes.append(energy.text())
     activity = gpm.summary(gpu_activity(r.telemetry))
     if activity:
-        notes.append(f"GPM: {activity} during the timed steps")
+        window = (r.telemetry or {}).get("gpu_window")
+        notes.append(f"GPM: {activity} during {visible(str(window)[:80]) if window else 'the timed steps'}")
     peak = peak_memory_text(r)
     if peak:
         notes.append(peak)

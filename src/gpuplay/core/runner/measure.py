@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import threading
+import time
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
@@ -28,6 +29,7 @@ from gpuplay.core.runner.loop import Cancelled, LoopOutcome, PhaseCallback, Samp
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.runner.preflight import estimate_step_seconds, memory_shortfall
 from gpuplay.core.runner.steps import prepare_step
+from gpuplay.core.runtimes import Unavailable
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads import relative_error
 from gpuplay.core.workloads.base import SetupReport
@@ -122,6 +124,8 @@ class _Measurement:
         # The cold-allocation probe's last output, a call of the very step that was timed: the
         # check reads it rather than calling the step once more (one step less per run).
         self.probe_out: Any = _NONE
+        self.flushes = 0  # cold-cache flushes run so far (the telemetry takes the timed window's out)
+        self.flush_s = 0.0  # and the host's seconds spent in them (the flush and its sync)
 
     def phase(self, name: str, detail: str = "") -> None:
         trace.mark(f"phase {name}")
@@ -151,6 +155,8 @@ class _Measurement:
                         trace.mark("checked")
         except (Cancelled, Interrupted):
             result.status, result.message = "cancelled", "cancelled by the user"
+        except Unavailable as exc:  # an inference runtime installed but broken: refused, with the fix
+            result.status, result.message = "refused", str(exc)
         except UserCodeError as exc:
             result.status, result.failure = "failed", "user-code"
             result.message, result.detail = exc.summary, exc.detail
@@ -265,6 +271,7 @@ class _Measurement:
             backend.reset_peak_memory(spec.device)
         token = begin_window(telemetry, spec.device, self.own_pids)
         trace.mark("telemetry window opened")
+        flushes0 = (self.flushes, self.flush_s)
         faults0 = _minor_faults()
         if self.split is not None:
             self.split.reset()  # the warm-up's phases are not the timed steps'
@@ -277,6 +284,10 @@ class _Measurement:
         if telemetry is not None:
             result.telemetry = telemetry.end(token)
             trace.mark("telemetry window closed")
+            if not timed.cancelled:
+                self.without_flushes(
+                    result.telemetry, (self.flushes - flushes0[0], self.flush_s - flushes0[1])
+                )
             gpu = result.telemetry.get("gpu")
             if gpu and gpu.get("energy_j") is not None and timed.samples:
                 gpu["energy_per_step_j"] = gpu["energy_j"] / len(timed.samples)
@@ -322,8 +333,15 @@ class _Measurement:
         peak = None
         with contextlib.suppress(Exception):
             peak = backend.peak_memory(spec.device)
-        if peak is not None:
-            self.result.peak_memory = {"bytes": None if peak[0] is None else int(peak[0]), "source": peak[1]}
+        if peak is None:
+            return
+        count, source = None if peak[0] is None else int(peak[0]), peak[1]
+        if count is not None and self.flush is not None and spec.device != "cpu":
+            # The flush buffer is allocated before the count starts and held through the timed
+            # phase: it is in every reading of it, and none of it is the step's.
+            count = max(0, count - int(self.flush.nbytes))
+            source += f"; the {self.flush.nbytes / 2**20:.0f} MiB cold-cache flush buffer not counted"
+        self.result.peak_memory = {"bytes": count, "source": source}
 
     def energy(self, step: Callable[[], Any]) -> None:
         """Energy per step over its own window after the timed one (gpuplay.core.measure.energy)."""
@@ -414,20 +432,57 @@ class _Measurement:
 
     def between(self) -> Callable[[], Any] | None:
         """What runs between steps, outside the interval: the cache flush, the page return."""
-        flush, spec, backend = self.flush, self.plan.spec, self.plan.backend
+        flush, spec = self.flush, self.plan.spec
         if flush is not None and spec.device != "cpu":
-            device, flush_only = spec.device, flush
-
-            def flush_then_idle() -> None:
-                # The flush is queued on the device: waiting for it makes a cold step start as a
-                # warm one does, on an idle device, so both count the step's host dispatch.
-                # Otherwise the dispatch hides behind the flush and a launch-bound cold step
-                # reads faster than the warm one (docs/engine.md, "What a GPU step's time is").
-                flush_only()
-                backend.synchronize(device)
-
-            flush = flush_then_idle
+            flush = self.device_flush()
         return both(flush, between_steps(spec.alloc))
+
+    def device_flush(self) -> Callable[[], Any]:
+        """The cold-cache flush of a device run, then an idle device; each call counted."""
+        flush_only, device, backend = self.flush, self.plan.spec.device, self.plan.backend
+
+        def flush_then_idle() -> None:
+            # The flush is queued on the device: waiting for it makes a cold step start as a
+            # warm one does, on an idle device, so both count the step's host dispatch.
+            # Otherwise the dispatch hides behind the flush and a launch-bound cold step
+            # reads faster than the warm one (docs/engine.md, "What a GPU step's time is").
+            t0 = time.perf_counter()
+            flush_only()
+            backend.synchronize(device)
+            self.flush_s += time.perf_counter() - t0
+            self.flushes += 1
+
+        return flush_then_idle
+
+    def without_flushes(
+        self, window: dict[str, Any], flushes: tuple[int, float], telemetry: TelemetryWindow | None = None
+    ) -> None:
+        """Take the cold-cache flushes out of a telemetry window's device figures (core/runner/
+        coldflush.py), from a window of flushes alone measured now; its notes say so."""
+        gpu, telemetry = window.get("gpu"), telemetry or self.telemetry
+        if (
+            not gpu
+            or telemetry is None
+            or flushes[0] <= 0
+            or self.flush is None
+            or self.plan.spec.device == "cpu"
+        ):
+            return
+        from gpuplay.core.runner.coldflush import flush_window, without_flushes
+
+        self.phase("flush window")
+        alone = flush_window(telemetry, self.plan.spec.device, self.device_flush(), self.own_pids,
+                             self.cancel.is_set)  # fmt: skip
+        if alone is None:
+            return
+        flush_tele, n = alone
+        flush_gpu = flush_tele.get("gpu") or {}
+        seconds = float(window.get("duration_s") or 0.0)
+        done = without_flushes(
+            gpu, seconds, flushes, flush_gpu, float(flush_tele.get("duration_s") or 0.0), n
+        )
+        if done:
+            window["gpu_flush"] = done
 
     def check(self, out: Any) -> None:
         """Compare the last output with the float64 reference."""

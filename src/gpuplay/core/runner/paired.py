@@ -28,6 +28,7 @@ from typing import Any
 
 from gpuplay.core.backends.base import StepTimer
 from gpuplay.core.backends.oom import describe_oom
+from gpuplay.core.hw.nvidia import gpm_condition
 from gpuplay.core.measure.stats import PairedSpeedup, paired_speedup
 from gpuplay.core.process.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
@@ -35,10 +36,14 @@ from gpuplay.core.runner.alloc import FAULTS_NOTE_THRESHOLD, minor_faults
 from gpuplay.core.runner.loop import Cancelled, PhaseCallback, SampleCallback
 from gpuplay.core.runner.measure import _NONE, TelemetryWindow, _Measurement, _now, begin_window, run
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
+from gpuplay.core.runtimes import Unavailable
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads.usercode_errors import UserCodeError
 
 MIN_PAIRS = 8  # below this the bootstrap interval says little
+# The candidate's own GPU window (after the pairs) lasts at least this: past NVML's 1-second
+# power and utilisation averaging, so its figures are its own (telemetry._short_window).
+OWN_GPU_WINDOW_S = 1.2
 ELEMENT_S = 1e-3  # a pair's element repeats a µs step until it lasts about this long
 MAX_INNER = 64
 
@@ -300,6 +305,8 @@ class _Paired:
                 self.attach_speedup()
         except (Cancelled, Interrupted):
             result.status, result.message = "cancelled", "cancelled by the user"
+        except Unavailable as exc:  # an inference runtime installed but broken: refused, with the fix
+            result.status, result.message = "refused", str(exc)
         except UserCodeError as exc:
             result.status, result.failure = "failed", "user-code"
             result.message, result.detail = exc.summary, exc.detail
@@ -309,25 +316,29 @@ class _Paired:
                 base.result.message, base.result.detail = exc.summary, exc.detail
                 self.base_done = True
         except Exception as exc:
-            result.status = "failed"
-            failing = self.active
-            if failing.plan.backend.is_out_of_memory(exc):
-                result.failure = "out-of-memory"
-                result.message = describe_oom(
-                    failing.plan.backend, failing.plan.spec.device, result.size, exc
-                )
-            else:
-                result.failure = result.failure or "error"
-                who = "" if failing is cand else f"{baseline_name(base.plan.spec)}: "
-                result.message = f"{who}{type(exc).__name__}: {str(exc).strip()[:300]}"
-            if failing is base:  # the baseline's own row says it failed, as an unpaired run of it would
-                base.result.status, base.result.failure = "failed", result.failure
-                base.result.message = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
-                self.base_done = True
+            self.failed(exc)
         finally:
             for m in (cand, base):
                 with contextlib.suppress(Exception):
                     m.plan.backend.free_memory(m.plan.spec.device)
+
+    def failed(self, exc: Exception) -> None:
+        """The side that was running raised: out of memory, or an error, said on the result (and on
+        the baseline's own row when it was the baseline's)."""
+        cand, base, result = self.cand, self.base, self.cand.result
+        result.status = "failed"
+        failing = self.active
+        if failing.plan.backend.is_out_of_memory(exc):
+            result.failure = "out-of-memory"
+            result.message = describe_oom(failing.plan.backend, failing.plan.spec.device, result.size, exc)
+        else:
+            result.failure = result.failure or "error"
+            who = "" if failing is cand else f"{baseline_name(base.plan.spec)}: "
+            result.message = f"{who}{type(exc).__name__}: {str(exc).strip()[:300]}"
+        if failing is base:  # the baseline's own row says it failed, as an unpaired run of it would
+            base.result.status, base.result.failure = "failed", result.failure
+            base.result.message = f"{type(exc).__name__}: {str(exc).strip()[:300]}"
+            self.base_done = True
 
     def pairs(
         self, step: Callable[[], Any], timer: StepTimer, base_step: Callable[[], Any], base_timer: StepTimer
@@ -379,6 +390,8 @@ class _Paired:
         cand.peak_memory()
         if self.telemetry is not None:
             cand.result.telemetry = self.telemetry.end(token)
+            if spec.device != "cpu" and not outcome.cancelled:
+                self.own_gpu_window(step, timer, outcome)
         self.allocation_note(faults0, faults1, len(outcome.candidate))
         cand.result.samples, base.result.samples = outcome.candidate, outcome.baseline
         cand.result.conditions["paired_with"] = base.plan.spec.label()
@@ -387,6 +400,55 @@ class _Paired:
         if outcome.cancelled:
             raise Cancelled
         cand.energy(step)
+
+    def own_gpu_window(self, step: Callable[[], Any], timer: StepTimer, outcome: PairedOutcome) -> None:
+        """The device's figures (utilisation, power, energy, GPM activity, its noise) over the
+        candidate's steps alone, after the pairs: over the pairs' window they would count the
+        NumPy side's time, the device idle meanwhile, as the candidate's. Its steps run as in the
+        pairs (each side's flush before each step, the step's output dropped) for as long as the
+        candidate was timed there, at least OWN_GPU_WINDOW_S; the result says which window it is."""
+        cand, telemetry = self.cand, self.telemetry
+        r, spec = cand.result, cand.plan.spec
+        if telemetry is None or not r.telemetry or r.telemetry.get("gpu") is None:
+            return  # no device figures in the pairs' window either: nothing to attribute
+        inner = inner_count(r.warmup)
+        own_s = sum(outcome.candidate) * inner
+        target_s = max(OWN_GPU_WINDOW_S, min(own_s, spec.budget_s if spec.budget_s else own_s))
+        if self.on_phase is not None:
+            self.on_phase("gpu window", "")
+        between = cand.between()
+        token = begin_window(telemetry, spec.device, cand.own_pids)
+        flushes0 = (cand.flushes, cand.flush_s)
+        steps = 0
+        t0 = time.perf_counter()
+        try:
+            while (time.perf_counter() - t0 < target_s or steps == 0) and not self.cancel.is_set():
+                if between is not None:
+                    between()
+                timer(step)
+                steps += 1
+        finally:
+            window = telemetry.end(token)
+        if self.cancel.is_set():
+            return
+        cand.without_flushes(window, (cand.flushes - flushes0[0], cand.flush_s - flushes0[1]), telemetry)
+        if window.get("gpu_flush"):
+            r.telemetry["gpu_flush"] = window["gpu_flush"]
+        seconds = window.get("duration_s") or (time.perf_counter() - t0)
+        r.telemetry["gpu"] = gpu = window.get("gpu")
+        if "gpu_note" in window:
+            r.telemetry["gpu_note"] = window["gpu_note"]
+        r.telemetry.setdefault("noise", {})["gpu"] = (window.get("noise") or {}).get("gpu")
+        where = f"its own {steps} steps after the pairs ({seconds:.2f} s)"
+        r.telemetry["gpu_window"] = where
+        r.telemetry["gpu_window_why"] = (
+            "the pairs' window holds the NumPy side's steps too, with this device idle: "
+            "device figures over it would be diluted"
+        )
+        if gpu and gpu.get("energy_j") is not None:
+            gpu["energy_per_step_j"] = gpu["energy_j"] / steps
+        if gpu and gpu.get("activity"):
+            r.conditions["gpu_activity"] = gpm_condition(gpu["activity"], where)
 
     def baseline_after(self, step: Callable[[], Any], timer: StepTimer) -> None:
         """What an unpaired run of the baseline reports after its timed phase, for its own row:

@@ -9,6 +9,7 @@ never go back to the registries.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +81,17 @@ FP32_IEEE = (
 )
 
 
+def _rocm_tf32(spec: RunSpec) -> dict[str, Any]:
+    """On an AMD GPU (torch's ROCm build) with TF32 asked: whether hipBLASLt may use it."""
+    if not (spec.tf32 and spec.backend == "torch" and spec.device.startswith("cuda")):
+        return {}
+    from gpuplay.core.hw import amd
+
+    if amd.rocm_torch() is None:
+        return {}
+    return {"hipblaslt_allow_tf32": amd.hipblaslt_tf32_condition(os.environ)}
+
+
 def conditions(plan: RunPlan) -> dict[str, Any]:
     """The settings a result is reported with: library, device, precision, threads, timer."""
     from gpuplay.core.backends.numpy_backend import blas_threads
@@ -117,6 +129,7 @@ def conditions(plan: RunPlan) -> dict[str, Any]:
             if spec.backend == "torch" and spec.device.startswith("cuda")
             else {}
         ),
+        **_rocm_tf32(spec),
         "warmup": spec.warmup,
         "compile_time_excluded": spec.compile != "off",
         "versions": provenance.versions(spec.device),  # what `compare --from` holds two files against

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from gpuplay.core.backends.base import StepTimer
+from gpuplay.core.runner.inputs import host_dtype
 from gpuplay.core.runner.loop import Cancelled
 from gpuplay.core.runner.plan import RunPlan
 from gpuplay.core.runner.steps import build_step
@@ -117,8 +118,16 @@ def estimate_step_seconds(plan: RunPlan, timer: StepTimer, limit_s: float, cance
         probe_inputs = probe.workload.inputs(probe.params, np.random.default_rng(spec.seed))
         args = tuple(backend.from_host(a, spec.device, spec.dtype) for a in probe_inputs)
         args = probe.workload.prepare(backend.name, spec.device, args, probe.params)
+        # The configuration that will run: its dtype, AMP and levers (backend.configured, around
+        # this call), and its uploads and downloads where they are timed.
+        hosts = (
+            tuple(np.ascontiguousarray(a, dtype=host_dtype(spec.dtype)) for a in probe_inputs)
+            if probe.timed_transfers
+            else None
+        )
         del probe_inputs
-        step = build_step(probe, args, compiled=False)
+        step = build_step(probe, args, hosts, compiled=False)
+        del hosts
         t = first = timer(step)[0]  # the output is dropped at once
         if first < limit_s / 8:
             t = _fastest_repeat(step, timer, limit_s / 100)  # the first call pays one-off costs

@@ -1,10 +1,20 @@
 """ONNX Runtime: the model exported with torch.onnx.export, run by an InferenceSession.
 
 On the CPU the CPUExecutionProvider runs it on NumPy views of the tensors (no copy). On cuda:N
-the CUDAExecutionProvider (the TensorRT provider first, when the package has it) runs it with
-I/O binding on torch's own stream, so the input and output stay on the device and the step's
-CUDA events bracket ORT's kernels. What the session really used is read back from it: a session
-asked for CUDA that runs on the CPU is said in the conditions and notes, not hidden.
+the CUDAExecutionProvider (the TensorRT provider first, when the package has it, except for an
+IEEE float32 run) runs it with I/O binding, so the input and output stay on the device, on a CUDA stream
+of its own that torch made and handed to it (user_compute_stream). Not torch's current stream:
+that is the legacy default stream, whose handle is 0, and ORT reads a user_compute_stream of 0
+as none given and runs on a stream of its own making, which the step's events would not see.
+Each call joins the two streams both ways (ORT's stream waits for the input, torch's waits for
+ORT's kernels), so the step's CUDA events bracket ORT's kernels.
+
+Its CUDA provider computes float32 in TF32 unless told (use_tf32 defaults to 1): the run's tf32
+lever is passed as use_tf32, and the TensorRT provider, which has no such switch, is not asked
+for float32 with TF32 off. ORT's kernels are launched by ORT, not by torch: torch's CUDA graph capture
+cannot record them (CAPTURABLE; the planner refuses graphs with this runtime). What the session
+really used is read back from it: a session asked for CUDA that runs on the CPU is said in the
+conditions and notes, not hidden.
 """
 
 from __future__ import annotations
@@ -26,6 +36,11 @@ EXTRA_GPU = (
     "module (from a checkout: pip install -e '.[onnx-gpu]')"
 )
 NUMPY_TYPES = {"float32": "float32", "float16": "float16", "float64": "float64"}
+CAPTURABLE = False
+NOT_CAPTURABLE = (
+    "ONNX Runtime launches its own kernels on its own stream: torch's CUDA graph capture cannot "
+    "record them (ORT has its own CUDA graphs, enable_cuda_graph, which gpuplay does not drive)"
+)
 
 
 def _gpu_package() -> bool:
@@ -98,23 +113,31 @@ def export(model: Any, example: Any) -> bytes:
             lg.setLevel(level)
 
 
-def providers_for(ort: Any, device: str, stream: int | None) -> list[Any]:
-    """The providers to ask for, best first; the CPU's always last (ORT's own fallback)."""
+def providers_for(
+    ort: Any, device: str, stream: int | None, tf32: bool = False, dtype: str = "float32"
+) -> list[Any]:
+    """The providers to ask for, best first; the CPU's always last (ORT's own fallback).
+    `stream`: the handle of the CUDA stream ORT's kernels are to run on (never 0: ORT reads 0 as
+    none given). The TensorRT provider builds float32 layers in TF32 and ORT gives it no switch:
+    it is not asked for an IEEE float32 run."""
     if not device.startswith("cuda"):
         return ["CPUExecutionProvider"]
     index = int(device.partition(":")[2] or 0)
     have = set(ort.get_available_providers())
-    cuda: dict[str, Any] = {"device_id": index}
-    if stream is not None:
-        cuda["user_compute_stream"] = str(stream)  # ORT's kernels on torch's stream: the events see them
+    cuda: dict[str, Any] = {"device_id": index, "use_tf32": "1" if tf32 else "0"}
+    own: dict[str, Any] = {}
+    if stream:
+        own = {"has_user_compute_stream": "1", "user_compute_stream": str(stream)}
     asked: list[Any] = []
-    if "TensorrtExecutionProvider" in have:
-        asked.append(("TensorrtExecutionProvider", {"device_id": index}))
-    asked.append(("CUDAExecutionProvider", cuda))
+    if "TensorrtExecutionProvider" in have and (tf32 or dtype != "float32"):
+        asked.append(("TensorrtExecutionProvider", {"device_id": index, **own}))
+    asked.append(("CUDAExecutionProvider", {**cuda, **own}))
     return [*asked, "CPUExecutionProvider"]
 
 
-def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float, dict[str, Any]]:
+def build(
+    model: Any, example: Any, dtype: str, device: str, tf32: bool = False
+) -> tuple[Any, float, dict[str, Any]]:
     import onnxruntime as ort
     import torch
 
@@ -123,8 +146,8 @@ def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.intra_op_num_threads = torch.get_num_threads()  # as many as torch's: like for like on the CPU
-    stream = torch.cuda.current_stream().cuda_stream if device.startswith("cuda") else None
-    asked = providers_for(ort, device, stream)
+    stream = torch.cuda.Stream(device) if device.startswith("cuda") else None
+    asked = providers_for(ort, device, stream.cuda_stream if stream is not None else None, tf32, dtype)
     session = ort.InferenceSession(proto, opts, providers=asked)
     used = list(session.get_providers())
     conditions: dict[str, Any] = {
@@ -139,8 +162,14 @@ def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float
         conditions["ort_fallback"] = f"{wanted} asked, the session runs on {used[0] if used else 'nothing'}"
     if device.startswith("cuda") and (used[0] if used else "") == "CPUExecutionProvider":
         run = _cpu_run(session)  # it fell back: time what it does, copies and all
-    elif device.startswith("cuda"):
-        run = _bound_run(session, example, dtype, device)
+    elif device.startswith("cuda") and stream is not None:
+        conditions["ort_tf32"] = (
+            "on (use_tf32=1)"
+            if tf32
+            else "off (use_tf32=0; the TensorRT provider, which has no switch, not asked for float32)"
+        )
+        conditions["ort_stream"] = "its own CUDA stream, joined to torch's both ways each step"
+        run = _bound_run(session, example, dtype, device, stream)
     else:
         run = _cpu_run(session)
     return run, time.perf_counter() - t0, conditions
@@ -158,8 +187,8 @@ def _cpu_run(session: Any) -> Any:
     return run
 
 
-def _bound_run(session: Any, example: Any, dtype: str, device: str) -> Any:
-    """I/O binding: ORT reads the input and writes the output in place on the device."""
+def _bound_run(session: Any, example: Any, dtype: str, device: str, stream: Any) -> Any:
+    """I/O binding: ORT reads the input and writes the output in place on the device, on `stream`."""
     import numpy as np
     import torch
 
@@ -177,7 +206,10 @@ def _bound_run(session: Any, example: Any, dtype: str, device: str) -> Any:
         if x.data_ptr() != bound[0]:  # the same input tensor every step: bound once
             binding.bind_input(inp.name, "cuda", index, element, tuple(x.shape), x.data_ptr())
             bound[0] = x.data_ptr()
+        current = torch.cuda.current_stream(device)
+        stream.wait_stream(current)  # the input is written before ORT reads it
         session.run_with_iobinding(binding)
+        current.wait_stream(stream)  # the step's end event comes after ORT's last kernel
         return out
 
     return run

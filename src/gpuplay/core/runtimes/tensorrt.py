@@ -2,6 +2,9 @@
 
 Not verified on real hardware in gpuplay's tests: on a machine without an NVIDIA GPU or without
 the torch_tensorrt package it is refused with the reason, never attempted.
+
+TensorRT builds float32 layers with TF32 unless told (torch_tensorrt.compile's disable_tf32 is
+False by default): the run's tf32 lever is passed as disable_tf32, so tf32 off is IEEE float32.
 """
 
 from __future__ import annotations
@@ -34,14 +37,16 @@ def notes(device: str, conditions: dict[str, Any]) -> list[str]:
     ]
 
 
-def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float, dict[str, Any]]:
+def build(
+    model: Any, example: Any, dtype: str, device: str, tf32: bool = False
+) -> tuple[Any, float, dict[str, Any]]:
     import torch
     import torch_tensorrt
 
     precision = {"float32": torch.float32, "float16": torch.float16}[dtype]
     t0 = time.perf_counter()
     engine = torch_tensorrt.compile(
-        model.eval(), ir="dynamo", inputs=[example], enabled_precisions={precision}
+        model.eval(), ir="dynamo", inputs=[example], enabled_precisions={precision}, disable_tf32=not tf32
     )
     return (
         engine,
@@ -50,5 +55,6 @@ def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float
             "runtime": "tensorrt",
             "torch_tensorrt": getattr(torch_tensorrt, "__version__", "?"),
             "trt_precisions": dtype,
+            "trt_tf32": "on" if tf32 else "off (disable_tf32=True)",
         },
     )

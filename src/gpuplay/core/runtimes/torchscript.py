@@ -25,7 +25,10 @@ def notes(device: str, conditions: dict[str, Any]) -> list[str]:
     ]
 
 
-def build(model: Any, example: Any, dtype: str, device: str) -> tuple[Any, float, dict[str, Any]]:
+def build(
+    model: Any, example: Any, dtype: str, device: str, tf32: bool = False
+) -> tuple[Any, float, dict[str, Any]]:
+    # torch's own kernels: they read torch's TF32 flags, which the run set already
     import torch
 
     t0 = time.perf_counter()

@@ -55,6 +55,27 @@ class MissingFileError(FileReadError, FileNotFoundError):
     it ships, how to record one) keep working after swapping in read_text_file."""
 
 
+def kind_of_mode(mode: int) -> str:
+    """What a path that is not a regular file is, in words: a FIFO, a device (/dev/null), …"""
+    if stat.S_ISDIR(mode):
+        return "a folder, not a file"
+    if stat.S_ISFIFO(mode):
+        return "not a regular file (a FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "not a regular file (a device, such as /dev/null)"
+    if stat.S_ISSOCK(mode):
+        return "not a regular file (a socket)"
+    return "not a regular file"
+
+
+def not_regular(path: str | os.PathLike[str]) -> str:
+    """kind_of_mode for a path that exists (its target's kind, as open() would see it)."""
+    try:
+        return kind_of_mode(os.stat(path).st_mode)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+
+
 def read_text_file(path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_BYTES) -> str:
     """A user file's UTF-8 text, or FileReadError saying why not.
 
@@ -72,9 +93,7 @@ def read_text_file(path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_BYTES
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise FileReadError(
-            path, "a folder, not a file" if stat.S_ISDIR(mode) else "not a regular file (a FIFO?)"
-        )
+        raise FileReadError(path, kind_of_mode(mode))
     with os.fdopen(fd, "rb") as f:
         # The descriptor stays non-blocking, which changes nothing for a regular file's reads.
         data = f.read(max_bytes + 1)

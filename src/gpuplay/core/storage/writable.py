@@ -14,8 +14,9 @@ from gpuplay.core.storage.safetext import visible
 
 
 def unwritable(out: str | Path) -> str:
-    """Why `out` could not be written ('' when it can be): the nearest folder on its way that
-    exists must be a folder in which a file can be made (one is made and removed: permissions, a
+    """Why `out` could not be written ('' when it can be): its folder must exist (a missing one
+    is said, never created: `--out no-such-folder/x.json` was a typo that hid the results in a
+    new folder), and be one in which a file can be made (one is made and removed: permissions, a
     read-only mount, /proc, a file where a folder should be). A full disk or a race can still fail
     the write later; the writers then print what they had instead of losing it."""
     folder = Path(out).expanduser().absolute().parent
@@ -33,5 +34,46 @@ def unwritable(out: str | Path) -> str:
             return f"no file can be made in {visible(str(existing))} ({exc.strerror or exc})"
         os.close(fd)
         os.unlink(probe)
+        if existing != folder:  # never made behind the user's back: a typo'd folder hid the results
+            return (
+                f"no folder {visible(str(folder))}; create it first (mkdir -p {visible(str(folder))}) "
+                "or name a file in a folder that exists"
+            )
         return ""
     return f"no folder on the way to {visible(str(folder))} exists"
+
+
+# What an output file's suffix says its format is; a suffix not here leaves --format to decide.
+SUFFIX_FORMATS = {".json": "json", ".csv": "csv", ".md": "markdown", ".markdown": "markdown"}
+
+
+def format_for_out(
+    fmt: str, given: bool, out: str | os.PathLike[str] | None, formats: tuple[str, ...]
+) -> tuple[str, str]:
+    """(the format to write, '' or why not) for --format `fmt` (`given`: named by the user) and
+    --out `out`: the format named, else what the suffix says (`--out r.json` writes JSON, not
+    Markdown under a .json name), else the default. `table` into a file is Markdown, so it goes
+    with .md alone; a format named against the suffix (`--format csv --out r.json`) is refused."""
+    if not out:
+        return fmt, ""
+    name = os.fsdecode(out)
+    suffix = os.path.splitext(name)[1].lower()
+    implied = SUFFIX_FORMATS.get(suffix)
+    if implied is None:
+        return fmt, ""
+    written = "markdown" if fmt == "table" else fmt
+    if given and written != implied:
+        ext = ".md" if written == "markdown" else f".{written}"
+        return fmt, (
+            f"--format {fmt} writes {written}, but --out {visible(name)} names a {suffix} file: "
+            f"leave out --format (the suffix picks {implied}), or name the file {ext}"
+        )
+    if implied not in formats and implied == "markdown" and fmt == "table":
+        return fmt, ""  # a command whose table is plain text: written as it prints
+    if implied not in formats:
+        can = ", ".join(f for f in formats if f != "table")
+        return (
+            fmt,
+            f"--out {visible(name)}: this command writes {can}, not {implied}; name the file for one of them",
+        )
+    return implied if implied in formats else fmt, ""

@@ -134,6 +134,7 @@ class Point:
             "gflops": r.gflops if s and r else None,
             "gbps": r.gbps if s and r else None,
             "roof_fraction": roof.get("fraction") if ok_roof else None,
+            "roof_status": roof.get("status"),  # "stale": the point is above its stored roof
             "roof_s": roof_seconds(r, roof) if ok_roof and r is not None else None,
             "error": r.error if r is not None and r.error is not None and math.isfinite(r.error) else None,
             "unstable": bool(r is not None and s is not None and r.unstable),

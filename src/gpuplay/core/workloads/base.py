@@ -257,6 +257,11 @@ class Workload:
         """Why this backend/device/dtype cannot compute this workload, or None."""
         return None
 
+    def graph_refusal(self, p: Mapping[str, Any]) -> tuple[str, str] | None:
+        """Why these parameters' step cannot be captured in a CUDA graph, and what to do instead;
+        None if it can (`graph_safe` says it for the workload as a whole)."""
+        return None
+
     def unsupported_in(
         self, backend: str, device: str, compute_dtype: str, p: Mapping[str, Any]
     ) -> str | None:

@@ -128,12 +128,16 @@ def die_with_parent(_worker_id: int) -> None:
 class PhaseSplit:
     """Where each step's time went: waiting for the batch, the copy to the device, the model.
 
-    On the CPU, perf_counter marks; on CUDA, events on the current stream (read after the timed
-    loop, so the step never waits for the device to report them)."""
+    On the CPU, perf_counter marks; on a GPU (cuda, xpu, mps), the device's own events on the
+    current stream (torch.cuda / torch.xpu / torch.mps.Event), read after the timed loop, so the
+    step never waits for the device to report them. The launches are asynchronous there: a
+    perf_counter around them would time the launches, not the copy or the model."""
 
     def __init__(self, torch: Any, device: str) -> None:
-        self.cuda = device.startswith("cuda")
-        self.event = (lambda: torch.cuda.Event(enable_timing=True)) if self.cuda else None
+        kind = device.split(":")[0]
+        self.on_device = kind in ("cuda", "xpu", "mps")
+        mod = getattr(torch, kind) if self.on_device else None
+        self.event = (lambda: mod.Event(enable_timing=True)) if mod is not None else None
         self.torch = torch
         self.rows: list[tuple[float, Any, Any, Any]] = []
 
@@ -151,11 +155,11 @@ class PhaseSplit:
         self.rows = []
 
     def take(self) -> dict[str, list[float]]:
-        if self.cuda and self.rows:
+        if self.on_device and self.rows:
             self.rows[-1][3].synchronize()
 
         def span(a: Any, b: Any) -> float:
-            return float(a.elapsed_time(b)) / 1e3 if self.cuda else float(b - a)
+            return float(a.elapsed_time(b)) / 1e3 if self.on_device else float(b - a)
 
         out = {
             "data_wait_s": [w for w, _, _, _ in self.rows],
@@ -190,7 +194,10 @@ def loader_step(torch: Any, batches: Batches, model: Any, device: str, dtype: An
     images = next(batches)  # waits for a batch: decoded here (workers=0) or by the workers
     waited = time.perf_counter() - t0
     copy = split.mark()
-    x = images.to(device=device, dtype=dtype, non_blocking=pin)  # asynchronous only from pinned memory
+    # Moved as the loader made it (asynchronous only from pinned memory), then converted on the
+    # device: `.to(device, dtype)` in one call converts on the host first, into pageable memory,
+    # and the copy from there waits for the host whatever `pin` says.
+    x = images.to(device=device, non_blocking=pin).to(dtype=dtype)
     start = split.mark()
     with torch.inference_mode():
         out = model(x)

@@ -315,6 +315,15 @@ class Inference(Workload):
             return int8_refusal(device, dtype)
         return None
 
+    def graph_refusal(self, p: Mapping[str, Any]) -> tuple[str, str] | None:
+        why = runtimes.capture_refusal(p["runtime"]) if p["runtime"] != "eager" else None
+        if why is None:
+            return None
+        return (
+            f"runtime={p['runtime']} cannot be captured in a CUDA graph: {why}",
+            "turn --graphs off, or use a runtime torch captures (eager, torchscript)",
+        )
+
     def runtime_refusal(self, backend: str, device: str, dtype: str, p: Mapping[str, Any]) -> str | None:
         rt = p["runtime"]
         if backend != "torch":
@@ -332,9 +341,13 @@ class Inference(Workload):
                 + (f" ({', '.join(ignored)} applies to torch only)" if ignored else "")
             )
         elif p["runtime"] in ("onnxruntime", "tensorrt"):
+            wraps = (
+                "AMP and compile wrap"
+                if p["runtime"] == "onnxruntime"
+                else "AMP, compile and CUDA graphs wrap"
+            )
             notes.append(
-                f"runtime: {p['runtime']} runs its own kernels: AMP, compile and CUDA graphs wrap only the call"
-                " into it, and mode does nothing there"
+                f"runtime: {p['runtime']} runs its own kernels: {wraps} only the call into it, and mode does nothing there"
             )
         elif p["quant"] == "int8":
             notes.append("INT8: torchao dynamic quantization (int8 weights, activations quantized per step)")

@@ -1,0 +1,121 @@
+"""A cold-cache run's device figures without its cache flush.
+
+A cold run zeroes a buffer larger than the L2 before each step (256 MiB on an H100), outside the
+step's timing but inside the telemetry window: the device's utilisation, power, energy and GPM
+activity (DRAM above all: a memset is all DRAM traffic) would count the flushes as the steps'.
+Counters cannot be split after the fact, so the flush is measured apart: a window of flushes
+alone (each followed by a sync, as between steps), at least FLUSH_WINDOW_S long (past NVML's
+1-second averaging), gives each flush's time, energy and activity; the timed window's figures
+are then those of its time less its flushes':
+
+    rate_steps = (rate_window × T_window − rate_flushes × n × τ) / (T_window − F)
+
+with n the flushes in the timed window, τ one flush's time alone (so rate_flushes × τ is one
+flush's counts) and F the time the timed window spent in its flushes, as the host saw it. The result says so; where the
+flushes took nearly all the window the figures are n/a (what is left is the counters' noise).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection
+from typing import Any
+
+FLUSH_WINDOW_S = 1.2
+MIN_STEP_SHARE = 0.05  # below this share of the window left to the steps, their figures are n/a
+RATE_KEYS = ("util_mean_percent", "power_mean_w")
+ACTIVITY_SKIP = ("window_s", "source", "reason")
+
+
+def flush_window(
+    telemetry: Any,
+    device: str,
+    flush: Callable[[], object],
+    own_pids: Collection[int],
+    cancelled: Callable[[], bool],
+) -> tuple[dict[str, Any], int] | None:
+    """The telemetry of a window of flushes alone, and how many ran; None when cancelled."""
+    # as runner.measure.begin_window opens one (a window written before own_pids existed)
+    token = telemetry.begin(device, own_pids=own_pids) if own_pids else telemetry.begin(device)
+    n = 0
+    t0 = time.perf_counter()
+    try:
+        while (time.perf_counter() - t0 < FLUSH_WINDOW_S or n == 0) and not cancelled():
+            flush()
+            n += 1
+    finally:
+        window = telemetry.end(token)
+    return None if cancelled() else (window, n)
+
+
+def without_flushes(
+    gpu: dict[str, Any],
+    seconds: float,
+    flushes: tuple[int, float],
+    alone: dict[str, Any],
+    alone_s: float,
+    alone_n: int,
+) -> str:
+    """Take `flushes` (how many, and the host's seconds in them) out of `gpu` (a telemetry
+    window's device figures over `seconds`), from `alone` (a window of `alone_n` flushes over
+    `alone_s`): the flushes' counts are theirs alone, the steps' time the window's less the
+    flushes' own. Changes `gpu`; returns what was done, in words."""
+    count, spent = flushes
+    if count <= 0 or alone_n <= 0 or alone_s <= 0 or seconds <= 0:
+        return ""
+    flush_s = alone_s / alone_n * count  # the flushes' time as measured alone: their counts' weight
+    steps_s = seconds - min(max(spent, 0.0), seconds)  # the window's time not spent flushing
+    what = (
+        f"the {count} cold-cache flushes taken out (one flush measured apart: "
+        f"{alone_s / alone_n * 1e3:.2f} ms, from {alone_n} flushes alone)"
+    )
+    if steps_s < MIN_STEP_SHARE * seconds:
+        _all_na(gpu)
+        return f"n/a: the cold-cache flushes took {1 - steps_s / seconds:.0%} of the timed window"
+
+    def steps_only(whole: Any, flushing: Any, bound: float | None) -> float | None:
+        if not isinstance(whole, int | float) or not isinstance(flushing, int | float):
+            return None
+        value = max(0.0, (whole * seconds - flushing * flush_s) / steps_s)
+        return min(bound, value) if bound is not None else value
+
+    for key in RATE_KEYS:
+        if gpu.get(key) is not None:
+            gpu[key] = steps_only(gpu[key], alone.get(key), 100.0 if "percent" in key else None)
+    if gpu.get("energy_j") is not None and alone.get("energy_j") is not None:
+        gpu["energy_j"] = max(0.0, gpu["energy_j"] - alone["energy_j"] / alone_n * count)
+    _activity(gpu, alone.get("activity"), steps_only)
+    gpu["flush_removed"] = what
+    return what
+
+
+def _all_na(gpu: dict[str, Any]) -> None:
+    """The flushes took nearly all the window: what is left of it is the counters' noise."""
+    for key in RATE_KEYS:
+        gpu[key] = None
+    if "energy_j" in gpu:
+        gpu["energy_j"] = None
+    activity = gpu.get("activity")
+    if isinstance(activity, dict) and not activity.get("reason"):
+        gpu["activity"] = {
+            "reason": "GPM n/a: the cold-cache flushes took nearly all the timed window",
+            "window_s": activity.get("window_s"),
+        }
+
+
+def _activity(
+    gpu: dict[str, Any], flushing: Any, steps_only: Callable[[Any, Any, float | None], Any]
+) -> None:
+    """GPM's figures of the steps alone, from the window's and the flushes' own."""
+    activity = gpu.get("activity")
+    if not isinstance(activity, dict) or activity.get("reason"):
+        return
+    if not isinstance(flushing, dict) or flushing.get("reason"):
+        gpu["activity"] = {  # no activity of the flushes alone to take out: the window's is not the steps'
+            "reason": "GPM n/a: the cold-cache flushes' own activity could not be measured apart",
+            "window_s": activity.get("window_s"),
+        }
+        return
+    for key, value in list(activity.items()):
+        if key not in ACTIVITY_SKIP and value is not None:
+            activity[key] = steps_only(value, flushing.get(key), None if key.endswith("_mibs") else 100.0)
