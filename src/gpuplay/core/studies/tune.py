@@ -459,6 +459,10 @@ def judge(rung: Rung) -> None:
 GRACE_S = {"baseline": 30.0}  # the first measurement also starts the engine and imports its libraries
 DEFAULT_GRACE_S = 3.0
 FLOOR_STEPS = 48  # steps of the best so far a rung may take whatever its share (2 × 8 pairs + warm-ups)
+# Seconds a rung may take whatever its share: a paired run's set-up, warm-ups, check and energy
+# phase take seconds even for a µs step (a 64² matmul's rungs on the simulated H100 were stopped
+# at 2-3 s on the loaded 2-core machine, each with its pairs done).
+FLOOR_S = 10.0
 
 
 def run_ladder(
@@ -535,7 +539,7 @@ class _Walk:
         grace = GRACE_S.get(rung.kind, DEFAULT_GRACE_S)
         # The least pairs an interval needs, however short the share: MIN_PAIRS pairs of two steps
         # each, with warm-ups, set-ups and checks (a share shorter than that would drop every rung).
-        floor = FLOOR_STEPS * self.best_median
+        floor = max(FLOOR_S, FLOOR_STEPS * self.best_median)
         rung.result, timed_out = _timed(
             self.measure, rung.spec, against, self.cancel, max(left, floor) + grace
         )
@@ -619,7 +623,7 @@ class _Walk:
         if self.on_start:
             self.on_start(len(ladder.rungs), total)
         t0 = time.monotonic()
-        floor = FLOOR_STEPS * max(self.best_median, ladder.baseline.median or 0.0)
+        floor = max(FLOOR_S, FLOOR_STEPS * max(self.best_median, ladder.baseline.median or 0.0))
         total.result, timed_out = _timed(
             self.measure, total.spec, base, self.cancel, max(left, floor) + DEFAULT_GRACE_S
         )
