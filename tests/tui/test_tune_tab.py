@@ -21,7 +21,12 @@ async def test_the_tune_tab_climbs_the_ladder_and_stops_on_enter(tmp_path):
         tab = app.tab("tune")
         assert isinstance(tab, TuneTab) and tab.shown
         tab.budget_s = 15.0
-        await pilot.press("enter")
+        # the palette's entry starts it, as enter does (enter stops it below)
+        from gpuplay.tui.commands import GpuplayCommands, _tune
+
+        entries = [text for text, _cb, _help in GpuplayCommands.commands(type("P", (), {"app": app})())]
+        assert "tune: climb the levers ladder on this scenario" in entries and "show tune" in entries
+        _tune(app)
         await wait_until(
             pilot, lambda: tab.ladder is not None and tab.ladder.rungs[1].status != "pending", 120
         )
