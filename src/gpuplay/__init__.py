@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 # The package's public names, listed here only: api.__all__ is these less the two defined here.
 __all__ = [
     "Comparison",
+    "Ladder",
     "MeasurementError",
     "Refused",
     "Result",
@@ -27,6 +28,7 @@ __all__ = [
     "measure",
     "run",
     "sweep",
+    "tune",
 ]
 
 _API = frozenset(__all__) - {"__version__", "load_ipython_extension"}

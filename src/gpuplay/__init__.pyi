@@ -5,6 +5,9 @@ from gpuplay.api import (
     Comparison as Comparison,
 )
 from gpuplay.api import (
+    Ladder as Ladder,
+)
+from gpuplay.api import (
     MeasurementError as MeasurementError,
 )
 from gpuplay.api import (
@@ -36,6 +39,9 @@ from gpuplay.api import (
 )
 from gpuplay.api import (
     sweep as sweep,
+)
+from gpuplay.api import (
+    tune as tune,
 )
 
 __version__: str

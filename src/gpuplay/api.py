@@ -27,6 +27,7 @@ from gpuplay import progress as _progress
 from gpuplay.core.storage import argcheck
 from gpuplay.core.storage.safetext import visible
 from gpuplay.results import Comparison as Comparison  # re-exported: a name of gpuplay.__all__
+from gpuplay.results import Ladder as Ladder  # gpuplay.tune's answer
 from gpuplay.results import Result, Results, Sweep, Table
 
 if TYPE_CHECKING:
@@ -782,3 +783,63 @@ def load(path: str | Path) -> Results | Sweep | Table:
             visible(f"{p}: {len(problems) - MAX_LOAD_WARNINGS} more problem(s) like these"), stacklevel=2
         )
     return out
+
+
+def tune(
+    target: str | Path,
+    *,
+    device: str | None = None,
+    preset: str | None = None,
+    params: Mapping[str, Any] | None = None,
+    budget_s: float = 120.0,
+    scenario_dirs: Sequence[str | Path] = (),
+) -> Ladder:
+    """Climb the levers checklist on a scenario or code file, as `gpuplay tune` does: each rung
+    one change on top of the best configuration so far, timed in interleaved pairs against it,
+    kept only when its speedup's 95% interval lies above 1 and it passes the float64 check.
+
+    `device`: where to climb to (default: the best device here); `budget_s`: seconds for the whole
+    ladder, compile time included. Raises ValueError for an unknown target, parameter or device,
+    or a budget out of bounds. Interrupting keeps the finished rungs (the Ladder says so).
+    """
+    from gpuplay.core.catalogue.planner import device_refusal
+    from gpuplay.core.engine import measure as engine_measure
+    from gpuplay.core.spec import SpecError
+    from gpuplay.core.studies import tune as ladder_mod
+
+    if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) or not math.isfinite(budget_s):
+        raise ValueError(f"budget_s must be a finite number of seconds; got {budget_s!r}")
+    if not ladder_mod.MIN_BUDGET_S <= budget_s <= ladder_mod.MAX_BUDGET_S:
+        raise ValueError(
+            f"budget_s must be {ladder_mod.MIN_BUDGET_S:g}–{ladder_mod.MAX_BUDGET_S:g} s; got {budget_s!r}"
+        )
+    if device is not None and not isinstance(device, str):
+        raise ValueError(f"device must be a string such as 'cpu' or 'cuda:0'; got {device!r}")
+    sc = _scenario(target, scenario_dirs)
+    spec, _size = _spec(sc, preset, params, {})
+    _adopt_probe(device not in ("cpu",), ("numpy", "torch"))
+    where = device or ladder_mod.best_device(PROBE_TIMEOUT_S)
+    refusal = device_refusal("torch", where, PROBE_TIMEOUT_S)
+    if refusal is not None:
+        raise ValueError(visible(f"device {where}: {refusal}"))
+    try:
+        ladder = ladder_mod.plan_ladder(spec, where, sc.name, float(budget_s), PROBE_TIMEOUT_S)
+    except (KeyError, SpecError) as exc:
+        raise ValueError(str(exc)) from None
+
+    def on_rung(i: int, rung: Any) -> None:
+        if rung.result is not None and rung.result.status != "cancelled":
+            _log([rung.result])
+
+    _, interrupted = _interruptible(
+        lambda cancel: ladder_mod.run_ladder(
+            ladder, engine_measure, cancel=cancel, on_rung=on_rung, profile=ladder_mod.engine_profile
+        ),
+        threading.Event(),
+    )
+    if ladder.total is not None and ladder.total.result is not None:
+        _log([ladder.total.result])
+    if interrupted:
+        ladder.interrupted = True
+        warnings.warn("interrupted: the finished rungs are kept", stacklevel=2)
+    return Ladder(ladder)

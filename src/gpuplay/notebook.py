@@ -2,6 +2,7 @@
 
     %gpuplay run matmul -b torch -p quick      a line magic taking `gpuplay run`'s arguments
     %gpuplay compare matmul -p quick           (also compare and sweep: the API's arguments)
+    %gpuplay tune matmul -p quick              the levers ladder (`gpuplay tune`'s arguments)
     %%gpuplay -b numpy,torch -p quick          a cell magic: the cell is a code file (PARAMS,
                                                PRESETS, inputs, step) measured on each backend
 
@@ -22,6 +23,7 @@ USAGE = (
     "usage: %gpuplay run SCENARIO|FILE.py [gpuplay run options]  ·  "
     "%gpuplay compare SCENARIO [-b numpy,torch] [-p PRESET]  ·  "
     "%gpuplay sweep SCENARIO --over n=256..4096 [-b numpy,torch]  ·  "
+    "%gpuplay tune SCENARIO|FILE.py [-d DEVICE] [-p PRESET] [--budget-total S]  ·  "
     "%%gpuplay [gpuplay run options; -b numpy,torch and -d take lists] (cell: a code file)"
 )
 
@@ -69,6 +71,33 @@ def _run_args(argv: list[str]) -> dict[str, Any]:
         "baseline": p["baseline"] if ctx.get_parameter_source("baseline") is not _DEFAULT else True,
         "scenario_dirs": tuple(p.get("scenario_dirs") or ()),
         **levers,
+    }
+
+
+def _tune_args(argv: list[str]) -> dict[str, Any]:
+    """`gpuplay tune`'s command line, parsed by its click command, as api.tune keywords."""
+    import click
+
+    from gpuplay.cli.options import parse_assignments
+    from gpuplay.cli.tune import tune as tune_command
+
+    try:
+        ctx = tune_command.make_context("gpuplay tune", list(argv), resilient_parsing=False)
+        params = {k: _number(v) for k, v in parse_assignments(tuple(ctx.params.get("sizes") or ())).items()}
+    except click.exceptions.Exit:
+        raise MagicUsageError(USAGE) from None
+    except click.ClickException as exc:
+        raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
+    p = ctx.params
+    if p.get("fmt") != "table" or p.get("out"):
+        raise MagicUsageError("--format, --out: not in a notebook (the ladder displays itself)")
+    return {
+        "target": p["target"],
+        "device": p.get("device"),
+        "preset": p.get("preset"),
+        "params": params,
+        "budget_s": float(p["budget_total"]),
+        "scenario_dirs": tuple(p.get("scenario_dirs") or ()),
     }
 
 
@@ -137,6 +166,8 @@ def line_magic(line: str) -> Any:
     if verb == "run":
         kw = _run_args(rest)
         return api.run(kw.pop("scenario"), **kw)
+    if verb == "tune":
+        return api.tune(**_tune_args(rest))
     words, opts = _options(rest)
     for key in ("backends", "devices", "dtypes", "variants"):
         _split(key, opts)

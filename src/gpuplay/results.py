@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from gpuplay.core.result import RunResult
     from gpuplay.core.studies.compare import Row
 
-__all__ = ["Comparison", "Result", "Results", "Sweep", "Table"]
+__all__ = ["Comparison", "Ladder", "Result", "Results", "Sweep", "Table"]
 
 
 def _h(text: object) -> str:
@@ -586,3 +586,58 @@ class Sweep:
 
     def __repr__(self) -> str:
         return f"<gpuplay.Sweep {visible(self.scenario)} over {visible(self.param)}: {len(self.series)} series>\n{self.text_chart()}"
+
+
+class Ladder:
+    """`gpuplay.tune`'s answer: the levers checklist climbed on one target, one change at a time.
+
+    `rungs` are dicts in the fixed order (name, configuration, status measured/dropped/refused,
+    kept, reason, median seconds, speedup over the previous kept rung and its 95% interval,
+    cumulative, error vs float64); `kept` the kept ones after the baseline; `verdict` one line;
+    `speedup`/`speedup_interval` the winner timed against the baseline side by side.
+    """
+
+    def __init__(self, ladder: Any) -> None:
+        from gpuplay.core.studies.tune import COLUMNS, table_rows
+
+        d = ladder.to_dict()
+        self._doc = d
+        self._columns = COLUMNS
+        self._cells = table_rows(ladder)
+        self.target: str = d["target"]
+        self.device: str = d["device"]
+        self.rungs: list[dict[str, Any]] = d["rungs"]
+        self.kept: list[dict[str, Any]] = [r for r in self.rungs[1:] if r["kept"]]
+        self.verdict: str = d["verdict"]
+        self.limit: str = d["limit"]
+        self.interrupted: bool = d["interrupted"]
+        total = d.get("total") or {}
+        self.speedup: float | None = _finite(total.get("speedup"))
+        iv = total.get("interval")
+        self.speedup_interval: tuple[float, float] | None = (iv[0], iv[1]) if iv else None
+        self.winner: str | None = self.kept[-1]["configuration"] if self.kept else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._doc)
+
+    def to_pandas(self) -> Any:
+        keys = ("name", "configuration", "status", "kept", "reason", "median", "speedup", "interval",
+                "cumulative", "error", "tolerance", "compile_s", "build_s")  # fmt: skip
+        return _pandas().DataFrame([{k: r.get(k) for k in keys} for r in self.rungs])
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{_h(c)}</th>" for c in self._columns)
+        body = "".join("<tr>" + "".join(f"<td>{_h(c)}</td>" for c in row) + "</tr>" for row in self._cells)
+        cap = f"<caption>gpuplay tune {_h(self.target)} on {_h(self.device)}</caption>"
+        return (
+            f"<table class='gpuplay'>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f"<p>{_h(self.verdict)}</p>"
+        )
+
+    def _repr_markdown_(self) -> str:
+        lines = ["| " + " | ".join(self._columns) + " |", "|" + "---|" * len(self._columns)]
+        lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in self._cells]
+        return "\n".join([*lines, "", _md(self.verdict)])
+
+    def __repr__(self) -> str:
+        return f"<gpuplay.Ladder {visible(self.target)} on {self.device}: {visible(self.verdict)}>"

@@ -60,7 +60,8 @@ def test_option_mistakes_are_usage_errors(tmp_path):
     r = CliRunner().invoke(main, ["demo", "no-such-deck"])
     assert (
         r.exit_code == 2
-        and "shipped decks: gpu-pays-off, inference-runtimes, numpy-to-gpu, the-7633x-question" in r.output
+        and "shipped decks: gpu-pays-off, inference-runtimes, levers-ladder, numpy-to-gpu, the-7633x-question"
+        in r.output
     )
 
 

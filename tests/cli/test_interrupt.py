@@ -111,3 +111,22 @@ def test_interruption_cancels_on_the_first_signal_and_breaks_out_on_the_second()
         waited_out = True
     assert not waited_out and stop.exit_code == 143  # the first signal names the exit
     assert signal.getsignal(signal.SIGTERM) is before  # handlers restored
+
+
+@pytest.mark.slow
+def test_tune_interrupted_keeps_the_finished_rungs(tmp_path):
+    rc, out, err, logged = _signal_after(
+        ["tune", "matmul", "-d", "cpu", "--budget-total", "60", "--format", "json"],
+        tmp_path,
+        signal.SIGINT,
+        1,
+    )
+    assert rc == 130, err
+    data = json.loads(out)
+    assert data["interrupted"] is True and "interrupted" in data["verdict"]
+    rungs = {r["name"]: r for r in data["rungs"]}
+    assert rungs["baseline"]["status"] == "measured"
+    assert any(
+        r["reason"].startswith("not run: interrupted") or r["reason"] == "interrupted" for r in data["rungs"]
+    )
+    assert "the finished rungs are kept" in err

@@ -37,5 +37,13 @@ def test_example_notebook_runs_in_a_kernel_with_its_figure(tmp_path):
     assert plots and any("image/png" in o.get("data", {}) for o in plots), "the sweep cell showed no figure"
     html = [o["data"]["text/html"] for _, o in outputs if "text/html" in o.get("data", {})]
     assert any("speedup vs NumPy CPU" in h for h in html), "no result displayed itself as a table"
+    ladders = [
+        o
+        for src, o in outputs
+        if src.startswith("ladder = gpuplay.tune(") and "text/html" in o.get("data", {})
+    ]
+    assert ladders and "kept" in ladders[0]["data"]["text/html"], (
+        "the tune cell showed no ladder as a DataFrame"
+    )
     text = "".join(str(o.get("text", "")) for _, o in outputs)
     assert "gpuplay:" not in text, f"a magic refused its input: {text}"

@@ -121,7 +121,7 @@ def test_missing_deck_file_lists_shipped_decks(scenarios, tmp_path):
         load_deck(tmp_path / "nope.toml", scenarios)
 
 
-@pytest.mark.parametrize("name", ["numpy-to-gpu", "the-7633x-question"])
+@pytest.mark.parametrize("name", ["numpy-to-gpu", "the-7633x-question", "levers-ladder"])
 @pytest.mark.parametrize("preset", [None, "quick"])
 def test_shipped_decks_load(scenarios, name, preset):
     deck = load_deck(resolve_deck_path(name), scenarios, preset)

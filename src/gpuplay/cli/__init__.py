@@ -284,6 +284,7 @@ COMMAND_MODULES = {
     "demo": "demo",
     "serve": "serve",
     "sweep": "sweep",
+    "tune": "tune",
 }
 
 

@@ -62,7 +62,7 @@ def demo(
     scenario_dirs: tuple[str, ...],
 ) -> None:
     """Present DECK (a deck .toml, or a shipped deck's name: numpy-to-gpu, the-7633x-question,
-    gpu-pays-off, inference-runtimes).
+    gpu-pays-off, inference-runtimes, levers-ladder).
 
     → space PageDown: next · ← PageUp: previous · Home/End · g N Enter: step N ·
     b or .: blank · f: big number · t: timer · r: re-run · n: notes · q: quit (asks once).

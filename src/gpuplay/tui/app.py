@@ -52,7 +52,7 @@ class GpuPlayApp(TextApp):
         Binding("x", "reset", "reset session", show=False),
         Binding("e", "export", "export"),
         Binding("s", "save_svg", "screenshot", show=False),
-        *tabs.tab_bindings(),  # 1–7
+        *tabs.tab_bindings(),  # 1–8
         Binding("k", "collectives", "collectives sweep", show=False),
         Binding("question_mark", "help", "help"),
         Binding("q", "quit", "quit"),

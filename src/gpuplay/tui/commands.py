@@ -81,6 +81,11 @@ class GpuplayCommands(Provider):
         yield "re-run the current configuration", app.action_rerun, "key r"
         yield "reset the session's comparison", app.action_reset, "key x"
         yield "sweep collectives (local ranks)", app.action_collectives, "key k"
+        yield (
+            "tune: climb the levers ladder on this scenario",
+            partial(_tune, app),
+            f"key {TABS.index('tune') + 1}, enter",
+        )
 
     async def discover(self) -> Hits:
         for text, callback, help_text in self.commands():
@@ -95,6 +100,12 @@ class GpuplayCommands(Provider):
             if score > 0:
                 plain = visible(text, one_line=True)
                 yield Hit(score, _highlight(matcher, plain), callback, text=plain, help=_help(help_text))
+
+
+def _tune(app: Any) -> None:
+    """Show the Tune tab and start its ladder (or stop the one that runs)."""
+    app.action_tab("tune")
+    app.tab("tune").start_stop()
 
 
 # Textual reads a hit's prompt and help as markup, and Matcher.highlight its candidate: a

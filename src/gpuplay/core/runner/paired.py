@@ -182,6 +182,15 @@ def run_paired(
                     telemetry=telemetry, probe_timeout=probe_timeout)[0]  # fmt: skip
 
 
+def baseline_name(spec: RunSpec) -> str:
+    """How a message names the side a candidate is paired with: NumPy on the CPU is "the NumPy
+    baseline" (compare, run --baseline); any other (the best configuration so far of a tune
+    ladder) is named by its configuration."""
+    if spec.backend == "numpy" and spec.device == "cpu":
+        return "the NumPy baseline"
+    return f"the baseline ({spec.label()})"
+
+
 def run_pair(
     spec: RunSpec,
     baseline: RunSpec,
@@ -204,7 +213,7 @@ def run_pair(
     if isinstance(base_plan, Refusal):
         result = run(spec, on_sample, cancel, pause=pause, on_phase=on_phase, telemetry=telemetry,
                      probe_timeout=probe_timeout)  # fmt: skip
-        result.notes.append(f"no speedup: the NumPy baseline cannot run ({base_plan})")
+        result.notes.append(f"no speedup: {baseline_name(baseline)} cannot run ({base_plan})")
         return result, None
     result = RunResult(spec=spec, started=_now())
     try:
@@ -274,7 +283,9 @@ class _Paired:
                 self.active = cand
                 if not base_ok:
                     self.base_done = True  # refused, as an unpaired run of it would be
-                    result.notes.append(f"no speedup: the NumPy baseline was refused ({base.result.message})")
+                    result.notes.append(
+                        f"no speedup: {baseline_name(base.plan.spec)} was refused ({base.result.message})"
+                    )
                     step = cand.timed(cand.prepare(timer), timer)
                     self.check(cand, step)
                     return
@@ -300,7 +311,7 @@ class _Paired:
             result.status, result.failure = "failed", "user-code"
             result.message, result.detail = exc.summary, exc.detail
             if self.active is base:  # the user's step failed on NumPy: the baseline's own row says so
-                result.message = f"the NumPy baseline: {exc.summary}"
+                result.message = f"{baseline_name(base.plan.spec)}: {exc.summary}"
                 base.result.status, base.result.failure = "failed", "user-code"
                 base.result.message, base.result.detail = exc.summary, exc.detail
                 self.base_done = True
@@ -322,7 +333,7 @@ class _Paired:
             result.message = describe_oom(failing.plan.backend, failing.plan.spec.device, result.size, exc)
         else:
             result.failure = result.failure or "error"
-            who = "" if failing is cand else "the NumPy baseline: "
+            who = "" if failing is cand else f"{baseline_name(base.plan.spec)}: "
             result.message = f"{who}{type(exc).__name__}: {str(exc).strip()[:300]}"
         if failing is base:  # the baseline's own row says it failed, as an unpaired run of it would
             base.result.status, base.result.failure = "failed", result.failure

@@ -1,4 +1,4 @@
-"""The playground's tabs, in the order of their keys (1–7). See docs/architecture.md, "Tabs"."""
+"""The playground's tabs, in the order of their keys (1–8). See docs/architecture.md, "Tabs"."""
 
 from textual.binding import Binding
 
@@ -16,6 +16,7 @@ from gpuplay.tui.tabs.telemetry import (
     draw_telemetry,
     draw_visible_telemetry,
 )
+from gpuplay.tui.tabs.tune import TuneTab
 
 # The tabs in the order of their keys: key 1 shows the first. Adding a tab: docs/architecture.md.
 TAB_CLASSES: tuple[type[PlaygroundTab], ...] = (
@@ -26,6 +27,7 @@ TAB_CLASSES: tuple[type[PlaygroundTab], ...] = (
     ProfileTab,
     CollectivesTab,
     SweepTab,
+    TuneTab,
 )
 TAB_IDS = tuple(t.TAB_ID for t in TAB_CLASSES)
 
@@ -50,6 +52,7 @@ __all__ = [
     "TelemetryColumn",
     "TelemetryFeed",
     "TelemetryTab",
+    "TuneTab",
     "draw_telemetry",
     "draw_visible_telemetry",
     "fit_labels",
