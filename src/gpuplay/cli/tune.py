@@ -108,7 +108,7 @@ def tune(
         if rung.result is not None and rung.result.status != "cancelled":
             log(rung.result)
         cells = ladder_mod.rung_cells(rung)
-        say(f"  {rung.name}: {cells[2]} {cells[3]} → {cells[-1]}")
+        say(f"  {rung.name}: " + f"{cells[2]} {cells[3]} → {cells[-1]}".replace("\n", " "))
 
     from gpuplay.core.engine import measure
 
