@@ -136,7 +136,9 @@ def test_a_numpy_run_front_end_imports_what_it_reads_before_the_answer_and_no_mo
     assert "importlib.metadata" not in front
     # What reading the answer needs is imported while the engine starts, not after it answers.
     noise = next(
-        i for i, line in enumerate(lines) if re.match(r"^import time:.*\| +gpuplay\.core\.measure\.noise$", line)
+        i
+        for i, line in enumerate(lines)
+        if re.match(r"^import time:.*\| +gpuplay\.core\.measure\.noise$", line)
     )
     sent = next(i for i, line in enumerate(lines) if line.endswith("front end  sending RunRequest"))
     assert noise < sent

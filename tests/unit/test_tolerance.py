@@ -180,3 +180,31 @@ def test_the_checks_norm_is_linalg_norms_without_blas(monkeypatch):
         assert relative_error(x * 1.001, x) == pytest.approx(want, rel=1e-6)
     assert relative_error(np.ones(3), np.zeros(3)) == pytest.approx(expected_zero)
     assert relative_error(np.array([1.0, np.nan]), np.ones(2)) == math.inf
+
+
+# -- the check, in blocks ----------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(0,), (5,), (1 << 16,), ((1 << 16) + 1,), (3, (1 << 16) + 5), (7, 9, 11)])
+@pytest.mark.parametrize("kind", ["float32 of float64", "complex64 of complex128"])
+def test_the_blocked_check_is_the_whole_array_norm(shape, kind):
+    import numpy as np
+
+    from gpuplay.core.workloads import relative_error
+
+    rng = np.random.default_rng(7)
+    ref = rng.standard_normal(shape)
+    if kind.startswith("complex"):
+        ref = ref + 1j * rng.standard_normal(shape)
+    out = (ref * (1 + 1e-6 * rng.standard_normal(shape))).astype(
+        np.complex64 if ref.dtype.kind == "c" else np.float32
+    )
+    whole = (
+        np.linalg.norm((out.astype(ref.dtype) - ref).ravel()) / np.linalg.norm(ref.ravel())
+        if ref.size
+        else 0.0
+    )
+    assert relative_error(out, ref) == pytest.approx(whole, rel=1e-12, abs=0.0)
+    if ref.size:
+        bad = out.copy().reshape(-1)
+        bad[-1] = np.nan  # in the last block
+        assert relative_error(bad.reshape(shape), ref) == float("inf")
+    assert relative_error(np.zeros(shape), np.zeros(shape)) == 0.0
