@@ -1,4 +1,4 @@
-"""Issue 21's GPU-path fixes on a real GPU (the fakes in tests/unit/test_gpu_fakes.py pin the logic).
+"""The GPU-path fixes on a real GPU (the fakes in tests/unit/test_gpu_fakes.py pin the logic).
 
 Skipped where there is no CUDA device. Written without a GPU at hand; the GPU kit runs them.
 The last device is used on purpose: defects hid behind tests that pinned cuda:0.

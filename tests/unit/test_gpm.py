@@ -1,4 +1,4 @@
-"""NVML GPM counters (issue 37) on a CPU machine: the metrics, the run window and each refusal,
+"""NVML GPM counters on a CPU machine: the metrics, the run window and each refusal,
 through a fake nvidia-ml-py with two GPUs (one Hopper, one Ampere) and a MIG instance."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The GPU paths on a CPU machine: each defect of issue 21 pinned through fakes (tests/unit/gpu_fakes.py).
+"""The GPU paths on a CPU machine: each defect pinned through fakes (tests/unit/gpu_fakes.py).
 
 Items 4 and 13 (tolerances, widening on the host) are pinned with the check's code elsewhere.
 """
@@ -97,7 +97,7 @@ def test_cuda_index_is_mapped_to_nvml_by_uuid_not_by_index(monkeypatch):
     # a run on cuda:0 reports board B's figures
     tele = telemetry.RunTelemetry()
     gpu = tele.end(tele.begin("cuda:0"))["gpu"]
-    # (a window shorter than NVML's 1-second averaging keeps its reading apart: issue 32)
+    # (a window shorter than NVML's 1-second averaging keeps its reading apart)
     assert gpu["name"] == "board B" and gpu["index"] == 1 and gpu["util_nvml_percent"] == 90.0
     # through the public mapping the GPU kit uses
     target = telemetry.nvml_handle_for_cuda_device("cuda:0")

@@ -1,4 +1,4 @@
-"""Each library is imported the first time a configuration needs it (issue 34).
+"""Each library is imported the first time a configuration needs it.
 
 A NumPy-only `gpuplay run` or `gpuplay sweep` imports no torch, CuPy or SciPy, in the front end or
 in the engine process: each process's `python -X importtime` list (PYTHONPROFILEIMPORTTIME, which
@@ -55,7 +55,7 @@ def test_a_numpy_run_imports_no_torch_in_the_front_end_or_the_engine(tmp_path):
     front, engine = _gpuplay(tmp_path, "run", "matmul", "-s", "n=64", "--budget", "0.05", "--warmup", "1")
     assert "gpuplay.core.runner.measure" in engine  # the engine measured: its listing was read
     assert "gpuplay.core.catalogue.planner" in front  # the front end's listing was read: it planned
-    assert "numpy" not in top_level(front)  # it plans and prints without NumPy (issue 34, round 4)
+    assert "numpy" not in top_level(front)  # it plans and prints without NumPy
     assert not {m for m in front if m.startswith("gpuplay.core.runner")}  # it measures in the engine
     for side, mods in (("front end", front), ("engine", engine)):
         loaded = sorted(top_level(mods) & {"torch", "cupy", "scipy", "textual"})
@@ -99,7 +99,7 @@ API_CALLS = {
 
 @pytest.mark.parametrize("call", sorted(API_CALLS))
 def test_numpy_calls_of_the_python_api_import_no_torch_in_the_engine(tmp_path, call):
-    """gpuplay.run/compare/sweep ask the engine to probe only the backends they use (issue 34);
+    """gpuplay.run/compare/sweep ask the engine to probe only the backends they use;
     each in a process of its own: the engine's first call decides what it probes."""
     env = {k: v for k, v in os.environ.items() if k not in ("GPUPLAY_IN_PROCESS", "COLUMNS")}
     env.update(PYTHONPROFILEIMPORTTIME="1", GPUPLAY_STATE_DIR=str(tmp_path / "state"),

@@ -282,7 +282,7 @@ def test_a_busy_windows_names_come_from_its_listing_as_psutil_gives_them(monkeyp
             asked.append(pid)
             return real(pid)
 
-        # the listing itself reads no psutil on Linux (round 6): the names' fallback imports it
+        # the listing itself reads no psutil on Linux: the names' fallback imports it
         monkeypatch.setattr(noise._psutil(), "Process", counted)
         assert noise._name(kids[0].pid) == "a (b) c)" == real(kids[0].pid).name() and asked == []
         # cut by the kernel: psutil's own answer, which reads the command line

@@ -1,4 +1,4 @@
-"""gpuplay's own cost between figures (issue 34): what a sweep point pays besides its budget, and
+"""gpuplay's own cost between figures: what a sweep point pays besides its budget, and
 the engine asked to probe (import) only what a command needs. Checked by counting, never by timing."""
 
 from __future__ import annotations

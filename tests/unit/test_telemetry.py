@@ -174,7 +174,7 @@ def test_run_window_records_gpu_utilisation_power_and_energy(fake_nvml):
     token = tele.begin("cuda:0")
     out = tele.end(token)
     gpu = out["gpu"]
-    # A window shorter than NVML's 1-second averaging: the readings kept apart, not the run's (issue 32)
+    # A window shorter than NVML's 1-second averaging: the readings kept apart, not the run's
     assert gpu["util_nvml_percent"] == 97.0 and gpu["power_nvml_w"] == 612.0
     assert gpu["util_mean_percent"] is None and gpu["power_mean_w"] is None and gpu["averaging_note"]
     assert gpu["energy_j"] == 61.2 and gpu["energy_source"] == "NVML total-energy counter"

@@ -93,7 +93,7 @@ def _plan(**kw: Any) -> RunPlan:
 
 @pytest.mark.gpu_fake
 def test_a_tf32_run_is_checked_at_tf32_precision_and_passes():
-    """Issue 21, item 4: a TF32 matmul fails a float32 tolerance; it must pass its own."""
+    """a TF32 matmul fails a float32 tolerance; it must pass its own."""
     plan = _plan(device="cuda:0", tf32=True)
     assert tolerance_dtype(plan) == "tf32"
     assert tolerance_dtype(_plan(device="cuda:0")) == "float32"
@@ -142,7 +142,7 @@ class FakeDeviceTensor:
 
 @pytest.mark.gpu_fake
 def test_the_check_copies_to_the_host_before_widening():
-    """Issue 21, item 13: widening on the device doubles the result there and can run out of memory."""
+    """widening on the device doubles the result there and can run out of memory."""
     log: list[tuple[str, str]] = []
     out = FakeDeviceTensor(np.ones((4, 4), dtype=np.float16), "cuda:1", log)
     host = host_widened(TorchBackend(), out)
@@ -156,7 +156,7 @@ def test_the_check_copies_to_the_host_before_widening():
 
 def test_the_checks_norm_is_linalg_norms_without_blas(monkeypatch):
     """relative_error sums squares itself: np.linalg.norm's BLAS dot wakes the BLAS threads, ~20 ms
-    a call on a loaded machine, paid by every sweep point (issue 34). Same figures as linalg.norm."""
+    a call on a loaded machine, paid by every sweep point. Same figures as linalg.norm."""
     rng = np.random.default_rng(7)
     cases = [
         rng.standard_normal((300, 200)),
