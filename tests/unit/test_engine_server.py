@@ -55,6 +55,9 @@ def test_the_engine_primes_its_first_run_after_a_probe_may_answer_and_before_any
     monkeypatch.setattr(
         server, "prime_first_run", lambda: order.append(f"primed, warmed={engine.warmed.is_set()}")
     )
+    # The NumPy probe is another test's; here it would cache a probe thread that never starts
+    # (Thread.start is a no-op below) in the process's numpy backend, for every later test to join.
+    monkeypatch.setattr(server, "warm_numpy_probe", lambda: None)
     monkeypatch.setattr(threading.Thread, "start", lambda self: None)  # no reader: the queue is fed here
     monkeypatch.setattr(engine, "do", lambda job: order.append("request"))
     engine.jobs.put(m.RunRequest(1, RunSpec.make("matmul", {"n": 8}), live=False))
