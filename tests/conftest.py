@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 
 import pytest
@@ -10,6 +11,12 @@ from tests.gpu_sim.fixtures import sim_h100, sim_h100_runtimes  # noqa: F401
 
 # Keep torch's OpenMP pool small on the 2-core CI machine; tests measure behaviour, not speed.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Tests that stand for a notebook's stop button send this process SIGINT and expect
+# KeyboardInterrupt. A process started in the background by a non-interactive shell (`pytest &`,
+# and so each pytest-xdist worker) inherits SIGINT ignored, and Python then installs no handler:
+# the signal is lost and such a test waits for its measurement to end by itself.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
@@ -68,3 +75,25 @@ def no_leaked_threads():
         t for t in threading.enumerate() if t not in before and t.is_alive() and t.name.startswith("gpuplay")
     ]
     assert not leaked, f"threads left running: {leaked}"
+
+
+# -- pytest-xdist workers see the terminal the suite was started from --------------------------
+# A worker process starts with COLUMNS=80 and LINES=24 in its environment, where the command that
+# started the suite had none (CI unsets COLUMNS): every piped width was then 80 columns, and a
+# test that reads a long line whole failed under `-n 2` only. The controller hands each worker
+# its own two values, and the worker takes them before any test runs.
+_TERMINAL_ENV = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput["gpuplay_terminal_env"] = {k: os.environ.get(k) for k in _TERMINAL_ENV}
+
+
+def pytest_configure(config):
+    given = getattr(config, "workerinput", {}).get("gpuplay_terminal_env")
+    for name, value in (given or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

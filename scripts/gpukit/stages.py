@@ -491,6 +491,10 @@ def stage_tests(
         ]
         if xdist and name != "gpu":  # 16 cores there; the GPU chunk stays in one process (one GPU)
             argv += ["-n", "8", "--dist", "loadfile"]
+        elif xdist:
+            argv += ["-n", "0"]  # pyproject's addopts ask for two workers
+        else:  # without pytest-xdist, pyproject's `-n 2` would be an unknown option
+            argv += ["-o", "addopts="]
 
         def one(argv: list[str] = argv, wanted: float = wanted) -> dict[str, Any]:
             return proc.python(argv, st.deadline.give(wanted), grace=20, first_signal=signal.SIGINT)

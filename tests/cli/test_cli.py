@@ -7,6 +7,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -121,7 +122,6 @@ def test_refused_run_exits_1_with_reason(cli):
 
 def test_refused_run_refuses_before_measuring_its_baseline(cli, tmp_path):
     """No device cuda:99 anywhere: refused at once, no NumPy baseline measured, titled with its size."""
-    import time
 
     out = tmp_path / "r.md"
     t0 = time.monotonic()
@@ -273,3 +273,98 @@ def test_scenarios_folder_given_before_the_command_reaches_it(tmp_path):
         res = CliRunner().invoke(main, [*args, "--format", "json"])
         assert res.exit_code == 0, res.output
         assert "tiny" in {s["name"] for s in json.loads(res.stdout)}, args
+
+
+def test_preset_default_is_a_scenarios_own_parameters_on_the_command_line_as_in_the_playground():
+    res = CliRunner().invoke(main, ["run", "batched_matmul", "-p", "default", "--format", "json", "--budget",
+                                    "0.01", "--warmup", "0", "-s", "n=8"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert '"batch": 256' in res.stdout  # the scenario's [params], not quick's batch=64
+    bad = CliRunner().invoke(main, ["run", "matmul", "-p", "huge"])
+    assert bad.exit_code == 2 and "(has: quick, published, or default for its own parameters)" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("devices", "said"),
+    [("", "no device given"), (" , ", "no device given"), ("cuda:x", "'cuda:x' is not a device")],
+)
+def test_a_devices_value_written_wrongly_is_a_usage_error_and_measures_nothing(monkeypatch, devices, said):
+    """`--devices ''` ran every scenario on every device (41 runs here); `cuda:x` exited 1 as a
+    device missing here does (`cuda:7` still does: it is written right)."""
+    from gpuplay.core.reports import devices_compare
+    from gpuplay.core.studies import compare
+
+    def measured(*args, **kwargs):
+        raise AssertionError("nothing may be measured")
+
+    monkeypatch.setattr(compare, "run_compare", measured)
+    monkeypatch.setattr(devices_compare, "run_devices", measured)
+    res = CliRunner().invoke(main, ["compare", "--backends", "numpy", "--devices", devices])
+    assert res.exit_code == 2, res.output
+    assert said in res.output and "Invalid value for --devices" in res.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["run", "matmul"], ["sweep", "matmul", "--over", "n=8,16"], ["compare", "--scenario", "matmul"]],
+)
+def test_an_empty_preset_is_refused_not_taken_as_the_scenarios_own_parameters(command):
+    """`-p ""` ran the scenario's own parameters, unsaid (matmul at 2048² where quick is 1024²)."""
+    res = CliRunner().invoke(
+        main, [*command, "-p", "", "--backends" if command[0] != "run" else "-b", "numpy"]
+    )
+    assert res.exit_code == 2, res.output
+    assert "an empty preset; name one (quick, published, default) or leave it out" in res.output
+
+
+def test_compare_of_the_data_pipeline_exits_0_its_numpy_row_refused_by_the_planner_is_not_measured(tmp_path):
+    """The planner refuses NumPy for the data pipeline (it is torch's DataLoader), yet the torch
+    row's NumPy baseline was scheduled and measured, came back refused, and every `gpuplay compare`
+    (the README's command) exited 1 on every machine."""
+    import json
+
+    from tests.tui_helpers import tiny_scenarios
+
+    folder = tiny_scenarios(tmp_path / "sc")
+    res = CliRunner().invoke(main, ["compare", "--scenarios", str(folder), "--scenario", "dataloader",
+                                    "--backends", "numpy,torch", "--budget", "0.02", "--format", "json"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "skipped numpy cpu float32 (dataloader): the data pipeline is torch's DataLoader" in res.stderr
+    results = json.loads(res.stdout)["results"]
+    assert [(r["spec"]["backend"], r["status"]) for r in results] == [("torch", "ok")]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["list"],
+        ["run", "matmul"],
+        ["sweep", "matmul", "--over", "n=8,16"],
+        ["compare"],
+        ["demo", "intro"],
+        [],
+    ],
+    ids=lambda c: c[0] if c else "playground",
+)
+@pytest.mark.parametrize("what", ["missing", "a_file"])
+def test_a_scenario_folder_that_is_not_there_is_bad_input_on_every_command(
+    monkeypatch, tmp_path, command, what
+):
+    """`gpuplay list --scenarios /missing` warned and exited 0 (run measured on); now exit 2 with
+    the message on every command that takes --scenarios, nothing measured or started."""
+    from gpuplay.core import engine
+    from gpuplay.core.studies import compare
+
+    def measured(*args, **kwargs):
+        raise AssertionError("nothing may be measured")
+
+    monkeypatch.setattr(engine, "measure", measured)
+    monkeypatch.setattr(compare, "run_compare", measured)
+    folder = tmp_path / "missing"
+    if what == "a_file":
+        folder.write_text("x")
+    res = CliRunner().invoke(main, [*command, "--scenarios", str(folder)])
+    assert res.exit_code == 2, res.output
+    said = " ".join(res.output.split())
+    why = "does not exist" if what == "missing" else "is not a folder"
+    assert f"Invalid value for '--scenarios': {folder} {why}: name a folder of scenario .toml files" in said

@@ -162,3 +162,49 @@ def test_a_program_calling_main_gets_its_call_back_after_the_playground_closes(t
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert "still here" in proc.stdout, (proc.stdout, proc.stderr)
     assert "exit 0 None" in proc.stdout
+
+
+DOUBLE = "def inputs(rng, n=1000):\n    return rng.random(n)\ndef step(xp, x):\n    return x * 2.0\n"
+
+
+def test_a_code_file_without_presets_sweeps_with_the_default_preset_and_no_made_up_fit(tmp_path):
+    """`gpuplay sweep FILE.py --over n=…` on a file with PARAMS and no PRESETS: the default preset
+    (quick) was demanded of it, so the sweep refused to start; and with no flops()/bytes() the fit
+    of time against a work of 0 said "time did not grow with size" under times that grew."""
+    f = tmp_path / "double.py"
+    f.write_text('PARAMS = {"n": 1000}\n' + DOUBLE)
+    res = CliRunner().invoke(main, ["sweep", str(f), "--over", "n=1000,64000", "--backends", "numpy",
+                                    "--budget", "0.02", "--warmup", "1"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "no fit (no work counted: the code file defines no flops() or bytes()" in res.stdout
+    assert "did not grow" not in res.stdout
+    named = CliRunner().invoke(main, ["sweep", str(f), "--over", "n=1000,2000", "-p", "quick"])
+    assert named.exit_code == 2 and "no preset 'quick'" in named.output  # a preset named is still checked
+
+
+def test_a_scenario_folder_with_a_scenario_without_presets_does_not_stop_compare(tmp_path):
+    (tmp_path / "mine.toml").write_text(
+        'name = "mine"\ntitle = "Mine"\nworkload = "elementwise"\ndescription = "no presets"\n[params]\nn = 1000\n'
+    )
+    res = CliRunner().invoke(main, ["compare", "--scenarios", str(tmp_path), "--scenario", "mine",
+                                    "--scenario", "matmul", "--backends", "numpy", "--budget", "0.02"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "mine · 1,000" in res.stdout and "matmul · 1024×1024" in res.stdout  # its own n; matmul's quick
+
+
+def test_setting_or_sweeping_a_parameter_a_code_file_does_not_declare_says_how_to_declare_it(tmp_path):
+    """It said "(known: )": an empty list, for a file whose inputs(rng, size=1000) looks parameterised."""
+    f = tmp_path / "double.py"
+    f.write_text(DOUBLE.replace("n=1000", "size=1000").replace("rng.random(n)", "rng.random(size)"))
+    res = CliRunner().invoke(main, ["sweep", str(f), "--over", "size=100..1000"])
+    assert res.exit_code == 2, res.output
+    said = " ".join(res.output.split())
+    assert "(known: )" not in said
+    assert "double.py declares no PARAMS, so it takes none; inputs() has size=1000, but only PARAMS" in said
+    assert "add PARAMS = {'size': 1000} to double.py" in said
+    g = tmp_path / "withn.py"
+    g.write_text('PARAMS = {"n": 1000}\n' + DOUBLE)
+    res = CliRunner().invoke(main, ["run", str(g), "-s", "m=3"])
+    assert res.exit_code == 2 and "(known: n; to add m, put 'm': 1000 in withn.py's PARAMS" in " ".join(
+        res.output.split()
+    )

@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from gpuplay.cli import main
 from gpuplay.cli.interrupt import Interruption
 from gpuplay.core.reports.sessionlog import read_log
 from tests.tui_helpers import tiny_scenarios
@@ -130,3 +132,15 @@ def test_tune_interrupted_keeps_the_finished_rungs(tmp_path):
         r["reason"].startswith("not run: interrupted") or r["reason"] == "interrupted" for r in data["rungs"]
     )
     assert "the finished rungs are kept" in err
+
+
+def test_compare_devices_stopped_by_ctrl_c_exits_130_as_every_command_does(monkeypatch):
+    from gpuplay.core.reports import devices_compare
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(devices_compare, "run_devices", interrupted)
+    res = CliRunner().invoke(main, ["compare", "matmul", "--backends", "numpy", "--devices", "cpu"])
+    assert res.exit_code == 130, res.output  # was 1, an error, against cli/exitcodes.py
+    assert "interrupted by SIGINT" in res.stderr

@@ -1,4 +1,4 @@
-"""What a new user trips over (issue 39): each command as typed, piped, as a script would run it."""
+"""What a new user trips over: each command as typed, piped, as a script would run it."""
 
 from __future__ import annotations
 

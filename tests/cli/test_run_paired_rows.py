@@ -1,4 +1,4 @@
-"""`gpuplay run -b torch --baseline`: one paired measurement gives both rows (issue 34, row 2)."""
+"""`gpuplay run -b torch --baseline`: one paired measurement gives both rows."""
 
 from __future__ import annotations
 

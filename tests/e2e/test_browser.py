@@ -261,7 +261,7 @@ def test_speaker_clicker_works_before_any_click(tmp_path):
 
 
 def test_a_fresh_browser_starts_a_talk_at_its_first_step(tmp_path):
-    """As a speaker (issue 39): an earlier session left the talk at step 3; a fresh browser opens
+    """As a speaker: an earlier session left the talk at step 3; a fresh browser opens
     the URL, presses PageDown before any click and is at step 2 (it opened at step 1, not at
     another session's step); a reload of that tab goes on at its own step 2."""
     if CHROMIUM is None:
@@ -315,7 +315,7 @@ def _staircase_row(page, title: str) -> tuple[str, str]:
 
 
 def test_a_reloaded_talk_tab_keeps_its_earlier_figures(tmp_path):
-    """As a speaker (issue 39), keys only (no click): step 1's figure arrives, PageDown, step 2's
+    """As a speaker, keys only (no click): step 1's figure arrives, PageDown, step 2's
     arrives, reload:
     the tab resumes at its step and the earlier step's figure is still there (not "—"), marked
     as measured earlier in this talk, before the reload (not live now), and not measured again."""

@@ -140,7 +140,7 @@ def test_sigterm_restores_the_terminal_and_the_engine_goes_too(tmp_path, env):
 
 
 def test_q_leaves_no_engine_behind(tmp_path, env):
-    """`q` does not wait for the killed engine's teardown (issue 34: q → shell), and still no
+    """`q` does not wait for the killed engine's teardown (q → shell), and still no
     gpuplay process is left: the engine, killed, is reaped by init once the app has exited."""
     import psutil
 

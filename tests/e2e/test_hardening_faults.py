@@ -1,4 +1,4 @@
-"""R2: faults. Each leaves gpuplay usable and the next run working.
+"""Faults. Each leaves gpuplay usable and the next run working.
 
 Real failures where this machine can produce them: a real MemoryError under an
 address-space limit, a real torch.compile failure with no C++ compiler, NVML's

@@ -115,7 +115,7 @@ def test_app_processes_stop_with_the_server(sig):
             server.kill()
 
 
-# --- who may talk to the server (issue 24) -------------------------------------------------------
+# --- who may talk to the server -------------------------------------------------------
 
 
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], str]:

@@ -1,4 +1,4 @@
-"""The levers' CUDA and CuPy paths (issue 13): skipped where there is no CUDA device (see conftest).
+"""The levers' CUDA and CuPy paths: skipped where there is no CUDA device (see conftest).
 Written on a CPU-only machine; not yet run on a GPU at the time of writing."""
 
 from __future__ import annotations

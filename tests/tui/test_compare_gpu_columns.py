@@ -1,5 +1,5 @@
-"""The Compare tab shows each run's own peak memory (issue 32) and its tensor-core activity over
-the timed steps (GPM, issue 37) as secondary columns: there at 120×36, the first to go at 80×24,
+"""The Compare tab shows each run's own peak memory and its tensor-core activity over
+the timed steps (GPM) as secondary columns: there at 120×36, the first to go at 80×24,
 absent from a CPU-only session. The results come from a run on a fake CUDA device with a fake
 Hopper's NVML, through the runner's own path."""
 

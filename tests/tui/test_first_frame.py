@@ -1,4 +1,4 @@
-"""What the playground's first frame waits for (issue 34): not the CLI's subcommands, not the
+"""What the playground's first frame waits for: not the CLI's subcommands, not the
 widgets of the tabs that are not on screen."""
 
 from __future__ import annotations

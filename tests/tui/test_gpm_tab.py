@@ -1,4 +1,4 @@
-"""The Telemetry tab's GPM rows (issue 37): why they are n/a on a machine without NVML, and the
+"""The Telemetry tab's GPM rows: why they are n/a on a machine without NVML, and the
 figures of a Hopper beside an Ampere's reason through a fake nvidia-ml-py."""
 
 from __future__ import annotations

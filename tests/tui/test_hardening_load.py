@@ -1,4 +1,4 @@
-"""R3: 1,000 rapid control changes through Pilot.
+"""1,000 rapid control changes through Pilot.
 
 No crash, at most one measurement running at any time, no leaked threads, memory
 back to where it was. Prints its figures.

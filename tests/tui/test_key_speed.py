@@ -1,4 +1,4 @@
-"""What a key's repaint must not do (issue 34, row 5: key -> repaint p95 <= 50 ms)."""
+"""What a key's repaint must not do (key -> repaint p95 <= 50 ms)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What a new user trips over in the app (issue 39), with Pilot and the real screen."""
+"""What a new user trips over in the app, with Pilot and the real screen."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ async def test_the_roofline_is_redrawn_for_the_size_it_settles_at(tmp_path):
 
 
 async def test_the_profile_tab_says_why_a_refused_configuration_has_no_profile(tmp_path):
-    """A refused configuration left the Profile tab on "No profile yet…" forever (issue 39): it
+    """A refused configuration left the Profile tab on "No profile yet…" forever: it
     now shows the refusal's reason and how a profile starts."""
     from textual.widgets import Static
 
@@ -55,7 +55,7 @@ async def test_the_profile_tab_says_why_a_refused_configuration_has_no_profile(t
 
 
 async def test_a_speedup_that_points_against_the_medians_says_why(tmp_path):
-    """Paired 1.05× beside torch 9.63 ms and NumPy 6.99 ms (issue 39): the figure is marked and
+    """Paired 1.05× beside torch 9.63 ms and NumPy 6.99 ms: the figure is marked and
     says which statistic it is and why the medians shown read the other way."""
     from gpuplay.tui.widgets import SpeedupDigits
     from tests.snapshot_feed import fixed_result, fixed_samples
@@ -92,7 +92,7 @@ async def test_a_speedup_that_points_against_the_medians_says_why(tmp_path):
 
 async def test_the_reason_under_the_big_digits_is_not_cut_on_a_projector(tmp_path):
     """At 1920×1080 (a 200-column terminal in the browser) the '~' reason under the digits was
-    cut: "is wide (high/low 1.43 > 1.2…" (issue 39). It has a line of its own now, read whole."""
+    cut: "is wide (high/low 1.43 > 1.2…". It has a line of its own now, read whole."""
     import html
 
     from gpuplay.core.catalogue.scenarios import load_scenarios
@@ -115,7 +115,7 @@ async def test_the_reason_under_the_big_digits_is_not_cut_on_a_projector(tmp_pat
 
 async def test_compare_at_80x24_keeps_what_each_row_is_of(tmp_path):
     """Rows of matmul 1024² and SVD 384² read alike at 80×24 once scenario and size were the
-    first columns to go (issue 39): they are kept, abbreviated, before the secondary ones."""
+    first columns to go: they are kept, abbreviated, before the secondary ones."""
     import html
 
     from gpuplay.core.studies.compare import attach_baselines
@@ -143,7 +143,7 @@ async def test_compare_at_80x24_keeps_what_each_row_is_of(tmp_path):
 
 async def test_the_compare_chart_names_what_it_has_no_measurement_of(tmp_path):
     """After switching scenario the chart said "no finished measurement of this scenario yet"
-    above five finished rows (issue 39): it names the scenario and accounts for the rows."""
+    above five finished rows: it names the scenario and accounts for the rows."""
     from gpuplay.tui.widgets import CompareChart
 
     app = make_app(tmp_path)
@@ -167,7 +167,7 @@ async def test_the_compare_chart_names_what_it_has_no_measurement_of(tmp_path):
 
 
 async def test_a_refused_talk_step_says_why_under_its_digits(tmp_path):
-    """A step refused here showed a bare grey block (issue 39): its reason is under the digits."""
+    """A step refused here showed a bare grey block: its reason is under the digits."""
     from gpuplay.core.catalogue.scenarios import load_scenarios
     from gpuplay.core.result import RunResult
     from gpuplay.tui.presenter import PresenterApp
@@ -188,7 +188,7 @@ async def test_a_refused_talk_step_says_why_under_its_digits(tmp_path):
 @pytest.mark.parametrize("size", [(120, 36), (80, 24)])
 async def test_the_scenario_list_keeps_its_height_and_control_values_fit(tmp_path, size):
     """At 120×36 the list shrank from 10 rows to 3 as the controls grew with a workload's
-    parameters, dtype's values took a line each, and "reduce-overhe…" was cut (issue 39)."""
+    parameters, dtype's values took a line each, and "reduce-overhe…" was cut."""
     from rich.console import Console
     from textual.widgets import OptionList
 
@@ -222,7 +222,7 @@ async def test_the_scenario_list_keeps_its_height_and_control_values_fit(tmp_pat
 
 async def test_the_roofline_legend_is_never_overprinted(tmp_path):
     """A point in the chart's top-left corner wrote its workload over the legend ("torch cpu
-    +amp:fp16 floatmatmul", issue 39): on the rendered screen every legend line and every label
+    +amp:fp16 floatmatmul"): on the rendered screen every legend line and every label
     reads whole."""
     from gpuplay.tui.roofline import RooflineChart
     from tests.snapshot_feed import fixed_result

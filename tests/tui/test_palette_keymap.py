@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.command import CommandPalette
+from textual.command import CommandList, CommandPalette
 
 from gpuplay.core.storage.config import load_config
 from gpuplay.tui.app import GpuPlayApp
@@ -103,3 +103,28 @@ async def test_a_flood_of_unknown_keymap_ids_is_one_summary(tmp_path, monkeypatc
         assert "10000 entries" in bad and "bad_0" in bad and "bad_9999" not in bad
         await pilot.press("z")
         await wait_until(pilot, lambda: app.spec.backend == "torch")
+
+
+async def test_the_palette_shows_a_scenarios_title_and_path_as_text(tmp_path):
+    folder = tiny_scenarios(tmp_path / "sc")
+    (folder / "evil.toml").write_text(
+        'name = "evil"\nworkload = "elementwise"\ntitle = "[red]Evil\\u001b[2J [b]title"\n[params]\nn = 1000\n'
+    )
+    app = GpuPlayApp([folder], autostart=False, telemetry=False, export_dir=tmp_path / "[red]out")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        await pilot.press("ctrl+p")
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"evil")
+        commands = app.screen.query_one(CommandList)
+        await wait_until(pilot, lambda: commands.option_count > 0)
+        shown = [str(commands.get_option_at_index(i).prompt) for i in range(commands.option_count)]
+        assert any("scenario: [red]Evil␛[2J [b]title" in s for s in shown), shown
+        assert not any("\x1b" in s for s in shown)
+        await pilot.press("escape")
+        await pilot.press("ctrl+p")
+        await pilot.press(*"export the session")
+        commands = app.screen.query_one(CommandList)
+        await wait_until(pilot, lambda: commands.option_count > 0)
+        shown = [str(commands.get_option_at_index(i).prompt) for i in range(commands.option_count)]
+        assert any(f"into {tmp_path / '[red]out'}" in s for s in shown), shown  # the help line, a path

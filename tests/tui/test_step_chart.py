@@ -52,7 +52,7 @@ async def test_without_compile_nothing_is_clipped():
 async def test_a_chart_is_built_once_per_data_and_size_and_not_while_hidden(monkeypatch):
     """plotext builds a figure in ~20-100 ms: a size seen before with the same data (the help panel
     opened then closed, a tab switched away and back) reuses its render; a hidden chart builds
-    nothing until it is shown; new data builds again (issue 34: key → repaint)."""
+    nothing until it is shown; new data builds again (key → repaint)."""
     from textual_plotext import PlotextPlot
 
     builds: list[tuple[int, int]] = []

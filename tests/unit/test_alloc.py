@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes.util
+import os
+import sys
 import threading
 
 import pytest
@@ -72,3 +75,19 @@ def test_cold_mode_faults_every_step_and_warm_mode_probes_the_cold_one(monkeypat
     assert 2 <= len(trims) <= 5, "warm steps keep their pages; only the probe's steps return them"
     probe = warm.conditions["alloc_cold_probe"]
     assert probe["cold_faults_per_step"] >= 250 and probe["ratio"] > 0 and probe["steps"] >= 2
+
+
+def test_the_cold_probe_finds_malloc_trim_without_running_ldconfig(monkeypatch):
+    from gpuplay.core.runner import alloc
+
+    def no_child_process(_name):
+        raise AssertionError("ctypes.util.find_library runs `ldconfig -p` in a child process")
+
+    monkeypatch.setattr(ctypes.util, "find_library", no_child_process)
+    alloc.page_returner.cache_clear()
+    try:
+        trim = alloc.page_returner()
+        if sys.platform.startswith("linux") and os.confstr("CS_GNU_LIBC_VERSION"):
+            assert trim is not None and trim() in (0, 1)
+    finally:
+        alloc.page_returner.cache_clear()

@@ -283,3 +283,87 @@ def test_the_holder_command_is_read_once_a_process(monkeypatch):
     monkeypatch.setattr(devicelock.os, "getpid", lambda: real_pid + 1)  # as a forked child sees it
     devicelock.holder_command()
     assert len(looks) == 2
+
+
+GPU_A = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
+
+
+GPU_B = "GPU-bbbbbbbb-1111-1111-1111-111111111111"
+
+
+# -- the device lock names the GPU, not the ordinal ---------------------------------------------
+@pytest.mark.gpu_fake
+def test_the_lock_is_the_gpus_whatever_cuda_visible_devices_says(monkeypatch, tmp_path):
+    from gpuplay.core.engine import devicelock
+
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{GPU_A},{GPU_B}")
+    path = devicelock.lock_path("cuda:1", tmp_path)  # board B in this session
+    assert "bbbbbbbb" in path.name and path.name.startswith("cuda-")
+    held, release = threading.Event(), threading.Event()
+
+    def first_session():
+        with devicelock.device_lock("cuda:1", root=tmp_path):
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=first_session)
+    t.start()
+    try:
+        assert held.wait(10)
+        # Another session that sees only board B calls it cuda:0: the same lock, so it waits.
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", GPU_B)
+        assert devicelock.lock_path("cuda:0", tmp_path) == path
+        with (
+            pytest.raises(devicelock.WaitCancelled),
+            devicelock.device_lock("cuda:0", root=tmp_path, timeout_s=0.3),
+        ):
+            pass
+        # ...and board A, cuda:0 of a third session, is free.
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", GPU_A)
+        notes: list[str] = []
+        with devicelock.device_lock("cuda:0", root=tmp_path, timeout_s=0.3, notes=notes):
+            pass
+        assert notes == []
+    finally:
+        release.set()
+        t.join(10)
+
+
+@pytest.mark.gpu_fake
+def test_a_lock_without_a_known_uuid_says_it_is_keyed_by_the_ordinal(monkeypatch, tmp_path):
+    from gpuplay.core.engine import devicelock
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    notes: list[str] = []
+    with devicelock.device_lock("cuda:0", root=tmp_path, notes=notes):
+        pass
+    assert devicelock.lock_path("cuda:0", tmp_path).name == "cuda-0.lock"
+    assert any("keyed by the CUDA ordinal" in n for n in notes)
+
+
+@pytest.mark.gpu_fake
+def test_the_runs_library_is_loaded_before_the_lock_is_named(monkeypatch):
+    import sys
+
+    import torch
+
+    from gpuplay.core.backends import get_backend
+    from gpuplay.core.engine import devicelock
+    from gpuplay.core.result import RunResult
+
+    # An engine that has not imported torch yet: no library can tell the UUID until it does.
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    loaded = []
+    monkeypatch.setattr(get_backend("torch"), "module", lambda: loaded.append("torch") or torch)
+    named = []
+    real_path = devicelock.lock_path
+    monkeypatch.setattr(
+        devicelock, "lock_path", lambda d, r=None: named.append(list(loaded)) or real_path(d, r)
+    )
+    spec = RunSpec.make("matmul", {"n": 8}, backend="torch", device="cuda:0")
+    devicelock.measure_exclusively(spec, lambda: RunResult(spec))
+    assert named == [["torch"]]

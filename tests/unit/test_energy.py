@@ -8,6 +8,15 @@ import pytest
 
 from gpuplay.core.measure import energy
 from gpuplay.core.measure.energy import Energy, NvmlCounter, measure_energy, rapl_counter
+from gpuplay.core.spec import RunSpec
+from tests.unit.gpu_fakes import (
+    FakeCuda,
+    FakeGpu,
+    FakePynvml,
+    install_cuda_run,
+    install_cuda_uuids,
+    install_nvml,
+)
 
 
 class Board:
@@ -146,3 +155,72 @@ def test_exports_and_the_stats_panel_carry_energy_bounded():
     e = energy_of(hostile)
     assert e is not None and e.joules_per_step is None and len(e.scope) == 200
     assert energy_of({"energy": "garbage"}) is None
+
+
+GPU_A = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
+
+
+GPU_B = "GPU-bbbbbbbb-1111-1111-1111-111111111111"
+
+
+MIG_B = "MIG-cccccccc-2222-2222-2222-222222222222"
+
+
+def _run_on_cuda(**kw):
+    from gpuplay.core.runner import run
+
+    params = kw.pop("params", {"n": 4096})
+    workload = kw.pop("workload", "elementwise")
+    kw = {"repeat": 5, "warmup": 1, **kw}
+    return run(RunSpec.make(workload, params, backend="torch", device="cuda:0", **kw))
+
+
+class EnergyBoards(FakePynvml):
+    """NVML whose energy counters are per board, each read logged with the board it was on."""
+
+    def __init__(self, gpus):
+        super().__init__(gpus)
+        self.energy_reads: list[int] = []
+        self.mj = [1_000_000 * (i + 1) for i in range(len(gpus))]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):  # noqa: N802
+        self.energy_reads.append(h.gpu)
+        self.mj[h.gpu] += 40_000  # every read sees the counter move: the window ticks at once
+        return self.mj[h.gpu]
+
+
+# -- energy from the board CUDA's ordinal names ----------------------------------------------
+@pytest.mark.gpu_fake
+def test_energy_per_step_is_read_from_the_board_matched_by_uuid(monkeypatch):
+    nvml = EnergyBoards([FakeGpu(GPU_A, "board A"), FakeGpu(GPU_B, "board B")])
+    install_nvml(monkeypatch, nvml)
+    # CUDA_VISIBLE_DEVICES=1,0 (or fastest first): cuda:0 is board B, NVML's index 1.
+    install_cuda_uuids(monkeypatch, [GPU_B, GPU_A])
+    install_cuda_run(monkeypatch, FakeCuda(1))
+    r = _run_on_cuda(energy=True)
+    energy = r.telemetry["energy"]
+    assert r.status == "ok" and energy["status"] in ("ok", "below resolution"), energy
+    assert nvml.energy_reads and set(nvml.energy_reads) == {1}  # never board A's counter
+    assert GPU_B in energy["scope"] and "NVML GPU 1" in energy["scope"]
+
+
+@pytest.mark.gpu_fake
+def test_energy_of_a_mig_instance_reads_its_parent_and_says_so(monkeypatch):
+    nvml = EnergyBoards([FakeGpu(GPU_A, "board A"), FakeGpu(GPU_B, "board B", mig=[MIG_B])])
+    install_nvml(monkeypatch, nvml)
+    install_cuda_uuids(monkeypatch, [MIG_B])
+    install_cuda_run(monkeypatch, FakeCuda(1))
+    energy = _run_on_cuda(energy=True).telemetry["energy"]
+    assert set(nvml.energy_reads) == {1}
+    assert "parent GPU 1" in energy["scope"] and MIG_B in energy["scope"]
+
+
+@pytest.mark.gpu_fake
+def test_energy_is_refused_with_a_reason_when_no_board_has_the_uuid(monkeypatch):
+    nvml = EnergyBoards([FakeGpu(GPU_A, "board A")])
+    install_nvml(monkeypatch, nvml)
+    install_cuda_uuids(monkeypatch, ["deadbeef" * 4])
+    install_cuda_run(monkeypatch, FakeCuda(1))
+    energy = _run_on_cuda(energy=True).telemetry["energy"]
+    assert nvml.energy_reads == []
+    assert energy["status"].startswith("n/a") and "no UUID match" in energy["status"]

@@ -143,3 +143,30 @@ def test_a_cancelled_in_process_run_says_so():
     cancel.set()
     r = InProcessEngine().run(RunSpec.make("matmul", {"n": 16}), cancel=cancel)
     assert r.status == "cancelled"
+
+
+def test_packed_step_timings_come_back_bit_for_bit_whatever_they_are():
+    # NaN (a payload included), infinities, a negative zero, the extremes and an empty warm-up:
+    # the front end reads back the very float64s the engine measured.
+    import struct
+
+    from gpuplay.core.engine import messages as m
+    from gpuplay.core.result import RunResult
+
+    odd_nan = struct.unpack("<d", struct.pack("<Q", 0x7FF8_0000_0000_BEEF))[0]
+    samples = [float("nan"), odd_nan, float("inf"), -float("inf"), -0.0, 1.7976931348623157e308, 5e-324, 1e-9]
+    r = RunResult(spec=RunSpec.make("matmul", {"n": 64}), samples=samples, warmup=[])
+    back = m.decode(m.encode(m.Finished(1, r)))
+    assert isinstance(back, m.Finished)
+    assert [struct.pack("<d", x) for x in back.result.samples] == [struct.pack("<d", x) for x in samples]
+    assert back.result.warmup == []
+    for bad in (
+        '{"f64": "AAAA"}',
+        '{"f64": "\\u00e9"}',
+        "[1.0]",
+        '{"f64": 1}',
+    ):  # cut short, not base64, not packed
+        wire = m.encode(m.Finished(2, r)).replace(b'"warmup_s": {"f64": ""}', b'"warmup_s": ' + bad.encode())
+        assert bad.encode() in wire
+        with pytest.raises(m.ProtocolError, match="bad result message"):
+            m.decode(wire)

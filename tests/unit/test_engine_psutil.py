@@ -1,4 +1,4 @@
-"""Issue 34, round 6, row 1: a NumPy run's engine imports no psutil (~7-14 ms of its start).
+"""A NumPy run's engine imports no psutil (~7-14 ms of its start).
 
 On Linux the run's window reads what it needs from /proc as psutil reads it (core/measure/noise.py: the
 machine's CPU times, boot time, core count, this process's CPU; core/measure/telemetry.py: its memory;

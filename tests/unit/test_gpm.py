@@ -1,14 +1,22 @@
-"""NVML GPM counters (issue 37) on a CPU machine: the metrics, the run window and each refusal,
+"""NVML GPM counters on a CPU machine: the metrics, the run window and each refusal,
 through a fake nvidia-ml-py with two GPUs (one Hopper, one Ampere) and a MIG instance."""
 
 from __future__ import annotations
 
+import csv
+import io
+import threading
 import time
 
 import pytest
 
 from gpuplay.core.spec import RunSpec
-from tests.unit.gpu_fakes import FakeGpu, FakePynvml, install_cuda_uuids, install_nvml
+from tests.unit.gpu_fakes import (
+    FakeGpu,
+    FakePynvml,
+    install_cuda_uuids,
+    install_nvml,
+)
 
 pytestmark = pytest.mark.gpu_fake
 
@@ -159,8 +167,6 @@ def test_gpm_stream_for_the_telemetry_tab_samples_only_while_wanted(monkeypatch)
 
 
 def test_gpm_figures_reach_the_result_conditions_report_and_csv(monkeypatch):
-    import csv
-    import io
 
     from gpuplay.core.measure.telemetry import RunTelemetry
     from gpuplay.core.reports.report import row_cells, to_csv, to_json
@@ -273,7 +279,6 @@ def test_gpm_sample_is_freed_when_the_step_fails_inside_the_timed_loop(monkeypat
     """A step that raises between the window's two samples (user code, an OOM): the run fails,
     and the first GPM buffer is still freed and the window's sampling thread stopped; before,
     `end` was never called, so a long-lived engine leaked one NVML buffer and one thread per run."""
-    import threading
 
     from gpuplay.core.measure.telemetry import RunTelemetry
     from gpuplay.core.runner import run
@@ -344,3 +349,20 @@ def test_gpm_window_within_nvmls_refresh_is_na_not_an_idle_gpu(monkeypatch):
     assert again.values == first.values and not again.reason
     stream.close()
     assert fake.gpm_live == set()
+
+
+@pytest.mark.parametrize("n", [float("nan"), float("inf"), -1.0, True])
+def test_a_byte_count_that_is_no_count_reads_na_not_a_crash(n):
+    """fmt_bytes is shared by OOM refusals, the peak-memory note and the Collectives chart: a NaN
+    from a glitching counter or a file raised ValueError in int(n) before."""
+    from gpuplay.core.backends.oom import fmt_bytes
+
+    assert fmt_bytes(n) == "n/a"
+    assert fmt_bytes(3 * 2**30) == "3.00 GiB" and fmt_bytes(12) == "12 B"
+
+
+def test_a_gpm_figure_that_is_a_flag_is_not_a_reading():
+    """float(True) is 1.0: a bool in a GPM reading (a fake, a file) must read n/a, not '1 %'."""
+    from gpuplay.core.hw.nvidia import bounded
+
+    assert bounded("tensor_active", True) is None and bounded("tensor_active", 71) == 71.0

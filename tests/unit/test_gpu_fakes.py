@@ -1,4 +1,4 @@
-"""The GPU paths on a CPU machine: each defect of issue 21 pinned through fakes (tests/unit/gpu_fakes.py).
+"""The GPU paths on a CPU machine: each defect pinned through fakes (tests/unit/gpu_fakes.py).
 
 Items 4 and 13 (tolerances, widening on the host) are pinned with the check's code elsewhere.
 """
@@ -26,6 +26,7 @@ from tests.unit.gpu_fakes import (
     FakeGpu,
     FakePynvml,
     fake_torch,
+    install_cuda_run,
     install_cuda_uuids,
     install_nvml,
 )
@@ -47,7 +48,7 @@ def torch_with_two_gpus(monkeypatch):
     return backend
 
 
-# -- 1. CUDA graphs on cuda:N ------------------------------------------------------------------
+# -- CUDA graphs on cuda:N ------------------------------------------------------------------
 def test_graph_capture_on_cuda_1_runs_with_cuda_1_current_on_a_side_stream(monkeypatch):
     from gpuplay.core.backends import torch_backend
 
@@ -79,7 +80,7 @@ def test_configured_makes_the_runs_device_current(monkeypatch):
     assert cuda.current == 0
 
 
-# -- 2. NVML by UUID, MIG ------------------------------------------------------------------------
+# -- NVML by UUID, MIG ------------------------------------------------------------------------
 # NVML's order (PCI bus) against CUDA's: CUDA_VISIBLE_DEVICES=1,0 (or FASTEST_FIRST) swaps them.
 GPU_A = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
 GPU_B = "GPU-bbbbbbbb-1111-1111-1111-111111111111"
@@ -96,7 +97,7 @@ def test_cuda_index_is_mapped_to_nvml_by_uuid_not_by_index(monkeypatch):
     # a run on cuda:0 reports board B's figures
     tele = telemetry.RunTelemetry()
     gpu = tele.end(tele.begin("cuda:0"))["gpu"]
-    # (a window shorter than NVML's 1-second averaging keeps its reading apart: issue 32)
+    # (a window shorter than NVML's 1-second averaging keeps its reading apart)
     assert gpu["name"] == "board B" and gpu["index"] == 1 and gpu["util_nvml_percent"] == 90.0
     # through the public mapping the GPU kit uses
     target = telemetry.nvml_handle_for_cuda_device("cuda:0")
@@ -132,7 +133,7 @@ def test_an_unmatched_cuda_device_gets_no_telemetry_rather_than_another_gpus(mon
     assert telemetry.nvml_handle_for_cuda_device("cuda:0") is None
 
 
-# -- 3. optional imports -----------------------------------------------------------------------
+# -- optional imports -----------------------------------------------------------------------
 @pytest.mark.parametrize("missing", ["threadpoolctl", "psutil", "platformdirs"])
 def test_a_missing_optional_library_costs_its_feature_only(missing, tmp_path):
     script = textwrap.dedent(
@@ -164,7 +165,7 @@ def test_a_missing_optional_library_costs_its_feature_only(missing, tmp_path):
         assert str(tmp_path / "gpuplay") in out.stdout
 
 
-# -- 5. torch.compile state ----------------------------------------------------------------------
+# -- torch.compile state ----------------------------------------------------------------------
 def test_a_compile_that_captured_no_graph_is_reported_eager_not_timed_as_compiled(monkeypatch):
     from gpuplay.core.backends import torch_backend
     from gpuplay.core.runner import run
@@ -215,7 +216,7 @@ def test_a_second_compiled_run_in_one_process_compiles_again():
     assert second.compile_s > 0.01, (first.compile_s, second.compile_s)
 
 
-# -- 6. refusals ---------------------------------------------------------------------------------
+# -- refusals ---------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "workload, params, kw, words",
     [
@@ -235,7 +236,7 @@ def test_combinations_that_cannot_work_are_refused_with_a_reason(
     assert not isinstance(verdict, Plan) and words in str(verdict)
 
 
-# -- 7. transfer streams -------------------------------------------------------------------------
+# -- transfer streams -------------------------------------------------------------------------
 def test_overlap_streams_are_made_on_the_runs_device(monkeypatch):
     import torch
 
@@ -251,7 +252,7 @@ def test_overlap_streams_are_made_on_the_runs_device(monkeypatch):
     assert made == ["cuda:1", "cuda:1", "current cuda:1"]
 
 
-# -- 8. CuPy caches ------------------------------------------------------------------------------
+# -- CuPy caches ------------------------------------------------------------------------------
 def test_cupy_caches_are_freed_on_every_device_used(monkeypatch):
     from gpuplay.core.backends.cupy_backend import CupyBackend
 
@@ -266,7 +267,7 @@ def test_cupy_caches_are_freed_on_every_device_used(monkeypatch):
     assert ("pinned", None) in fake.freed
 
 
-# -- 9. cold cache ---------------------------------------------------------------------------------
+# -- cold cache ---------------------------------------------------------------------------------
 def test_the_flush_runs_between_steps_outside_the_timed_interval():
     from gpuplay.core.runner.loop import timed_loop
 
@@ -327,7 +328,7 @@ def test_the_gpu_flush_buffer_is_larger_than_l2_and_on_the_runs_device(monkeypat
     assert "L2 100 MiB" in flush.describe()
 
 
-# -- 10. telemetry during the run ------------------------------------------------------------------
+# -- telemetry during the run ------------------------------------------------------------------
 def test_gpu_means_are_sampled_during_the_run_and_slow_queries_stay_out(monkeypatch):
     from gpuplay.core.measure import telemetry
 
@@ -345,7 +346,7 @@ def test_gpu_means_are_sampled_during_the_run_and_slow_queries_stay_out(monkeypa
     assert fake.calls_between(t0, t1, "nvmlDeviceGetPcieThroughput") == 0
 
 
-# -- 11. container PID namespace -------------------------------------------------------------------
+# -- container PID namespace -------------------------------------------------------------------
 def _noise_for(monkeypatch, procs):
     from gpuplay.core.measure import telemetry
     from gpuplay.core.measure.noise import gpu_warnings
@@ -375,7 +376,7 @@ def test_a_visible_other_process_is_still_named(monkeypatch):
     assert any("1 other process(es)" in w for w in warnings)
 
 
-# -- 12. AMP with a forced SDPA backend ------------------------------------------------------------
+# -- AMP with a forced SDPA backend ------------------------------------------------------------
 def test_amp_with_a_forced_sdpa_backend_is_probed_in_the_autocast_dtype(torch_with_two_gpus, monkeypatch):
     import torch  # noqa: F401 - the attention workload probes only where torch is loaded
 
@@ -396,7 +397,7 @@ def test_amp_with_a_forced_sdpa_backend_is_probed_in_the_autocast_dtype(torch_wi
     assert "float16 or bfloat16" in str(planner.check(plain, 0))
 
 
-# -- 14. synchronize before the check reads host buffers --------------------------------------------
+# -- synchronize before the check reads host buffers --------------------------------------------
 def test_the_check_waits_for_the_device_before_reading_the_result(monkeypatch):
     from gpuplay.core.runner import run, steps
 
@@ -416,7 +417,7 @@ def test_the_check_waits_for_the_device_before_reading_the_result(monkeypatch):
     assert events[-3:] == ["step", "sync", "to_host"]
 
 
-# -- 15. collectives as nccl-tests ---------------------------------------------------------------------
+# -- collectives as nccl-tests ---------------------------------------------------------------------
 def test_collectives_time_a_loop_of_ops_after_one_barrier():
     from gpuplay.collectives.bench import loop_plan, time_loops
 
@@ -447,7 +448,7 @@ def test_a_one_rank_sweep_reports_the_nccl_tests_way():
     assert len(row["rank_mean_s"]) == 5 and "BenchTime" in sweep.meta["timing"]
 
 
-# -- 16. the cupy extra and CUDA majors ---------------------------------------------------------------
+# -- the cupy extra and CUDA majors ---------------------------------------------------------------
 def test_the_plain_cupy_extra_matches_torch_2_13s_cuda_13():
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert any(r.startswith("cupy-cuda13x") for r in extras["cupy"])
@@ -467,7 +468,7 @@ def test_info_warns_when_cupys_cuda_major_differs_from_torchs(monkeypatch):
     assert info.cuda_major_mismatch("13.0", 13) == "" and info.cuda_major_mismatch(None, 12) == ""
 
 
-# -- 17. precision API, the estimate's floor, sticky errors ----------------------------------------------
+# -- precision API, the estimate's floor, sticky errors ----------------------------------------------
 def test_tf32_is_set_through_both_precision_apis_which_agree(monkeypatch):
     from gpuplay.core.backends import torch_backend
 
@@ -590,3 +591,99 @@ def test_the_precision_helper_works_on_the_installed_torch():
     with fp32_matmul_precision(torch, False):
         assert torch.backends.cuda.matmul.fp32_precision == "ieee"
     assert torch.backends.cuda.matmul.fp32_precision == before
+
+
+def _run_on_cuda(**kw):
+    from gpuplay.core.runner import run
+
+    params = kw.pop("params", {"n": 4096})
+    workload = kw.pop("workload", "elementwise")
+    kw = {"repeat": 5, "warmup": 1, **kw}
+    return run(RunSpec.make(workload, params, backend="torch", device="cuda:0", **kw))
+
+
+# -- one timing convention for warm and cold steps ---------------------------------------------
+@pytest.mark.parametrize("kernels", [((10e-6, 2e-6),) * 5, ((1e-6, 300e-6),)])  # launch-bound, device-bound
+def test_a_cold_step_never_reads_faster_than_the_warm_one_by_construction(monkeypatch, kernels):
+    cuda = FakeCuda(1)
+    install_cuda_run(monkeypatch, cuda, kernels=kernels)
+    warm, cold = _run_on_cuda(cache="warm"), _run_on_cuda(cache="cold")
+    assert warm.status == cold.status == "ok"
+    # The simulated stream has no cache: the same step must read the same, cold never below warm.
+    assert cold.median >= warm.median * (1 - 1e-9), (cold.samples, warm.samples)
+    # Host dispatch of the five launches is inside both (50 µs of the launch-bound step's 52).
+    assert warm.median == pytest.approx(sum(d for d, _ in kernels) + kernels[-1][1], rel=1e-6)
+    for r in (warm, cold):
+        assert "idle GPU" in r.conditions["timing"] and "dispatch" in r.conditions["timing"]
+
+
+def test_a_cold_run_paired_with_numpy_flushes_before_each_of_its_paired_steps(monkeypatch):
+    from gpuplay.core.runner.paired import run_paired
+    from gpuplay.core.studies.compare import baseline_spec
+
+    cuda = FakeCuda(1)
+    install_cuda_run(monkeypatch, cuda)
+    spec = RunSpec.make("elementwise", {"n": 4096}, backend="torch", device="cuda:0", cache="cold", repeat=6,
+                        warmup=2)  # fmt: skip
+    r = run_paired(spec, baseline_spec(spec))
+    assert r.status == "ok" and r.speedup is not None, r.message
+    assert r.conditions["cache"].startswith("cold:")
+    # Timed as labelled: a flush before every paired step too, not only in the warm-up
+    # (elementwise at 4096 is µs-fast: several candidate steps per paired element).
+    assert cuda.sim.flushes >= spec.warmup + len(r.samples)
+    assert min(r.samples) >= 52e-6 * (1 - 1e-9)  # the launch-bound step's dispatch, as unpaired
+
+
+# -- reduce-overhead's CUDA graph is recorded outside the samples --------------------------------
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_a_cudagraph_compile_records_before_the_timed_steps(monkeypatch, mode):
+    from gpuplay.core.backends import torch_backend
+
+    cuda = FakeCuda(1)
+    calls = {"n": 0}
+
+    def cudagraph_tree(fn, mode):
+        # inductor's cudagraph trees (torch/_inductor/cudagraph_trees.py): the first call compiles
+        # and runs eagerly as the warm-up, the second records the graph (50 ms here), every later
+        # call replays it.
+        def compiled(*args):
+            calls["n"] += 1
+            if calls["n"] == 2:
+                cuda.sim.launch(0.0, 50e-3)
+            return fn(*args)
+
+        return compiled
+
+    monkeypatch.setattr(
+        torch_backend.TorchBackend, "compile", lambda self, fn, mode: cudagraph_tree(fn, mode)
+    )
+    monkeypatch.setattr(torch_backend.TorchBackend, "compile_counts", lambda self: None)
+    install_cuda_run(monkeypatch, cuda)
+    r = _run_on_cuda(compile=mode, warmup=0, repeat=5)
+    assert r.status == "ok", r.message
+    assert max(r.samples) < 1e-3, r.samples  # no sample holds the 50 ms recording
+    assert (
+        r.conditions["warmup"] >= 2 and "kept out of the timed steps" in r.conditions["cuda_graph_recording"]
+    )
+
+
+# -- TF32 reaches what each path reads ------------------------------------------------------------------
+@pytest.mark.parametrize("tf32, want", [(True, "tf32"), (False, "ieee")])
+def test_tf32_sets_the_cudnn_wide_flag_inductors_conv_templates_read(monkeypatch, tf32, want):
+    import torch
+
+    seen = []
+
+    def read_flags(call):
+        b = torch.backends
+        seen.append((b.cudnn.fp32_precision, b.cudnn.conv.fp32_precision, b.cudnn.rnn.fp32_precision,
+                     b.cuda.matmul.fp32_precision))  # fmt: skip
+
+    before = (torch.backends.cudnn.fp32_precision, torch.backends.cudnn.conv.fp32_precision)
+    install_cuda_run(monkeypatch, FakeCuda(1), on_step=read_flags)
+    r = _run_on_cuda(workload="matmul", params={"n": 64}, tf32=tf32)
+    assert r.status == "ok" and seen
+    assert set(seen) == {(want, want, want, want)}  # inductor's conv.py reads cudnn.fp32_precision
+    words = r.conditions["fp32_precision"]
+    assert ("TF32" in words) if tf32 else ("IEEE float32" in words and "convolutions" in words)
+    assert (torch.backends.cudnn.fp32_precision, torch.backends.cudnn.conv.fp32_precision) == before

@@ -1,4 +1,4 @@
-"""R1: bad input. Property-based: scenario files and CLI arguments, hundreds of cases each.
+"""Bad input. Property-based: scenario files and CLI arguments, hundreds of cases each.
 
 No traceback ever reaches the user; every bad input gets a message naming what is wrong;
 the good scenarios still load. Each test prints the number of cases it ran.

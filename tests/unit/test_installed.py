@@ -77,3 +77,44 @@ def test_the_first_folder_on_the_path_wins_and_odd_cases_ask_importlib_metadata(
     installed.version.cache_clear()
     assert installed.version("zipped") == "4.2" == metadata.version("zipped")
     assert metadata_calls[-1] == "zipped"
+
+
+@pytest.fixture
+def fresh_lookups_and_path(monkeypatch):
+    installed.version.cache_clear()
+    installed._metadata_folders.cache_clear()
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+    installed.version.cache_clear()
+    installed._metadata_folders.cache_clear()
+
+
+def _metadata_dir(folder, name, version, file="METADATA"):
+    folder.mkdir(parents=True)
+    (folder / file).write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\n")
+
+
+@pytest.mark.usefixtures("fresh_lookups_and_path")
+def test_an_unzipped_egg_directory_on_sys_path_is_found_as_importlib_metadata_finds_it(tmp_path):
+    egg = tmp_path / "zzq_egg-2.0-py3.11.egg"
+    _metadata_dir(egg / "EGG-INFO", "zzq_egg", "2.0", file="PKG-INFO")
+    site = tmp_path / "site"
+    _metadata_dir(site / "zzq_egg-1.0.dist-info", "zzq-egg", "1.0")
+    sys.path[:0] = [str(egg), str(site)]
+    assert metadata.version("zzq_egg") == "2.0"
+    assert installed.version("zzq_egg") == metadata.version("zzq_egg")  # not '1.0', the later entry
+
+
+@pytest.mark.usefixtures("fresh_lookups_and_path")
+def test_an_egg_directory_alone_is_installed(tmp_path):
+    egg = tmp_path / "zzq_egg2-2.0-py3.11.egg"
+    _metadata_dir(egg / "EGG-INFO", "zzq_egg2", "2.0", file="PKG-INFO")
+    sys.path.insert(0, str(egg))
+    assert installed.version("zzq_egg2") == metadata.version("zzq_egg2") == "2.0"  # not None
+
+
+@pytest.mark.usefixtures("fresh_lookups_and_path")
+def test_a_metadata_folder_suffix_in_capitals_is_found_as_importlib_metadata_finds_it(tmp_path):
+    _metadata_dir(tmp_path / "ZZQ_UP-3.0.DIST-INFO", "zzq-up", "3.0")
+    sys.path.insert(0, str(tmp_path))
+    assert installed.version("zzq-up") == metadata.version("zzq-up") == "3.0"  # not None

@@ -1,6 +1,6 @@
-"""Issue 34, row 5: `benchmarks/speed_app.py` drives any app, not only gpuplay, so that
+"""`benchmarks/speed_app.py` drives any app, not only gpuplay, so that
 `benchmarks/textual_keys_floor.py` times a bare Textual app with the same tmux code (docs/benchmarks.md,
-"Round 5 — the keys' floor")."""
+the keys' floor)."""
 
 from __future__ import annotations
 

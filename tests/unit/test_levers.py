@@ -1,4 +1,4 @@
-"""The levers of issue 13: attention backends, inference modes and INT8, transfers, fusion,
+"""The levers: attention backends, inference modes and INT8, transfers, fusion,
 sparse formats, and the profile, on real NumPy/SciPy and PyTorch (CPU)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Apple silicon through torch.mps (issue 38), with a fake MPS device without float64."""
+"""Apple silicon through torch.mps, with a fake MPS device without float64."""
 
 from __future__ import annotations
 

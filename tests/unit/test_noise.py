@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import builtins  # noqa: E402
 import contextlib
+import io  # noqa: E402
 import os
 import re
 import subprocess
 import sys
+import textwrap
 import time
 from types import SimpleNamespace
 
@@ -16,6 +19,7 @@ import pytest
 from gpuplay.core.measure import noise
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
+from gpuplay.core.storage import installed
 
 
 @pytest.fixture(autouse=True)
@@ -280,7 +284,7 @@ def test_a_busy_windows_names_come_from_its_listing_as_psutil_gives_them(monkeyp
             asked.append(pid)
             return real(pid)
 
-        # the listing itself reads no psutil on Linux (round 6): the names' fallback imports it
+        # the listing itself reads no psutil on Linux: the names' fallback imports it
         monkeypatch.setattr(noise._psutil(), "Process", counted)
         assert noise._name(kids[0].pid) == "a (b) c)" == real(kids[0].pid).name() and asked == []
         # cut by the kernel: psutil's own answer, which reads the command line
@@ -430,3 +434,123 @@ def test_gpu_noise_flows_from_nvml_through_the_run_window_to_words(monkeypatch):
     ws = r.noise_warnings
     assert "GPU power-throttled during 30 % of the run" in ws
     assert any(w.startswith("1 other process(es) on GPU 0") and "5.0 GiB" in w for w in ws)
+
+
+@pytest.fixture
+def fresh_lookups_and_path(monkeypatch):
+    installed.version.cache_clear()
+    installed._metadata_folders.cache_clear()
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield
+    installed.version.cache_clear()
+    installed._metadata_folders.cache_clear()
+
+
+def _proc_stat_without_btime(monkeypatch) -> None:
+    """noise reads a /proc/stat holding this machine's cpu line and nothing else (a container's)."""
+    with open("/proc/stat", "rb") as f:
+        cpu_line = f.readline()
+
+    def no_btime(path, *a, **k):
+        if path == "/proc/stat":
+            return io.BytesIO(cpu_line)
+        return builtins.open(path, *a, **k)
+
+    monkeypatch.setattr(noise, "open", no_btime, raising=False)
+
+
+@pytest.mark.usefixtures("fresh_lookups_and_path")
+@pytest.mark.skipif(not os.path.isfile("/proc/stat"), reason="Linux /proc")
+def test_a_proc_stat_without_btime_and_no_psutil_still_measures_the_window(monkeypatch):
+    """A container's /proc/stat with its cpu line but no btime (12f5943: "names nobody instead of
+    failing the window"): the window's start reads /proc, the listing finds no btime, and the end
+    must still read the machine's CPU times from /proc, which has not failed."""
+    _proc_stat_without_btime(monkeypatch)
+    monkeypatch.setattr(noise, "_proc_host", True)
+    monkeypatch.setattr(noise, "psutil", None)  # not installed
+    monkeypatch.setitem(sys.modules, "psutil", None)
+    monkeypatch.setattr(noise, "_boot", None)
+    monkeypatch.setattr(noise, "_end_listing", None)
+    a = noise.host_mark(listing=True)
+    assert a is not None
+    b = noise.host_mark(a)
+    assert b is not None  # proc_boot_time must not turn /proc off for the cpu line too
+    assert noise.host_noise(a, b).get("cores")
+
+
+@pytest.mark.usefixtures("fresh_lookups_and_path")
+@pytest.mark.skipif(not os.path.isfile("/proc/stat"), reason="Linux /proc")
+def test_a_proc_stat_without_btime_with_psutil_installed_names_nobody_rather_than_failing(monkeypatch):
+    """The same /proc/stat with psutil installed: psutil.boot_time() raises RuntimeError ("line
+    'btime' not found"), which escaped host_mark and failed the run's window."""
+    psutil = pytest.importorskip("psutil")
+    _proc_stat_without_btime(monkeypatch)
+
+    def psutil_boot_time():
+        raise RuntimeError("line 'btime' not found in /proc/stat")
+
+    monkeypatch.setattr(psutil, "boot_time", psutil_boot_time)
+    monkeypatch.setattr(noise, "_proc_host", True)
+    monkeypatch.setattr(noise, "psutil", psutil)
+    monkeypatch.setattr(noise, "_boot", None)
+    monkeypatch.setattr(noise, "_end_listing", None)
+    a = noise.host_mark(listing=True)  # psutil's RuntimeError must not escape
+    b = noise.host_mark(a)
+    assert a is not None and b is not None and a.procs == {} and noise.host_noise(a, b).get("cores")
+
+
+def _stopped_child(tmp_path, name: str) -> subprocess.Popen[bytes]:
+    """A child that burns user and system CPU, names itself `name` (its /proc comm), then stops
+    itself: its figures are then fixed, so two readers must agree exactly."""
+    ready = tmp_path / "ready"
+    script = textwrap.dedent(
+        f"""
+        import os, signal, time
+        with open("/proc/self/comm", "w") as f:
+            f.write({name!r})
+        t = time.process_time()
+        while time.process_time() - t < 0.3:
+            os.stat("/")  # system time as well as user time
+        open({str(ready)!r}, "w").close()
+        os.kill(os.getpid(), signal.SIGSTOP)
+        """
+    )
+    child = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with open(f"/proc/{child.pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        if ready.exists() and state == b"T":
+            return child
+        time.sleep(0.01)
+    child.kill()
+    pytest.fail("the child never stopped")
+
+
+def test_the_noise_check_reads_a_process_whose_name_has_parentheses_as_psutil_does(tmp_path):
+    # /proc/PID/stat's second field is the command name in parentheses, which may itself hold
+    # spaces and parentheses: the fields after it are found from the last ")".
+    import psutil
+
+    from gpuplay.core.measure import noise
+
+    if not noise._PROC_STAT:
+        pytest.skip("no /proc here: psutil's listing is used")
+    child = _stopped_child(tmp_path, "a) b (c")
+    try:
+        assert psutil.Process(child.pid).name() == "a) b (c"
+        ours = noise.process_cpu_seconds(os.getpid())
+        ct = psutil.Process(child.pid).cpu_times()
+        key = (child.pid, psutil.Process(child.pid).create_time())
+        assert key in ours  # the same key psutil gives: a window's two ends pair up
+        assert ours[key] == pytest.approx(ct.user + ct.system, abs=1e-9)  # stopped: the same ticks
+        assert ct.user > 0 and ct.system > 0 and ours[key] >= 0.2
+        # Every process seen by both: psutil read after us, and CPU time only grows.
+        listing = psutil.process_iter(["cpu_times", "create_time"])
+        theirs = {(p.pid, p.info["create_time"]): p.info["cpu_times"] for p in listing}
+        both = set(ours) & set(theirs)
+        assert key in both
+        assert all(ours[k] <= theirs[k].user + theirs[k].system + 1e-9 for k in both)
+    finally:
+        child.kill()
+        child.wait()

@@ -1,7 +1,13 @@
-"""gpuplay's own cost between figures (issue 34): what a sweep point pays besides its budget, and
+"""gpuplay's own cost between figures: what a sweep point pays besides its budget, and
 the engine asked to probe (import) only what a command needs. Checked by counting, never by timing."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +115,148 @@ def test_an_engine_started_early_but_never_asked_is_killed_without_waiting(monke
     sent = recording(used)
     used.close()
     assert not used.alive() and any(isinstance(m, Shutdown) for m in sent)  # it may finish cleanly
+
+
+def test_the_check_reads_the_cold_probe_s_last_output_instead_of_one_more_step(monkeypatch):
+    from gpuplay.core.runner import clear_caches, run
+    from gpuplay.core.workloads import linalg
+
+    n = 640  # 3 × 640² float32: past the probe's 4 MiB, so the cold-allocation probe runs
+    calls: list[int] = []
+    real = linalg.matmul
+
+    def counted(xp, a, b):
+        calls.append(a.shape[0])
+        return real(xp, a, b)
+
+    monkeypatch.setattr(linalg, "matmul", counted)
+    clear_caches()
+    r = run(RunSpec.make("matmul", {"n": n}, budget_s=0.03, warmup=2))
+    assert r.status == "ok", r.message
+    probe = r.conditions["alloc_cold_probe"]
+    # every full-size call: warm-up, the timed steps and the probe's; the check's output is the
+    # probe's last (one call fewer than before), and it still checks against float64
+    assert calls.count(n) == 2 + len(r.samples) + probe["steps"]
+    assert r.check_ok and r.error is not None and 0 < r.error < r.tolerance
+
+
+def test_without_a_probe_the_check_still_calls_the_step_once_more(monkeypatch):
+    from gpuplay.core.runner import clear_caches, run
+    from gpuplay.core.workloads import linalg
+
+    n = 64  # too small a step for the probe
+    calls: list[int] = []
+    real = linalg.matmul
+    monkeypatch.setattr(linalg, "matmul", lambda xp, a, b: calls.append(a.shape[0]) or real(xp, a, b))
+    clear_caches()
+    r = run(RunSpec.make("matmul", {"n": n}, budget_s=0.02, warmup=1))
+    assert "alloc_cold_probe" not in r.conditions
+    assert calls.count(n) == 1 + len(r.samples) + 1 and r.check_ok
+
+
+def test_steps_run_for_energy_after_the_probe_leave_the_check_its_own_step(monkeypatch):
+    from gpuplay.core.measure import energy
+    from gpuplay.core.runner import clear_caches, run
+    from gpuplay.core.workloads import linalg
+
+    n = 640
+    calls: list[str] = []
+    real = linalg.matmul
+    monkeypatch.setattr(linalg, "matmul", lambda xp, a, b: calls.append(a.shape[0]) or real(xp, a, b))
+
+    def window(counter, step, **kw):  # a counter that reads: its window calls the step twice
+        step(), step()
+        return energy.Energy("n/a (fake)")
+
+    monkeypatch.setattr(energy, "counter_for", lambda device: (object(), ""))
+    monkeypatch.setattr(energy, "measure_energy", window)
+    clear_caches()
+    r = run(RunSpec.make("matmul", {"n": n}, budget_s=0.03, warmup=1))
+    probe = r.conditions["alloc_cold_probe"]
+    assert calls.count(n) == 1 + len(r.samples) + probe["steps"] + 2 + 1 and r.check_ok
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _python(
+    code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)  # fmt: skip
+
+
+# -- the front end's end ---------------------------------------------------------------------
+def _env(tmp_path: Path, **more: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "GPUPLAY_STATE_DIR": str(tmp_path / "state"),
+        "PYTHONPATH": str(ROOT / "src"),
+        **more,
+    }
+    env.pop("GPUPLAY_IN_PROCESS", None)
+    return env
+
+
+TEARDOWN_SEEN = """
+    import sys
+    sys.argv = ["gpuplay", *sys.argv[1:]]  # this process is the `gpuplay` command
+    class Torn:
+        def __del__(self):
+            print("interpreter torn down", flush=True)
+    kept = Torn()  # a module global: only the interpreter's teardown finalises it
+    {before}
+    from gpuplay.cli import main
+    main()
+"""
+
+
+def test_the_command_ends_without_tearing_its_interpreter_down(tmp_path):
+    out = _python(TEARDOWN_SEEN.format(before=""), "--version", env=_env(tmp_path))
+    assert out.returncode == 0 and "gpuplay, version" in out.stdout, out.stderr
+    assert "interpreter torn down" not in out.stdout
+    # the same program calling `main` as another program would (a test, a notebook): torn down
+    control = _python(
+        TEARDOWN_SEEN.format(before="sys.argv[0] = 'my-script'"), "--version", env=_env(tmp_path)
+    )
+    assert control.returncode == 0 and "interpreter torn down" in control.stdout, control.stderr
+
+
+def test_a_profiled_command_ends_as_the_interpreter_does(tmp_path):
+    # cProfile (pyinstrument alike) writes its report after the command returns: not cut short.
+    prof = tmp_path / "gpuplay.prof"
+    out = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "gpuplay", "--version"],
+                         capture_output=True, text=True, timeout=60, env=_env(tmp_path))  # fmt: skip
+    assert out.returncode == 0 and "gpuplay, version" in out.stdout, out.stderr
+    assert prof.is_file() and prof.stat().st_size > 0
+
+
+def test_a_run_s_status_output_and_log_survive_the_fast_end(tmp_path):
+    env = _env(tmp_path)
+    bad = subprocess.run([sys.executable, "-m", "gpuplay", "run", "no-such-scenario"], capture_output=True,
+                         text=True, timeout=60, env=env)  # fmt: skip
+    assert bad.returncode == 2 and "unknown scenario 'no-such-scenario'" in bad.stderr
+    out_file = tmp_path / "r.json"
+    ok = subprocess.run([sys.executable, "-m", "gpuplay", "run", "matmul", "-s", "n=64", "--budget", "0.02",
+                         "--format", "json", "--out", str(out_file)], capture_output=True, text=True, timeout=120,
+                        env=env)  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    import json
+
+    doc = json.loads(out_file.read_text())
+    assert doc["results"][0]["status"] == "ok"
+    logs = list((tmp_path / "state" / "sessions").glob("session-*.jsonl"))
+    assert len(logs) == 1 and logs[0].read_text().count("\n") == 1
+
+
+def test_the_engine_is_asked_to_end_before_the_table_is_printed(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "gpuplay", "run", "matmul", "-s", "n=64", "--budget", "0.02"],
+                         capture_output=True, text=True, timeout=120,
+                         env=_env(tmp_path, GPUPLAY_TRACE="1"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    front = [line.split("front end")[-1].strip() for line in out.stderr.splitlines()
+             if line.startswith("gpuplay trace") and "front end" in line]  # fmt: skip
+    assert front.index("engine: released") < front.index("run: printed") < front.index("engine: closing"), (
+        front
+    )
+    assert "heard Shutdown" in out.stderr  # the engine's own mark: it heard the request

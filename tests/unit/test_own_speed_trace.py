@@ -1,4 +1,4 @@
-"""gpuplay's own speed, round 3 (issue 34): the trace of a whole command, the engine started
+"""gpuplay's own speed: the trace of a whole command, the engine started
 before the front end's imports, and what neither process does any more. Checked by order and by
 what is imported, never by timing."""
 
@@ -257,7 +257,7 @@ def test_the_noise_check_s_process_listing_reads_what_psutil_reads():
     both = set(ours) & set(theirs)
     assert len(both) >= 0.9 * max(len(ours), len(theirs))  # a process may start or end between the two
     # psutil read after us and CPU time only grows (a fixed tolerance fails when a busy process
-    # runs between the two readings); the exact figures: test_speed_review's stopped child.
+    # runs between the two readings); the exact figures: test_noise's stopped child.
     assert all(ours[k] <= theirs[k] + 1e-9 for k in both)
     assert (me, psutil.Process().create_time()) not in ours
 

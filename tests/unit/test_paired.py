@@ -191,7 +191,7 @@ def test_pairs_that_fault_heavily_say_the_speedup_is_for_the_cold_mode(monkeypat
     assert any(n.startswith("allocation-bound pairs: 5,000 page faults per pair") for n in r.notes)
 
 
-# -- one paired measurement, both rows (issue 34, row 2) ------------------------------------------
+# -- one paired measurement, both rows ------------------------------------------
 def test_one_paired_run_gives_the_baselines_own_row_warmed_checked_and_said_interleaved():
     from gpuplay.core.runner.paired import run_pair
 
@@ -366,7 +366,7 @@ def test_the_baseline_row_carries_the_host_side_of_the_pairs_window():
     )
 
 
-# -- review r1 -------------------------------------------------------------------------------------
+# -- the paired rows' edge cases ---------------------------------------------------------------------
 _NUMPY_ONLY_FAILS = """
 PARAMS = {"n": {"default": 64, "help": "n"}}
 

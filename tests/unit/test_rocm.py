@@ -1,4 +1,4 @@
-"""AMD GPUs under PyTorch's ROCm build (issue 38), through a fake ROCm torch and a fake amdsmi
+"""AMD GPUs under PyTorch's ROCm build, through a fake ROCm torch and a fake amdsmi
 that lists the two GPUs in another order than torch does."""
 
 from __future__ import annotations

@@ -11,6 +11,12 @@ from gpuplay.core.measure import roofline
 from gpuplay.core.measure.roofline import DevicePeaks, Measurement, place, ridge_point
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
+from tests.unit.gpu_fakes import (
+    FakeGpu,
+    FakePynvml,
+    install_cuda_uuids,
+    install_nvml,
+)
 
 
 # -- the math ---------------------------------------------------------------------------
@@ -199,3 +205,159 @@ def test_a_calibration_that_measures_nothing_leaves_the_cache_alone():
         roofline.calibrate("cpu", budget_s=0.0)
     assert info.value.peaks.refused and not info.value.peaks.measurements
     assert roofline.cache_path("cpu").read_text() == before
+
+
+# -- the roof's libraries, read while the engine starts ----------------------------------------
+def _calibrated_with_versions(numpy_version: str, torch_version: str | None) -> None:
+    from gpuplay.core.hw.system import cpu_name
+    from gpuplay.core.measure.roofline import DevicePeaks, Measurement
+
+    fp = {"name": cpu_name(), "numpy": numpy_version, "torch": torch_version, "cores": roofline.cpu_count()}
+    roofline.save_peaks(DevicePeaks("cpu", cpu_name(), fp, "2026-01-01T00:00:00+00:00", 1.0, [
+        Measurement("memory", "triad", "numpy", 20.0, "3 x 128 MiB", 0.01, 5),
+        Measurement("compute", "float32", "numpy", 200.0, "n=1024", 0.01, 5),
+    ]))  # fmt: skip
+
+
+def _result(versions: object):
+    from gpuplay.core.hw.system import cpu_name
+    from gpuplay.core.result import RunResult
+    from gpuplay.core.spec import RunSpec
+
+    return RunResult(spec=RunSpec.make("matmul", {"n": 256}), status="ok", samples=[1e-3] * 5,
+                     flops=2 * 256**3, bytes=3 * 4 * 256**2,
+                     conditions={"device_name": cpu_name(), "versions": versions})  # fmt: skip
+
+
+def test_the_roof_s_library_versions_are_read_before_the_answer_not_after(monkeypatch):
+    from gpuplay.cli.output import warm_for_results
+    from gpuplay.core.storage import installed
+
+    installed.version.cache_clear()
+    try:
+        warm_for_results()  # a command, while its engine starts
+        from importlib import metadata
+
+        versions = {}
+        for lib in roofline.LIBRARIES:
+            try:
+                versions[lib] = metadata.version(lib)
+            except metadata.PackageNotFoundError:
+                versions[lib] = None
+        _calibrated_with_versions(versions["numpy"], versions["torch"])
+
+        def read(*_a):
+            raise AssertionError("read a package's metadata after the answer")
+
+        monkeypatch.setattr(installed, "_version_field", read)
+        monkeypatch.setattr(installed, "_metadata_version", read)
+        roofline._cached.cache_clear()
+        roof = _result({"numpy": versions["numpy"]}).to_dict()["roof"]
+    finally:
+        installed.version.cache_clear()
+    assert roof["status"] == "ok" and roof["fraction"] > 0, roof
+
+
+def test_an_older_result_is_placed_against_a_calibration_made_since(monkeypatch):
+    """A result from before a NumPy upgrade (history, `load`, `compare --from`) is placed against
+    the peaks measured since with the libraries installed now: the peaks describe the device
+    (holding it against the versions it records made "run gpuplay calibrate" loop)."""
+    _calibrated_with_versions("2.0.0", None)  # calibrated after the upgrade
+    monkeypatch.setattr(roofline, "package_version", lambda name: {"numpy": "2.0.0"}.get(name))
+    roofline._cached.cache_clear()
+    roof = _result({"numpy": "1.26.4"}).to_dict()["roof"]  # measured before it
+    assert roof["status"] == "ok" and "run gpuplay calibrate" not in roof.get("note", ""), roof
+
+
+GPU_A = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
+
+
+GPU_B = "GPU-bbbbbbbb-1111-1111-1111-111111111111"
+
+
+MIG_B = "MIG-cccccccc-2222-2222-2222-222222222222"
+
+
+# -- a cached roof names the board, driver, power limit and MIG profile it was measured on ----------
+def _calibrated_on_boards(monkeypatch, gpus, uuids):
+    from gpuplay.core.measure import roofline
+    from gpuplay.core.measure.roofline import DevicePeaks, Measurement
+
+    nvml = FakePynvml(gpus)
+    install_nvml(monkeypatch, nvml)
+    install_cuda_uuids(monkeypatch, uuids)
+    name = "NVIDIA H100 80GB HBM3"
+    roofline.save_peaks(
+        DevicePeaks("cuda:0", name, roofline.fingerprint("cuda:0", name), "2026-01-01T00:00:00+00:00", 1.0,
+                    [Measurement("memory", "triad", "torch", 3000.0, "3 x 1 GiB", 0.01, 5),
+                     Measurement("compute", "float32", "torch", 50_000.0, "n=8192", 0.02, 5)])
+    )  # fmt: skip
+    return nvml
+
+
+def _roof(monkeypatch):
+    from gpuplay.core.result import RunResult
+
+    r = RunResult(RunSpec.make("matmul", {"n": 4096}, backend="torch", device="cuda:0"),
+                  samples=[1e-3] * 5, flops=2 * 4096**3, bytes=3 * 4 * 4096**2, compute_dtype="float32",
+                  conditions={"device_name": "NVIDIA H100 80GB HBM3"})  # fmt: skip
+    return r.roof_fields()
+
+
+@pytest.mark.gpu_fake
+def test_a_roof_cached_on_another_board_of_the_same_name_is_stale(monkeypatch):
+    from gpuplay.core.measure import roofline
+
+    _calibrated_on_boards(monkeypatch, [FakeGpu(GPU_A, "H100"), FakeGpu(GPU_B, "H100")], [GPU_A, GPU_B])
+    assert _roof(monkeypatch)["status"] == "ok"
+    install_cuda_uuids(monkeypatch, [GPU_B, GPU_A])  # now cuda:0 is the other H100
+    roofline._cached.cache_clear()  # a new process (the file is unchanged: lookups are memoised by mtime)
+    roof = _roof(monkeypatch)
+    assert roof["status"] != "ok" and "stale" in roof["note"] and "uuid" in roof["note"]
+
+
+@pytest.mark.gpu_fake
+@pytest.mark.parametrize(
+    "change, key",
+    [
+        (lambda nvml: setattr(nvml.gpus[0], "power_limit_mw", 400_000), "power_limit_w 700 → 400"),
+        (lambda nvml: setattr(nvml, "driver", "590.10"), "driver 580.95.05 → 590.10"),
+    ],
+)
+def test_a_roof_is_stale_after_a_power_limit_or_driver_change(monkeypatch, change, key):
+    from gpuplay.core.measure import roofline
+
+    nvml = _calibrated_on_boards(monkeypatch, [FakeGpu(GPU_A, "H100")], [GPU_A])
+    assert _roof(monkeypatch)["status"] == "ok"
+    change(nvml)
+    roofline._cached.cache_clear()  # the cache file is unchanged: its lookup is memoised by mtime
+    roof = _roof(monkeypatch)
+    assert roof["status"] != "ok" and key in roof["note"], roof
+
+
+@pytest.mark.gpu_fake
+def test_the_fingerprint_records_mig_profile_and_cuda_runtime(monkeypatch):
+    from gpuplay.core.measure import roofline
+
+    class MigNames(FakePynvml):
+        def nvmlDeviceGetName(self, h):  # noqa: N802
+            return "NVIDIA H100 80GB HBM3 MIG 1g.10gb" if h.mig is not None else "NVIDIA H100 80GB HBM3"
+
+    install_nvml(monkeypatch, MigNames([FakeGpu(GPU_B, "H100", mig=[MIG_B])]))
+    install_cuda_uuids(monkeypatch, [MIG_B])
+    fp = roofline.fingerprint("cuda:0", "NVIDIA H100 80GB HBM3")
+    assert fp["uuid"] == MIG_B.removeprefix("MIG-").replace("-", "") and fp["mig_profile"].endswith(
+        "MIG 1g.10gb"
+    )
+    assert fp["power_limit_w"] == 700 and fp["driver"] == "580.95.05" and "cuda_runtime" in fp
+
+
+@pytest.mark.gpu_fake
+def test_gpuplay_info_says_a_cached_roof_is_stale(monkeypatch):
+    from gpuplay.core.measure import roofline
+
+    nvml = _calibrated_on_boards(monkeypatch, [FakeGpu(GPU_A, "H100")], [GPU_A])
+    assert roofline.summary("cuda:0")["stale"] == ""
+    nvml.gpus[0].power_limit_mw = 350_000  # a power cap since the calibration
+    roofline._cached.cache_clear()
+    assert "power_limit_w 700 → 350" in roofline.summary("cuda:0")["stale"]

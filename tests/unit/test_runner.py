@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
+import types
 
+import numpy as np
 import pytest
 
 from gpuplay.core.catalogue.planner import check
@@ -252,8 +256,6 @@ def test_compile_does_not_spill_torchs_script_method_deprecations():
     A fresh interpreter with DeprecationWarnings as errors: the import happens here, not in
     some earlier test.
     """
-    import subprocess
-    import sys
 
     script = (
         "from gpuplay.core.runner import build_step\n"
@@ -271,3 +273,32 @@ def test_compile_does_not_spill_torchs_script_method_deprecations():
         timeout=300,
     )
     assert proc.returncode == 0 and "compiled step built" in proc.stdout, proc.stderr[-1500:]
+
+
+def test_a_reference_made_from_inputs_that_are_views_of_one_another(monkeypatch):
+    # The set-up's inputs are shown to the reference read-only; an input that is a view of another
+    # (a transpose beside its matrix) must come back writeable, and the set-up must not fail.
+    from gpuplay.core.catalogue import planner
+    from gpuplay.core.runner import clear_caches, run
+
+    clear_caches()
+    # The very workload object the run's planner finds, patched on the object: whatever an earlier
+    # test left in the registry, the run generates its inputs through this method.
+    workload = planner.get_workload("matmul")
+    kept: list[np.ndarray] = []
+
+    def transposed(self, p, rng):
+        b = rng.standard_normal((p["n"], p["n"]))
+        kept.append(b)
+        return b.T, b  # the view first: its base is made read-only after it
+
+    monkeypatch.setattr(workload, "inputs", types.MethodType(transposed, workload))
+    try:
+        r = run(RunSpec.make("matmul", {"n": 32}, budget_s=0.02, warmup=1, dtype="float64"))
+    finally:
+        # The reference of these patched inputs sits in the cache under matmul n=32's own key:
+        # a later test's matmul n=32 would be checked against it.
+        clear_caches()
+    assert r.status == "ok", r.message
+    assert r.check_ok and r.error is not None and r.error < r.tolerance
+    assert kept and all(b.flags.writeable for b in kept)  # NumPy float64: the run's own inputs

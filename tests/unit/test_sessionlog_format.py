@@ -259,7 +259,7 @@ assert log.append(RunResult(spec=RunSpec.make("elementwise", {{"n": 64}}), sampl
 
 
 def test_the_last_line_s_failed_fsync_is_said_at_exit(tmp_path):
-    """Review r3: a failed fsync was said only at the next append, so the last line's (a sweep's
+    """a failed fsync was said only at the next append, so the last line's (a sweep's
     last point, a single `run`) went unsaid: the exit waited for it, then said nothing."""
     _, err = _exit_with(tmp_path, 'raise OSError(errno.EIO, "Input/output error")')
     assert "session log not saved to disk" in err and "Input/output error" in err

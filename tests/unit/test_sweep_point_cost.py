@@ -1,4 +1,4 @@
-"""Issue 34, row 3: what a sweep point costs outside its timed window (docs/benchmarks.md, round 4)."""
+"""What a sweep point costs outside its timed window (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_a_large_summary_is_vectorised_and_gives_the_plain_figures(monkeypatch):
 
 
 def test_a_large_summary_s_mean_and_spread_are_the_plain_path_s_bit_for_bit(monkeypatch):
-    """With NumPy loaded or not, a result's figures are the same (review r3: NumPy's pairwise sums
+    """With NumPy loaded or not, a result's figures are the same (NumPy's pairwise sums
     gave a mean or spread one unit in the last place apart in 5 of 12 real sweep points, so one
     result showed two means depending on what the process had imported)."""
     import numpy  # noqa: F401 - loaded: the vectorised path is taken
@@ -68,7 +68,7 @@ def test_a_large_summary_s_mean_and_spread_are_the_plain_path_s_bit_for_bit(monk
 
 
 def test_a_summary_never_imports_numpy():
-    """A NumPy run's front end plans and prints without NumPy (issue 34, row 1): a summary uses
+    """A NumPy run's front end plans and prints without NumPy: a summary uses
     NumPy only where it is loaded already, and is then the plain path's figures."""
     code = (
         "import sys; from gpuplay.core.measure.stats import summarize; "
@@ -211,7 +211,7 @@ def test_no_descriptor_left_means_nobody_named_not_a_failed_run():
 
 
 def test_the_kept_files_are_shared_safely_by_threads_looking_at_once():
-    """Review r3: devices compared at once in one process (in-process engine, `--concurrent`), or
+    """devices compared at once in one process (in-process engine, `--concurrent`), or
     API runs on threads, look at the same time; the shared kept files then raised KeyError or
     'dictionary changed size during iteration' out of the window's end (and could close a
     descriptor twice) where the files opened afresh at each look never did."""

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from gpuplay.core.measure import telemetry
+from gpuplay.core.spec import RunSpec
 from tests.conftest import gpu_available
+from tests.unit.gpu_fakes import (
+    FakeCuda,
+    FakeGpu,
+    FakePynvml,
+    install_cuda_run,
+    install_cuda_uuids,
+    install_nvml,
+)
 
 
 @pytest.mark.skipif(gpu_available(), reason="this machine has a GPU")
@@ -123,7 +136,6 @@ class FakeNVML:
         return "GPU-00000000-1111-2222-3333-444444444444"
 
     def nvmlDeviceGetComputeRunningProcesses(self, h):
-        import os
 
         return [type("P", (), {"pid": os.getpid(), "usedGpuMemory": 3 * 2**30})()]
 
@@ -162,7 +174,7 @@ def test_run_window_records_gpu_utilisation_power_and_energy(fake_nvml):
     token = tele.begin("cuda:0")
     out = tele.end(token)
     gpu = out["gpu"]
-    # A window shorter than NVML's 1-second averaging: the readings kept apart, not the run's (issue 32)
+    # A window shorter than NVML's 1-second averaging: the readings kept apart, not the run's
     assert gpu["util_nvml_percent"] == 97.0 and gpu["power_nvml_w"] == 612.0
     assert gpu["util_mean_percent"] is None and gpu["power_mean_w"] is None and gpu["averaging_note"]
     assert gpu["energy_j"] == 61.2 and gpu["energy_source"] == "NVML total-energy counter"
@@ -205,8 +217,6 @@ def test_paced_snapshots_keep_their_rate_and_count():
 
 
 def test_the_host_row_reports_the_engine_process_beside_the_front_end():
-    import subprocess
-    import sys
 
     from gpuplay.core.measure.telemetry import Sampler
 
@@ -223,3 +233,35 @@ def test_the_host_row_reports_the_engine_process_beside_the_front_end():
         child.kill()
         child.wait()
     assert sampler.take().host.engine_rss is None  # a dead engine reads n/a, never an error
+
+
+@pytest.mark.parametrize("device", ["cuda:0", "xpu:0", "mps"])
+def test_an_accelerator_s_run_window_still_asks_its_vendor(monkeypatch, device):
+    from gpuplay.core.hw import devices
+    from gpuplay.core.measure import telemetry
+
+    asked: list[str] = []
+    vendor = SimpleNamespace(note="the vendor's note")
+    monkeypatch.setattr(devices, "run_window", lambda d: asked.append(d) or vendor)
+    window = telemetry.RunTelemetry().begin(device)
+    assert asked == [device] and window.vendor is vendor and window.gpu_note == "the vendor's note"
+
+
+GPU_A = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
+
+
+# -- Hopper's power and utilisation are 1-second averages ------------------------------------------------
+@pytest.mark.gpu_fake
+def test_a_run_shorter_than_nvmls_averaging_window_does_not_claim_its_power(monkeypatch):
+    from gpuplay.core.measure.telemetry import RunTelemetry
+    from gpuplay.core.runner import run
+
+    install_nvml(monkeypatch, FakePynvml([FakeGpu(GPU_A, "board A", util=90, power_mw=650_000)]))
+    install_cuda_uuids(monkeypatch, [GPU_A])
+    install_cuda_run(monkeypatch, FakeCuda(1))
+    r = run(RunSpec.make("elementwise", {"n": 4096}, backend="torch", device="cuda:0", repeat=3, warmup=1),
+            telemetry=RunTelemetry())  # fmt: skip
+    gpu = r.telemetry["gpu"]
+    assert r.telemetry["duration_s"] < 1.0
+    assert gpu["power_mean_w"] is None and gpu["util_mean_percent"] is None
+    assert "1-second averages" in gpu["averaging_note"] and gpu["power_nvml_w"] == 650.0

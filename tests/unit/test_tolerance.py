@@ -93,7 +93,7 @@ def _plan(**kw: Any) -> RunPlan:
 
 @pytest.mark.gpu_fake
 def test_a_tf32_run_is_checked_at_tf32_precision_and_passes():
-    """Issue 21, item 4: a TF32 matmul fails a float32 tolerance; it must pass its own."""
+    """a TF32 matmul fails a float32 tolerance; it must pass its own."""
     plan = _plan(device="cuda:0", tf32=True)
     assert tolerance_dtype(plan) == "tf32"
     assert tolerance_dtype(_plan(device="cuda:0")) == "float32"
@@ -142,7 +142,7 @@ class FakeDeviceTensor:
 
 @pytest.mark.gpu_fake
 def test_the_check_copies_to_the_host_before_widening():
-    """Issue 21, item 13: widening on the device doubles the result there and can run out of memory."""
+    """widening on the device doubles the result there and can run out of memory."""
     log: list[tuple[str, str]] = []
     out = FakeDeviceTensor(np.ones((4, 4), dtype=np.float16), "cuda:1", log)
     host = host_widened(TorchBackend(), out)
@@ -156,7 +156,7 @@ def test_the_check_copies_to_the_host_before_widening():
 
 def test_the_checks_norm_is_linalg_norms_without_blas(monkeypatch):
     """relative_error sums squares itself: np.linalg.norm's BLAS dot wakes the BLAS threads, ~20 ms
-    a call on a loaded machine, paid by every sweep point (issue 34). Same figures as linalg.norm."""
+    a call on a loaded machine, paid by every sweep point. Same figures as linalg.norm."""
     rng = np.random.default_rng(7)
     cases = [
         rng.standard_normal((300, 200)),
@@ -180,3 +180,31 @@ def test_the_checks_norm_is_linalg_norms_without_blas(monkeypatch):
         assert relative_error(x * 1.001, x) == pytest.approx(want, rel=1e-6)
     assert relative_error(np.ones(3), np.zeros(3)) == pytest.approx(expected_zero)
     assert relative_error(np.array([1.0, np.nan]), np.ones(2)) == math.inf
+
+
+# -- the check, in blocks ----------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(0,), (5,), (1 << 16,), ((1 << 16) + 1,), (3, (1 << 16) + 5), (7, 9, 11)])
+@pytest.mark.parametrize("kind", ["float32 of float64", "complex64 of complex128"])
+def test_the_blocked_check_is_the_whole_array_norm(shape, kind):
+    import numpy as np
+
+    from gpuplay.core.workloads import relative_error
+
+    rng = np.random.default_rng(7)
+    ref = rng.standard_normal(shape)
+    if kind.startswith("complex"):
+        ref = ref + 1j * rng.standard_normal(shape)
+    out = (ref * (1 + 1e-6 * rng.standard_normal(shape))).astype(
+        np.complex64 if ref.dtype.kind == "c" else np.float32
+    )
+    whole = (
+        np.linalg.norm((out.astype(ref.dtype) - ref).ravel()) / np.linalg.norm(ref.ravel())
+        if ref.size
+        else 0.0
+    )
+    assert relative_error(out, ref) == pytest.approx(whole, rel=1e-12, abs=0.0)
+    if ref.size:
+        bad = out.copy().reshape(-1)
+        bad[-1] = np.nan  # in the last block
+        assert relative_error(bad.reshape(shape), ref) == float("inf")
+    assert relative_error(np.zeros(shape), np.zeros(shape)) == 0.0

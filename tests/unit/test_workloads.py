@@ -126,3 +126,15 @@ def test_scan_warns_before_a_float16_running_sum_overflows():
     assert any("past float16's largest" in x for x in scan.notes("torch", "cpu", "float16", {"n": 1_000_000}))
     assert not scan.notes("torch", "cpu", "float16", {"n": 100_000})
     assert not scan.notes("torch", "cpu", "float32", {"n": 1_000_000})
+
+
+def test_the_add_a_workload_guide_registers_a_workload_where_the_registry_reads_it():
+    # The registry is WORKLOAD_MODULES (name → module, imported when first named), not a module
+    # list in registry(): a guide that says otherwise leaves a new workload unregistered.
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    step = text[text.index("3. **Register it**") : text.index("4. **A scenario file**")]
+    assert "WORKLOAD_MODULES" in step and "to `registry()`" not in step, step
+    guide = text[text.index("1. **The kernels**") : text.index("3. **Register it**")]
+    assert "lazy_numpy" in guide, "a new workload module must not import NumPy at its top"

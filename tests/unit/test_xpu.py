@@ -1,4 +1,4 @@
-"""Intel GPUs through torch.xpu (issue 38), with a fake torch.xpu of one device."""
+"""Intel GPUs through torch.xpu, with a fake torch.xpu of one device."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Three fault cases of the `gpuplay` process itself, each through a real process as a user meets
-it: a Ctrl+C at any moment of a command, an engine that ends as it starts, closed streams."""
+"""Fault cases of the `gpuplay` process itself, each through a real process as a user meets it:
+a Ctrl+C at any moment of a command, an engine that ends as it starts, closed streams."""
 
 from __future__ import annotations
 
@@ -43,6 +43,23 @@ def _no_engine_left(state: Path) -> list[int]:
     return left
 
 
+_ENDS_AT_ONCE = """
+import os, signal, sys
+if "gpuplay.core.engine.server" in sys.orig_argv:
+    sys.stderr.write("\\x1b[2J[red]broken sitecustomize\\n")
+    sys.stderr.flush()
+    if os.environ["HOW"] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(7)
+"""
+
+
+def _shell(line: str, state: Path) -> subprocess.CompletedProcess[str]:
+    gpuplay = f"{sys.executable} -m gpuplay {' '.join(RUN)} --budget 0.05"
+    return subprocess.run(["bash", "-c", line.replace("GPUPLAY", gpuplay)], env=_env(state),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("after_s", [0.0, 0.1, 0.25, 0.6])
 def test_ctrl_c_at_any_moment_of_a_run_is_one_line_and_exit_130(tmp_path, after_s):
@@ -73,17 +90,6 @@ def test_ctrl_c_at_any_moment_of_a_run_is_one_line_and_exit_130(tmp_path, after_
     assert _no_engine_left(state) == []
 
 
-_ENDS_AT_ONCE = """
-import os, signal, sys
-if "gpuplay.core.engine.server" in sys.orig_argv:
-    sys.stderr.write("\\x1b[2J[red]broken sitecustomize\\n")
-    sys.stderr.flush()
-    if os.environ["HOW"] == "kill":
-        os.kill(os.getpid(), signal.SIGKILL)
-    os._exit(7)
-"""
-
-
 @pytest.mark.parametrize("how, said", [("exit", "exit code 7"), ("kill", "killed by SIGKILL")])
 def test_an_engine_that_ends_as_it_starts_is_said_with_its_log(tmp_path, how, said):
     """A broken sitecustomize in the engine's interpreter (or the engine killed at once): it waited
@@ -104,12 +110,6 @@ def test_an_engine_that_ends_as_it_starts_is_said_with_its_log(tmp_path, how, sa
     assert str(state / "engine.log") in err
     assert "[red]broken sitecustomize" in err and "\x1b" not in err, err  # its words, escaped
     assert _no_engine_left(state) == []
-
-
-def _shell(line: str, state: Path) -> subprocess.CompletedProcess[str]:
-    gpuplay = f"{sys.executable} -m gpuplay {' '.join(RUN)} --budget 0.05"
-    return subprocess.run(["bash", "-c", line.replace("GPUPLAY", gpuplay)], env=_env(state),
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
 def test_a_closed_stderr_does_not_fail_a_run_that_measured(tmp_path):
