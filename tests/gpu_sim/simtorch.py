@@ -288,9 +288,18 @@ def install(torch: Any) -> None:
 
 
 class _Stream:
-    def __init__(self, device: Any = None, priority: int = 0, **_: Any) -> None:
+    """torch.cuda.Stream: a new stream gets a handle of its own (cudaStream_t, never 0); the
+    default (legacy) stream, which current_stream and default_stream answer, has handle 0."""
+
+    made = 0
+
+    def __init__(self, device: Any = None, priority: int = 0, *, _default: bool = False, **_: Any) -> None:
         self.device = device
-        self.cuda_stream = 0
+        if _default:
+            self.cuda_stream = 0
+        else:
+            _Stream.made += 1
+            self.cuda_stream = 0x7F5A00000000 + 0x100 * _Stream.made
 
     def wait_stream(self, other: Any) -> None:
         pass
@@ -422,8 +431,8 @@ def _install_cuda_module(torch: Any, sim: Any, tensor_cls: Any) -> None:
         "synchronize": synchronize,
         "Event": _Event,
         "Stream": _Stream,
-        "current_stream": lambda device=None: _Stream(device),
-        "default_stream": lambda device=None: _Stream(device),
+        "current_stream": lambda device=None: _Stream(device, _default=True),
+        "default_stream": lambda device=None: _Stream(device, _default=True),
         "stream": stream_ctx,
         "device": device_ctx,
         "CUDAGraph": _Graph,

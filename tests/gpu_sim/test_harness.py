@@ -64,10 +64,13 @@ def test_the_runtime_doubles_record_what_gpuplay_asks_of_them(tmp_path, runtime)
     ledger = read_ledger(env["GPUPLAY_TEST_SIM_LEDGER"])
     if runtime == "onnxruntime":
         (session,) = [row for row in ledger if row["event"] == "ort_session"]
-        assert session["providers"][1] == [
-            "CUDAExecutionProvider",
-            {"device_id": 0, "user_compute_stream": "0"},
-        ]
+        # float32 with TF32 off: the CUDA provider first (TensorRT's has no TF32 switch), told
+        # use_tf32=0, on a stream torch made for it (a handle of 0 would read as none given)
+        (cuda,) = [p for p in session["providers"] if isinstance(p, list) and p[0] == "CUDAExecutionProvider"]
+        assert session["providers"][0] == cuda and session["providers"][-1] == "CPUExecutionProvider"
+        opts = cuda[1]
+        assert opts["device_id"] == 0 and opts["use_tf32"] == "0", opts
+        assert opts["has_user_compute_stream"] == "1" and opts["user_compute_stream"] not in ("", "0"), opts
         assert session["session_options"]["graph_optimization_level"] == 99  # ORT_ENABLE_ALL
         assert {row["io"] for row in ledger if row["event"] == "ort_binding"} == {"input", "output"}
         assert r["conditions"]["onnxruntime"].endswith("+gpuplay.sim")

@@ -298,8 +298,9 @@ def _calibrated_on_boards(monkeypatch, gpus, uuids):
 def _roof(monkeypatch):
     from gpuplay.core.result import RunResult
 
+    # 13.7 TFLOP/s under the 50 TFLOP/s roof (a result above its roof reads stale for that reason)
     r = RunResult(RunSpec.make("matmul", {"n": 4096}, backend="torch", device="cuda:0"),
-                  samples=[1e-3] * 5, flops=2 * 4096**3, bytes=3 * 4 * 4096**2, compute_dtype="float32",
+                  samples=[1e-2] * 5, flops=2 * 4096**3, bytes=3 * 4 * 4096**2, compute_dtype="float32",
                   conditions={"device_name": "NVIDIA H100 80GB HBM3"})  # fmt: skip
     return r.roof_fields()
 

@@ -110,6 +110,8 @@ def ort_on_cuda(monkeypatch):
 
     def install(available: list[str]) -> list:
         monkeypatch.setitem(sys.modules, "onnxruntime", fake_ort(log, available))
+        for package in ("onnx", "onnxscript"):  # installed (the engine imports them before a build)
+            monkeypatch.setitem(sys.modules, package, types.ModuleType(package))
         return log
 
     return install

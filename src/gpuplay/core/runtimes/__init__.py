@@ -152,11 +152,6 @@ def build(
     why = refusal(name, device, dtype) or import_failure(name, device)
     if why:  # the planner refused it already; an engine whose packages differ (or break) says so here
         raise Unavailable(why)
-    run, build_s, conditions = mod.build(make_model(), example, dtype, device)
-
-    why = refusal(name, device, dtype)
-    if why:  # the planner refused it already; an engine whose packages differ says so here
-        raise RuntimeError(why)
     run, build_s, conditions = mod.build(make_model(), example, dtype, device, tf32)
     built = Built(run, build_s, conditions, tuple(mod.notes(device, conditions)))
     _cache.put(full_key, built)
