@@ -152,6 +152,9 @@ ONLY = {
     ("levers.py", "--repeat"): ("run",),
     ("alloc.py", "--alloc"): ("run",),  # allocation notes: only run sets --alloc
     ("planner.py", "--graphs"): ("run",),  # graphs with transfers: only run takes both
+    ("inference.py", "--graphs"): (
+        "run",
+    ),  # a runtime torch cannot capture: compare/sweep say --variants graphs
     ("planner.py", "--transfers"): ("run", "sweep"),  # compare never times transfers
     ("fused.py", "--compile"): ("run",),  # compare and sweep say --variants compile
     ("devices_compare.py", "--devices"): ("compare", "sweep"),  # many devices: those two only

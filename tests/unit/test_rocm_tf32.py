@@ -82,3 +82,12 @@ def test_an_in_process_engine_sets_it_as_an_engine_process_does(monkeypatch):
     monkeypatch.setattr(engine, "_probe", lambda: None)
     engine.start()
     assert os.environ.get(ENV) == "1"
+
+
+def test_the_spawn_names_the_same_variable_as_the_amd_glue():
+    """engine/process.py names HIPBLASLT_ALLOW_TF32 itself (a spawn imports no AMD glue): the same."""
+    from gpuplay.core.engine import process
+    from gpuplay.core.hw import amd
+
+    assert process.HIPBLASLT_TF32 == amd.HIPBLASLT_TF32
+    assert process.amd_env({}) == amd.engine_env({}) and process.amd_env({"HIPBLASLT_ALLOW_TF32": "0"}) == {}

@@ -81,9 +81,9 @@ def _uuid_record(key: str, root: Path | None) -> Path:
     """Where the UUID that `key` ('cuda:N') names is recorded: per host and CUDA environment (the
     variables that decide what an ordinal names), since the state folder may be shared."""
     import hashlib
-    import socket
+    import platform
 
-    scope = "\n".join((socket.gethostname(), os.environ.get("CUDA_VISIBLE_DEVICES", "\0unset"),
+    scope = "\n".join((platform.node(), os.environ.get("CUDA_VISIBLE_DEVICES", "\0unset"),
                        os.environ.get("CUDA_DEVICE_ORDER", "")))  # fmt: skip
     digest = hashlib.sha256(scope.encode(errors="replace")).hexdigest()[:16]
     return (root or state_dir()) / "locks" / "names" / f"{key.replace(':', '-')}.{digest}"

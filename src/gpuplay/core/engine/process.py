@@ -23,7 +23,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpuplay.core.hw import amd
 from gpuplay.core.measure import trace
 from gpuplay.core.process.command import is_gpuplay_command
 from gpuplay.core.process.lifeline import spawn as spawn_child
@@ -33,7 +32,18 @@ LOG_CAP_BYTES = 10 * 2**20  # engine.log is cut to its last LOG_KEEP_BYTES at an
 LOG_KEEP_BYTES = 1 * 2**20
 LOG_TAIL_BYTES = 64 * 2**10  # what the error path reads of it
 # The engine inherits these when it starts; a caller that changes them needs a new engine.
-ENGINE_ENV = ("GPUPLAY_STATE_DIR", "GPUPLAY_CONFIG_DIR", "OMP_NUM_THREADS", amd.HIPBLASLT_TF32)
+# TF32 on AMD GPUs goes through hipBLASLt, which ATen allows only with HIPBLASLT_ALLOW_TF32=1 set
+# before torch loads (core/hw/amd.py, HIPBLASLT_TF32): named here, not imported from there, so a
+# spawn does not import the AMD glue and typing (13 ms) before the engine starts.
+HIPBLASLT_TF32 = "HIPBLASLT_ALLOW_TF32"
+ENGINE_ENV = ("GPUPLAY_STATE_DIR", "GPUPLAY_CONFIG_DIR", "OMP_NUM_THREADS", HIPBLASLT_TF32)
+
+
+def amd_env(environ: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """HIPBLASLT_ALLOW_TF32=1 where it is not set (a value the user set is kept)."""
+    return {} if HIPBLASLT_TF32 in environ else {HIPBLASLT_TF32: "1"}
+
+
 # The commands that measure in the shared engine as soon as they have planned.
 EARLY_COMMANDS = frozenset({"run", "sweep", "compare"})
 # Flags with which one of them measures nothing: `compare --from FILE…` merges result files.
@@ -156,7 +166,7 @@ def spawn(env: dict[str, str] | None = None) -> Spawned:
             process_group=0,
             close_fds=True,
             # HIPBLASLT_ALLOW_TF32=1 unless set: TF32 on AMD GPUs needs it before torch loads
-            env={**os.environ, **amd.engine_env(os.environ), **trace_env, **(env or {})},
+            env={**os.environ, **amd_env(os.environ), **trace_env, **(env or {})},
         )
     except OSError:  # the interpreter gone or not executable (an upgrade, a venv moved)
         ours.close()
