@@ -48,6 +48,8 @@ PERVASIVE = {
     "format": "str.format and the export formats",
     "workers": "an ordinary word (Textual's workers; a loader's worker processes the noise check counts)",
     "runtime": "an ordinary word (CUDA runtime, an inference runtime's own package core/runtimes/)",
+    "amp": "also a rung of the tune ladder (core/studies/tune.py), which walks the levers in a fixed order",
+    "repeat": "an ordinary word (the noise check's and the pairs' repeats; tune times by budget, not repeats)",
 }
 
 
