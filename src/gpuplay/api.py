@@ -1,6 +1,6 @@
 """gpuplay from Python: `run`, `compare`, `sweep`, `measure` and `load`.
 
-A thin face over what the CLI uses: the same scenario files, planner (`core.planner.check`),
+A thin face over what the CLI uses: the same scenario files, planner (`core.catalogue.planner.check`),
 engine process (`core.engine.measure`), NumPy baselines and pairing (`core.compare`), sweep plan
 (`core.sweep`) and session log. Nothing here imports torch or CuPy: the engine process does.
 docs/python-api.md describes every name.

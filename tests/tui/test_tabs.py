@@ -12,7 +12,7 @@ from gpuplay.tui.app import GpuPlayApp
 from gpuplay.tui.tabs import TAB_IDS, draw_visible_telemetry
 from tests.tui_helpers import tiny_scenarios, wait_until
 
-PLANNER = str(Path("gpuplay", "core", "planner.py"))
+PLANNER = str(Path("gpuplay", "core", "catalogue", "planner.py"))
 
 
 def screen_text(app) -> str:
