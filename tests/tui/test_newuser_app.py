@@ -80,14 +80,14 @@ async def test_a_speedup_that_points_against_the_medians_says_why(tmp_path):
         digits = app.query_one(SpeedupDigits)
         assert digits.marker == "~"
         assert "1.05× is the median of 24 paired ratios" in (digits.tooltip or "")
-        assert "read 0.724×, the other way" in (digits.tooltip or "")
+        assert "read 0.726×, the other way" in (digits.tooltip or "")
         import html
 
         screen = html.unescape(app.export_screenshot()).replace("\xa0", " ")
         # Under the digits (wrapped to the column) and in the stats panel's ⚠ speedup line:
         assert "~ This speedup is" in screen and "uncertain: the medians" in screen
         assert "shown point the other" in screen
-        assert "0.724×, the other way" in screen
+        assert "0.726×, the other way" in screen
 
 
 async def test_the_reason_under_the_big_digits_is_not_cut_on_a_projector(tmp_path):

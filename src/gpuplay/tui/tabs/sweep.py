@@ -11,7 +11,7 @@ from gpuplay.tui.tabs.base import PlaygroundTab
 
 
 class SweepTab(PlaygroundTab):
-    LABEL, SHORT, TAB_ID = "Sweep", "Sweep", "sweep"
+    LABEL, SHORT, TAB_ID = "Sweep", "Swp", "sweep"
 
     def compose(self) -> ComposeResult:
         yield SweepView(id="sweep-view")

@@ -76,7 +76,7 @@ def draw_telemetry(widget: Widget, panel_s: float = 0.0, chart_s: float = 0.0) -
 
 
 class TelemetryTab(PlaygroundTab):
-    LABEL, SHORT, TAB_ID = "Telemetry", "Telem", "telemetry"
+    LABEL, SHORT, TAB_ID = "Telemetry", "Tel", "telemetry"
 
     def compose(self) -> ComposeResult:
         yield TelemetryPanel(id="telemetry-full")
