@@ -162,8 +162,8 @@ KEY_HELP = {
     "cycle_limit": "a configuration whose one step is estimated longer (2, 10 or 60 s) is refused",
     "pause": "hold the measurement between steps; press again to go on",
     "rerun": "measure the current configuration again, from warm-up",
-    "reset": "forget this session's results (the Compare tab empties)",
-    "export": "write this session's results as JSON, CSV and Markdown into the export folder",
+    "reset": "forget the results measured since the app started (the Compare tab empties)",
+    "export": "write the results measured since the app started as JSON, CSV and Markdown into the export folder",
     "save_svg": "save what the screen shows as an SVG file in the export folder",
     "collectives": "run the multi-GPU collectives sweep (all_reduce, all_gather, …)",
     "help": "show or close this help",
@@ -171,7 +171,7 @@ KEY_HELP = {
 }
 TAB_HELP = {
     "live": "the current configuration's figures and step times",
-    "compare": "every configuration measured this session, side by side, with the roofline",
+    "compare": "every configuration measured since the app started, side by side, with the roofline",
     "code": "the workload's NumPy source beside the chosen backend's",
     "telemetry": "CPU, memory and GPU use over the last minutes",
     "profile": "where the time of one step goes, operator by operator",
