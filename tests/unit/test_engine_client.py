@@ -6,13 +6,13 @@ from __future__ import annotations
 import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys
-import textwrap
 import time
 
 import pytest
 
 from gpuplay.core.engine import client as engine_client  # noqa: E402
 from gpuplay.core.storage import installed
+from tests.process_helpers import run_python as _python
 
 
 def test_a_released_engine_is_group_killed_before_it_is_reaped(monkeypatch):
@@ -103,13 +103,6 @@ def test_a_released_engine_that_was_never_asked_is_not_waited_for_at_close():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-
-
-def _python(
-    code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)  # fmt: skip
 
 
 def test_an_engine_with_no_child_ends_without_searching_for_descendants():

@@ -13,10 +13,12 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.process_helpers import gpuplay_env as _env
+from tests.process_helpers import run_python as _python
 
 HEAVY = ("torch", "cupy", "scipy", "textual", "torchao", "onnxruntime", "pandas", "matplotlib", "plotext")
 # What a module may import at import time, by package (the front end's web server is a front end).
@@ -351,26 +353,7 @@ def test_a_numpy_run_s_engine_imports_no_other_vendor_s_glue():
     assert out.stdout.split("\n")[0] == "True []"
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _python(
-    code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)  # fmt: skip
-
-
 # -- the front end's end ---------------------------------------------------------------------
-def _env(tmp_path: Path, **more: str) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "GPUPLAY_STATE_DIR": str(tmp_path / "state"),
-        "PYTHONPATH": str(ROOT / "src"),
-        **more,
-    }
-    env.pop("GPUPLAY_IN_PROCESS", None)
-    return env
 
 
 # -- the engine's start ----------------------------------------------------------------------

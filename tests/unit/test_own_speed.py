@@ -3,11 +3,8 @@ the engine asked to probe (import) only what a command needs. Checked by countin
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -15,6 +12,8 @@ from gpuplay.core import result as result_module
 from gpuplay.core.engine import messages as m
 from gpuplay.core.result import RunResult
 from gpuplay.core.spec import RunSpec
+from tests.process_helpers import gpuplay_env as _env
+from tests.process_helpers import run_python as _python
 
 
 def test_a_result_summarizes_its_samples_once_until_they_change(monkeypatch):
@@ -176,26 +175,7 @@ def test_steps_run_for_energy_after_the_probe_leave_the_check_its_own_step(monke
     assert calls.count(n) == 1 + len(r.samples) + probe["steps"] + 2 + 1 and r.check_ok
 
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _python(
-    code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)  # fmt: skip
-
-
 # -- the front end's end ---------------------------------------------------------------------
-def _env(tmp_path: Path, **more: str) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "GPUPLAY_STATE_DIR": str(tmp_path / "state"),
-        "PYTHONPATH": str(ROOT / "src"),
-        **more,
-    }
-    env.pop("GPUPLAY_IN_PROCESS", None)
-    return env
 
 
 TEARDOWN_SEEN = """
