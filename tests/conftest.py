@@ -46,6 +46,15 @@ def isolated_dirs(tmp_path, monkeypatch):
     yield
 
 
+@pytest.fixture(autouse=True)
+def plain_children(request, monkeypatch):
+    """A test marked `plain_children` asserts what a child process does in a plain interpreter (what
+    it imports, how it ends, how fast it stops or times out): under `--cov` its children start
+    without coverage (coverage's subprocess patch reads COVERAGE_PROCESS_CONFIG; docs/testing.md)."""
+    if request.node.get_closest_marker("plain_children"):
+        monkeypatch.delenv("COVERAGE_PROCESS_CONFIG", raising=False)
+
+
 def gpu_available() -> bool:
     try:
         import torch
@@ -97,3 +106,28 @@ def pytest_configure(config):
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+# -- no test leaves gpuplay's environment changed for the next ----------------------------------
+# A fixture that set GPUPLAY_IN_PROCESS=1 by hand and never put it back made every later test in
+# the same process measure in-process: two tests of the early engine failed in a serial run only.
+# After each test's teardown (its module's fixtures included) gpuplay's variables must be as the
+# suite found them; a test that left one changed errors, named, and the variable is put back.
+_SUITE_ENV = {k: v for k, v in os.environ.items() if k.startswith("GPUPLAY_")}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    now = {k: v for k, v in os.environ.items() if k.startswith("GPUPLAY_")}
+    if now != _SUITE_ENV:
+        changed = sorted(k for k in now.keys() | _SUITE_ENV.keys() if now.get(k) != _SUITE_ENV.get(k))
+        for name in changed:
+            if name in _SUITE_ENV:
+                os.environ[name] = _SUITE_ENV[name]
+            else:
+                os.environ.pop(name, None)
+        raise AssertionError(
+            f"{item.nodeid} left the environment changed: {', '.join(changed)} (use monkeypatch)"
+        )
+    return result

@@ -20,19 +20,11 @@ def _in_process(monkeypatch):
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
     """One real measurement (NumPy on the CPU, tiny) and its set, measured once for the module."""
-    import os
-
     state = tmp_path_factory.mktemp("state")
-    old = os.environ.get("GPUPLAY_STATE_DIR")
-    os.environ["GPUPLAY_STATE_DIR"] = str(state)
-    os.environ["GPUPLAY_IN_PROCESS"] = "1"
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUPLAY_STATE_DIR", str(state))
+        mp.setenv("GPUPLAY_IN_PROCESS", "1")
         res = gpuplay.compare("matmul", backends="numpy", params={"n": 32}, budget_s=0.02, progress=False)
-    finally:
-        if old is None:
-            os.environ.pop("GPUPLAY_STATE_DIR", None)
-        else:
-            os.environ["GPUPLAY_STATE_DIR"] = old
     return res
 
 
