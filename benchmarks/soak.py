@@ -18,6 +18,7 @@ import gc
 import random
 import time
 import tracemalloc
+from pathlib import Path
 
 import psutil
 
@@ -79,13 +80,20 @@ async def warm_up_tour(app: GpuPlayApp, pilot: object) -> None:
 
 
 async def soak(
-    minutes: float, interval: float, warmup_s: float, budget_s: float = 1.0, tour: bool = False
+    minutes: float,
+    interval: float,
+    warmup_s: float,
+    budget_s: float = 1.0,
+    tour: bool = False,
+    scenario_dirs: list[Path] | None = None,
 ) -> dict:
     """`budget_s`: timed seconds per measurement. `tour`: visit every key once before the clock
-    starts, so that a short soak's baseline is taken after the one-off loads a long one's is."""
+    starts, so that a short soak's baseline is taken after the one-off loads a long one's is.
+    `scenario_dirs`: scenario folders that override the shipped ones by name (the test suite's
+    tiny sizes: the same app and keys, each measurement in a fraction of the time)."""
     proc = psutil.Process()
     rng = random.Random(7)
-    app = GpuPlayApp(budget_s=budget_s, telemetry=True)
+    app = GpuPlayApp(scenario_dirs, budget_s=budget_s, telemetry=True)
     samples = []
     async with app.run_test(size=(160, 45)) as pilot:
         while not app.probed:

@@ -43,11 +43,11 @@ def test_tune_a_code_file_drops_the_rung_that_fails_its_check(tmp_path):
     out = tmp_path / "ladder.json"
     env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}
     env |= {"GPUPLAY_STATE_DIR": str(tmp_path / "state"), "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "gpuplay", "tune", str(code), "-d", "cpu", "--budget-total", "20",
+    cmd = [sys.executable, "-m", "gpuplay", "tune", str(code), "-d", "cpu", "--budget-total", "10",
            "--format", "json", "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
-    assert "the order is fixed" in proc.stderr and "budget 20 s for the whole ladder" in proc.stderr
+    assert "the order is fixed" in proc.stderr and "budget 10 s for the whole ladder" in proc.stderr
     data = json.loads(out.read_text())
     assert set(data) >= {"rungs", "verdict"} and data["verdict"].startswith("kept ")
     rungs = {r["name"]: r for r in data["rungs"]}
@@ -118,7 +118,7 @@ def test_tune_inference_lists_every_rung_and_the_gpu_ones_with_reasons(tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}
     env |= {"GPUPLAY_STATE_DIR": str(tmp_path / "state"), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "gpuplay", "tune", "inference", "-p", "quick", "-s", "seq=32", "-d", "cpu",
-           "--budget-total", "60", "--format", "json"]  # fmt: skip
+           "--budget-total", "20", "--format", "json"]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
     rungs = {r["name"]: r for r in json.loads(proc.stdout)["rungs"]}

@@ -124,14 +124,17 @@ async def test_a_thousand_rapid_changes(tmp_path):
 
 SOAK = """
 import asyncio, json, runpy, sys
+from pathlib import Path
 soak = runpy.run_path(sys.argv[1])["soak"]  # run_path: the script's main() does not run
-print("RESULT " + json.dumps(asyncio.run(soak(minutes=40 / 60, interval=0.5, warmup_s=15, budget_s=0.2, tour=True))))
+print("RESULT " + json.dumps(asyncio.run(soak(minutes=40 / 60, interval=0.5, warmup_s=15, budget_s=0.2, tour=True,
+                                              scenario_dirs=[Path(sys.argv[2])]))))
 """
 
 
 @pytest.mark.slow
-def test_short_soak_keeps_memory_and_histories_bounded():
-    """R4 in CI: the soak script for 40 s after a warm-up tour of every key (the record run is 30 minutes: docs/hardening.md).
+def test_short_soak_keeps_memory_and_histories_bounded(tmp_path):
+    """R4 in CI: the soak script for 40 s after a warm-up tour of every key and every scenario, at
+    the suite's tiny sizes (the record run is 30 minutes at the quick sizes: docs/hardening.md).
 
     In a fresh interpreter: RSS growth measured inside the test process would depend on
     what the tests before it left in the allocator.
@@ -146,7 +149,11 @@ def test_short_soak_keeps_memory_and_histories_bounded():
     # The real app: measurements in the engine process, so this is the UI process's own growth.
     env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"} | {"OMP_NUM_THREADS": "1"}
     proc = subprocess.run(
-        [sys.executable, "-c", SOAK, str(script)], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", SOAK, str(script), str(tiny_scenarios(tmp_path / "sc"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
