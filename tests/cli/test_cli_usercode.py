@@ -93,6 +93,7 @@ def test_code_option_passes_checked_paths_to_the_app(cli, monkeypatch, tmp_path,
 
 
 @pytest.mark.slow
+@pytest.mark.plain_children  # an asynchronous exception under a tracer: docs/testing.md, Coverage
 def test_ctrl_c_stops_a_step_that_never_returns(tmp_path):
     import signal
     import subprocess

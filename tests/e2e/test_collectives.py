@@ -20,7 +20,7 @@ import pytest
 
 from gpuplay.collectives.launch import LaunchError, launch
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.plain_children]  # ranks time out in seconds: no tracer in them
 
 SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 

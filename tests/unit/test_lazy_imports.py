@@ -20,6 +20,8 @@ import pytest
 from tests.process_helpers import gpuplay_env as _env
 from tests.process_helpers import run_python as _python
 
+pytestmark = pytest.mark.plain_children  # what a child imports: coverage in it would import more
+
 HEAVY = ("torch", "cupy", "scipy", "textual", "torchao", "onnxruntime", "pandas", "matplotlib", "plotext")
 # What a module may import at import time, by package (the front end's web server is a front end).
 ALLOWED = {"gpuplay.cli.serve_web": {"textual_serve", "aiohttp"}}

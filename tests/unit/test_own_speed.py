@@ -191,6 +191,7 @@ TEARDOWN_SEEN = """
 """
 
 
+@pytest.mark.plain_children  # a tracer in the child makes it end as an interpreter does, by design
 def test_the_command_ends_without_tearing_its_interpreter_down(tmp_path):
     out = _python(TEARDOWN_SEEN.format(before=""), "--version", env=_env(tmp_path))
     assert out.returncode == 0 and "gpuplay, version" in out.stdout, out.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import textwrap
 import threading
 import time
@@ -166,6 +167,8 @@ def test_flops_raising_is_a_failed_result_not_an_exception(tmp_path):
 
 
 def test_a_step_that_never_returns_is_cancelled(tmp_path, no_leaked_threads):
+    if sys.gettrace() is not None:  # coverage's tracer: docs/testing.md, "Coverage"
+        pytest.skip("hangs under a trace function on Python 3.11 (coverage's): .ci/run runs it without --cov")
     path = write(
         tmp_path,
         GOOD.replace("    return xp.sin(x) * 2.0", "    while True:\n        x = x + 1\n    return x"),
