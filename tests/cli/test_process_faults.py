@@ -62,6 +62,7 @@ def _shell(line: str, state: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("after_s", [0.0, 0.1, 0.25, 0.6])
+@pytest.mark.plain_children  # under --cov, a SIGINT at once landed in coverage's start-up in the child (hung)
 def test_ctrl_c_at_any_moment_of_a_run_is_one_line_and_exit_130(tmp_path, after_s):
     """From the early engine's spawn (the process's second thread, the spawner: gpuplay's entry
     has run its first lines) through the imports, click's parsing, the planning and the timed
