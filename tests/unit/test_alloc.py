@@ -67,14 +67,14 @@ def test_cold_mode_faults_every_step_and_warm_mode_probes_the_cold_one(monkeypat
     assert cold.status == "ok", cold.message
     assert cold.conditions["alloc"] == "cold"
     # Each step faults its 8 MB output (1,953 pages) in again; how many of them depends on what
-    # the process allocated before (748 after the CLI tests ran in it), never ~0 as a warm heap.
-    assert cold.conditions["page_faults_per_step"] >= 250, "each step faults its output in again"
+    # the process allocated before: 238 to 1,260 seen, as other tests ran first in it or none did.
+    assert cold.conditions["page_faults_per_step"] >= 100, "each step faults its output in again"
     assert any(n.startswith("cold allocation") for n in cold.notes)
     trims.clear()
     warm = run(RunSpec.make("elementwise", params, dtype="float64", repeat=4, warmup=1, alloc="warm"))
     assert 2 <= len(trims) <= 5, "warm steps keep their pages; only the probe's steps return them"
     probe = warm.conditions["alloc_cold_probe"]
-    assert probe["cold_faults_per_step"] >= 250 and probe["ratio"] > 0 and probe["steps"] >= 2
+    assert probe["cold_faults_per_step"] >= 100 and probe["ratio"] > 0 and probe["steps"] >= 2
 
 
 def test_the_cold_probe_finds_malloc_trim_without_running_ldconfig(monkeypatch):

@@ -47,7 +47,8 @@ def test_a_plain_loop_that_faults_makes_the_pages_returned_loop_the_headline(mon
     assert other["headline"] == "pages returned" and other["median_s"] > 0
     # The headline and everything derived from it are the pages-returned loop's samples.
     assert r.median == statistics.median(r.samples)
-    assert r.conditions["page_faults_per_step"] >= 250, "each headline step faulted its output in"
+    # 238 to 1,260 of the 1,953 pages a step seen, as other tests ran first in this process or none did
+    assert r.conditions["page_faults_per_step"] >= 100, "each headline step faulted its output in"
     d = r.to_dict()
     assert d["summary"]["median"] == r.median and d["other_mode"] == other
     assert d["gflops"] == pytest.approx(r.flops / r.median / 1e9)
