@@ -112,6 +112,39 @@ async def test_showing_the_live_tab_again_does_not_redraw_its_unchanged_panels(t
         assert "StatsPanel" in updated
 
 
+async def test_a_hidden_live_panel_is_drawn_once_at_its_width_when_shown(tmp_path, monkeypatch):
+    """Figures handed to the Live panels while their tab is hidden (no width yet) are drawn once,
+    when the tab is shown and laid out, not at width 0 and then again at their width."""
+    from textual.widgets import Static
+
+    from gpuplay.tui.widgets import SpeedupDigits, StatsPanel
+
+    updated: list[tuple[str, int]] = []
+    real = Static.update
+
+    def update(self, *args, **kw):
+        if isinstance(self, StatsPanel | SpeedupDigits):
+            updated.append((type(self).__name__, self.content_size.width))
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(Static, "update", update)
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_until(pilot, lambda: app.session.phase == "done" and app.tab("compare").ready)
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        live = app.tab("live")
+        assert live.query_one(StatsPanel).content_size.width == 0
+        updated.clear()
+        app.session.phase = "timed"  # new figures while the tab is hidden
+        live.refresh_view()
+        assert updated == []
+        await pilot.press("1")
+        await pilot.pause(0.2)
+        assert [name for name, _ in updated].count("StatsPanel") == 1, updated
+        assert all(width > 0 for _, width in updated), updated
+
+
 async def test_a_key_that_starts_a_run_draws_only_the_controls_in_its_handler(tmp_path, monkeypatch):
     """`p`: the handler shows the new preset in the controls; the tab on screen (here Compare: its
     table, its charts, the calibration file) is drawn after that frame, and the run starts after."""

@@ -130,13 +130,15 @@ class SpeedupDigits(Static):
         from textual.renderables.digits import Digits
 
         self._args = (speedup, note, marker, reason, short)
+        self.speedup, self.note, self.marker = speedup, note, marker
+        self.tooltip = reason or None
         width = self.content_size.width
+        if not width:
+            return  # hidden (a tab shown again is laid out after this): on_resize draws it at its width
         key = (speedup, note, marker, reason, short, width)
         if key == getattr(self, "_key", None):
             return  # drawn already: a repaint (a tab shown again) does not lay it out anew
         self._key = key
-        self.speedup, self.note, self.marker = speedup, note, marker
-        self.tooltip = reason or None
         if speedup is None:
             self.update(Group(Text(note or "speedup vs NumPy CPU: —", style="dim")))
             return
@@ -193,6 +195,8 @@ class StatsPanel(Static):
 
     def show(self, spec: RunSpec | None, summary: Summary | None, phase: str, info: dict[str, Any]) -> None:
         self._args = (spec, summary, phase, info)
+        if not self.content_size.width:
+            return  # hidden (a tab shown again is laid out after this): on_resize draws it at its width
         t = _Rows()
         if spec is None:
             self._cells = None
