@@ -504,3 +504,28 @@ async def test_a_resumed_talk_shows_its_earlier_figures_marked_and_does_not_reme
         assert "earlier in this talk" in fig.tag and "before a reload" in fig.tag
         assert app.running is None  # nothing re-measured
         assert "earlier in this talk" in text(app, "#speedup-note")
+
+
+@pytest.mark.parametrize("size", [(100, 30), (80, 24)])
+async def test_a_long_detail_is_whole_or_ends_in_an_ellipsis_with_the_whole_in_its_tooltip(scenarios, size):
+    """A recorded figure's long source under a refused step was cut after three lines, mid-name,
+    with nothing to say so ('showing the recorded figure: NVIDIA RTX PRO 6000')."""
+    long = RECORDED.replace('"Big GPU"', '"NVIDIA RTX PRO 6000 Blackwell Server Edition"').replace(
+        '"a rehearsal elsewhere"', '"the public post\'s figure (4096×4096 float32, mean of 10 runs)"'
+    )
+    app = PresenterApp(deck_of(scenarios, recorded=long), remember=False)
+    async with app.run_test(size=size) as pilot:
+        app.index = 2
+        app.show_step()
+        await wait_until(pilot, lambda: app.deck.steps[2].spec in app.failed)
+        await pilot.pause()
+        detail = app.query_one("#detail")
+        shown = text(app, "#detail")
+        lines = str(detail.render()).splitlines()
+        assert len(lines) <= detail.size.height or detail.size.height == 0
+        figure = app.query_one("#figure")
+        assert detail.region.bottom <= figure.region.bottom, "the detail's last line is clipped"
+        if shown.endswith("…"):
+            assert "mean of 10 runs" in str(detail.tooltip) and size == (80, 24)
+        else:
+            assert shown.endswith("mean of 10 runs)") and detail.tooltip is None

@@ -64,3 +64,20 @@ def keep_together(text: Text | str, width: int) -> Text:
     joined = Text("\n").join(out)
     joined.plain = joined.plain.replace(NBSP, " ")
     return joined
+
+
+def at_most(text: Text | str, width: int, lines: int) -> tuple[Text, bool]:
+    """`text` kept together in lines of `width` (keep_together), at most `lines` of them: past
+    that the last one kept ends in "…" (never a line silently dropped). Returns it and whether
+    it was cut, for the caller to offer the whole text elsewhere (a tooltip)."""
+    kept = keep_together(text, width)
+    rows = kept.split("\n", allow_blank=True)
+    if width < 1 or lines < 1 or len(rows) <= lines:
+        return kept, False
+    last = rows[lines - 1]
+    if len(last.plain) >= width:
+        last = last[: max(width - 1, 0)]
+    last = last.copy()
+    last.rstrip()
+    last.append("…")
+    return Text("\n").join([*rows[: lines - 1], last]), True

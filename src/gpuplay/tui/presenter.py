@@ -38,11 +38,12 @@ from gpuplay.core.storage.safetext import visible
 from gpuplay.core.studies.compare import baseline_spec, is_baseline
 from gpuplay.core.workloads import reference_name
 from gpuplay.tui.bignumber import BigNumber
-from gpuplay.tui.keeptogether import keep_together
+from gpuplay.tui.keeptogether import at_most, keep_together
 from gpuplay.tui.sweep_view import SWEEP_NOT_REPLAYED, SweepView, show_sweep_step
 from gpuplay.tui.textapp import TextNotifications
 from gpuplay.tui.themes import apply_theme
 
+DETAIL_LINES = 5  # the step's conditions or why it did not run (presenter.tcss #detail's max-height)
 PROGRESS_INTERVAL_S = 0.2  # a live median at most five times a second: calm on a projector
 
 
@@ -736,17 +737,21 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
             why = fig.detail.split(" · ")[0]
             label = Text(visible(why, one_line=True), style=f"bold {_theme_colour(self.screen, '$warning')}")
             label.append("\nno figure for this step here", style="italic")
-        note.update(keep_together(label, note.content_size.width))  # a figure never cut by …
+        note_text = keep_together(label, note.content_size.width)  # a figure never cut by …
+        note.update(note_text)
         note.set_class(
             fig is not None and fig.origin == "recorded" and fig.source != "unavailable", "recorded"
         )
         detail = self.query_one("#detail", Static)
-        detail.update(
-            keep_together(
-                Text(visible(fig.detail) if fig is not None else "queued…", style="italic"),
-                detail.content_size.width,
-            )
-        )
+        whole = visible(fig.detail) if fig is not None else "queued…"
+        # At most DETAIL_LINES lines (the digits above give way to them); a longer reason ends in
+        # "…" and is whole in the tooltip, never cut off without a mark.
+        # The column clips what does not fit under the digits (3 rows at least) and the note.
+        room = self.query_one("#figure").content_size.height - 3 - min(note_text.plain.count("\n") + 1, 7)
+        lines = max(1, min(DETAIL_LINES, room))
+        shown, cut = at_most(Text(whole, style="italic"), detail.content_size.width, lines)
+        detail.update(shown)
+        detail.tooltip = whole if cut else None
         detail.set_class(fig is not None and fig.source in ("fallback", "unavailable"), "warn")
         section = self.step.section
         rows = [
