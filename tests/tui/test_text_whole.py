@@ -72,3 +72,27 @@ async def test_a_cut_reason_is_whole_in_the_tooltip_and_on_the_help_screen(tmp_p
         await pilot.pause()
         help_text = str(app.screen.query_one("#help-unavailable").render())
         assert "unavailable here" in help_text and longest in help_text.replace("\n", " ")
+
+
+async def test_the_live_figures_past_the_fixed_top_scroll_and_a_refusal_reads_first(tmp_path):
+    """At 80×24 the Live figures are taller than their fixed top: their last rows were cut off
+    unmarked (a refusal's reason among them). The reason now follows the phase, and the rest
+    scrolls, with a scrollbar to say there is more."""
+    from gpuplay.tui.widgets import StatsPanel
+
+    app = app_at(tmp_path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        feed(app)
+        await pilot.pause()
+        panel = app.query_one(StatsPanel)
+        spec, summary, phase, info = panel._args
+        panel.show(spec, summary, "refused", {**info, "message": "one step is estimated at 3.1 s (limit 2.0 s)"})
+        await pilot.pause()
+        scroll = app.query_one("#stats-scroll")
+        visible_rows = lines_of(panel)[: scroll.size.height]
+        assert any(line.startswith("status") for line in visible_rows[:4]), visible_rows
+        assert scroll.max_scroll_y > 0 and scroll.show_vertical_scrollbar
+        scroll.scroll_end(animate=False)
+        await pilot.pause()
+        assert scroll.scroll_y == scroll.max_scroll_y  # the last rows can be reached

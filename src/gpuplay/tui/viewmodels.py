@@ -298,6 +298,23 @@ MAX_CONFIGURATION = 44
 CELL_PADDING = 2  # DataTable pads each cell by one column on both sides
 
 
+def baseline_dtype(spec: RunSpec | None) -> str:
+    """The dtype of the NumPy run a configuration's speedup is over: its own where NumPy has it
+    (a float64 torch run against NumPy float64), else float32 ('' when there is none)."""
+    if spec is None:
+        return ""
+    try:
+        return baseline_spec(spec).dtype
+    except (KeyError, ValueError):
+        return ""
+
+
+def baseline_words(spec: RunSpec | None) -> str:
+    """'NumPy on the CPU', or 'NumPy float64 on the CPU' where the speedup is not over float32."""
+    dtype = baseline_dtype(spec)
+    return "NumPy on the CPU" if dtype in ("", "float32") else f"NumPy {dtype} on the CPU"
+
+
 def compare_cells(row: Any, label: str | None = None) -> dict[str, str]:
     """One Compare row's cells, by column name; `label` tells the row from the others
     (rowlabels.distinct_labels), the configuration's full label without it."""

@@ -125,17 +125,23 @@ class SpeedupDigits(Static):
     """The speedup over NumPy on the CPU, in big digits."""
 
     def show(
-        self, speedup: float | None, note: str, marker: str = "", reason: str = "", short: str = ""
+        self,
+        speedup: float | None,
+        note: str,
+        marker: str = "",
+        reason: str = "",
+        short: str = "",
+        versus: str = "NumPy on the CPU",
     ) -> None:
         from textual.renderables.digits import Digits
 
-        self._args = (speedup, note, marker, reason, short)
+        self._args = (speedup, note, marker, reason, short, versus)
         self.speedup, self.note, self.marker = speedup, note, marker
         self.tooltip = reason or None
         width = self.content_size.width
         if not width:
             return  # hidden (a tab shown again is laid out after this): on_resize draws it at its width
-        key = (speedup, note, marker, reason, short, width)
+        key = (speedup, note, marker, reason, short, versus, width)
         if key == getattr(self, "_key", None):
             return  # drawn already: a repaint (a tab shown again) does not lay it out anew
         self._key = key
@@ -146,7 +152,7 @@ class SpeedupDigits(Static):
         style = "bold yellow" if marker else "bold green" if speedup >= 1 else "bold red"
         lines: list[Any] = [
             Digits(value, style=style),
-            keep_together(Text(f"vs NumPy on the CPU  {note}", style="dim"), width),
+            keep_together(Text(f"vs {versus}  {note}", style="dim"), width),
         ]
         if marker:  # an unstable figure says so where it is read, and why
             lines.append(
@@ -205,6 +211,8 @@ class StatsPanel(Static):
         words = [text for _, text in spec.label_parts()]  # "torch cpu float32" is never broken
         t.add_row("config", Text(visible(" ".join([NBSP.join(words[:3]), *words[3:]]), one_line=True)))
         t.add_row("phase", Text(phase, style="yellow" if phase not in ("done",) else "green"))
+        if info.get("message"):  # why it failed or was refused: first, never below the fold
+            t.add_row("status", Text(visible(info["message"]), style="bold red"))
         if summary is not None:
             spread = f"±{100 * summary.rel_iqr / 2:.1f}%" if math.isfinite(summary.rel_iqr) else ""
             t.add_row("median", f"{fmt_time(summary.median)} {spread}  (n={summary.n})")
@@ -241,8 +249,6 @@ class StatsPanel(Static):
             t.add_row("threads", f"{threads} of {th.get('cores')} cores · {c.get('timer', '')}")
             t.add_row("transfers", "timed" if c.get("transfers_timed") else "not timed (data on device)")
             t.add_row("device", escape(str(c.get("device_name", ""))))
-        if info.get("message"):
-            t.add_row("status", Text(visible(info["message"]), style="bold red"))
         self._roof_and_noise(t, info)
         if info.get("energy"):
             t.add_row("energy", Text(info["energy"], style="dim"))

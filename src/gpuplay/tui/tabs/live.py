@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.containers import Horizontal
+from textual.containers import Horizontal, VerticalScroll
 from textual.message import Message
 
 from gpuplay.core.spec import RunSpec
@@ -26,7 +26,8 @@ class LiveTab(PlaygroundTab):
     def compose(self) -> ComposeResult:
         with Horizontal(id="live-top"):
             yield SpeedupDigits(id="speedup")
-            yield StatsPanel(id="stats")
+            with VerticalScroll(id="stats-scroll", can_focus=False):
+                yield StatsPanel(id="stats")
         yield StepChart(id="chart")
         yield ClaimLine(id="claim")
 
@@ -51,7 +52,8 @@ class LiveTab(PlaygroundTab):
         session = self.host.session
         self.refresh_stats()
         big = viewmodels.speedup_view(session, self.baseline_problem())
-        self.query_one(SpeedupDigits).show(big.speedup, big.note, big.marker, big.reason, big.short)
+        versus = viewmodels.baseline_words(self.host.spec)
+        self.query_one(SpeedupDigits).show(big.speedup, big.note, big.marker, big.reason, big.short, versus)
         self.query_one(ClaimLine).show(session.scenario)
         self.hold_top(session.live_result is None)
         if session.samples:
