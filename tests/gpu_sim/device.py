@@ -61,6 +61,16 @@ class Profile:
     minor: int
     sms: int
     arch: str  # for GPM: "hopper" has it
+    device_type: str = "cuda"  # torch's name for it: "cuda" (NVIDIA, or AMD under ROCm), "xpu"
+    vendor: str = "NVIDIA"  # NVIDIA's boards have NVML (simnvml.py); the others have none here
+    gcn_arch: str = ""  # AMD's gcnArchName, as torch's ROCm build reports it
+    driver_version: str = ""  # torch.xpu's driver_version
+    has_fp64: bool = True
+    # A queued device: each kernel is issued and the host goes on, the device running it after
+    # what was issued before, for at least `matmul_device_s` where it is a matmul. Only an event
+    # or a synchronisation sees that time; a host clock around the launches does not.
+    asynchronous: bool = False
+    matmul_device_s: float = 0.0
 
 
 H100 = Profile(
@@ -75,6 +85,34 @@ H100 = Profile(
     sms=132,
     arch="hopper",
 )
+MI300 = Profile(
+    name="AMD Instinct MI300X (simulated by gpuplay's tests)",
+    uuid="GPU-5e1a7ed0-0000-4000-8000-000000000300",
+    total_memory=192 * 2**30,
+    l2_bytes=4 * 2**20,
+    major=9,
+    minor=4,
+    sms=304,  # compute units
+    arch="cdna3",
+    vendor="AMD",
+    gcn_arch="gfx942:sramecc+:xnack-",
+)
+XPU = Profile(
+    name="Intel(R) Data Center GPU Max 1550 (simulated by gpuplay's tests)",
+    uuid="GPU-5e1a7ed0-0000-4000-8000-000000000175",
+    total_memory=64 * 2**30,
+    l2_bytes=204 * 2**20,
+    major=12,
+    minor=60,
+    sms=448,  # Xe cores' execution units / 8: what max_compute_units says per tile
+    arch="xe-hpc",
+    device_type="xpu",
+    vendor="Intel",
+    driver_version="1.6.31294",
+    asynchronous=True,
+    matmul_device_s=0.02,
+)
+PROFILES = {"h100": H100, "mi300": MI300, "xpu": XPU}
 CONTEXT_BYTES = 512 * 2**20  # what the CUDA context holds: mem_get_info's free excludes it
 
 
@@ -104,6 +142,8 @@ class SimDevice:
     peak: int = 0
     live: dict[int, list[int]] = field(default_factory=dict)  # storage ptr -> [bytes, refs]
     flushes: int = 0
+    queue_end: float = 0.0  # a queued device: when the work issued so far is done
+    syncs: int = 0
 
     # -- the clock and the work ---------------------------------------------------------------
     @staticmethod
@@ -114,6 +154,8 @@ class SimDevice:
         """Run `fn` as one kernel of `kind` on the device: its time is the device's busy time, or
         `modelled_s` from its start where given (`fn` then waits at least that long: the host
         may wake later, on a loaded machine, without the device being busy meanwhile)."""
+        if self.profile.asynchronous:
+            return self._queue(name, kind, fn, modelled_s)
         t0 = self.now()
         with self.lock:
             self._advance_energy(t0)
@@ -133,6 +175,40 @@ class SimDevice:
                 self.kernels[name] = self.kernels.get(name, 0) + 1
                 for unit in ("sm", "tensor", "dram"):
                     self.gpm[unit] = self.gpm.get(unit, 0.0) + KINDS[kind][unit] * (t1 - t0)
+
+    def _queue(self, name: str, kind: str, fn: Any, modelled_s: float | None) -> Any:
+        """A queued device's kernel: computed on the host now (so its result is there), run by the
+        device after the work issued before it, for its host time or the modelled time, whichever
+        is longer. The host goes on at once; `drain` (a synchronisation) waits for the device.
+        No power or energy is modelled here: only NVIDIA's board has counters (NVML)."""
+        h0 = self.now()
+        out = fn()
+        host_s = self.now() - h0
+        floor = self.profile.matmul_device_s if kind.startswith("matmul") else 0.0
+        busy = max(host_s, modelled_s or 0.0, floor)
+        with self.lock:
+            t0 = max(h0, self.queue_end)
+            t1 = t0 + busy
+            self.queue_end = t1
+            self.intervals.append(_Busy(t0, t1, kind))
+            self.busy_s[kind] = self.busy_s.get(kind, 0.0) + busy
+            self.kernels[name] = self.kernels.get(name, 0) + 1
+        if floor:
+            ledger("kernel", name=name, kind=kind, t0=t0, t1=t1, t_host=self.now())
+        return out
+
+    def reached(self) -> float:
+        """When the device reaches what is issued now: at once when idle, else when its queue drains."""
+        with self.lock:
+            return max(self.now(), self.queue_end)
+
+    def drain(self, until: float | None = None) -> None:
+        """The host waits for the device (to `until`, or all issued work): a synchronisation."""
+        end = self.queue_end if until is None else until
+        wait = end - self.now()
+        if wait > 0:
+            time.sleep(wait)
+        self.syncs += 1
 
     # -- power and energy -----------------------------------------------------------------------
     def power_w(self) -> float:
@@ -234,9 +310,10 @@ _ledger_lock = threading.Lock()
 
 
 def device() -> SimDevice:
+    """This process's simulated device, of the kind GPUPLAY_TEST_SIM names (default h100)."""
     global _device
     if _device is None:
-        _device = SimDevice()
+        _device = SimDevice(PROFILES.get(os.environ.get(KIND_ENV) or "h100", H100))
     return _device
 
 

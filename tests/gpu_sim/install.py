@@ -12,7 +12,10 @@ import importlib.machinery
 import sys
 from typing import Any
 
-KINDS = ("h100",)
+# h100: NVIDIA's board (torch.cuda, NVML); mi300: AMD's under ROCm (torch.cuda with torch.version.hip;
+# no NVML, as a ROCm machine has amdsmi instead, and amdsmi is not simulated); xpu: an Intel GPU
+# (torch.xpu, a queued device whose kernels' time only events or a synchronisation see).
+KINDS = ("h100", "mi300", "xpu")
 
 
 class _PatchAfterImport(importlib.abc.MetaPathFinder):
@@ -45,9 +48,10 @@ class _PatchAfterImport(importlib.abc.MetaPathFinder):
 def install(kind: str) -> None:
     if kind not in KINDS:
         raise SystemExit(f"GPUPLAY_TEST_SIM={kind!r}: the simulation knows {', '.join(KINDS)}")
-    from tests.gpu_sim import simnvml
+    if kind == "h100":  # NVML is NVIDIA's: an AMD or Intel machine has none to load
+        from tests.gpu_sim import simnvml
 
-    simnvml.install()
+        simnvml.install()
     if "torch" in sys.modules:
         from tests.gpu_sim import simtorch
 

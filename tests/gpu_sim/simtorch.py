@@ -1,13 +1,19 @@
-"""torch with a simulated `cuda:0`: tensors on it live in host memory, every op on them is a
-kernel of the simulated device (tests/gpu_sim/device.py), and torch.cuda answers as torch's own
-module documents it: is_available, device_count, get_device_properties (name, uuid, L2),
+"""torch with a simulated `cuda:0` (or `xpu:0`, for GPUPLAY_TEST_SIM=xpu): tensors on it live in
+host memory, every op on them is a kernel of the simulated device (tests/gpu_sim/device.py), and
+torch.cuda (torch.xpu) answers as torch's own module documents it: is_available, device_count, get_device_properties (name, uuid, L2),
 Event(enable_timing=True) with record/synchronize/elapsed_time/query, synchronize, streams,
 memory_allocated/max_memory_allocated/reset_peak_memory_stats/memory_stats, mem_get_info,
 empty_cache, and torch.OutOfMemoryError when an allocation passes the board's memory.
 
 A tensor on the device is a `SimCudaTensor`: a torch.Tensor subclass whose `device` reads
-cuda:0 and whose `__torch_function__` runs each op on the host data as one kernel. `.cpu()`,
-`.to("cpu")` give a plain host tensor; `.numpy()` refuses, as torch does for a CUDA tensor.
+cuda:0 (xpu:0) and whose `__torch_function__` runs each op on the host data as one kernel.
+`.cpu()`, `.to("cpu")` give a plain host tensor; `.numpy()` refuses, as torch does for a device
+tensor. On a queued device (the XPU), the host goes on while the device runs what was issued:
+an event, a synchronisation, and a copy to the host (or a blocking one from it) wait for it.
+
+The kind: `h100` (NVIDIA, torch.version.cuda), `mi300` (AMD under ROCm: torch.version.hip,
+torch.version.cuda None, gcnArchName; no NVML), `xpu` (Intel through torch.xpu; torch.cuda
+stays as this torch has it).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import weakref
 from types import SimpleNamespace
 from typing import Any
 
-from tests.gpu_sim.device import device, ledger
+from tests.gpu_sim.device import KIND_ENV, device, ledger
 
 RUNTIMES_ENV = "GPUPLAY_TEST_SIM_RUNTIMES"
 
@@ -63,12 +69,16 @@ def _kind(name: str) -> str:
     return "elementwise"
 
 
+DEVICE_TYPE = "cuda"  # the simulated device's torch type, set by install from the profile
+
+
 def _is_cuda(dev: Any) -> bool:
+    """Whether `dev` names the simulated device (cuda:0, or xpu:0 for the XPU kind)."""
     if dev is None:
         return False
     if isinstance(dev, int):
-        return True  # torch: an int device is a CUDA ordinal
-    return str(dev).split(":")[0] == "cuda"
+        return True  # torch: an int device is an ordinal of the accelerator
+    return str(dev).split(":")[0] == DEVICE_TYPE
 
 
 _by_ptr: dict[int, Any] = {}  # data_ptr -> weak reference to the simulated tensor there
@@ -84,10 +94,16 @@ def tensor_at(ptr: int) -> Any:
 
 
 def install(torch: Any) -> None:
-    """Patch the imported `torch` so that it has one simulated CUDA device."""
+    """Patch the imported `torch` so that it has one simulated device (cuda:0, or xpu:0)."""
+    global DEVICE_TYPE
     sim = device()
     prof = sim.profile
-    cuda_dev = torch.device("cuda", 0)
+    DEVICE_TYPE = prof.device_type
+    cuda_dev = torch.device(DEVICE_TYPE, 0)
+    queued = prof.asynchronous  # the host waits for the device only where it must
+    # what the host reads of a device tensor's values: it waits for the device first
+    host_reads = {"item", "tolist", "__bool__", "__format__", "__repr__", "__float__",
+                  "__int__", "equal", "allclose"}  # fmt: skip
     Tensor = torch.Tensor
     real_to = Tensor.to
     disabled = torch._C.DisableTorchFunctionSubclass
@@ -104,16 +120,20 @@ def install(torch: Any) -> None:
                 if attr == "device":
                     return cuda_dev
                 if attr == "is_cuda":
-                    return True
+                    return DEVICE_TYPE == "cuda"
+                if attr == "is_xpu":
+                    return DEVICE_TYPE == "xpu"
                 if attr == "is_cpu":
                     return False
             if name == "numpy":
                 raise TypeError(
-                    "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
+                    f"can't convert {cuda_dev} device type tensor to numpy. Use Tensor.cpu() to copy the "
                     "tensor to host memory first."
                 )
             if name in ("cpu", "to") or kwargs.get("device") is not None:
                 return _moved(func, name, args, kwargs)
+            if queued and name in host_reads:
+                sim.drain()
             if name.endswith("__get__") or name in QUIET:
                 with disabled():
                     out = func(*args, **kwargs)
@@ -186,7 +206,7 @@ def install(torch: Any) -> None:
         if nbytes > sim.free_bytes():
             ledger("out_of_memory", asked=nbytes, allocated=sim.allocated)
             raise torch.OutOfMemoryError(
-                f"CUDA out of memory. Tried to allocate {nbytes / 2**20:.2f} MiB. GPU 0 has a total "
+                f"{'XPU' if DEVICE_TYPE == 'xpu' else 'CUDA'} out of memory. Tried to allocate {nbytes / 2**20:.2f} MiB. GPU 0 has a total "
                 f"capacity of {prof.total_memory / 2**30:.2f} GiB of which {sim.free_bytes() / 2**20:.2f} "
                 "MiB is free. (simulated device)"
             )
@@ -226,8 +246,10 @@ def install(torch: Any) -> None:
         kind = "copy"
         with disabled():
             out = sim.run(name, kind, lambda: func(*args, **kwargs))
-        if target is None or _is_cuda(target) or (isinstance(target, torch.device) and target.type == "cuda"):
+        if target is None or _is_cuda(target):
             return _wrap(out)
+        if queued:
+            sim.drain()  # a copy to the host waits for the device's work before it
         return _plain(out) if isinstance(out, Tensor) else out
 
     # -- host tensors moving to the device ------------------------------------------------------
@@ -241,16 +263,18 @@ def install(torch: Any) -> None:
             if "device" in kwargs:
                 kwargs = {**kwargs, "device": "cpu"}
             out = sim.run("to", "copy", lambda: real_to(self, *args, **kwargs).clone())
+            if queued and not kwargs.get("non_blocking") and not any(a is True for a in args):
+                sim.drain()  # from pageable host memory a copy returns once it is done
             return on_device(out)
         if isinstance(target, SimCudaTensor):
             return on_device(sim.run("to", "copy", lambda: real_to(self, *args[1:], **kwargs).clone()))
         return real_to(self, *args, **kwargs)
 
     def cuda(self: Any, device: Any = None, non_blocking: bool = False, **_: Any) -> Any:
-        return to(self, "cuda")
+        return to(self, DEVICE_TYPE, non_blocking=non_blocking)
 
     Tensor.to = to
-    Tensor.cuda = cuda
+    setattr(Tensor, DEVICE_TYPE, cuda)  # Tensor.cuda (or Tensor.xpu)
     real_pin = Tensor.pin_memory
     Tensor.pin_memory = lambda self, *a, **k: self  # host memory here is as good as pinned
     Tensor.is_pinned = lambda self, *a, **k: True
@@ -279,12 +303,15 @@ def install(torch: Any) -> None:
         if real is not None:
             setattr(torch, fname, factory(real, fname))
 
-    _install_cuda_module(torch, sim, SimCudaTensor)
+    _install_device_module(torch, sim, SimCudaTensor)
     if os.environ.get(RUNTIMES_ENV):  # the ONNX Runtime double runs what this "exports"
         from tests.gpu_sim.simruntimes import onnx_export
 
         torch.onnx.export = onnx_export
-    ledger("device", kind="h100", name=prof.name, uuid=prof.uuid)
+    # The environment torch loaded under: HIPBLASLT_ALLOW_TF32 decides TF32 on ROCm (read once,
+    # when hipBLASLt makes its first handle), so an AMD test reads what the engine had.
+    ledger("device", kind=os.environ.get(KIND_ENV, "h100"), type=DEVICE_TYPE, name=prof.name,
+           uuid=prof.uuid, hipblaslt_allow_tf32=os.environ.get("HIPBLASLT_ALLOW_TF32"))  # fmt: skip
 
 
 class _Stream:
@@ -308,10 +335,10 @@ class _Stream:
         pass
 
     def synchronize(self) -> None:
-        pass
+        device().drain()
 
     def query(self) -> bool:
-        return True
+        return device().now() >= device().queue_end
 
     def record_event(self, event: Any = None) -> Any:
         event = event or _Event()
@@ -320,8 +347,9 @@ class _Stream:
 
 
 class _Event:
-    """torch.cuda.Event: the simulated device runs each kernel as it is issued, so an event is
-    reached when it is recorded; its time is the device clock's then. A timing event's records
+    """torch.cuda.Event (torch.xpu.Event): the simulated H100 runs each kernel as it is issued, so
+    an event is reached when it is recorded; a queued device (the XPU) reaches it when the work
+    issued before it is done. Its time is the device clock's then. A timing event's records
     go to the ledger ("event_record", with the event's number in order of creation: a step
     timer's start and end events are consecutive numbers)."""
 
@@ -336,15 +364,16 @@ class _Event:
         self.number = _Event.made
 
     def record(self, stream: Any = None) -> None:
-        self.t = device().now()
+        self.t = device().reached()  # a queued device reaches it once what was issued before is done
         if self.enable_timing:
-            ledger("event_record", event_number=self.number, t_record=self.t)
+            ledger("event_record", event_number=self.number, t_record=self.t, t_host=device().now())
 
     def synchronize(self) -> None:
-        pass
+        if self.t is not None:
+            device().drain(self.t)
 
     def query(self) -> bool:
-        return True
+        return self.t is None or device().now() >= self.t
 
     def wait(self, stream: Any = None) -> None:
         pass
@@ -367,25 +396,42 @@ class _Graph:
         pass
 
 
-def _install_cuda_module(torch: Any, sim: Any, tensor_cls: Any) -> None:
-    c = torch.cuda
+def _install_device_module(torch: Any, sim: Any, tensor_cls: Any) -> None:
+    """torch.cuda (NVIDIA's CUDA or AMD's ROCm build) or torch.xpu, answering for the simulated board."""
     prof = sim.profile
+    c = torch.xpu if prof.device_type == "xpu" else torch.cuda
     state = {"current": 0, "syncs": 0}
-    props = SimpleNamespace(
-        name=prof.name, total_memory=prof.total_memory, major=prof.major, minor=prof.minor,
-        multi_processor_count=prof.sms, L2_cache_size=prof.l2_bytes,
-        uuid=prof.uuid.removeprefix("GPU-"), is_integrated=0, is_multi_gpu_board=0,
-        pci_bus_id=0x1b, pci_device_id=0, pci_domain_id=0,
-    )  # fmt: skip
+    if prof.device_type == "xpu":
+        # torch.xpu.get_device_properties (_XpuDeviceProperties): no major/minor, no L2 size
+        props = SimpleNamespace(
+            name=prof.name, platform_name="Intel(R) oneAPI Unified Runtime over Level-Zero (simulated)",
+            vendor="Intel(R) Corporation", driver_version=prof.driver_version, version="12.60.7",
+            type="gpu", total_memory=prof.total_memory, max_compute_units=prof.sms, gpu_eu_count=prof.sms,
+            gpu_subslice_count=prof.sms // 8, max_work_group_size=1024, max_num_sub_groups=64,
+            sub_group_sizes=[16, 32], has_fp16=True, has_fp64=prof.has_fp64, has_atomic64=True,
+            has_bfloat16_conversions=True, has_subgroup_matrix_multiply_accumulate=True,
+            has_subgroup_matrix_multiply_accumulate_tensor_float32=False, device_id=0x0BD5,
+            uuid=bytes.fromhex(prof.uuid.removeprefix("GPU-").replace("-", "")),
+        )  # fmt: skip
+    else:
+        props = SimpleNamespace(
+            name=prof.name, total_memory=prof.total_memory, major=prof.major, minor=prof.minor,
+            multi_processor_count=prof.sms, L2_cache_size=prof.l2_bytes,
+            uuid=prof.uuid.removeprefix("GPU-"), is_integrated=0, is_multi_gpu_board=0,
+            pci_bus_id=0x1b, pci_device_id=0, pci_domain_id=0,
+        )  # fmt: skip
+        if prof.gcn_arch:  # torch's ROCm build: hipDeviceProp's gcnArchName
+            props.gcnArchName = prof.gcn_arch
 
     def _check(i: Any) -> None:
         idx = 0 if i is None else (i if isinstance(i, int) else getattr(torch.device(i), "index", 0) or 0)
         if idx != 0:
-            raise RuntimeError("CUDA error: invalid device ordinal")
+            raise RuntimeError(f"{'XPU' if prof.device_type == 'xpu' else 'CUDA'} error: invalid device ordinal")
 
     def synchronize(device: Any = None) -> None:
         _check(device)
         state["syncs"] += 1
+        sim.drain()
 
     def get_device_properties(device: Any = None) -> Any:
         _check(device)
@@ -450,8 +496,17 @@ def _install_cuda_module(torch: Any, sim: Any, tensor_cls: Any) -> None:
         "memory_stats": memory_stats,
         "is_bf16_supported": lambda *a, **k: True,
     }
+    if prof.device_type == "xpu":
+        for name in ("get_device_capability", "CUDAGraph", "graph"):
+            patches.pop(name)
+        patches["get_device_capability"] = lambda d=None: {"name": prof.name, "driver_version": prof.driver_version}
     for name, value in patches.items():
         setattr(c, name, value)
-    torch.version.cuda = "12.8"
-    torch.backends.cuda.is_built = lambda: True
+    if prof.device_type == "cuda" and prof.vendor == "AMD":  # torch's ROCm build
+        torch.version.hip = "6.2.41133-gpuplay.sim"
+        torch.version.cuda = None
+    elif prof.device_type == "cuda":
+        torch.version.cuda = "12.8"
+    if prof.device_type == "cuda":
+        torch.backends.cuda.is_built = lambda: True
     c.SimCudaTensor = tensor_cls  # for a test that wants to tell the simulated tensors apart

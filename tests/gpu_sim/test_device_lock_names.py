@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gpu_sim import SIM_UUID, sim_env
+from tests.gpu_sim import SIM_UUID, read_ledger, sim_env
 
 pytestmark = [pytest.mark.gpu_sim, pytest.mark.slow]
 
@@ -92,3 +92,32 @@ def test_a_fresh_engines_profile_waits_for_the_gpu_another_session_holds(tmp_pat
         worker.join(120)
         engine.close()
     assert answer and answer[0].get("status") != "cancelled"
+
+
+def test_a_cli_run_says_at_once_that_the_gpu_is_busy_and_who_holds_it(tmp_path):
+    """`gpuplay run` on the simulated H100 that another session holds (its lock named by the UUID,
+    as an engine names it) says so on stderr from the front end, before its engine has loaded torch."""
+    env = sim_env("h100", tmp_path)
+    holder = _hold(tmp_path, env)
+    run = subprocess.Popen([sys.executable, "-m", "gpuplay", "run", "matmul", "-b", "torch", "-d", "cuda:0",
+                            "-s", "n=64", "--budget", "0.1", "--no-baseline", "--no-energy", "--format", "json"],
+                           env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)  # fmt: skip
+    said_at = None
+    try:
+        assert run.stderr is not None
+        for line in run.stderr:
+            if "busy" in line:
+                said_at, said = time.monotonic(), line
+                break
+    finally:
+        _release(tmp_path, holder)
+        rest_out, rest_err = run.communicate(timeout=120)
+    assert said_at is not None, f"no busy notice: {rest_err[-2000:]}"
+    assert "cuda:0 busy: measuring in another session" in said and f"pid {holder.pid}" in said, said
+    assert run.returncode == 0, rest_err[-2000:]
+    # the front end said it, not the engine's wait: no torch was loaded in the engine yet then
+    ledger = read_ledger(env["GPUPLAY_TEST_SIM_LEDGER"], "device")
+    engine = [row["t"] for row in ledger if row["pid"] != holder.pid]
+    assert engine and said_at < min(engine), (said_at, engine)
+    print("MARGIN", min(engine) - said_at)

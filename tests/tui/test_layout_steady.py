@@ -41,6 +41,13 @@ async def test_a_notification_covers_the_scenario_list_only(tmp_path, size):
         sidebar = app.query_one("#sidebar").region
         toast = app.screen.query_one(Toast).region
         assert toast.width > 0 and toast.right <= sidebar.right and toast.y >= 1, (toast, sidebar)
+        # A second one (an export after a refused lever) does not stack down over the controls
+        app.notify("exported\ngpuplay-session-20261128-072309 (.json, .csv, .md) in /a/folder", timeout=30)
+        await pilot.pause()
+        await pilot.pause()
+        scenarios = app.query_one("#scenarios").region
+        toasts = [t.region for t in app.screen.query(Toast)]
+        assert all(t.bottom <= scenarios.bottom + 1 for t in toasts), (toasts, scenarios)
 
 
 async def test_the_live_chart_stays_put_when_the_speedup_panel_grows(tmp_path):

@@ -12,6 +12,7 @@ from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.widgets import TabbedContent
 from textual.worker import Worker, WorkerState
 
@@ -254,6 +255,21 @@ class GpuPlayApp(TextApp):
         current = self.session.scenario
         if (current is None or name != current.name) and self.session.choose_scenario(name):
             self.start_measurement()
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """On a short screen one notification at a time: a second one stacked under the first
+        ran down over the controls (80x24); toasts sit over the scenario list only."""
+        if self.main.has_class("short"):
+            self.clear_notifications()
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # -- actions -----------------------------------------------------------------
     def action_cycle(self, field: str) -> None:

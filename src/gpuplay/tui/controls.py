@@ -134,7 +134,7 @@ def cycle(spec: RunSpec, field: str, step: int = 1) -> tuple[RunSpec, str | None
         why = refusal_for(spec, field, value)
         if why is None:
             return with_value(spec, field, value), None
-        reasons.append(f"{label(value)}: {why}")
+        reasons.append(f"{lever.label} {label(value)} is not possible: {why}")  # a sentence, not "on: …"
     return spec, "; ".join(reasons) or None
 
 

@@ -44,7 +44,8 @@ def export_session(results: Sequence[RunResult], folder: Path) -> Outcome:
             written.append(path.name)
     except OSError as exc:
         return _outcome(f"export failed: {exc}", "", "error")
-    return _outcome(f"wrote {', '.join(written)} in {folder}", "exported", "information")
+    kinds = ", ".join("." + name.rsplit(".", 1)[1] for name in written)
+    return _outcome(f"gpuplay-session-{stamp} ({kinds}) in {folder}", "exported", "information")
 
 
 def save_svg(app: App[Any], folder: Path) -> Outcome:
