@@ -101,3 +101,49 @@ def test_a_write_that_fails_after_measuring_prints_the_results_instead(monkeypat
     assert (
         f"cannot write {out}: No space left on device; what was measured is printed to stdout instead" in said
     )
+
+
+def _special(tmp_path, kind):
+    """A device (a copy of /dev/null's, made in tmp_path: never /dev/null itself), a FIFO, or a
+    symbolic link to a file, at tmp_path/out.json."""
+    import os
+    import stat
+
+    path = tmp_path / "out.json"
+    if kind == "device":
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("making a device node needs root")
+        return path, "is a device, not a file"
+    if kind == "fifo":
+        os.mkfifo(path)
+        return path, "is a pipe (FIFO), not a file"
+    (tmp_path / "real.json").write_text("kept")
+    path.symlink_to(tmp_path / "real.json")
+    return path, f"is a symbolic link (to {tmp_path / 'real.json'}); name the file itself"
+
+
+@pytest.mark.parametrize("command", OUT_COMMANDS, ids=lambda c: c[0])
+@pytest.mark.parametrize("kind", ["device", "fifo", "symlink"])
+def test_an_out_that_is_not_a_regular_file_is_refused_and_left_as_it_was(monkeypatch, tmp_path, command, kind):
+    """Results are written to a temporary file renamed over --out: `--out /dev/null` run as root
+    replaced /dev/null with a plain file, a FIFO became a file, a link was replaced by one."""
+    import os
+
+    from gpuplay.core import engine
+    from gpuplay.core.reports import devices_compare
+    from gpuplay.core.studies import compare
+
+    def measured(*args, **kwargs):
+        raise AssertionError("nothing may be measured")
+
+    for module, name in ((engine, "measure"), (compare, "run_compare"), (devices_compare, "run_devices")):
+        monkeypatch.setattr(module, name, measured)
+    path, why = _special(tmp_path, kind)
+    before = os.lstat(path)
+    res = CliRunner().invoke(main, [*command, "--out", str(path)])
+    assert res.exit_code == 2, res.output
+    assert why in " ".join(res.output.split()), res.output
+    after = os.lstat(path)
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)  # the same thing, untouched

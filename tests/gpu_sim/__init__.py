@@ -2,7 +2,8 @@
 app) sees `cuda:0` as an H100 that names itself simulated. See docs/testing-gpu-sim.md.
 
 A process is simulated when its environment has PYTHONPATH starting with SITE (a folder holding a
-sitecustomize.py that installs the simulation at interpreter start) and GPUPLAY_TEST_SIM=h100.
+sitecustomize.py that installs the simulation at interpreter start) and GPUPLAY_TEST_SIM=h100
+(or mi300: AMD under ROCm; xpu: an Intel GPU through torch.xpu, a queued device).
 `sim_env` gives that environment; the simulated device writes a JSON-lines ledger of what it did
 (kernels' busy time, cache flushes, NVML and GPM reads, peak-memory resets) to the file named by
 GPUPLAY_TEST_SIM_LEDGER, which `read_ledger` reads back.

@@ -23,6 +23,10 @@ GPM_UNITS = {
 }
 
 
+DRIVER_VERSION = "580.82.07"  # the R580 driver that nvidia-ml-py 13.580.82 was released with
+CUDA_DRIVER_VERSION = 13000  # the CUDA version an R580 driver supports: 13.0
+
+
 class SimPynvml(FakePynvml):
     """The pynvml module of a machine with the simulated board as its only GPU."""
 
@@ -75,6 +79,17 @@ class SimPynvml(FakePynvml):
 
     def nvmlDeviceGetPcieThroughput(self, h: Any, counter: int) -> int:  # noqa: N802
         return 0
+
+    # nvidia-ml-py: the driver's version as a str (bytes before 11.515), and the CUDA version the
+    # driver supports as nvml.h's int (major·1000 + minor·10; CUDA_VERSION_MAJOR/MINOR undo it).
+    def nvmlSystemGetDriverVersion(self) -> str:  # noqa: N802
+        return DRIVER_VERSION
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:  # noqa: N802
+        return CUDA_DRIVER_VERSION
+
+    def nvmlSystemGetCudaDriverVersion_v2(self) -> int:  # noqa: N802
+        return CUDA_DRIVER_VERSION
 
 
 def install() -> SimPynvml:

@@ -426,7 +426,9 @@ def _install_device_module(torch: Any, sim: Any, tensor_cls: Any) -> None:
     def _check(i: Any) -> None:
         idx = 0 if i is None else (i if isinstance(i, int) else getattr(torch.device(i), "index", 0) or 0)
         if idx != 0:
-            raise RuntimeError(f"{'XPU' if prof.device_type == 'xpu' else 'CUDA'} error: invalid device ordinal")
+            raise RuntimeError(
+                f"{'XPU' if prof.device_type == 'xpu' else 'CUDA'} error: invalid device ordinal"
+            )
 
     def synchronize(device: Any = None) -> None:
         _check(device)
@@ -499,7 +501,10 @@ def _install_device_module(torch: Any, sim: Any, tensor_cls: Any) -> None:
     if prof.device_type == "xpu":
         for name in ("get_device_capability", "CUDAGraph", "graph"):
             patches.pop(name)
-        patches["get_device_capability"] = lambda d=None: {"name": prof.name, "driver_version": prof.driver_version}
+        patches["get_device_capability"] = lambda d=None: {
+            "name": prof.name,
+            "driver_version": prof.driver_version,
+        }
     for name, value in patches.items():
         setattr(c, name, value)
     if prof.device_type == "cuda" and prof.vendor == "AMD":  # torch's ROCm build

@@ -120,4 +120,3 @@ def test_a_cli_run_says_at_once_that_the_gpu_is_busy_and_who_holds_it(tmp_path):
     ledger = read_ledger(env["GPUPLAY_TEST_SIM_LEDGER"], "device")
     engine = [row["t"] for row in ledger if row["pid"] != holder.pid]
     assert engine and said_at < min(engine), (said_at, engine)
-    print("MARGIN", min(engine) - said_at)

@@ -78,3 +78,33 @@ def test_the_runtime_doubles_record_what_gpuplay_asks_of_them(tmp_path, runtime)
         (built,) = [row for row in ledger if row["event"] == "trt_compile"]
         assert built["ir"] == "dynamo" and built["enabled_precisions"] == ["torch.float32"]
         assert r["conditions"]["torch_tensorrt"].endswith("+gpuplay.sim")
+
+
+NVML_PROBE = """
+import json, sys
+try:
+    import pynvml
+except ImportError:  # nvidia-ml-py not installed, as on many AMD or Intel machines
+    pynvml = None
+sim = type(pynvml).__name__ == "SimPynvml"
+out = {"simulated_nvml": sim}
+if sim:
+    pynvml.nvmlInit()
+    out["driver"] = pynvml.nvmlSystemGetDriverVersion()
+    out["cuda"] = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("kind", ["h100", "mi300", "xpu"])
+def test_only_the_nvidia_board_brings_nvml(tmp_path, kind):
+    """NVML is NVIDIA's: the simulated H100 answers pynvml's system calls as nvidia-ml-py documents
+    them; an AMD (ROCm: amdsmi) or Intel machine has no simulated NVML, only what is installed."""
+    out = subprocess.run([sys.executable, "-c", NVML_PROBE], env=sim_env(kind, tmp_path), capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout)
+    assert seen["simulated_nvml"] is (kind == "h100")
+    if kind == "h100":
+        assert isinstance(seen["driver"], str) and seen["driver"].count(".") == 2
+        assert seen["cuda"] // 1000 >= 12 and seen["cuda"] % 1000 % 10 == 0

@@ -40,7 +40,9 @@ def test_gpuplay_compare_measures_on_xpu0(tmp_path):
     assert SIM_NAME_MARK in c["device_name"] and c["timer"] == "XPU events (torch.xpu)"
     # timed by the device's events: each step is the matmul kernel's device time, not its launch
     assert min(xpu["samples"]) >= 0.95 * XPU.matmul_device_s, xpu["samples"]
-    assert any(row["kind"].startswith("matmul") for row in read_ledger(env["GPUPLAY_TEST_SIM_LEDGER"], "kernel"))
+    assert any(
+        row["kind"].startswith("matmul") for row in read_ledger(env["GPUPLAY_TEST_SIM_LEDGER"], "kernel")
+    )
 
 
 def test_the_dataloader_split_on_xpu_times_the_models_device_work(tmp_path):

@@ -7,6 +7,7 @@ ask the same question in the same words.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -19,7 +20,11 @@ def unwritable(out: str | Path) -> str:
     new folder), and be one in which a file can be made (one is made and removed: permissions, a
     read-only mount, /proc, a file where a folder should be). A full disk or a race can still fail
     the write later; the writers then print what they had instead of losing it."""
-    folder = Path(out).expanduser().absolute().parent
+    target = Path(out).expanduser().absolute()
+    what = _not_a_regular_file(target)
+    if what:
+        return what
+    folder = target.parent
     for existing in (folder, *folder.parents):
         try:
             if not existing.exists():
@@ -41,6 +46,32 @@ def unwritable(out: str | Path) -> str:
             )
         return ""
     return f"no folder on the way to {visible(str(folder))} exists"
+
+
+def _not_a_regular_file(target: Path) -> str:
+    """Why `target`, where it exists, is not a file gpuplay may replace ('' when it is one or is
+    not there): results are written to a temporary file renamed over the target, which would
+    replace a device (`--out /dev/null` made /dev/null a plain file for root), a pipe, or a
+    symbolic link itself (its real file left as it was)."""
+    try:
+        st = os.lstat(target)
+    except OSError:
+        return ""  # not there, or a file on the way (NotADirectoryError): the folders are asked next
+    name = visible(str(target))
+    if stat.S_ISLNK(st.st_mode):
+        real = visible(os.path.realpath(target))
+        return f"{name} is a symbolic link (to {real}); name the file itself: {real}"
+    if stat.S_ISDIR(st.st_mode):
+        return f"{name} is a folder; name a file in it, e.g. {visible(str(target / 'results.json'))}"
+    if not stat.S_ISREG(st.st_mode):
+        kind = (
+            "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            else "a pipe (FIFO)" if stat.S_ISFIFO(st.st_mode)
+            else "a socket" if stat.S_ISSOCK(st.st_mode)
+            else "not a regular file"
+        )  # fmt: skip
+        return f"{name} is {kind}, not a file; name a file (to see the results, leave out --out)"
+    return ""
 
 
 # What an output file's suffix says its format is; a suffix not here leaves --format to decide.
