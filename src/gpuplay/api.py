@@ -156,6 +156,8 @@ def _spec(
 ) -> tuple[RunSpec, str]:
     from gpuplay.core.catalogue.scenarios import spec_for
 
+    if preset is not None:
+        argcheck.expect_text("preset", preset, "a preset's name, e.g. 'quick'")
     argcheck.expect_mapping("params", params, "{'n': 2048}")
     for name, value in fields.items():
         _check_lever(name, value, call)
@@ -369,6 +371,8 @@ def _compare_scenarios(
     from gpuplay.core.reports.report import environment
     from gpuplay.core.spec import BACKENDS
     from gpuplay.core.studies.compare import VARIANTS, plan_compare
+    if preset is not None:
+        argcheck.expect_text("preset", preset, "a preset's name, e.g. 'quick'")
 
     chosen = _names(backends, "backend(s)", BACKENDS)
     vlist = _names(variants, "variant(s)", tuple(VARIANTS))
@@ -491,6 +495,11 @@ def sweep(
     if not isinstance(over, Mapping) or len(over) != 1:
         raise ValueError("over must name one parameter: over={'n': [256, 512, 1024]}")
     ((param, raw),) = over.items()
+    if not isinstance(raw, list | tuple | range | str):
+        raise TypeError(
+            f"over[{param!r}] takes the values to sweep, e.g. [256, 512, 1024] or '256,512'; "
+            f"got {argcheck.shown(raw)} ({argcheck.kind_of(raw)})"
+        )
     sc = _scenario(scenario, scenario_dirs)
     chosen = _names(backends, "backend(s)", BACKENDS)
     devs = _names(devices, "device(s)", None)
@@ -624,6 +633,12 @@ def measure(
     other globals are not."""
     argcheck.expect_callable("step", step, "step(xp, *arrays): the timed work")
     argcheck.expect_callable("inputs", inputs, "inputs(rng, **params): the NumPy arrays")
+    for what, f in (("step", step), ("inputs", inputs)):
+        if getattr(f, "__name__", "") == "<lambda>":
+            raise TypeError(
+                f"{what} must be a function defined with def, not a lambda: its source is written "
+                f"to a code file the engine process runs (def {what}(…): …)"
+            )
     argcheck.expect_mapping("params", params, "{'n': 2048}")
     if name is not None:
         argcheck.expect_text("name", name, "the code file's name, an identifier")
@@ -807,6 +822,8 @@ def tune(
     from gpuplay.core.spec import SpecError
     from gpuplay.core.studies import tune as ladder_mod
 
+    if preset is not None:
+        argcheck.expect_text("preset", preset, "a preset's name, e.g. 'quick'")
     if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) or not math.isfinite(budget_s):
         raise ValueError(f"budget_s must be a finite number of seconds; got {budget_s!r}")
     if not ladder_mod.MIN_BUDGET_S <= budget_s <= ladder_mod.MAX_BUDGET_S:

@@ -89,8 +89,9 @@ def _tune_args(argv: list[str]) -> dict[str, Any]:
     except click.ClickException as exc:
         raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
     p = ctx.params
-    if p.get("fmt") != "table" or p.get("out"):
-        raise MagicUsageError("--format, --out: not in a notebook (the ladder displays itself)")
+    unsupported = [flag for flag, on in (("--format", p.get("fmt") != "table"), ("--out", p.get("out"))) if on]
+    if unsupported:
+        raise MagicUsageError(_not_taken(unsupported, "tune"))
     return {
         "target": p["target"],
         "device": p.get("device"),
@@ -104,11 +105,11 @@ def _tune_args(argv: list[str]) -> dict[str, Any]:
 OUTPUT_FLAGS = ("--format", "--out", "--profile", "--trace")
 
 
-def _not_taken(flags: list[str]) -> str:
+def _not_taken(flags: list[str], verb: str = "run") -> str:
     return (
         f"{', '.join(flags)}: not taken by the magic, whose result displays itself as a table; for "
-        "JSON or a file keep it (r = %gpuplay run …) and use r.to_dict() or r.to_pandas(), or run "
-        "the command itself: !gpuplay run … --format json --out FILE"
+        f"JSON or a file keep it (r = %gpuplay {verb} …) and use r.to_dict() or r.to_pandas(), or run "
+        f"the command itself: !gpuplay {verb} … --format json --out FILE"
     )
 
 
@@ -190,6 +191,9 @@ def _call(f: Any, *args: Any, **kw: Any) -> Any:
     import inspect
 
     unknown = sorted(set(kw) - set(inspect.signature(f).parameters))
+    output = [flag for flag in OUTPUT_FLAGS if flag.lstrip("-") in unknown]
+    if output:  # the command's own output flags: said as for run, not as an unknown option
+        raise MagicUsageError(_not_taken(output, getattr(f, "__name__", "run")))
     if unknown:
         raise MagicUsageError(f"unknown option(s) {', '.join('--' + u for u in unknown)}\n{USAGE}")
     return f(*args, **kw)

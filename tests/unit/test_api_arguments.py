@@ -40,6 +40,11 @@ def _step(xp, a):
             lambda: gpuplay.run("matmul", scenario_dirs=5),
             r"scenario_dirs takes a list of folders.*got 5 \(int\)",
         ),
+        (lambda: gpuplay.run("matmul", preset=5), r"preset takes a preset's name.*got 5 \(int\)"),
+        (lambda: gpuplay.compare("matmul", preset=5), r"preset takes a preset's name.*got 5 \(int\)"),
+        (lambda: gpuplay.tune("matmul", preset=5), r"preset takes a preset's name.*got 5 \(int\)"),
+        (lambda: gpuplay.sweep("matmul", over={"n": 5}), r"over\['n'\] takes the values to sweep.*got 5 \(int\)"),
+        (lambda: gpuplay.measure(lambda xp, a: a, _step), r"step must be a function defined with def, not a lambda"),
     ],
 )
 def test_an_argument_of_the_wrong_kind_is_a_type_error_naming_it(call, words):
@@ -162,6 +167,10 @@ def shell():
     ("line", "words"),
     [
         ("run matmul --format json", r"--format: not taken by the magic.*r\.to_dict\(\)"),
+        ("tune matmul --format json", r"--format: not taken by the magic.*%gpuplay tune.*!gpuplay tune"),
+        ("tune matmul --out x.md", r"--out: not taken by the magic.*%gpuplay tune"),
+        ("compare matmul --format json", r"--format: not taken by the magic.*%gpuplay compare"),
+        ("sweep matmul --over n=8,16 --out x.json", r"--out: not taken by the magic.*%gpuplay sweep"),
         ("run matmul --json", r"No such option --json: for json output use --format json"),
         ("run matmull", r"did you mean 'matmul'"),
         ("compare matmul --bogus 1", r"unknown option\(s\) --bogus"),

@@ -64,7 +64,7 @@ def test_the_tune_magic_takes_gpuplay_tunes_arguments(monkeypatch):
     assert notebook.line_magic("tune matmul -p quick -s n=64 --budget-total 20 -d cpu") == "ladder"
     assert seen == {"target": "matmul", "device": "cpu", "preset": "quick", "params": {"n": 64},
                     "budget_s": 20.0, "scenario_dirs": ()}  # fmt: skip
-    with pytest.raises(notebook.MagicUsageError, match="not in a notebook"):
+    with pytest.raises(notebook.MagicUsageError, match="not taken by the magic"):
         notebook.line_magic("tune matmul --format json")
     with pytest.raises(notebook.MagicUsageError):
         notebook.line_magic("tune matmul --budget-total 1")
