@@ -147,6 +147,19 @@ def _check_lever(name: str, value: Any, call: Callable[..., Any] | None = None) 
             raise ValueError(str(exc)) from None
 
 
+def _expect_preset(preset: Any) -> None:
+    if preset is not None:
+        argcheck.expect_text("preset", preset, "a preset's name, e.g. 'quick'")
+
+
+def _expect_sweep_values(param: str, raw: Any) -> None:
+    if not isinstance(raw, list | tuple | range | str):
+        raise TypeError(
+            f"over[{param!r}] takes the values to sweep, e.g. [256, 512, 1024] or '256,512'; "
+            f"got {argcheck.shown(raw)} ({argcheck.kind_of(raw)})"
+        )
+
+
 def _spec(
     sc: Scenario,
     preset: str | None,
@@ -156,8 +169,7 @@ def _spec(
 ) -> tuple[RunSpec, str]:
     from gpuplay.core.catalogue.scenarios import spec_for
 
-    if preset is not None:
-        argcheck.expect_text("preset", preset, "a preset's name, e.g. 'quick'")
+    _expect_preset(preset)
     argcheck.expect_mapping("params", params, "{'n': 2048}")
     for name, value in fields.items():
         _check_lever(name, value, call)
@@ -371,8 +383,8 @@ def _compare_scenarios(
     from gpuplay.core.reports.report import environment
     from gpuplay.core.spec import BACKENDS
     from gpuplay.core.studies.compare import VARIANTS, plan_compare
-    if preset is not None:
-        argcheck.expect_text("preset", preset, "a preset's name, e.g. 'quick'")
+
+    _expect_preset(preset)
 
     chosen = _names(backends, "backend(s)", BACKENDS)
     vlist = _names(variants, "variant(s)", tuple(VARIANTS))
@@ -495,11 +507,7 @@ def sweep(
     if not isinstance(over, Mapping) or len(over) != 1:
         raise ValueError("over must name one parameter: over={'n': [256, 512, 1024]}")
     ((param, raw),) = over.items()
-    if not isinstance(raw, list | tuple | range | str):
-        raise TypeError(
-            f"over[{param!r}] takes the values to sweep, e.g. [256, 512, 1024] or '256,512'; "
-            f"got {argcheck.shown(raw)} ({argcheck.kind_of(raw)})"
-        )
+    _expect_sweep_values(param, raw)
     sc = _scenario(scenario, scenario_dirs)
     chosen = _names(backends, "backend(s)", BACKENDS)
     devs = _names(devices, "device(s)", None)
@@ -822,8 +830,7 @@ def tune(
     from gpuplay.core.spec import SpecError
     from gpuplay.core.studies import tune as ladder_mod
 
-    if preset is not None:
-        argcheck.expect_text("preset", preset, "a preset's name, e.g. 'quick'")
+    _expect_preset(preset)
     if isinstance(budget_s, bool) or not isinstance(budget_s, int | float) or not math.isfinite(budget_s):
         raise ValueError(f"budget_s must be a finite number of seconds; got {budget_s!r}")
     if not ladder_mod.MIN_BUDGET_S <= budget_s <= ladder_mod.MAX_BUDGET_S:

@@ -89,7 +89,9 @@ def _tune_args(argv: list[str]) -> dict[str, Any]:
     except click.ClickException as exc:
         raise MagicUsageError(f"{exc.format_message()}\n{USAGE}") from None
     p = ctx.params
-    unsupported = [flag for flag, on in (("--format", p.get("fmt") != "table"), ("--out", p.get("out"))) if on]
+    unsupported = [
+        flag for flag, on in (("--format", p.get("fmt") != "table"), ("--out", p.get("out"))) if on
+    ]
     if unsupported:
         raise MagicUsageError(_not_taken(unsupported, "tune"))
     return {

@@ -37,6 +37,8 @@ def _usage_error(res, *words: str) -> None:
     [
         (["run", "matmull"], ["unknown scenario 'matmull'; did you mean 'matmul'?"]),
         (["sweep", "matmull", "--over", "n=8,16"], ["did you mean 'matmul'?"]),
+        (["compare", "matmull"], ["'matmull' is not a scenario; did you mean 'matmul'?"]),
+        (["run", "matmul", "-p", "quik"], ["has no preset 'quik'; did you mean 'quick'?"]),
         (["run", "matmul", "--json"], ["No such option --json: for json output use --format json"]),
         (["compare", "--csv"], ["No such option --csv: for csv output use --format csv"]),
         (["info", "--csv"], ["No such option --csv: --format takes table, json"]),

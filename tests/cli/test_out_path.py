@@ -126,7 +126,9 @@ def _special(tmp_path, kind):
 
 @pytest.mark.parametrize("command", OUT_COMMANDS, ids=lambda c: c[0])
 @pytest.mark.parametrize("kind", ["device", "fifo", "symlink"])
-def test_an_out_that_is_not_a_regular_file_is_refused_and_left_as_it_was(monkeypatch, tmp_path, command, kind):
+def test_an_out_that_is_not_a_regular_file_is_refused_and_left_as_it_was(
+    monkeypatch, tmp_path, command, kind
+):
     """Results are written to a temporary file renamed over --out: `--out /dev/null` run as root
     replaced /dev/null with a plain file, a FIFO became a file, a link was replaced by one."""
     import os

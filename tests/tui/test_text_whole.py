@@ -87,7 +87,9 @@ async def test_the_live_figures_past_the_fixed_top_scroll_and_a_refusal_reads_fi
         await pilot.pause()
         panel = app.query_one(StatsPanel)
         spec, summary, phase, info = panel._args
-        panel.show(spec, summary, "refused", {**info, "message": "one step is estimated at 3.1 s (limit 2.0 s)"})
+        panel.show(
+            spec, summary, "refused", {**info, "message": "one step is estimated at 3.1 s (limit 2.0 s)"}
+        )
         await pilot.pause()
         scroll = app.query_one("#stats-scroll")
         visible_rows = lines_of(panel)[: scroll.size.height]

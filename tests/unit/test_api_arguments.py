@@ -43,8 +43,14 @@ def _step(xp, a):
         (lambda: gpuplay.run("matmul", preset=5), r"preset takes a preset's name.*got 5 \(int\)"),
         (lambda: gpuplay.compare("matmul", preset=5), r"preset takes a preset's name.*got 5 \(int\)"),
         (lambda: gpuplay.tune("matmul", preset=5), r"preset takes a preset's name.*got 5 \(int\)"),
-        (lambda: gpuplay.sweep("matmul", over={"n": 5}), r"over\['n'\] takes the values to sweep.*got 5 \(int\)"),
-        (lambda: gpuplay.measure(lambda xp, a: a, _step), r"step must be a function defined with def, not a lambda"),
+        (
+            lambda: gpuplay.sweep("matmul", over={"n": 5}),
+            r"over\['n'\] takes the values to sweep.*got 5 \(int\)",
+        ),
+        (
+            lambda: gpuplay.measure(lambda xp, a: a, _step),
+            r"step must be a function defined with def, not a lambda",
+        ),
     ],
 )
 def test_an_argument_of_the_wrong_kind_is_a_type_error_naming_it(call, words):

@@ -25,7 +25,7 @@ from gpuplay.cli.output import (
 from gpuplay.core.catalogue import levers
 from gpuplay.core.catalogue.scenarios import DEFAULT_PRESET
 from gpuplay.core.spec import BACKENDS, DTYPES, RunSpec, SpecError
-from gpuplay.core.storage import bounds
+from gpuplay.core.storage import argcheck, bounds
 from gpuplay.core.storage.safetext import visible
 
 if TYPE_CHECKING:
@@ -236,8 +236,9 @@ def _scenario_names(args: tuple[str, ...], scenario_dirs: tuple[str, ...]) -> tu
     known = load_scenarios(options.scenario_dirs(click.get_current_context(), scenario_dirs)).scenarios
     unknown = [a for a in args if a not in known]
     if unknown:
+        hint = argcheck.did_you_mean(unknown[0], known)
         raise click.UsageError(
-            f"{visible(unknown[0])!r} is not a scenario. To compare scenarios name them "
+            f"{visible(unknown[0])!r} is not a scenario{hint or '.'} To compare scenarios name them "
             "(gpuplay compare matmul svd, or --scenario NAME; gpuplay list shows them); to merge "
             "result files: gpuplay compare --from A.json B.json"
         )

@@ -69,7 +69,10 @@ class Scenario:
                     if self.presets
                     else f"it defines no PRESETS; leave out the preset, or name {OWN_PARAMS}"
                 )
-                raise ValueError(f"scenario {self.name} has no preset {preset!r} ({has})")
+                from gpuplay.core.storage.argcheck import did_you_mean
+
+                hint = did_you_mean(str(preset), [*self.presets, OWN_PARAMS])
+                raise ValueError(f"scenario {self.name} has no preset {preset!r}{hint} ({has})")
             base.update(self.presets[preset])
         return get_workload(self.workload).resolve(base)
 
