@@ -116,6 +116,8 @@ def test_every_key_in_the_help_says_what_it_does():
     assert not bare, bare
     assert any(what.startswith("preset — ") for _, what in rows)
     assert any(what.startswith("format — ") for _, what in rows)
+    tabs = [what for _, what in rows if " — show the " in what]
+    assert tabs and all(" tab: " in what for what in tabs), tabs  # each tab says what it holds
 
 
 @pytest.mark.parametrize("width", [80, 100, 160])

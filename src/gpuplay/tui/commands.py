@@ -177,6 +177,7 @@ TAB_HELP = {
     "profile": "where the time of one step goes, operator by operator",
     "collectives": "multi-GPU communication timings",
     "sweep": "the same configurations across problem sizes",
+    "tune": "the levers checklist climbed one change at a time, each kept only if it proves faster",
 }
 
 
