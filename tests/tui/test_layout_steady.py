@@ -126,3 +126,18 @@ def test_the_header_subtitle_fits(width):
     assert len(title) + 28 <= width or width < 62
     assert "CPU → GPU" in title if width >= 62 else True
     assert not math.isnan(width)
+
+
+async def test_moving_in_the_scenario_list_clears_the_toasts_over_it(tmp_path):
+    """Toasts sit over the scenario list; one that stayed hid the highlight that ↓ moves (the
+    key looked dead for the toast's eight seconds)."""
+    from textual.widgets._toast import Toast
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 36), notifications=True) as pilot:
+        await wait_until(pilot, lambda: app.probed)
+        app.notify("a refusal's reason", timeout=30)
+        await wait_until(pilot, lambda: bool(app.screen.query(Toast)))
+        app.query_one("#scenarios").focus()
+        await pilot.press("down")
+        await wait_until(pilot, lambda: not app.screen.query(Toast))

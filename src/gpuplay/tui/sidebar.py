@@ -67,6 +67,9 @@ class Sidebar(Vertical):
     @on(OptionList.OptionHighlighted, "#scenarios")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
         name = event.option.id
+        # Toasts sit over this list: moving in it means reading it, so they make way (a refusal's
+        # reason stays in the Live figures' status line).
+        self.app.clear_notifications()
         if self._timer is not None:
             self._timer.stop()
         if name is not None:  # arrowing through the list restarts once, where the cursor stops
