@@ -57,13 +57,25 @@ class _Node:
         self.name, self.shape = name, shape
 
 
+class FakeSessionOptions:
+    """onnxruntime.SessionOptions: its attributes and its config entries (add_session_config_entry)."""
+
+    def __init__(self) -> None:
+        self.graph_optimization_level = None
+        self.intra_op_num_threads = 0
+        self.entries: dict[str, str] = {}
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        self.entries[key] = value
+
+
 def fake_ort(log: list, available: list[str]) -> types.ModuleType:
     """onnxruntime's Python API as the CUDA path calls it (InferenceSession with provider
     options, io_binding, run_with_iobinding), recording the options given."""
     ort = types.ModuleType("onnxruntime")
     ort.__version__ = "0.fake"
     ort.GraphOptimizationLevel = types.SimpleNamespace(ORT_ENABLE_ALL="ORT_ENABLE_ALL")
-    ort.SessionOptions = lambda: types.SimpleNamespace(graph_optimization_level=None, intra_op_num_threads=0)
+    ort.SessionOptions = FakeSessionOptions
     ort.get_available_providers = lambda: [*available, "CPUExecutionProvider"]
 
     class Binding:

@@ -55,6 +55,9 @@ def test_onnxruntime_says_its_session_options():
     assert r.conditions["ort_providers"] == "CPUExecutionProvider"
     assert r.conditions["ort_graph_optimization"] == "ORT_ENABLE_ALL"
     assert r.conditions["ort_intra_op_threads"] == 1  # torch's threads, like for like
+    # read back from the real session: its threads sleep between runs (spinning slowed the step
+    # timed next, a paired partner's, 4x)
+    assert r.conditions["ort_thread_spinning"] == "off"
     assert "ort_fallback" not in r.conditions
 
 
@@ -168,11 +171,23 @@ class _Binding:
         self.log.append(("output", name, device_type, device_id, np.dtype(element_type), shape, buffer_ptr))
 
 
+class FakeSessionOptions:
+    """onnxruntime.SessionOptions: its attributes and its config entries (add_session_config_entry)."""
+
+    def __init__(self) -> None:
+        self.graph_optimization_level = None
+        self.intra_op_num_threads = 0
+        self.entries: dict[str, str] = {}
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        self.entries[key] = value
+
+
 def fake_ort(used: list[str], log: list) -> types.ModuleType:
     ort = types.ModuleType("onnxruntime")
     ort.__version__ = "0.fake"
     ort.GraphOptimizationLevel = types.SimpleNamespace(ORT_ENABLE_ALL="ORT_ENABLE_ALL")
-    ort.SessionOptions = lambda: types.SimpleNamespace(graph_optimization_level=None, intra_op_num_threads=0)
+    ort.SessionOptions = FakeSessionOptions
     ort.get_available_providers = lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"]
 
     class InferenceSession:
