@@ -23,6 +23,11 @@ def broken_onnxruntime(tmp_path, monkeypatch):
             f"raise ImportError({BROKEN!r})\n" if name == "onnxruntime" else ""
         )
     monkeypatch.syspath_prepend(str(tmp_path))
+    # the real packages an earlier test of this worker imported would be found first
+    import sys
+
+    for mod in [m for m in sys.modules if m.split(".")[0] in ("onnxruntime", "onnx", "onnxscript")]:
+        monkeypatch.delitem(sys.modules, mod)
     monkeypatch.setenv("GPUPLAY_IN_PROCESS", "1")
     yield
 

@@ -106,9 +106,12 @@ def test_tensorrt_is_refused_here_naming_the_gpu():
 
 
 def test_a_missing_package_is_a_refusal_naming_the_extra(monkeypatch):
-    monkeypatch.setattr(runtimes, "installed", lambda name: name != "onnxruntime")
+    # imported before the patch: imported under it, the module's own `installed` was the stand-in
+    # from then on (undoing the patch put the stand-in back), and every later onnxruntime run in
+    # the worker was refused as "not installed here"
     from gpuplay.core.runtimes import onnxruntime as ortmod
 
+    monkeypatch.setattr(runtimes, "installed", lambda name: name != "onnxruntime")
     monkeypatch.setattr(ortmod, "installed", runtimes.installed)
     verdict = check(spec("onnxruntime"))
     assert (

@@ -200,3 +200,18 @@ def test_a_runtime_winner_is_not_called_overhead_bound():
     rung.spec = _spec("inference", runtime="onnxruntime")
     busy = {"status": "ok", "overhead_share": 1.0, "activities": ["cpu"], "top_ops": []}
     assert "torch.profiler does not see" in tune.limit_sentence(busy, [rung])
+
+
+def test_a_runtime_rung_on_top_of_amp_runs_and_is_named_in_its_dtype():
+    """An ONNX Runtime rung over a kept AMP rung read '+amp:bf16' and was judged at AMP's
+    tolerance while its error (2.6e-07) said float32: autocast does not reach an exported graph."""
+    from gpuplay.core.catalogue import planner
+    from gpuplay.core.spec import RunSpec
+    from gpuplay.core.studies.tune import RungDef, _candidate
+
+    best = RunSpec.make("inference", {"model": "mlp"}, backend="torch", amp="bf16", compile="default")
+    for runtime, amp in (("onnxruntime", "off"), ("tensorrt", "off"), ("torchscript", "bf16")):
+        spec = _candidate(RungDef(runtime, runtime, params={"runtime": runtime}, kind="runtime"), best)
+        assert (spec.params["runtime"], spec.amp, spec.compile) == (runtime, amp, "off")
+    refused = planner.check(best.replace(compile="off", params={**best.params, "runtime": "onnxruntime"}))
+    assert isinstance(refused, planner.Refusal) and "torch.autocast" in refused.reason

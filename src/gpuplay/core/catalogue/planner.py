@@ -166,6 +166,13 @@ def _amp_rule(spec: RunSpec, a: Assessment) -> Refusal | None:
         return Refusal("AMP is torch.autocast: it exists on PyTorch only", "set amp off or backend torch")
     if spec.dtype != "float32":
         return Refusal(f"AMP autocasts float32 code; dtype is {spec.dtype}", "set dtype float32 with AMP")
+    runtime = a.params.get("runtime")
+    if runtime in ("onnxruntime", "tensorrt"):
+        return Refusal(
+            f"AMP is torch.autocast, which the model exported to {runtime} does not see: it would run "
+            "in float32 under an AMP label",
+            "set amp off (the runtime's precision is its dtype, e.g. --dtype float16)",
+        )
     if not a.workload.amp_eligible:
         a.notes.append(
             f"AMP: {a.workload.title} has no autocast-eligible op (autocast lowers matmul-like ops), "
