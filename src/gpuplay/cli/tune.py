@@ -171,6 +171,17 @@ def _table_text(ladder: Ladder, rows: list[list[str]], columns: tuple[str, ...],
         expand=True,
     )
     wrap = {"configuration": 2, "outcome": 3}  # the words wrap; the figures stay whole
+    width = 160 if to_file else stdout_console().width
+    # Narrower than all of them, the figures' columns stay whole and the wrapping ones were
+    # squeezed to nothing at 80 columns (no outcome: kept or dropped unseen). The rung names the
+    # change, so its configuration goes first, then cumulative and error (the verdict gives the
+    # total, the outcome says when a kept rung changes numerics).
+    dropped = (
+        () if width >= 140 else ("configuration",) if width >= 100 else ("configuration", "cumul.", "error")
+    )
+    keep = [i for i, c in enumerate(columns) if c not in dropped]
+    columns = tuple(columns[i] for i in keep)
+    rows = [[row[i] for i in keep] for row in rows]
     for c in columns:
         if c in wrap:
             table.add_column(c, ratio=wrap[c], overflow="fold")
@@ -179,7 +190,6 @@ def _table_text(ladder: Ladder, rows: list[list[str]], columns: tuple[str, ...],
     for row in rows:
         table.add_row(*(plain(c) for c in row))
     buf = io.StringIO()
-    width = 160 if to_file else stdout_console().width
     con = Console(file=buf, width=max(80, width), no_color=True, highlight=False)
     con.print(table)
     con.print(plain(ladder.verdict), soft_wrap=True)
