@@ -143,7 +143,8 @@ def test_the_ladder_table_keeps_each_rungs_outcome_at_every_width(monkeypatch, w
     kept or dropped could not be read. Narrower tables leave out the configuration first."""
     from types import SimpleNamespace
 
-    from gpuplay.cli import output, tune as tune_cli
+    from gpuplay.cli import output
+    from gpuplay.cli import tune as tune_cli
     from gpuplay.core.studies.tune import COLUMNS
 
     monkeypatch.setattr(output, "stdout_console", lambda: SimpleNamespace(width=width))
