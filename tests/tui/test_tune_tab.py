@@ -40,3 +40,28 @@ async def test_the_tune_tab_climbs_the_ladder_and_stops_on_enter(tmp_path):
         assert refused and all(r.reason for r in refused)  # the GPU rungs, with their reasons
         text = str(tab.query_one("#tune-status").render())
         assert "kept" in text and "enter: climb again" in text
+
+
+async def test_a_ladder_longer_than_the_screen_scrolls_from_the_keyboard(tmp_path):
+    """At 80×24 about four rungs fit; the rest (and the chart) could be reached with a mouse only."""
+    from gpuplay.core.catalogue.scenarios import spec_for
+    from gpuplay.core.studies import tune
+
+    app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, autostart=False, telemetry=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.probed and app.session.scenario is not None)
+        await pilot.press(str(TAB_IDS.index("tune") + 1))
+        await pilot.pause()
+        tab = app.tab("tune")
+        sc = app.session.scenario
+        tab.ladder = tune.plan_ladder(spec_for(sc, "quick")[0], "cpu", sc.name, 60.0)
+        tab.refresh_view()
+        await pilot.pause()
+        view = tab.query_one("#tune-view")
+        assert app.focused is view and view.max_scroll_y > 0
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert view.scroll_y > 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert view.scroll_y == view.max_scroll_y

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from gpuplay.core.storage.safetext import visible
@@ -68,9 +68,12 @@ def ladder_table(ladder: Any, width: int = 120) -> Table:
     return table
 
 
-class TuneView(Vertical, can_focus=True):
+class TuneView(VerticalScroll):
+    """The ladder, its verdict and chart; focused when shown, so enter and the scroll keys (↑ ↓,
+    PageUp/PageDown, Home/End: a ladder is longer than a short screen) act on it."""
+
     DEFAULT_CSS = """
-    TuneView { height: 1fr; overflow-y: auto; }
+    TuneView { height: 1fr; }
     #tune-status { height: auto; padding: 0 1; }
     #tune-table { height: auto; padding: 0 1; }
     #tune-chart { height: auto; padding: 1 1 0 1; }
