@@ -58,6 +58,11 @@ class SessionOptions:
     def add_session_config_entry(self, key: str, value: str) -> None:
         self.configs[key] = value
 
+    def get_session_config_entry(self, key: str) -> str:
+        if key not in self.configs:  # onnxruntime's own words for a key never set
+            raise RuntimeError(f"SessionOptions does not have configuration with key: {key}")
+        return self.configs[key]
+
 
 def get_available_providers() -> list[str]:
     return list(PROVIDERS)
@@ -107,6 +112,7 @@ class InferenceSession:
         self.model, self.example = _models[int(data[len(TOKEN) :])]
         asked = _names(providers) or ["CPUExecutionProvider"]
         self.providers = [p for p in asked if p in PROVIDERS]
+        self.sess_options = sess_options if sess_options is not None else SessionOptions()
         opts = vars(sess_options) if sess_options is not None else {}
         ledger("ort_session", providers=[list(p) if isinstance(p, tuple) else p for p in providers or []],
                provider_options=provider_options, session_options=opts)  # fmt: skip
@@ -117,6 +123,9 @@ class InferenceSession:
 
     def get_providers(self) -> list[str]:
         return list(self.providers)
+
+    def get_session_options(self) -> Any:
+        return self.sess_options
 
     def get_inputs(self) -> list[Any]:
         return [SimpleNamespace(name="input", shape=list(self.example.shape), type="tensor(float)")]

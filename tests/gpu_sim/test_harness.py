@@ -72,6 +72,10 @@ def test_the_runtime_doubles_record_what_gpuplay_asks_of_them(tmp_path, runtime)
         assert opts["device_id"] == 0 and opts["use_tf32"] == "0", opts
         assert opts["has_user_compute_stream"] == "1" and opts["user_compute_stream"] not in ("", "0"), opts
         assert session["session_options"]["graph_optimization_level"] == 99  # ORT_ENABLE_ALL
+        # its threads sleep between runs (spinning slowed the step timed next, a paired partner's)
+        configs = session["session_options"]["configs"]
+        assert configs == {"session.intra_op.allow_spinning": "0", "session.inter_op.allow_spinning": "0"}
+        assert r["conditions"]["ort_thread_spinning"] == "off"
         assert {row["io"] for row in ledger if row["event"] == "ort_binding"} == {"input", "output"}
         assert r["conditions"]["onnxruntime"].endswith("+gpuplay.sim")
     else:
