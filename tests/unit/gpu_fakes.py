@@ -887,3 +887,15 @@ def accept_every_probe(monkeypatch: Any) -> None:
         return matmul_peak(make, min(n0, 64), min(n_max, 128), *args, **kw)
 
     monkeypatch.setattr(roofline, "_matmul_peak", small_peak)
+
+
+class FakeSessionOptions:
+    """onnxruntime.SessionOptions: its attributes and its config entries (add_session_config_entry)."""
+
+    def __init__(self) -> None:
+        self.graph_optimization_level = None
+        self.intra_op_num_threads = 0
+        self.entries: dict[str, str] = {}
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        self.entries[key] = value

@@ -19,6 +19,7 @@ from gpuplay.core.backends.torch_backend import fp32_matmul_precision
 from gpuplay.core.catalogue.planner import check
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads import get_workload
+from tests.unit.gpu_fakes import FakeSessionOptions
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.gpu_fake
@@ -55,18 +56,6 @@ class Streams:
 class _Node:
     def __init__(self, name: str, shape: list[int]) -> None:
         self.name, self.shape = name, shape
-
-
-class FakeSessionOptions:
-    """onnxruntime.SessionOptions: its attributes and its config entries (add_session_config_entry)."""
-
-    def __init__(self) -> None:
-        self.graph_optimization_level = None
-        self.intra_op_num_threads = 0
-        self.entries: dict[str, str] = {}
-
-    def add_session_config_entry(self, key: str, value: str) -> None:
-        self.entries[key] = value
 
 
 def fake_ort(log: list, available: list[str]) -> types.ModuleType:

@@ -17,6 +17,7 @@ from gpuplay.core.catalogue.planner import check
 from gpuplay.core.runner import run
 from gpuplay.core.spec import Refusal, RunSpec
 from gpuplay.core.workloads import get_workload
+from tests.unit.gpu_fakes import FakeSessionOptions
 
 SMALL = {"model": "block", "batch": 2, "seq": 8, "width": 32, "heads": 4}
 
@@ -172,18 +173,6 @@ class _Binding:
         self, name, device_type="cpu", device_id=0, element_type=None, shape=None, buffer_ptr=None
     ):
         self.log.append(("output", name, device_type, device_id, np.dtype(element_type), shape, buffer_ptr))
-
-
-class FakeSessionOptions:
-    """onnxruntime.SessionOptions: its attributes and its config entries (add_session_config_entry)."""
-
-    def __init__(self) -> None:
-        self.graph_optimization_level = None
-        self.intra_op_num_threads = 0
-        self.entries: dict[str, str] = {}
-
-    def add_session_config_entry(self, key: str, value: str) -> None:
-        self.entries[key] = value
 
 
 def fake_ort(used: list[str], log: list) -> types.ModuleType:
