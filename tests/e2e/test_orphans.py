@@ -87,12 +87,16 @@ def alive(pid: int) -> bool:
         return False
 
 
-def sleeps_300() -> set[int]:
-    """Every `sleep 300` in the process table (ours are told apart by pid)."""
+def sleeps_300(pidfile: Path) -> set[int]:
+    """Every `sleep 300` in the process table started under this test's PIDFILE (the measured
+    code's descendants inherit it): another worker's test starts `sleep 300`s of its own, which
+    read as this test's leftovers when every `sleep 300` was counted."""
     found = set()
     for p in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
-            if (p.info["cmdline"] or [])[:2] == ["sleep", "300"]:
+            if (p.info["cmdline"] or [])[:2] == ["sleep", "300"] and p.environ().get("PIDFILE") == str(
+                pidfile
+            ):
                 found.add(p.pid)
     return found
 
@@ -119,7 +123,7 @@ def test_a_killed_front_end_leaves_no_engine_and_no_child_of_the_measured_code(t
     code = tmp_path / "spawner.py"
     code.write_text(textwrap.dedent(user_code))
     pidfile = tmp_path / "pids"
-    before = sleeps_300()
+    before = sleeps_300(pidfile)
     env = {**os.environ, "GPUPLAY_STATE_DIR": str(tmp_path / "state"), "OMP_NUM_THREADS": "1",
            "PIDFILE": str(pidfile)}  # fmt: skip
     front = subprocess.Popen(
@@ -140,7 +144,7 @@ def test_a_killed_front_end_leaves_no_engine_and_no_child_of_the_measured_code(t
             time.sleep(0.05)
         assert not alive(engine), "the engine outlived its front end"
         assert not alive(child), "the measured code's `sleep 300` outlived the front end"
-        assert sleeps_300() - before == set()
+        assert sleeps_300(pidfile) - before == set()
     finally:
         front.kill()
         for pid in (engine, child):
@@ -201,7 +205,7 @@ def test_the_playground_killed_in_a_real_terminal_leaves_nothing(tmp_path, how):
     code.write_text(textwrap.dedent(SPAWNS_A_SLEEP))
     pidfile = tmp_path / "pids"
     (tmp_path / "cfg").mkdir()
-    before = sleeps_300()
+    before = sleeps_300(pidfile)
     env = {"GPUPLAY_STATE_DIR": tmp_path / "state", "GPUPLAY_CONFIG_DIR": tmp_path / "cfg",
            "OMP_NUM_THREADS": "1", "PIDFILE": pidfile, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # fmt: skip
     exports = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
@@ -228,7 +232,7 @@ def test_the_playground_killed_in_a_real_terminal_leaves_nothing(tmp_path, how):
         assert not alive(engine), "the engine outlived the app"
         assert not alive(app), f"the app outlived the terminal: {psutil.Process(app).status()}"
         assert not alive(child), "the measured code's `sleep 300` outlived the app"
-        assert sleeps_300() - before == set()
+        assert sleeps_300(pidfile) - before == set()
     finally:
         tmux("kill-session", "-t", session)
         for pid in (app, engine, child):
@@ -244,7 +248,7 @@ def test_a_setsid_daemon_of_the_measured_code_ends_with_the_run(tmp_path, how):
     code = tmp_path / "daemon.py"
     code.write_text(textwrap.dedent(SPAWNS_A_DAEMON))
     pidfile = tmp_path / "pids"
-    before = sleeps_300()
+    before = sleeps_300(pidfile)
     env = {**os.environ, "GPUPLAY_STATE_DIR": str(tmp_path / "state"), "OMP_NUM_THREADS": "1",
            "PIDFILE": str(pidfile)}  # fmt: skip
     budget = "2" if how == "finishes" else "120"
@@ -264,7 +268,7 @@ def test_a_setsid_daemon_of_the_measured_code_ends_with_the_run(tmp_path, how):
             time.sleep(0.05)
         assert not alive(engine), "the engine outlived its front end"
         assert not alive(child), f"the measured code's setsid'd `sleep 300` outlived a run that {how}"
-        assert sleeps_300() - before == set()
+        assert sleeps_300(pidfile) - before == set()
     finally:
         front.kill()
         for pid in (engine, child):
