@@ -7,10 +7,12 @@ in a fresh process (the CLI, its engine included) against a plain script in a fr
 calls, `time.perf_counter()` around each call for --budget seconds, the median). Rounds
 alternate which side goes first. Each line prints the ratio gpuplay median ÷ plain-loop median
 per round, the page faults per step of both sides, and, where gpuplay timed two allocation
-modes, both by name.
+modes, both by name. A second plain loop in a fresh process of its own runs each round too
+(`--no-control` leaves it out): its ratio to the first, "plain÷plain", is how far two fresh
+processes of the same script differ, a spread no harness can be closer than.
 
     python benchmarks/fidelity_plain.py [--quick] [--rounds 3] [--budget 1.5] [--only heat fft2d]
-        [--backends numpy torch] [--threads 1]
+        [--backends numpy torch] [--threads 1] [--no-control]
 
 With torch's default threads on a 2-core machine that 8 other processes load, an OpenMP barrier
 per operation made heat torch 512² read seconds per step on both sides: --threads 1 there.
@@ -111,6 +113,8 @@ def main() -> None:
     ap.add_argument(
         "--threads", type=int, default=None, help="limit both sides (default: the libraries' own)"
     )
+    ap.add_argument("--no-control", dest="control", action="store_false",
+                    help="leave out the second plain loop each round (plain÷plain)")  # fmt: skip
     args = ap.parse_args()
     global THREADS
     THREADS = args.threads
@@ -123,13 +127,15 @@ def main() -> None:
         if args.only and scenario not in args.only:
             continue
         for backend in args.backends:
-            ratios, lines = [], []
+            ratios, lines, controls = [], [], []
             for i in range(rounds):
                 if i % 2 == 0:
                     g, p = gpuplay(scenario, backend, budget), plain(scenario, backend, budget)
                 else:
                     p = plain(scenario, backend, budget)
                     g = gpuplay(scenario, backend, budget)
+                if args.control:
+                    controls.append(plain(scenario, backend, budget)["median"] / p["median"])
                 ratios.append(g["median"] / p["median"])
                 other = g["other"]
                 modes = (
@@ -140,8 +146,9 @@ def main() -> None:
             ok = all(0.90 <= r <= 1.10 for r in ratios)
             inside += ok
             total += 1
+            control = (" plain÷plain " + " ".join(f"{r:.2f}" for r in controls)) if controls else ""
             print(f"{scenario:15s} {backend:6s} " + " ".join(f"{r:.2f}" for r in ratios)
-                  + ("" if ok else "  <-- outside 0.90–1.10") + "   " + " | ".join(lines), flush=True)  # fmt: skip
+                  + ("" if ok else "  <-- outside 0.90–1.10") + control + "   " + " | ".join(lines), flush=True)  # fmt: skip
     print(f"{inside}/{total} pairs within 0.90–1.10 in every round")
 
 

@@ -52,11 +52,11 @@ async def test_the_speedup_the_pairs_medians_and_the_runs_median_are_read_agains
 async def test_the_live_median_is_the_headline_mode_with_the_other_beside_it(tmp_path, monkeypatch):
     from gpuplay.core.runner import measure
 
-    # A fresh process's plain loop faulted like the pages-returned mode (the child is real in
-    # tests/unit/test_alloc_headline.py): the headline is a second loop, timed after the streamed one.
-    monkeypatch.setattr(
-        measure, "plain_loop_faults", lambda spec, steps, cancel: {"faults_per_step": 1e6, "steps": 5}
-    )
+    # A fresh process's plain loop (a real child, every large array mapped and unmapped by the
+    # mmap threshold in its environment) faults its pages in every step: the headline is its loop,
+    # timed after the streamed one.
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "0")
     monkeypatch.setattr(measure, "modes_differ", lambda probe, faults, median: True)
     folder = tiny_scenarios(tmp_path / "sc")
     # An 8 MB element-wise step (past the probe's 4 MiB).

@@ -9,10 +9,12 @@ above the step's memory pins the top. gpuplay's engine after warm-up usually rea
 script often reads cold, several times slower for an element-wise step.
 
 `alloc=auto` (the default): where the cold probe faults enough more than the timed loop for the
-mode to matter, a fresh process's plain loop says which mode a user's own script gets
-(runner/plainloop.py); that mode is the headline and the other is kept beside it by name
-(`alloc_other`). `warm` and `cold` time that mode alone. Cold mode returns the freed pages to
-the OS between steps (malloc_trim(0), outside the timed interval).
+mode to matter, or the timed steps fault enough themselves, a fresh process's plain loop times
+the steps as a user's own script does (runner/plainloop.py). Where its median step faults like
+the engine's, the engine's loop is the headline; where not, the fresh loop's times are, and the
+engine's are kept beside them by name (`alloc_other`). `warm` and `cold` time that mode alone in
+the engine. Cold mode returns the freed pages to the OS between steps (malloc_trim(0), outside
+the timed interval).
 """
 
 from __future__ import annotations
@@ -144,26 +146,40 @@ def allocation_note(mode: str, faults_per_step: float, probe: dict[str, Any] | N
     return None
 
 
+def faults_differ(faults_a: float, faults_b: float, median_s: float) -> bool:
+    """Whether two loops' page faults per step differ enough to matter: FAULTS_NOTE_THRESHOLD
+    pages or more, costing a twentieth of the step at FAULT_COST_S each."""
+    extra = abs(faults_a - faults_b)
+    return extra >= FAULTS_NOTE_THRESHOLD and extra * FAULT_COST_S >= 0.05 * median_s
+
+
 def modes_differ(probe: dict[str, Any], faults_per_step: float, median_s: float) -> bool:
     """Whether the mode matters: the cold probe faulted FAULTS_NOTE_THRESHOLD more pages per step
     than the timed loop, enough to cost a twentieth of the step at FAULT_COST_S each. Read from the
     fault counts, not the probe's time ratio: on the 2-core machine shared with 8 other processes
     the ratio of three probe steps read 1.03 for elementwise torch 4M (11,718 more faults per
     step) and 1.4 for a 1024² torch matmul (~1,000 more, 1 % of its step)."""
-    extra = float(probe.get("cold_faults_per_step") or 0.0) - faults_per_step
-    return extra >= FAULTS_NOTE_THRESHOLD and extra * FAULT_COST_S >= 0.05 * median_s
+    cold = float(probe.get("cold_faults_per_step") or 0.0)
+    return cold > faults_per_step and faults_differ(cold, faults_per_step, median_s)
 
 
-def plain_loop_mode(
-    plain: dict[str, Any] | None, probe: dict[str, Any], faults_per_step: float
-) -> str | None:
-    """'cold' where the fresh plain loop faulted like the cold probe, 'warm' where it did not,
-    None where it could not be asked."""
+def allocation_bound(faults_per_step: float, median_s: float) -> bool:
+    """Whether the timed steps themselves fault enough pages to matter: a step that allocates
+    inside itself (heat: 100 stencil iterations, each with its temporaries) meets the process's
+    trim and mmap thresholds on every iteration, which no page return between steps reproduces."""
+    return faults_differ(faults_per_step, 0.0, median_s)
+
+
+def fresh_mode(plain: dict[str, Any] | None, faults_per_step: float, median_s: float) -> str | None:
+    """How a fresh process's plain loop allocates beside this process's timed loop, read from its
+    median step's page faults: 'same', 'cold' (it faults more: pages returned and faulted in
+    again), 'warm' (fewer); None where it could not be asked."""
     if plain is None:
         return None
-    cold_faults = float(probe.get("cold_faults_per_step") or 0.0)
-    bar = max(FAULTS_NOTE_THRESHOLD, PLAIN_COLD_SHARE * cold_faults, 2 * faults_per_step)
-    return "cold" if plain["faults_per_step"] >= bar else "warm"
+    theirs = float(plain["faults_per_step"])
+    if not faults_differ(theirs, faults_per_step, median_s):
+        return "same"
+    return "cold" if theirs > faults_per_step else "warm"
 
 
 def other_mode(
@@ -180,16 +196,20 @@ def other_mode(
             "faults_per_step": round(float(faults_per_step), 1), "headline": headline}  # fmt: skip
 
 
-def headline_words(plain_mode: str | None, plain: dict[str, Any] | None, switched: bool) -> str:
-    """Why the headline is the mode it is, in words (the `alloc_headline` condition)."""
-    if plain_mode is None or plain is None:
+def headline_words(
+    fresh: str | None, plain: dict[str, Any] | None, faults_per_step: float, switched: bool
+) -> str:
+    """Why the headline is the figure it is, in words (the `alloc_headline` condition)."""
+    if fresh is None or plain is None:
         return "pages reused: a fresh process's plain loop could not be run to say which mode it gets"
-    faults = f"{plain['faults_per_step']:,.0f} pages per step"
-    if plain_mode == "cold" and switched:
-        return f"pages returned: a plain loop in a fresh process faulted {faults}, as this mode does"
-    if plain_mode == "cold":
-        return f"pages reused, the pairs' own samples; a plain loop in a fresh process faulted {faults}"
-    return f"pages reused: a plain loop in a fresh process faulted {faults}, as this mode does"
+    theirs = f"{plain['faults_per_step']:,.0f} pages per step"
+    if fresh == "same":
+        return f"pages reused: a plain loop in a fresh process faulted {theirs}, as this mode does"
+    name = MODE_NAMES[fresh]
+    if switched:
+        return (f"{name}, timed in a fresh process's plain loop ({plain['steps']} steps, its median step "
+                f"faulted {theirs}; the engine's loop {faults_per_step:,.0f})")  # fmt: skip
+    return f"the pairs' own samples; a plain loop in a fresh process faulted {theirs} ({name})"
 
 
 def headline_note(conditions: dict[str, Any]) -> str:

@@ -24,20 +24,20 @@ from gpuplay.core.process.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import (
     PLAIN_PROBE_S,
+    allocation_bound,
     allocation_note,
     between_steps,
     cold_probe,
+    fresh_mode,
     headline_note,
     headline_words,
     modes_differ,
     other_mode,
-    page_returner,
-    plain_loop_mode,
 )
 from gpuplay.core.runner.alloc import minor_faults as _minor_faults
 from gpuplay.core.runner.inputs import clear_caches, reference
 from gpuplay.core.runner.loop import Cancelled, LoopOutcome, PhaseCallback, SampleCallback, timed_loop
-from gpuplay.core.runner.plainloop import plain_loop_faults
+from gpuplay.core.runner.plainloop import plain_loop
 from gpuplay.core.runner.plan import RunPlan, conditions, plan_run
 from gpuplay.core.runner.preflight import estimate_step_seconds, memory_shortfall
 from gpuplay.core.runner.steps import prepare_step
@@ -412,11 +412,11 @@ class _Measurement:
     ) -> None:
         """Say which allocation mode was timed, and (on the host) how far the other one is.
 
-        With `alloc=auto` and modes that differ, a fresh process's plain loop says which mode a
-        user's own script gets (runner/plainloop.py); where that is the faulting one, the steps
-        are timed again with pages returned between them and that loop is the headline, the
-        first loop's median beside it as the pages-reused figure (`switch=False`: a paired
-        baseline keeps the pairs' samples and only says so)."""
+        With `alloc=auto`, where the modes differ or the steps fault enough themselves, a fresh
+        process's plain loop times the steps as a user's own script does (runner/plainloop.py);
+        where its median step faults unlike the engine's, its times are the headline and the
+        engine's loop is kept beside them by name (`switch=False`: a paired baseline keeps the
+        pairs' samples and only says so)."""
         plan, result = self.plan, self.result
         mode = plan.spec.alloc
         result.conditions["alloc"] = "warm" if mode == "auto" else mode
@@ -432,45 +432,42 @@ class _Measurement:
             probe = cold_probe(step, timer, median, keep_last=self.keep_for_check)
             if probe is not None:
                 result.conditions["alloc_cold_probe"] = probe
-        if mode == "auto" and probe is not None and modes_differ(probe, faults_per_step, median):
-            self.headline_mode(step, timer, probe, faults_per_step, switch)
+        if (
+            mode == "auto"
+            and probe is not None
+            and (modes_differ(probe, faults_per_step, median) or allocation_bound(faults_per_step, median))
+        ):
+            self.headline_mode(probe, faults_per_step, switch)
             return
         note = allocation_note(mode, faults_per_step, probe)
         if note:
             result.notes.append(note)
 
-    def headline_mode(
-        self, step: Callable[[], Any], timer: StepTimer, probe: dict[str, Any], faults: float, switch: bool
-    ) -> None:
-        """The mode a fresh plain loop gets as the headline, the other beside it by name."""
+    def headline_mode(self, probe: dict[str, Any], faults: float, switch: bool) -> None:
+        """A fresh process's plain loop: its times the headline where its steps fault unlike the
+        engine's, the engine's loop beside them by name; otherwise the engine's loop, the cold
+        probe beside it where the modes differ."""
         plan, result = self.plan, self.result
-        median = result.median or 0.0
-        plain = plain_loop_faults(plan.spec, int(PLAIN_PROBE_S / max(median, 1e-6)), self.cancel)
+        spec, median = plan.spec, result.median or 0.0
+        budget = max(spec.budget_s, PLAIN_PROBE_S) if spec.repeat is None else 1e9
+        plain = plain_loop(spec, budget, self.cancel, max_steps=spec.repeat or spec.max_repeat)
         if self.cancel.is_set():
             raise Cancelled
         if plain is not None:
-            result.conditions["alloc_plain_loop"] = plain
-        plain_mode = plain_loop_mode(plain, probe, faults)
-        if plain_mode == "cold" and switch:
-            self.phase("allocation")
-            spec = plan.spec
-            self.probe_out = _NONE  # no output outlives its step (the check calls the step once more)
-            f0 = _minor_faults()
-            cold = timed_loop(step, timer, phase="allocation", cancel=self.cancel, pause=self.pause,
-                              count=spec.repeat, budget_s=spec.budget_s, min_count=spec.min_repeat,
-                              max_count=spec.max_repeat, between=both(self.between(), page_returner()))  # fmt: skip
-            if cold.cancelled:
-                raise Cancelled
-            warm_samples, result.samples = result.samples, cold.samples
-            result.conditions["alloc"] = "cold"
-            result.conditions["alloc_other"] = other_mode("warm", warm_samples, faults)
-            f1 = _minor_faults()
-            if f0 is not None and f1 is not None and cold.samples:
-                result.conditions["page_faults_per_step"] = round((f1 - f0) / len(cold.samples), 1)
-        else:
+            result.conditions["alloc_plain_loop"] = {k: v for k, v in plain.items() if k != "samples_s"}
+        fresh = fresh_mode(plain, faults, median)
+        if plain is not None and fresh in ("cold", "warm") and switch:
+            engine_samples, result.samples = result.samples, plain["samples_s"]
+            result.conditions["alloc"] = fresh
+            result.conditions["alloc_timed_in"] = "a fresh process's plain loop"
+            result.conditions["page_faults_per_step"] = plain["faults_per_step"]
+            result.conditions["alloc_other"] = other_mode(
+                "warm" if fresh == "cold" else "cold", engine_samples, faults
+            )
+        elif modes_differ(probe, faults, median):
             result.conditions["alloc_other"] = other_mode("cold", None, probe["cold_faults_per_step"],
                                                           probe["cold_median_s"], probe["steps"])  # fmt: skip
-        result.conditions["alloc_headline"] = headline_words(plain_mode, plain, switch)
+        result.conditions["alloc_headline"] = headline_words(fresh, plain, faults, switch)
         result.notes.append(headline_note(result.conditions))
 
     def keep_for_check(self, out: Any) -> None:

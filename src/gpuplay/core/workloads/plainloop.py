@@ -1,10 +1,12 @@
 """A user's plain loop over a workload's kernel, in the fresh process it is run as (runner/plainloop.py).
 
-    python -m gpuplay.core.workloads.plainloop '<spec JSON>' <steps>
+    python -m gpuplay.core.workloads.plainloop '<spec JSON>' <budget seconds> <max steps>
 
 Inputs made as a user's script makes them (float64 from the seed, converted to the run's dtype
-one by one, the float64 dropped), the warm-up calls, then `steps` steps: their minor page faults
-and median on stdout as one JSON line. Imports the workloads and the array library only.
+one by one, the float64 dropped), the warm-up calls, then steps for the budget (at least
+MIN_STEPS, at most max steps), each timed with `perf_counter()` as a user times it: every step's
+time and minor page faults on stdout as one JSON line. Imports the workloads and the array
+library only.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 
 from gpuplay.core.spec import RunSpec
 
+MIN_STEPS = 10
+
 
 def _faults() -> int:
     import resource
@@ -23,8 +27,8 @@ def _faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
-def plain_loop(spec: RunSpec, steps: int) -> dict[str, Any]:
-    """In this (fresh) process: a user's loop over the kernel; faults and median per step."""
+def plain_loop(spec: RunSpec, budget_s: float, max_steps: int) -> dict[str, Any]:
+    """In this (fresh) process: a user's loop over the kernel; each step's time and faults."""
     import numpy as np
 
     from gpuplay.core.workloads import get_workload
@@ -50,20 +54,21 @@ def plain_loop(spec: RunSpec, steps: int) -> dict[str, Any]:
     kernel = w.kernel(spec.backend, xp, p)
     for _ in range(spec.warmup):
         kernel(*prepared)
-    times = []
-    f0 = _faults()
-    for _ in range(steps):
+    times: list[float] = []
+    faults: list[int] = []
+    end = time.perf_counter() + budget_s
+    while len(times) < max_steps and (len(times) < MIN_STEPS or time.perf_counter() < end):
+        f0 = _faults()
         t0 = time.perf_counter()
         kernel(*prepared)  # the output is dropped here, as a loop that keeps nothing drops it
         times.append(time.perf_counter() - t0)
-    faults = (_faults() - f0) / steps
-    times.sort()
-    return {"faults_per_step": faults, "median_s": times[len(times) // 2], "steps": steps}
+        faults.append(_faults() - f0)
+    return {"samples_s": times, "faults": faults}
 
 
 def main(argv: list[str]) -> int:
     spec = RunSpec.from_dict(json.loads(argv[1]))
-    print(json.dumps(plain_loop(spec, int(argv[2]))))
+    print(json.dumps(plain_loop(spec, float(argv[2]), int(argv[3]))))
     return 0
 
 
