@@ -195,7 +195,10 @@ async def test_the_scenario_list_keeps_its_height_and_control_values_fit(tmp_pat
     from gpuplay.tui.sidebar import Sidebar
     from gpuplay.tui.widgets import ControlsPanel
 
-    app = GpuPlayApp(None, autostart=False, telemetry=False, export_dir=tmp_path)
+    # Each choice starts a measurement that nothing here reads. At the live 2 s budget it kept the
+    # process busy, and every pilot.pause() waits up to 1 s for an idle process: 9-11 s a size,
+    # against 2-2.5 s at 0.05 s. The shipped scenarios stay: their parameters size the controls.
+    app = GpuPlayApp(None, autostart=False, telemetry=False, export_dir=tmp_path, budget_s=0.05)
     async with app.run_test(size=size) as pilot:
         await wait_until(pilot, lambda: app.probed)
         heights = []
