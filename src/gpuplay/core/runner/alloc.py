@@ -34,12 +34,6 @@ MODE_NAMES = {"warm": "pages reused", "cold": "pages returned"}
 # NumPy step read 13 ms slower for 1,499 more faults per step (8.7 µs each on the loaded 2-core
 # machine); 2 µs keeps a 1024² matmul (~1,000 faults, ~1 % of its step) out.
 FAULT_COST_S = 2e-6
-# The fresh-process plain loop runs this many seconds of steps (10 to MAX_STEPS) to count faults:
-# some steps fault and some do not (batched matmul torch: 1,117 or 1,446 a step over 1.5 s, 4,096
-# in 5 steps), so a few steps say little.
-PLAIN_PROBE_S = 1.0
-# A plain loop faulting this share of the cold probe's pages per step runs in the cold mode.
-PLAIN_COLD_SHARE = 0.5
 # ~4 MiB of 4 KiB pages faulted in per step: worth a word beside the figure.
 FAULTS_NOTE_THRESHOLD = 1000
 FLIP_RATIO = 1.2  # a cold mode this much slower is worth saying

@@ -23,7 +23,6 @@ from gpuplay.core.measure import trace
 from gpuplay.core.process.interrupt import Interrupted, interruptible
 from gpuplay.core.result import RunResult
 from gpuplay.core.runner.alloc import (
-    PLAIN_PROBE_S,
     allocation_bound,
     allocation_note,
     between_steps,
@@ -449,7 +448,8 @@ class _Measurement:
         probe beside it where the modes differ."""
         plan, result = self.plan, self.result
         spec, median = plan.spec, result.median or 0.0
-        budget = max(spec.budget_s, PLAIN_PROBE_S) if spec.repeat is None else 1e9
+        # The run's own budget (at least 10 steps): the headline loop is as long as the engine's was.
+        budget = spec.budget_s if spec.repeat is None else 1e9
         plain = plain_loop(spec, budget, self.cancel, max_steps=spec.repeat or spec.max_repeat)
         if self.cancel.is_set():
             raise Cancelled
