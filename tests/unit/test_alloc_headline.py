@@ -112,14 +112,14 @@ def test_the_plain_loop_child_times_a_fresh_processs_steps_and_counts_their_faul
     spec = RunSpec.make("elementwise", {"n": 1_000_000}, dtype="float64")
     for k, v in FAULTING_CHILD.items():
         monkeypatch.setenv(k, v)
-    cold = plain_loop(spec, 0.05, threading.Event())
+    cold = plain_loop(spec, 0.05, threading.Event(), max_steps=1000)
     assert cold is not None and cold["faults_per_step"] >= 4000 and cold["steps"] >= 10
     assert len(cold["samples_s"]) == cold["steps"] and all(0 < t < 1 for t in cold["samples_s"])
     capped = plain_loop(spec, 5.0, threading.Event(), max_steps=3)
     assert capped is not None and capped["steps"] == 3, "a run's step cap holds in the child too"
     cancelled = threading.Event()
     cancelled.set()
-    assert plain_loop(spec, 0.05, cancelled) is None, "a cancelled run waits for no child"
+    assert plain_loop(spec, 0.05, cancelled, max_steps=1000) is None, "a cancelled run waits for no child"
 
 
 def test_a_childs_output_is_read_only_as_finite_bounded_figures():

@@ -44,17 +44,17 @@ MAX_STEP_S = 1e6  # a step's time read back is finite and bounded
 
 
 def plain_loop(
-    spec: RunSpec, budget_s: float, cancel: threading.Event, max_steps: int | None = None,
+    spec: RunSpec, budget_s: float, cancel: threading.Event, max_steps: int,
     timeout_s: float = CHILD_TIMEOUT_S,
 ) -> dict[str, Any] | None:  # fmt: skip
-    """Run `plain_loop` in a fresh process for `budget_s` of steps (at most `max_steps`, the
-    spec's max_repeat by default); its figures, or None where it could not say (no child,
-    cancelled, past `timeout_s` plus the budget, unreadable output)."""
+    """Run `plain_loop` in a fresh process for `budget_s` of steps (at most `max_steps`); its
+    figures, or None where it could not say (no child, cancelled, past `timeout_s` plus the
+    budget, unreadable output)."""
     env = os.environ.copy()
     if spec.threads:  # as a user limits a BLAS's threads, and as the run's own process did
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = str(spec.threads)
-    max_steps = max(1, min(MAX_STEPS, max_steps or spec.max_repeat))
+    max_steps = max(1, min(MAX_STEPS, max_steps))
     cmd = [sys.executable, "-m", "gpuplay.core.workloads.plainloop", json.dumps(spec.to_dict()),
            repr(float(budget_s)), str(max_steps)]  # fmt: skip
     try:
