@@ -22,6 +22,14 @@ VERIFY = ROOT / "scripts" / "gpu-verify"
 WHEELHOUSE = ROOT / "scripts" / "gpu-wheelhouse"
 
 
+@pytest.fixture(autouse=True)
+def the_gpu_box_after_each_test(monkeypatch):
+    """`gpu-verify rehearse` sets the module's BOX to the rehearsal's for the rest of the process:
+    a test calling its main() left it set, and a later test in the same worker ran the rehearsal's
+    chunks instead of its own (CHUNKS is read only where BOX has none)."""
+    monkeypatch.setattr(stages, "BOX", stages.BOX)
+
+
 def _run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     return subprocess.run(
@@ -761,7 +769,6 @@ def test_the_audit_tells_code_errors_from_absences():
 
 def test_the_rehearsal_fails_on_a_code_error_and_prints_it(tmp_path, monkeypatch, capsys):
     verify = _verify_module()
-    monkeypatch.setattr(stages, "BOX", stages.BOX)  # main() sets the rehearsal's; put it back after
     monkeypatch.setattr(proc, "LOG", None)
 
     def stage(name, code):
