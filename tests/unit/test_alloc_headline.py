@@ -163,3 +163,54 @@ def test_the_modes_differ_by_their_page_faults_and_a_fresh_loops_median_step_say
     assert fresh_mode({"faults_per_step": 0}, 5_000, 0.040) == "warm"
     assert fresh_mode({"faults_per_step": 400}, 0, 0.002) == "same", "under a thousand pages"
     assert fresh_mode(None, 0, 0.040) is None
+
+
+@needs_glibc
+@pytest.mark.parametrize(
+    ("read", "asked", "headline"),
+    [
+        ((5_000.0, 5_000.0), 2, "cold"),  # two agree: the fresh loop is the headline
+        ((5_000.0, 0.0, 0.0), 3, "warm"),  # one fresh loop in the rare mode is outvoted
+        ((0.0,), 1, "warm"),  # like the engine's (0 faults): asked once, the engine's loop stays
+    ],
+)
+def test_a_fresh_loop_that_would_replace_the_engines_is_asked_again(monkeypatch, read, asked, headline):
+    readings = iter(read)
+    calls: list[float] = []
+
+    def reading(spec, budget_s, cancel, max_steps=None):
+        faults = next(readings)
+        calls.append(faults)
+        return {
+            "faults_per_step": faults,
+            "mean_faults_per_step": faults,
+            "steps": 12,
+            "samples_s": [0.5] * 12,
+        }
+
+    monkeypatch.setattr(measure, "plain_loop", reading)
+    monkeypatch.setattr(measure, "modes_differ", lambda probe, f, m: True)
+    # The engine's own loop faulted nothing here, whatever this process's allocator did before.
+    monkeypatch.setattr(
+        measure, "fresh_mode", lambda plain, f, m: "cold" if plain["faults_per_step"] else "same"
+    )
+    r = run(RunSpec.make("elementwise", SPEC["params"], dtype="float64", budget_s=0.1, warmup=2))
+    assert r.status == "ok", r.message
+    assert len(calls) == asked
+    assert r.conditions["alloc"] == headline
+    assert (r.samples == [0.5] * 12) == (headline == "cold")
+    if asked > 1:
+        assert [x["faults_per_step"] for x in r.conditions["alloc_fresh_loops"]] == list(read)
+        votes = 2
+        assert f"{votes} of {asked} fresh processes met this mode" in r.conditions["alloc_headline"]
+
+
+def test_the_mode_most_fresh_loops_met_is_the_headlines():
+    from gpuplay.core.runner.alloc import fresh_majority
+
+    a, b, c = ({"faults_per_step": f} for f in (4064.0, 0.0, 9000.0))
+    assert fresh_majority([(a, "cold"), (b, "same"), (b, "same")]) == ("same", b, 2)
+    assert fresh_majority([(a, "cold"), (a, "cold")]) == ("cold", a, 2)
+    assert fresh_majority([(a, "cold"), (b, "same"), (c, "warm")]) == ("cold", a, 1), "the median count"
+    assert fresh_majority([(None, None), (b, "same")]) == ("same", b, 1), "a loop not run does not vote"
+    assert fresh_majority([(None, None)]) == (None, None, 0)

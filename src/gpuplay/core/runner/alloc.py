@@ -37,6 +37,9 @@ FAULT_COST_S = 2e-6
 # ~4 MiB of 4 KiB pages faulted in per step: worth a word beside the figure.
 FAULTS_NOTE_THRESHOLD = 1000
 FLIP_RATIO = 1.2  # a cold mode this much slower is worth saying
+# Fresh loops asked at most before a fresh loop replaces the engine's as the headline: two that
+# agree, or a third to decide (runner/measure.py).
+FRESH_VOTES = 3
 # The probe's figure is the median of this many steps, each on memory just handed back to the OS
 # (malloc_trim before it), so each faults its output in as a fresh process's step does. Three
 # steps give a median robust to one outlier (as five do): the figure is a
@@ -190,19 +193,44 @@ def other_mode(
             "faults_per_step": round(float(faults_per_step), 1), "headline": headline}  # fmt: skip
 
 
+def fresh_majority(
+    loops: list[tuple[dict[str, Any] | None, str | None]],
+) -> tuple[str | None, dict[str, Any] | None, int]:
+    """The mode most fresh loops met, the first loop in it, and how many met it. Loops that could
+    not be run do not vote; with no majority (three modes), the loop of the median fault count."""
+    voted = [(p, m) for p, m in loops if p is not None and m is not None]
+    if not voted:
+        return None, None, 0
+    modes = [m for _, m in voted]
+    best = max(modes, key=modes.count)  # the earliest of the most frequent
+    if modes.count(best) == 1 and len(voted) > 2:
+        ranked = sorted(voted, key=lambda pm: float(pm[0]["faults_per_step"]))
+        best = ranked[len(ranked) // 2][1]
+    plain = next(p for p, m in voted if m == best)
+    return best, plain, modes.count(best)
+
+
 def headline_words(
-    fresh: str | None, plain: dict[str, Any] | None, faults_per_step: float, switched: bool
+    fresh: str | None,
+    plain: dict[str, Any] | None,
+    faults_per_step: float,
+    switched: bool,
+    votes: tuple[int, int] = (1, 1),
 ) -> str:
-    """Why the headline is the figure it is, in words (the `alloc_headline` condition)."""
+    """Why the headline is the figure it is, in words (the `alloc_headline` condition); `votes`:
+    how many of the fresh loops asked met that mode."""
     if fresh is None or plain is None:
         return "pages reused: a fresh process's plain loop could not be run to say which mode it gets"
     theirs = f"{plain['faults_per_step']:,.0f} pages per step"
+    of = f"; {votes[0]} of {votes[1]} fresh processes met this mode" if votes[1] > 1 else ""
     if fresh == "same":
-        return f"pages reused: a plain loop in a fresh process faulted {theirs}, as this mode does"
+        return f"pages reused: a plain loop in a fresh process faulted {theirs}, as this mode does{of}"
     name = MODE_NAMES[fresh]
     if switched:
-        return (f"{name}, timed in a fresh process's plain loop ({plain['steps']} steps, its median step "
-                f"faulted {theirs}; the engine's loop {faults_per_step:,.0f})")  # fmt: skip
+        return (
+            f"{name}, timed in a fresh process's plain loop ({plain['steps']} steps, its median step "
+            f"faulted {theirs}; the engine's loop {faults_per_step:,.0f}{of})"
+        )
     return f"the pairs' own samples; a plain loop in a fresh process faulted {theirs} ({name})"
 
 
