@@ -68,11 +68,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "compile" in item.keywords:
             item.add_marker(pytest.mark.slow)  # a cold torch.compile alone takes ~16 s on 2 cores
-    # The slow tests first (a stable sort: the same order on every xdist worker): with worksteal
-    # the long ones then run while the short ones fill the other worker, instead of a 60 s test
-    # starting at the tail of the run with the other worker idle (the whole suite read 7 min 8 s
-    # against 7 min 48 s in order of the files).
-    items.sort(key=lambda item: "slow" not in item.keywords)
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA")
