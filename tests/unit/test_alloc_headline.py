@@ -36,21 +36,25 @@ def faulting_child(monkeypatch):
     monkeypatch.setattr(measure, "modes_differ", lambda probe, f, m: True)  # the modes differ here
 
 
-def _run_with_plain_loop_reading(monkeypatch, faults: float):
-    """A run whose fresh-process plain loop read `faults` per step (the child is real elsewhere)."""
-    asked: list[RunSpec] = []
+def _fresh_loops_reading(monkeypatch, faults: list[float], step_s: float) -> list[float]:
+    """Fresh plain loops that read `faults` per step in turn, each 12 steps of `step_s` (the child
+    is real elsewhere); the modes differ. Returns the counts handed out, as they are asked for."""
+    readings = iter(faults)
+    asked: list[float] = []
 
     def reading(spec, budget_s, cancel, max_steps=None):
-        asked.append(spec)
-        return {
-            "faults_per_step": faults,
-            "mean_faults_per_step": faults,
-            "steps": 12,
-            "samples_s": [1.0] * 12,
-        }
+        asked.append(next(readings))
+        return {"faults_per_step": asked[-1], "mean_faults_per_step": asked[-1], "steps": 12,
+                "samples_s": [step_s] * 12}  # fmt: skip
 
     monkeypatch.setattr(measure, "plain_loop", reading)
     monkeypatch.setattr(measure, "modes_differ", lambda probe, f, m: True)  # the modes differ here
+    return asked
+
+
+def _run_with_plain_loop_reading(monkeypatch, faults: float):
+    """A run whose fresh-process plain loop read `faults` per step."""
+    asked = _fresh_loops_reading(monkeypatch, [faults], 1.0)
     r = run(RunSpec.make("elementwise", SPEC["params"], dtype="float64", budget_s=0.1, warmup=2))
     assert r.status == "ok", r.message
     assert len(asked) == 1
@@ -175,21 +179,7 @@ def test_the_modes_differ_by_their_page_faults_and_a_fresh_loops_median_step_say
     ],
 )
 def test_a_fresh_loop_that_would_replace_the_engines_is_asked_again(monkeypatch, read, asked, headline):
-    readings = iter(read)
-    calls: list[float] = []
-
-    def reading(spec, budget_s, cancel, max_steps=None):
-        faults = next(readings)
-        calls.append(faults)
-        return {
-            "faults_per_step": faults,
-            "mean_faults_per_step": faults,
-            "steps": 12,
-            "samples_s": [0.5] * 12,
-        }
-
-    monkeypatch.setattr(measure, "plain_loop", reading)
-    monkeypatch.setattr(measure, "modes_differ", lambda probe, f, m: True)
+    calls = _fresh_loops_reading(monkeypatch, list(read), 0.5)
     # The engine's own loop faulted nothing here, whatever this process's allocator did before.
     monkeypatch.setattr(
         measure, "fresh_mode", lambda plain, f, m: "cold" if plain["faults_per_step"] else "same"
