@@ -43,6 +43,37 @@ def _no_engine_left(state: Path) -> list[int]:
     return left
 
 
+# A Ctrl+C that lands inside a class body's `__set_name__` while gpuplay's commands are imported:
+# Python raises it as "RuntimeError: Error calling __set_name__ on 'Field' instance 'done'",
+# KeyboardInterrupt its cause (seen at 0.1 s into a run with four test workers on two cores).
+_INTERRUPT_IN_SET_NAME = """
+import dataclasses, os, signal, sys, time
+real = dataclasses.Field.__set_name__
+def landing(self, owner, name):
+    if owner.__module__ == "gpuplay.core.measure.roofline" and not os.environ.get("LANDED"):
+        os.environ["LANDED"] = "1"
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
+    return real(self, owner, name)
+dataclasses.Field.__set_name__ = landing
+"""
+
+
+@pytest.mark.plain_children  # the hook is this test's sitecustomize: coverage's would not run
+def test_ctrl_c_inside_an_imports_class_body_is_one_line_and_exit_130(tmp_path):
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(_INTERRUPT_IN_SET_NAME)
+    state = tmp_path / "state"
+    env = _env(state, PYTHONPATH=str(tmp_path / "site"))
+    out = subprocess.run([sys.executable, "-m", "gpuplay", *RUN, "--budget", "0.05"], env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 130, out.stderr
+    assert "Traceback" not in out.stderr and "RuntimeError" not in out.stderr, out.stderr
+    said = [line for line in out.stderr.splitlines() if "interrupted" in line]
+    assert said == ["interrupted by SIGINT"], out.stderr
+    assert _no_engine_left(state) == []
+
+
 _ENDS_AT_ONCE = """
 import os, signal, sys
 if "gpuplay.core.engine.server" in sys.orig_argv:

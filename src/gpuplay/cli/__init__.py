@@ -116,12 +116,31 @@ class _Gpuplay(click.Group):
         except RuntimeError as exc:
             from gpuplay.core.engine.client import EngineStartError
 
+            if _from_interrupt(exc):
+                # Ctrl+C inside an import's class body: Python re-raises it as the RuntimeError of
+                # the `__set_name__` it landed in ("Error calling __set_name__ on 'Field' instance"
+                # from a dataclass), KeyboardInterrupt its cause; seen at 0.1 s into a run on a
+                # loaded machine. Still the user's Ctrl+C: the same line and 130.
+                say_interrupted()
+                ctx.exit(130)
             if not isinstance(exc, EngineStartError):
                 raise
             from gpuplay.core.storage.safetext import visible
 
             click.echo(f"gpuplay: {visible(exc)}", err=True)
             ctx.exit(1)
+
+
+def _from_interrupt(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is behind `exc` (its cause or context, at any depth)."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        if isinstance(at, KeyboardInterrupt):
+            return True
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return False
 
 
 @click.group(
