@@ -31,6 +31,21 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# What a caller's pytest hands its children and the kit's own pytest must not take: options for
+# every pytest run (a CI's `--cov` made each chunk erase the caller's coverage data files in the
+# checkout as it started: `gpuplay serve`'s server processes read 0 % in the suite that ran the
+# kit's tests) and pytest-cov's per-run settings.
+CALLER_PYTEST = ("PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_CURRENT_TEST")
+
+
+def pytest_env() -> dict[str, str]:
+    """child_env() for the kit's pytest chunks: the kit's own options, none of the caller's."""
+    env = child_env()
+    for name in [*CALLER_PYTEST, *(k for k in env if k.startswith("COV_CORE_"))]:
+        env.pop(name, None)
+    return env
+
+
 def tail(text: str, limit: int = 4000) -> str:
     return text if len(text) <= limit else "…" + text[-limit:]
 

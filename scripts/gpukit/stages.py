@@ -497,7 +497,9 @@ def stage_tests(
             argv += ["-o", "addopts="]
 
         def one(argv: list[str] = argv, wanted: float = wanted) -> dict[str, Any]:
-            return proc.python(argv, st.deadline.give(wanted), grace=20, first_signal=signal.SIGINT)
+            return proc.python(
+                argv, st.deadline.give(wanted), env=proc.pytest_env(), grace=20, first_signal=signal.SIGINT
+            )
 
         r = st.step(f"pytest {name}", one, need=30)
         if r is None:

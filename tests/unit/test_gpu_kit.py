@@ -245,6 +245,24 @@ def test_the_tests_stage_runs_chunks_and_brings_back_their_counts(tmp_path, monk
     assert doc["not_run"] == [] and sorted(p.name for p in out.iterdir()) == ["REPORT.md", "tests.json"]
 
 
+def test_a_callers_pytest_options_do_not_reach_the_kits_chunks(tmp_path, monkeypatch):
+    """A CI that runs the kit's tests under `PYTEST_ADDOPTS=--cov` handed that to each chunk, whose
+    pytest-cov then erased the caller's coverage data in the checkout; an option the chunk's pytest
+    does not know shows it: usage error, exit 4."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_a.py").write_text("def test_ok():\n    pass\n")
+    monkeypatch.setattr(stages, "CHUNKS", (("gpu", [str(suite)], 60),))
+    monkeypatch.setattr(stages, "ensure_installed", lambda st, w: True)
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--an-option-of-the-callers-own")
+    monkeypatch.setenv("COV_CORE_DATAFILE", str(tmp_path / ".coverage"))
+    out = tmp_path / "out"
+    status = stages.stage_tests(outdir.OutDir(out), tmp_path / "no-wheels", seconds=120)
+    assert status != stages.EXIT_FAILED  # passed, or "no CUDA here" (exit 3) on this machine
+    doc = json.loads((out / "tests.json").read_text())
+    assert doc["chunks"][0]["rc"] == 0 and doc["totals"]["tests"] == 1, doc["chunks"]
+
+
 # -- a stage for real, here ---------------------------------------------------------------------
 @pytest.mark.skipif(_cuda(), reason="checks the no-CUDA report")
 def test_env_stage_without_cuda_writes_its_report_and_exits_3(tmp_path):
