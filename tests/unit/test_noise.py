@@ -266,13 +266,16 @@ sys.stdin.read()
 
 
 @pytest.mark.skipif(not os.path.isfile("/proc/self/stat"), reason="names from /proc/PID/stat")
-def test_a_busy_windows_names_come_from_its_listing_as_psutil_gives_them(monkeypatch):
+def test_a_busy_windows_names_come_from_its_listing_as_psutil_gives_them(monkeypatch, tmp_path):
     """The processes a busy window names are named from the listing's own stat lines (no more
     /proc reads, ~0.1 ms each a point), the very names psutil gives: spaces and parentheses kept,
-    and a name the kernel cut at 15 bytes completed from the command line by psutil, as before."""
-    names = ["a (b) c)", "x" * 15]
-    kids = [subprocess.Popen([sys.executable, "-c", NAMED, n], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-            for n in names]  # fmt: skip
+    and a name the kernel cut at 15 bytes completed from the command line as psutil does, without
+    psutil (a busy machine's long name made a NumPy run's engine import it)."""
+    long_exe = tmp_path / "a-python-with-a-long-name"
+    long_exe.symlink_to(sys.executable)
+    names = ["a (b) c)", "x" * 15, long_exe.name[:15]]
+    kids = [subprocess.Popen([sys.executable if i < 2 else str(long_exe), "-c", NAMED, n], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE) for i, n in enumerate(names)]  # fmt: skip
     try:
         for kid in kids:
             assert kid.stdout is not None and kid.stdout.readline().strip() == b"named"
@@ -287,8 +290,9 @@ def test_a_busy_windows_names_come_from_its_listing_as_psutil_gives_them(monkeyp
         # the listing itself reads no psutil on Linux: the names' fallback imports it
         monkeypatch.setattr(noise._psutil(), "Process", counted)
         assert noise._name(kids[0].pid) == "a (b) c)" == real(kids[0].pid).name() and asked == []
-        # cut by the kernel: psutil's own answer, which reads the command line
-        assert noise._name(kids[1].pid) == real(kids[1].pid).name() and asked == [kids[1].pid]
+        # cut by the kernel: psutil's answer, completed from the command line, without psutil
+        assert noise._name(kids[1].pid) == real(kids[1].pid).name() == "x" * 15 and asked == []
+        assert noise._name(kids[2].pid) == real(kids[2].pid).name() == long_exe.name and asked == []
         for pid in list(noise._stat_files.comm)[:20]:
             with contextlib.suppress(psutil.Error):
                 assert noise._name(pid) == real(pid).name()
