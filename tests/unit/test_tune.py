@@ -219,3 +219,23 @@ def test_a_runtime_rung_on_top_of_amp_runs_and_is_named_in_its_dtype(monkeypatch
         assert (spec.params["runtime"], spec.amp, spec.compile) == (runtime, amp, "off")
     refused = planner.check(best.replace(compile="off", params={**best.params, "runtime": "onnxruntime"}))
     assert isinstance(refused, planner.Refusal) and "torch.autocast" in refused.reason
+
+
+@pytest.mark.parametrize("budget", [6.0, 2.0])
+def test_a_short_budget_still_measures_the_baseline_first_and_pairs_every_rung(budget):
+    """The baseline is what every rung is paired with: its share of a short budget (0.4 s of 6 s
+    for inference's thirteen rungs) must not drop it while a rung of larger weight runs unpaired."""
+    ladder = tune.plan_ladder(_spec("matmul", n=64), "cpu", "matmul", budget_s=budget)
+    asked: list[tuple[str, str | None]] = []
+
+    def measure(spec: RunSpec, *, cancel: threading.Event, paired_with: RunSpec | None = None) -> RunResult:
+        asked.append((tune.config_label(spec), tune.config_label(paired_with) if paired_with else None))
+        return _result(spec, 0.01, (1.5, 1.2, 1.8) if paired_with else None)
+
+    tune.run_ladder(ladder, measure)
+    by = {r.name: r for r in ladder.rungs}
+    assert by["baseline"].status == "measured" and by["baseline"].reason == "the reference"
+    assert asked[0] == ("numpy cpu float32", None)
+    assert all(against is not None for _, against in asked[1:]), asked
+    for r in ladder.rungs[1:]:
+        assert r.status == "refused" or r.reason != "not run: the baseline did not run", r

@@ -464,6 +464,7 @@ def judge(rung: Rung) -> None:
         rung.reason = f"within noise: {span}, the interval holds 1"
 
 
+BASELINE_FLOOR_S = 1.0  # the baseline's share at least, however short the ladder's budget
 GRACE_S = {"baseline": 30.0}  # the first measurement also starts the engine and imports its libraries
 DEFAULT_GRACE_S = 3.0
 FLOOR_STEPS = 48  # steps of the best so far a rung may take whatever its share (2 × 8 pairs + warm-ups)
@@ -535,8 +536,13 @@ class _Walk:
             return
         assert rung.spec is not None
         if left <= 0.5:
-            rung.status, rung.reason = "dropped", "not run: the ladder's budget was spent"
-            return
+            if rung.kind != "baseline":
+                rung.status, rung.reason = "dropped", "not run: the ladder's budget was spent"
+                return
+            # Every rung is paired with the baseline or what was kept on top of it: it runs
+            # whatever its share (`--budget-total 6` on inference gave it 0.4 s and it was dropped,
+            # while a compile rung with a larger weight then ran with nothing to pair with).
+            left = BASELINE_FLOOR_S
         rung.share_s = max(left, 0.0)  # its time as it starts: what the rungs before it left
         rung.spec = _with_budget(rung.spec, _measure_budget(rung, left))
         against = self.best if rung.kind != "baseline" else None
