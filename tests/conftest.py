@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 
 import pytest
@@ -9,6 +10,14 @@ import pytest
 # The simulated GPU's fixtures (tests/gpu_sim, docs/testing-gpu-sim.md), for any test to use.
 from tests.gpu_sim.fixtures import sim_h100, sim_h100_runtimes  # noqa: F401
 
+# Bytecode is cached, whatever the shell says. With PYTHONDONTWRITEBYTECODE=1 (CI's machine sets
+# it) every process compiled gpuplay's modules again: a fresh clone has no __pycache__, and the
+# suite starts hundreds of gpuplay processes (a NumPy `gpuplay run` took 0.71 s of CPU without
+# gpuplay's bytecode against 0.56 s with it) and each worker rewrote every test module's asserts
+# anew (~6 s of its start). __pycache__ is git-ignored; the installed libraries' bytecode was
+# written by pip at install time either way.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 # Keep torch's OpenMP pool small on the 2-core CI machine; tests measure behaviour, not speed.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Tests that stand for a notebook's stop button send this process SIGINT and expect
@@ -68,12 +77,54 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "compile" in item.keywords:
             item.add_marker(pytest.mark.slow)  # a cold torch.compile alone takes ~16 s on 2 cores
+    _long_tests_first_on_each_worker(config, items)
     if gpu_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU with CUDA")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _long_tests_first_on_each_worker(config, items: list[pytest.Item]) -> None:
+    """Tests marked `long` (15 s or more) start first, at the heads of the workers' first shares
+    of the collection, the longest first to the share with the least.
+
+    pytest-xdist's worksteal hands each of its k workers a contiguous share of the collection
+    (the i-th of the n tests left divided by the k - i workers left) and lets an idle worker steal
+    the back half of the longest queue. In the files' order the 70 s soak fell into the last
+    share and started at 322 s of a 393 s run, its last 40 s with the other workers done. At the
+    heads of the shares each long test starts at once, and the short tests fill in around it."""
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 0))
+    if workers < 2:  # (a worker's own `dist` option reads "no"; the suite's is worksteal, pyproject)
+        return
+    long = [item for item in items if item.get_closest_marker("long")]
+    if not long:
+        return
+    rest = [item for item in items if not item.get_closest_marker("long")]
+    # Longest first, each to the share with the least so far (the marker's argument: the seconds
+    # the test took on CI's two cores in the whole suite).
+    long.sort(key=lambda item: -_long_seconds(item))
+    heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    loads = [0.0] * workers
+    for item in long:
+        i = loads.index(min(loads))
+        heads[i].append(item)
+        loads[i] += _long_seconds(item)
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for i in range(workers):
+        share = left // (workers - i)
+        take = max(0, share - len(heads[i]))
+        ordered += heads[i] + rest[:take]
+        del rest[:take]
+        left -= len(heads[i]) + take
+    items[:] = ordered + rest
+
+
+def _long_seconds(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("long")
+    return float(marker.args[0]) if marker and marker.args else 15.0
 
 
 @pytest.fixture

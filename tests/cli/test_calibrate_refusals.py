@@ -83,6 +83,7 @@ def test_a_rate_still_rising_when_the_budget_ends_is_no_peak():
     assert not isinstance(flat, str)  # a rate that no longer rises is the peak
 
 
+@pytest.mark.long(35)
 @pytest.mark.slow
 def test_thirty_seconds_on_a_quiet_machine_store_the_copy_bandwidth_and_float32_peak(monkeypatch):
     _quiet(monkeypatch)

@@ -33,6 +33,7 @@ def step(xp, a, b):
 '''
 
 
+@pytest.mark.long(18)
 @pytest.mark.slow
 @pytest.mark.real_engine
 def test_tune_a_code_file_drops_the_rung_that_fails_its_check(tmp_path):
@@ -114,13 +115,14 @@ def test_tune_formats_hold_every_rung(fmt, capsys):
         assert "kept " in text and "over the baseline" in text
 
 
+@pytest.mark.long(15)
 @pytest.mark.slow
 @pytest.mark.real_engine
 def test_tune_inference_lists_every_rung_and_the_gpu_ones_with_reasons(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "GPUPLAY_IN_PROCESS"}
     env |= {"GPUPLAY_STATE_DIR": str(tmp_path / "state"), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "gpuplay", "tune", "inference", "-p", "quick", "-s", "seq=32", "-d", "cpu",
-           "--budget-total", "20", "--format", "json"]  # fmt: skip
+           "--budget-total", "12", "--format", "json"]  # fmt: skip
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
     rungs = {r["name"]: r for r in json.loads(proc.stdout)["rungs"]}

@@ -17,6 +17,7 @@ from tests.gpu_sim import SIM_NAME_MARK, sim_env
 pytestmark = [pytest.mark.gpu_sim, pytest.mark.slow]
 
 
+@pytest.mark.long(36)
 def test_the_gpu_rungs_are_climbed_on_the_simulated_h100(tmp_path):
     env = sim_env("h100", tmp_path)
     cmd = [sys.executable, "-m", "gpuplay", "tune", "matmul", "-d", "cuda:0", "-s", "n=64",

@@ -29,6 +29,7 @@ def key_event(key: str):
     return events.Key(key, CHARS.get(key, key))
 
 
+@pytest.mark.long(35)
 @pytest.mark.slow
 @pytest.mark.real_engine  # as the real app: this process's RSS is then the UI's alone
 async def test_a_thousand_rapid_changes(tmp_path):
@@ -131,6 +132,7 @@ print("RESULT " + json.dumps(asyncio.run(soak(minutes=40 / 60, interval=0.5, war
 """
 
 
+@pytest.mark.long(70)
 @pytest.mark.slow
 def test_short_soak_keeps_memory_and_histories_bounded(tmp_path):
     """R4 in CI: the soak script for 40 s after a warm-up tour of every key and every scenario, at

@@ -667,6 +667,7 @@ def test_a_probe_given_a_bad_command_line_says_how_to_call_it():
     assert r.returncode == 1 and doc["error"].startswith("usage: probes.py")
 
 
+@pytest.mark.long(14)
 @pytest.mark.slow
 @pytest.mark.compile
 def test_the_compile_probe_compiles_on_the_cpu():
@@ -686,6 +687,7 @@ def test_the_app_drive_finds_its_keys_in_the_app():
         assert actions[app_drive.lever_key(lever)] == f"cycle('{lever}')"
 
 
+@pytest.mark.long(14)
 @pytest.mark.slow
 def test_the_app_drive_drives_the_real_app_here(tmp_path):
     r = _run(ROOT / "scripts" / "gpukit" / "app_drive.py", tmp_path, "6", timeout=240)

@@ -181,6 +181,7 @@ def _cli_case(args: list[str]) -> None:
         assert "Error:" in out  # click names the option or value
 
 
+@pytest.mark.long(20)
 @pytest.mark.slow
 def test_cli_never_shows_a_traceback():
     """300 generated command lines; the count and the spread are checked, not just printed."""
