@@ -64,7 +64,36 @@ async def test_compare_rows_and_bars_read_apart_at_every_width(tmp_path, size):
         chart = app.query_one(CompareChart)
         screen = ["".join(s.text for s in chart.render_line(y)).rstrip() for y in range(chart.size.height)]
         text = "\n".join(screen)
-        assert "speedup (×" in text, text  # the title and its unit, at 80×24 too
+        title = " ".join(" ".join(screen[:2]).split())
+        assert title.startswith("speedup") and "(×," in title, text  # the title and its unit, at 80×24 too
+        # The bars are paired speedups beside the table's own medians: the words say they are not
+        # the medians' ratio (a 3.47× bar over medians of 16.7 and 4.61 ms read as a mistake).
+        assert (
+            "paired, not the medians' ratio" in title
+            or "pairs with it: not the ratio of the medians" in title
+        )
         for name in ("numpy float32", "torch float32", "torch bfloat16", "torch float64", "+amp:fp16"):
             assert name in text, text
         assert app.query_one(CompareView).columns[0] == "configuration"
+
+
+def test_the_chart_says_how_its_speedups_were_timed():
+    """Paired speedups are not the ratio of the medians shown beside them; a speedup from medians
+    measured apart is marked "~" in the table and named in the chart's title."""
+    from gpuplay.core.catalogue.scenarios import load_scenarios, spec_for
+    from gpuplay.core.studies.compare import Row
+    from gpuplay.tui.widgets import how_timed
+    from tests.snapshot_feed import fixed_result
+
+    base_spec = spec_for(load_scenarios([]).get("matmul"), "quick", {"n": 64})[0]
+    base = fixed_result(base_spec, 0.0167, 1e-7)
+    paired = fixed_result(base_spec.replace(backend="torch"), 0.00461, 1e-7)
+    paired.speedup = {"point": 3.47, "interval": [3.4, 3.55], "pairs": 24}
+    apart = fixed_result(base_spec.replace(backend="torch", dtype="bfloat16"), 0.004, 1e-3)
+    own, p, a = Row(base, base), Row(paired, base), Row(apart, base)
+    assert p.speedup == 3.47 and a.speedup == 0.0167 / 0.004  # the pairs' figure; the medians' ratio
+    assert how_timed([own, p]) == ", each timed in pairs with it: not the ratio of the medians"
+    assert "else the ratio of the medians (~)" in how_timed([own, p, a]) and a.speedup_marker == "~"
+    assert how_timed([own, a]) == ", the ratio of medians measured apart"
+    assert how_timed([own, p], short=True) == "; paired, not the medians' ratio"
+    assert how_timed([own]) == ""

@@ -482,6 +482,23 @@ def bars_that_fit(rows: Sequence[Row], room: int, speedups: bool) -> list[Row]:
     return [r for r in rows if id(r) in keep]
 
 
+def how_timed(rows: Sequence[Row], short: bool = False) -> str:
+    """Words for how the bars' speedups were measured: a paired speedup beside the table's medians
+    is not their ratio (1024² matmul: 3.47× from pairs under medians of 16.7 and 4.61 ms, 3.62×).
+    `short`: the words for a chart too narrow for the long ones in its title's rows."""
+    paired = [r for r in rows if r.paired is not None and r.baseline is not r.result]
+    apart = [r for r in rows if r.paired is None and r.baseline is not None and r.baseline is not r.result]
+    if paired and not apart:
+        return "; paired, not the medians' ratio" if short else (
+            ", each timed in pairs with it: not the ratio of the medians")  # fmt: skip
+    if paired:
+        return "; paired, or the medians' ratio (~)" if short else (
+            ", in pairs with it where it ran beside it, else the ratio of the medians (~)")  # fmt: skip
+    if apart:
+        return "; the medians' ratio" if short else ", the ratio of medians measured apart"
+    return ""
+
+
 class CompareChart(Static):
     """The focused scenario's configurations as bars: speedups over NumPy, or medians without
     them; every bar labelled with what tells it from the others (rowlabels)."""
@@ -510,21 +527,41 @@ class CompareChart(Static):
             self.update(Text(visible(f"no finished {what} yet{more}", one_line=True), style="bold"))
             return
         speedups = all(r.speedup is not None for r in rows)
-        room = (self.size.height or 8) - self.TITLE_ROWS
-        shown = bars_that_fit(rows, room, speedups)
-        labels = [visible(x, one_line=True) for x in distinct_labels([r.result.spec for r in shown])]
         what = visible(f"{rows[0].result.spec.workload}\u00a0{rows[0].result.size}", one_line=True)
-        more = f" · {len(rows) - len(shown)}\u00a0more in the table" if len(shown) < len(rows) else ""
+        shown = rows
+        for _ in range(3):  # the title's rows decide the bars' room, which may add "N more" to it
+            title = self._title(speedups, rows, shown, what, width)
+            room = (self.size.height or 8) - max(self.TITLE_ROWS, self._rows(title, width))
+            fit = bars_that_fit(rows, room, speedups)
+            if len(fit) == len(shown):
+                break
+            shown = fit
+        title = self._title(speedups, rows, shown, what, width)
+        labels = [visible(x, one_line=True) for x in distinct_labels([r.result.spec for r in shown])]
         if speedups:
-            title = f"speedup (×, higher is faster) over NumPy on the CPU · {what}{more}"
             values = [r.speedup or 0.0 for r in shown]
-            texts = [fmt_speedup(v) for v in values]
+            texts = [r.speedup_marker + fmt_speedup(v) for r, v in zip(shown, values, strict=True)]
         else:
-            title = f"median time (ms, lower is faster) · {what}{more}"
             values = [(r.result.median or 0.0) * 1e3 for r in shown]
             texts = [fmt_time(r.result.median) for r in shown]
         lines = bar_lines(labels, values, texts, width)
         self.update(Group(Text(title, style="bold"), *lines))
+
+    def _rows(self, title: str, width: int) -> int:
+        return len(Text(title).wrap(self.app.console, width))
+
+    def _title(self, speedups: bool, rows: Sequence[Row], shown: Sequence[Row], what: str, width: int) -> str:
+        """The chart's title: its unit, which way is faster, how the speedups were timed (the
+        shorter words where the longer take more than TITLE_ROWS rows) and the bars left out."""
+        more = f" · {len(rows) - len(shown)}\u00a0more in the table" if len(shown) < len(rows) else ""
+        if not speedups:
+            return f"median time (ms, lower is faster) · {what}{more}"
+        title = f"speedup over NumPy on the CPU (×, higher is faster){how_timed(shown)} · {what}{more}"
+        if self._rows(title, width) > self.TITLE_ROWS:
+            title = (
+                f"speedup (×, higher is faster) over NumPy CPU{how_timed(shown, short=True)} · {what}{more}"
+            )
+        return title
 
     def on_resize(self) -> None:
         if getattr(self, "_shown", None) is not None:
