@@ -36,6 +36,11 @@ MODE_NAMES = {"warm": "pages reused", "cold": "pages returned"}
 FAULT_COST_S = 2e-6
 # ~4 MiB of 4 KiB pages faulted in per step: worth a word beside the figure.
 FAULTS_NOTE_THRESHOLD = 1000
+# 1 MiB of pages per step between two loops (or faulted by the steps themselves), costing a twentieth
+# of the step: worth asking a fresh process. Heat NumPy 512² × 100 faulted 992 pages a step in the
+# engine and none in fresh plain loops, and read 1.06-1.10× their median in six rounds under the
+# note's 1,000.
+FAULTS_DIFFER_PAGES = 256
 FLIP_RATIO = 1.2  # a cold mode this much slower is worth saying
 # Fresh loops asked at most before a fresh loop replaces the engine's as the headline: two that
 # agree, or a third to decide (runner/measure.py).
@@ -144,14 +149,14 @@ def allocation_note(mode: str, faults_per_step: float, probe: dict[str, Any] | N
 
 
 def faults_differ(faults_a: float, faults_b: float, median_s: float) -> bool:
-    """Whether two loops' page faults per step differ enough to matter: FAULTS_NOTE_THRESHOLD
+    """Whether two loops' page faults per step differ enough to matter: FAULTS_DIFFER_PAGES
     pages or more, costing a twentieth of the step at FAULT_COST_S each."""
     extra = abs(faults_a - faults_b)
-    return extra >= FAULTS_NOTE_THRESHOLD and extra * FAULT_COST_S >= 0.05 * median_s
+    return extra >= FAULTS_DIFFER_PAGES and extra * FAULT_COST_S >= 0.05 * median_s
 
 
 def modes_differ(probe: dict[str, Any], faults_per_step: float, median_s: float) -> bool:
-    """Whether the mode matters: the cold probe faulted FAULTS_NOTE_THRESHOLD more pages per step
+    """Whether the mode matters: the cold probe faulted FAULTS_DIFFER_PAGES more pages per step
     than the timed loop, enough to cost a twentieth of the step at FAULT_COST_S each. Read from the
     fault counts, not the probe's time ratio: on the 2-core machine shared with 8 other processes
     the ratio of three probe steps read 1.03 for elementwise torch 4M (11,718 more faults per
