@@ -55,3 +55,16 @@ def test_flushes_that_took_nearly_all_the_window_leave_every_figure_n_a():
     assert done.startswith("n/a: the cold-cache flushes took 98%")
     assert gpu["util_mean_percent"] is None and gpu["energy_j"] is None
     assert "nearly all" in gpu["activity"]["reason"]
+
+
+@pytest.mark.parametrize("side", ["run", "alone"])
+def test_a_gpm_window_of_unsure_length_makes_the_activity_n_a_not_a_wrong_count(side):
+    """A host held up 0.16 s while taking a sample made a 1.21 s window read 1.37 s; the steps'
+    DRAM, taken apart over it, read 38 % for 16 % (the simulated H100 under three busy loops)."""
+    run = {"dram_active": 67.9, "window_s": 1.37}
+    alone = {"dram_active": 93.1, "window_s": 1.21}
+    (run if side == "run" else alone)["window_unsure_s"] = 0.08
+    gpu = {"util_mean_percent": 90.0, "activity": run}
+    without_flushes(gpu, 1.21, (93, 0.86), {"activity": alone}, 1.21, 141)
+    assert "dram_active" not in gpu["activity"]
+    assert "held up 80 ms while taking a GPM sample" in gpu["activity"]["reason"]

@@ -366,3 +366,27 @@ def test_a_gpm_figure_that_is_a_flag_is_not_a_reading():
     from gpuplay.core.hw.nvidia import bounded
 
     assert bounded("tensor_active", True) is None and bounded("tensor_active", 71) == 71.0
+
+
+def test_a_host_held_up_while_sampling_says_the_windows_length_is_unsure(monkeypatch):
+    """A sample's time is read on the host around the driver's call. Held up inside it (the
+    loaded 2-core machine: 0.16 s), a 1.2 s window read 1.36 s, and a cold run that multiplies the
+    rates by the window took its flushes out of the wrong count: the steps' DRAM read 38 % for 16 %
+    (the cold run's side: tests/unit/test_cold_flush_windows.py)."""
+    from gpuplay.core.measure.telemetry import RunTelemetry
+
+    fake = _two_gpus(monkeypatch, [H100])
+    tele = RunTelemetry()
+    token = tele.begin("cuda:0")
+    fake.work(0, 1.2, MATMUL)
+    taken = fake.nvmlGpmSampleGet
+
+    def held_up(handle, sample):
+        taken(handle, sample)
+        fake.gpm_clock += 0.16  # descheduled after the driver took the sample, before the clock is read
+
+    monkeypatch.setattr(fake, "nvmlGpmSampleGet", held_up)
+    a = tele.end(token)["gpu"]["activity"]
+    assert a["dram_active"] == pytest.approx(12.0)  # the driver's rates hold whatever the host did
+    assert a["window_unsure_s"] == pytest.approx(0.08), a  # the window's length does not
+    assert fake.gpm_live == set()

@@ -17,7 +17,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,26 @@ MAX_RATE_MIBS = 10 * 2**20
 # than 100 ms due to the internal sample refresh rate". Closer samples hold the same counters, and
 # their "metrics" read as an idle GPU: a shorter window is n/a, not 0 %.
 MIN_WINDOW_S = 0.1
+# How well a window's length must be known to turn its rates into counts. GPM's rates are over the
+# driver's own interval and hold whatever the host did; a sample's time is read on the host around
+# the driver's call, and a host held up inside it (0.16 s on the loaded 2-core machine) made a 1.21 s
+# window read 1.37 s: a cold run, which multiplies the rates by the window to take its flushes out,
+# read the steps' DRAM activity 38 % for 16 % in the simulated ledger. Such a window says so.
+MAX_CLOCK_SHARE = 0.02
 
 
 def now() -> float:
     """The clock a GPM window is timed on (module-level so a fake GPU can lend its own)."""
     return time.monotonic()
+
+
+class GpmSample(NamedTuple):
+    """A GPM sample buffer and when it was taken: the middle of the host clock's readings just
+    before and after the driver's call, which took `spread` seconds."""
+
+    buffer: Any
+    t: float
+    spread: float = 0.0
 
 
 @dataclass
@@ -63,6 +78,9 @@ class GpmReading:
     values: dict[str, float | None] = field(default_factory=dict)
     window_s: float | None = None
     reason: str = ""
+    # Seconds the window's length may be off, where over MAX_CLOCK_SHARE of it (else 0): the
+    # rates stand, a count made from them does not.
+    unsure_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -71,7 +89,8 @@ class GpmReading:
     def to_dict(self) -> dict[str, Any]:
         if not self.ok:
             return {"reason": self.reason or "GPM: the first sample opens the window; figures from the next"}
-        return {**self.values, "window_s": self.window_s, "source": "NVML GPM"}
+        unsure = {"window_unsure_s": self.unsure_s} if self.unsure_s else {}
+        return {**self.values, "window_s": self.window_s, **unsure, "source": "NVML GPM"}
 
 
 def bounded(key: str, value: Any) -> float | None:
@@ -132,8 +151,8 @@ class GpmSampler:
         self.reason = unavailable(nvml, handle, name, mig_handle)
         self._gi = _gpu_instance_id(nvml, mig_handle) if mig_handle is not None and not self.reason else None
 
-    def sample(self) -> tuple[Any, float] | str:
-        """(a GPM sample, its time), or the reason none could be taken."""
+    def sample(self) -> GpmSample | str:
+        """A GPM sample and its time, or the reason none could be taken."""
         if self.reason:
             return self.reason
         pm = self.nvml.module
@@ -141,6 +160,7 @@ class GpmSampler:
             s = pm.nvmlGpmSampleAlloc()
         except Exception as exc:
             return f"GPM n/a: no sample buffer ({_error_name(exc)})"
+        before = now()
         try:
             if self._gi is None:
                 pm.nvmlGpmSampleGet(self.handle, s)
@@ -150,7 +170,8 @@ class GpmSampler:
             self.free(s)
             what = "this MIG instance" if self._gi is not None else "this GPU"
             return f"GPM n/a: the driver gives no GPM sample for {what} ({_error_name(exc)})"
-        return s, now()
+        after = now()
+        return GpmSample(s, (before + after) / 2, max(0.0, after - before))
 
     def free(self, s: Any) -> None:
         try:
@@ -158,14 +179,15 @@ class GpmSampler:
         except Exception:
             pass  # freeing a buffer the driver already dropped: nothing left to do
 
-    def between(self, first: tuple[Any, float], second: tuple[Any, float]) -> GpmReading:
+    def between(self, first: GpmSample, second: GpmSample) -> GpmReading:
         """The figures over the window from `first` to `second` (both samples stay allocated)."""
-        window = second[1] - first[1]
+        window = second.t - first.t
         if window <= MIN_WINDOW_S:
             return GpmReading(
                 reason=f"GPM n/a: the window lasted {max(window, 0.0) * 1000:.0f} ms; GPM needs over "
                 f"{MIN_WINDOW_S * 1000:.0f} ms between its samples (NVML's counter refresh)"
             )
+        unsure = (first.spread + second.spread) / 2  # each sample's time is known to ± spread/2
         pm = self.nvml.module
         wanted = [(m.key, getattr(pm, m.nvml_id, None)) for m in GPM_METRICS]
         wanted = [(k, i) for k, i in wanted if isinstance(i, int)]  # an older binding lacks some ids
@@ -173,7 +195,7 @@ class GpmSampler:
             mg = pm.c_nvmlGpmMetricsGet_t()
             mg.version = pm.NVML_GPM_METRICS_GET_VERSION
             mg.numMetrics = len(wanted)
-            mg.sample1, mg.sample2 = first[0], second[0]
+            mg.sample1, mg.sample2 = first.buffer, second.buffer
             for slot, (_, metric_id) in enumerate(wanted):
                 mg.metrics[slot].metricId = metric_id
             pm.nvmlGpmMetricsGet(mg)
@@ -186,7 +208,9 @@ class GpmSampler:
             m = mg.metrics[slot]
             # A metric this GPU lacks (NVLink on a PCIe card) has its own error code: n/a alone.
             values[key] = bounded(key, m.value) if int(getattr(m, "nvmlReturn", 0)) == 0 else None
-        return GpmReading(values, max(0.0, second[1] - first[1]))
+        return GpmReading(
+            values, max(0.0, window), unsure_s=unsure if unsure > MAX_CLOCK_SHARE * window else 0.0
+        )
 
 
 class GpmWindow:
@@ -194,7 +218,7 @@ class GpmWindow:
 
     def __init__(self, sampler: GpmSampler) -> None:
         self.sampler = sampler
-        self._first: tuple[Any, float] | str = sampler.sample()
+        self._first: GpmSample | str = sampler.sample()
 
     def close(self) -> GpmReading:
         if isinstance(self._first, str):
@@ -206,9 +230,9 @@ class GpmWindow:
             try:
                 return self.sampler.between(self._first, second)
             finally:
-                self.sampler.free(second[0])
+                self.sampler.free(second.buffer)
         finally:
-            self.sampler.free(self._first[0])
+            self.sampler.free(self._first.buffer)
 
 
 class GpmStream:
@@ -219,7 +243,7 @@ class GpmStream:
         self.nvml = nvml
         self._lock = threading.Lock()
         self._samplers: dict[int, GpmSampler] = {}
-        self._last: dict[int, tuple[Any, float]] = {}
+        self._last: dict[int, GpmSample] = {}
         self._shown: dict[int, GpmReading] = {}  # the latest figures per GPU
         self._closed = False
 
@@ -234,10 +258,10 @@ class GpmStream:
             if isinstance(taken, str):
                 return GpmReading(reason=taken)
             previous = self._last.get(index)
-            if previous is not None and taken[1] - previous[1] <= MIN_WINDOW_S:
+            if previous is not None and taken.t - previous.t <= MIN_WINDOW_S:
                 # Polled again within NVML's refresh: the counters have not moved. The window
                 # stays open from the earlier sample, and the view keeps its last figures.
-                sampler.free(taken[0])
+                sampler.free(taken.buffer)
                 return self._shown.get(index, GpmReading())
             self._last[index] = taken
             if previous is None:
@@ -246,13 +270,13 @@ class GpmStream:
                 reading = self._shown[index] = sampler.between(previous, taken)
                 return reading
             finally:
-                sampler.free(previous[0])
+                sampler.free(previous.buffer)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            for index, (s, _) in self._last.items():
-                self._samplers[index].free(s)
+            for index, taken in self._last.items():
+                self._samplers[index].free(taken.buffer)
             self._last.clear()
 
 

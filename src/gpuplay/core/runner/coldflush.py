@@ -30,7 +30,7 @@ from typing import Any
 FLUSH_WINDOW_S = 1.2
 MIN_STEP_SHARE = 0.05  # below this share of the window left to the steps, their figures are n/a
 RATE_KEYS = ("util_mean_percent", "power_mean_w")
-ACTIVITY_SKIP = ("window_s", "source", "reason")
+ACTIVITY_SKIP = ("window_s", "window_unsure_s", "source", "reason")
 
 
 def flush_window(
@@ -136,6 +136,16 @@ def _activity(gpu: dict[str, Any], flushing: Any, flushes: tuple[int, float, int
     if not isinstance(flushing, dict) or flushing.get("reason") or seconds is None or alone_s is None:
         gpu["activity"] = {  # no activity of the flushes alone to take out: the window's is not the steps'
             "reason": "GPM n/a: the cold-cache flushes' own activity could not be measured apart",
+            "window_s": activity.get("window_s"),
+        }
+        return
+    unsure = _seconds(activity.get("window_unsure_s")) or _seconds(
+        flushing.get("window_unsure_s")
+    )  # fmt: skip
+    if unsure:
+        gpu["activity"] = {  # the rates stand; the counts the flushes are taken out of do not
+            "reason": f"GPM n/a: the host was held up {unsure * 1000:.0f} ms while taking a GPM sample, so "
+            "the window the cold-cache flushes are taken out of is not known well enough (a busy CPU)",
             "window_s": activity.get("window_s"),
         }
         return
