@@ -6,6 +6,7 @@ Installed as `pynvml` in sys.modules, so gpuplay's `import pynvml` finds it as i
 
 from __future__ import annotations
 
+import os
 import time
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +24,8 @@ GPM_UNITS = {
 }
 
 
+# Seconds the host is held up inside each nvmlGpmSampleGet after the sample is taken (a loaded machine).
+HOLDUP_ENV = "GPUPLAY_TEST_SIM_GPM_HOLDUP_S"
 DRIVER_VERSION = "580.82.07"  # the R580 driver that nvidia-ml-py 13.580.82 was released with
 CUDA_DRIVER_VERSION = 13000  # the CUDA version an R580 driver supports: 13.0
 
@@ -48,6 +51,9 @@ class SimPynvml(FakePynvml):
         s.counts = {mid: totals.get(unit, 0.0) * scale for mid, (unit, scale) in GPM_UNITS.items()}
         ledger("gpm_sample", t_sample=s.t, counts=totals, busy_s=self.sim.totals()["busy_s"],
                flushes=self.sim.flushes)  # fmt: skip
+        held = float(os.environ.get(HOLDUP_ENV) or 0.0)
+        if held > 0:  # a loaded host: descheduled after the driver took the sample, before it returns
+            time.sleep(held)
         return s
 
     def nvmlDeviceGetUtilizationRates(self, h: Any) -> Any:  # noqa: N802
