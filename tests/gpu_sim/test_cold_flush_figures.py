@@ -4,6 +4,7 @@ traffic) is neither in the device figures of the timed steps nor in their peak m
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -87,4 +88,6 @@ def test_a_host_held_up_while_sampling_gives_the_reason_not_a_wrong_figure(tmp_p
     assert r["status"] == "ok", r["message"]
     activity = r["telemetry"]["gpu"]["activity"]
     assert _held_up(activity), activity
-    assert "held up 100 ms while taking a GPM sample" in activity["reason"]
+    # at least the 0.1 s held up (more on a loaded host: 102 ms under three busy loops)
+    held = re.search(r"held up (\d+) ms while taking a GPM sample", activity["reason"])
+    assert held and 100 <= int(held.group(1)) < 1000, activity["reason"]
