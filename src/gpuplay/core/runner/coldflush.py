@@ -139,9 +139,7 @@ def _activity(gpu: dict[str, Any], flushing: Any, flushes: tuple[int, float, int
             "window_s": activity.get("window_s"),
         }
         return
-    unsure = _seconds(activity.get("window_unsure_s")) or _seconds(
-        flushing.get("window_unsure_s")
-    )  # fmt: skip
+    unsure = _seconds(activity.get("window_unsure_s")) or _seconds(flushing.get("window_unsure_s"))
     if unsure:
         gpu["activity"] = {  # the rates stand; the counts the flushes are taken out of do not
             "reason": f"GPM n/a: the host was held up {unsure * 1000:.0f} ms while taking a GPM sample, so "
