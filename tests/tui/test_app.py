@@ -55,6 +55,7 @@ async def test_flipping_backend_restarts_and_shows_speedup(app):
         assert app.session.live_result.speedup == paired, "the compare table reads the same figure"
 
 
+@pytest.mark.real_engine  # as the real app: the compile that `c` starts is the engine's, killed when the app ends
 async def test_each_control_flips(app):
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_until(pilot, finished(app))
