@@ -9,10 +9,13 @@ alternate which side goes first. Each line prints the ratio gpuplay median ÷ pl
 per round, the page faults per step of both sides, and, where gpuplay timed two allocation
 modes, both by name. A second plain loop in a fresh process of its own runs each round too
 (`--no-control` leaves it out): its ratio to the first, "plain÷plain", is how far two fresh
-processes of the same script differ, a spread no harness can be closer than.
+processes of the same script differ, a spread no harness can be closer than. Where gpuplay found
+fresh processes disagreeing (its `fresh_spread`: the headline is then the middle of three), each
+line says whether the plain loop fell inside the range gpuplay gave. `--plain-runs K` makes the
+plain side the middle of K fresh processes each round, the statistic gpuplay's headline is then.
 
     python benchmarks/fidelity_plain.py [--quick] [--rounds 3] [--budget 1.5] [--only heat fft2d]
-        [--backends numpy torch] [--threads 1] [--no-control]
+        [--backends numpy torch] [--threads 1] [--no-control] [--plain-runs 3]
 
 With torch's default threads on a 2-core machine that 8 other processes load, an OpenMP barrier
 per operation made heat torch 512² read seconds per step on both sides: --threads 1 there.
@@ -90,6 +93,14 @@ def plain(scenario: str, backend: str, budget: float) -> dict[str, Any]:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def plain_middle(scenario: str, backend: str, budget: float, runs: int) -> dict[str, Any]:
+    """The middle of `runs` fresh processes' plain loops (by median), with their range."""
+    loops = sorted((plain(scenario, backend, budget) for _ in range(runs)), key=lambda p: p["median"])
+    middle = dict(loops[(len(loops) - 1) // 2])
+    middle["range"] = (loops[0]["median"], loops[-1]["median"])
+    return middle
+
+
 def gpuplay(scenario: str, backend: str, budget: float) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "gpuplay", "run", scenario, "-b", backend, "-p", "quick",
            "--budget", str(budget), "--format", "json"] + (["--threads", str(THREADS)] if THREADS else [])  # fmt: skip
@@ -100,7 +111,7 @@ def gpuplay(scenario: str, backend: str, budget: float) -> dict[str, Any]:
     r = json.loads(done.stdout)["results"][0]
     c = r["conditions"]
     return {"median": r["summary"]["median"], "faults": c.get("page_faults_per_step") or 0.0,
-            "mode": c.get("alloc", ""), "other": r.get("other_mode")}  # fmt: skip
+            "mode": c.get("alloc", ""), "other": r.get("other_mode"), "spread": r.get("fresh_spread")}  # fmt: skip
 
 
 def main() -> None:
@@ -113,6 +124,8 @@ def main() -> None:
     ap.add_argument(
         "--threads", type=int, default=None, help="limit both sides (default: the libraries' own)"
     )
+    ap.add_argument("--plain-runs", type=int, default=1,
+                    help="the plain side is the middle of this many fresh processes (default 1)")  # fmt: skip
     ap.add_argument("--no-control", dest="control", action="store_false",
                     help="leave out the second plain loop each round (plain÷plain)")  # fmt: skip
     args = ap.parse_args()
@@ -122,34 +135,48 @@ def main() -> None:
     print(
         f"# gpuplay median ÷ plain-loop median, fresh processes, {rounds} alternating round(s) of {budget} s"
     )
-    inside = total = 0
+    runs = max(1, args.plain_runs)
+    if runs > 1:
+        print(f"# the plain side: the middle of {runs} fresh processes each round")
+    inside = total = spread_pairs = spread_held = 0
     for scenario in WORKLOADS:
         if args.only and scenario not in args.only:
             continue
         for backend in args.backends:
-            ratios, lines, controls = [], [], []
+            ratios, lines, controls, held = [], [], [], []
             for i in range(rounds):
                 if i % 2 == 0:
-                    g, p = gpuplay(scenario, backend, budget), plain(scenario, backend, budget)
+                    g, p = gpuplay(scenario, backend, budget), plain_middle(scenario, backend, budget, runs)
                 else:
-                    p = plain(scenario, backend, budget)
+                    p = plain_middle(scenario, backend, budget, runs)
                     g = gpuplay(scenario, backend, budget)
                 if args.control:
-                    controls.append(plain(scenario, backend, budget)["median"] / p["median"])
+                    controls.append(plain_middle(scenario, backend, budget, runs)["median"] / p["median"])
                 ratios.append(g["median"] / p["median"])
-                other = g["other"]
+                other, spread = g["other"], g["spread"]
                 modes = (
                     f" [{g['mode']}; {other['median_s'] * 1e3:.2f} ms with {other['name']}]" if other else ""
                 )
+                if spread:  # gpuplay said fresh processes disagree: does this plain loop fall in its range?
+                    lo, hi = spread["min_s"] / 1.10, spread["max_s"] * 1.10
+                    held.append(lo <= p["median"] <= hi)
+                    modes += (f" [fresh {spread['min_s'] * 1e3:.1f}–{spread['max_s'] * 1e3:.1f} ms: plain "
+                              f"{'inside' if held[-1] else 'OUTSIDE'}]")  # fmt: skip
                 lines.append(f"{g['median'] * 1e3:.2f}/{p['median'] * 1e3:.2f} ms, faults {g['faults']:.0f}/"
                              f"{p['faults']:.0f}{modes}")  # fmt: skip
             ok = all(0.90 <= r <= 1.10 for r in ratios)
             inside += ok
             total += 1
+            if held:
+                spread_pairs += 1
+                spread_held += all(held)
             control = (" plain÷plain " + " ".join(f"{r:.2f}" for r in controls)) if controls else ""
             print(f"{scenario:15s} {backend:6s} " + " ".join(f"{r:.2f}" for r in ratios)
                   + ("" if ok else "  <-- outside 0.90–1.10") + control + "   " + " | ".join(lines), flush=True)  # fmt: skip
     print(f"{inside}/{total} pairs within 0.90–1.10 in every round")
+    if spread_pairs:
+        print(f"{spread_held}/{spread_pairs} pairs that gpuplay said spread between fresh processes: every "
+              "plain-loop median inside the range it gave (±10 %)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 from speed_app import HEIGHT, WIDTH, tmux, wait_for
 from speedbench import env_for, header, med, parser
 
-BARE_APP = '''
+BARE_APP = """
 from textual.app import App
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header, ListItem, ListView, Label, TabbedContent, TabPane
@@ -46,7 +46,7 @@ class Bare(App):
         yield Footer()
 
 Bare().run()
-'''
+"""
 
 
 def titles() -> list[str]:
@@ -68,7 +68,9 @@ def first_frame(command: str, env: dict[str, str]) -> float:
     name = f"gpuplay-floor-{time.monotonic_ns()}"
     pre = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items() if k.startswith(("PYTHON", "GPUPLAY")))
     t0 = time.perf_counter()
-    tmux("new-session", "-d", "-s", name, "-x", str(WIDTH), "-y", str(HEIGHT), f"env {pre} {command}; sleep 60")
+    tmux(
+        "new-session", "-d", "-s", name, "-x", str(WIDTH), "-y", str(HEIGHT), f"env {pre} {command}; sleep 60"
+    )
     try:
         shown = wait_for(name, lambda: "scenarios" in tmux("capture-pane", "-p", "-t", name), 30)
         if shown is None:
@@ -93,8 +95,12 @@ def main() -> None:
         for _ in range(args.runs):
             bare.append(first_frame(f"{py} {shlex.quote(str(script))}", env))
             ours.append(first_frame(f"{py} -m gpuplay", env))
-    print(f"bare Textual app: first frame median {med(bare):.3f} s (min {min(bare):.3f}, max {max(bare):.3f})")
-    print(f"gpuplay ({args.src}): first frame median {med(ours):.3f} s (min {min(ours):.3f}, max {max(ours):.3f})")
+    print(
+        f"bare Textual app: first frame median {med(bare):.3f} s (min {min(bare):.3f}, max {max(bare):.3f})"
+    )
+    print(
+        f"gpuplay ({args.src}): first frame median {med(ours):.3f} s (min {min(ours):.3f}, max {max(ours):.3f})"
+    )
     print(f"gpuplay's own share: {med(ours) - med(bare):.3f} s over the bare app's; goal 0.3 s in all")
 
 

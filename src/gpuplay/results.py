@@ -55,7 +55,9 @@ class Result:
     the CLI prints is half its width; torch.utils.benchmark's name; `interval` is its deprecated
     alias); `speedup` is over NumPy on the CPU, measured in interleaved
     pairs, with its 95% `speedup_interval`; `other_mode`, where a CPU step's time depends on the
-    allocator, the mode a fresh plain loop does not get (`median` is the one it gets); `conditions` includes `versions` (gpuplay, Python,
+    allocator, the mode a fresh plain loop does not get (`median` is the one it gets); `fresh_spread`,
+    where fresh processes of a plain loop disagreed by more than 10 %, their range (`median` is the
+    middle one's); `conditions` includes `versions` (gpuplay, Python,
     NumPy, torch and its CUDA/HIP runtime, CuPy, the driver, the device UUID).
     """
 
@@ -92,6 +94,11 @@ class Result:
         # Where the host allocation modes differ: `median` is the one a plain loop in a fresh
         # process gets; this is the other, {"mode", "name", "median_s", ...} (docs/engine.md).
         self.other_mode: dict[str, Any] | None = dict(r.other_mode) if r.other_mode and r.usable else None
+        # Where fresh processes' plain loops disagreed by more than 10 %: `median` is the middle
+        # one's; this is their range, {"loops", "min_s", "max_s", "faults_min", "faults_max"}.
+        self.fresh_spread: dict[str, Any] | None = (
+            dict(r.fresh_spread) if r.fresh_spread and r.usable else None
+        )
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -121,6 +128,7 @@ class Result:
             "median_s": self.median,
             "iqr_s": list(self.iqr) if self.iqr else None,
             "other_mode": self.other_mode,
+            "fresh_spread": self.fresh_spread,
             "n": len(self.samples),
             "speedup": self.speedup,
             "speedup_interval": list(self.speedup_interval) if self.speedup_interval else None,
@@ -143,6 +151,8 @@ class Result:
         d.pop("versions")
         other = d.pop("other_mode") or {}
         d["other_mode"], d["other_mode_median_s"] = other.get("name"), other.get("median_s")
+        spread = d.pop("fresh_spread") or {}
+        d["fresh_min_s"], d["fresh_max_s"] = spread.get("min_s"), spread.get("max_s")
         for key, base in (("iqr_s", "iqr"), ("speedup_interval", "speedup")):
             iv = d.pop(key)
             d[f"{base}_low"], d[f"{base}_high"] = (iv[0], iv[1]) if iv else (None, None)
@@ -162,6 +172,9 @@ class Result:
         if self.error is not None and math.isfinite(self.error):
             check += f" ({self.error:.1e})"
         median = _fmt_time(self.median) if self.median is not None else self.status
+        if self.median is not None and self.fresh_spread:
+            lo, hi, n = (self.fresh_spread[k] for k in ("min_s", "max_s", "loops"))
+            median += f" ({_fmt_time(lo)}–{_fmt_time(hi)} in {n} fresh processes)"
         if self.median is not None and self.other_mode:
             median += f" · {_fmt_time(self.other_mode['median_s'])} with {self.other_mode['name']}"
         return [

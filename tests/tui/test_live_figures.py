@@ -81,3 +81,40 @@ async def test_the_live_median_is_the_headline_mode_with_the_other_beside_it(tmp
         median = re.search(r"median (\S+ \S?s)", text)
         assert median and median.group(1) == fmt_time(live.median), text
         assert f"{fmt_time(live.other_mode['median_s'])} with pages reused" in text
+
+
+async def test_fresh_processes_that_disagree_show_the_middle_one_and_their_range(tmp_path, monkeypatch):
+    from gpuplay.core.runner import measure
+
+    # Three fresh processes' plain loops that read 21.7, 41.3 and 41.9 ms a step (heat torch 512²
+    # on the 2-core machine); the engine's steps fault enough to ask them.
+    medians = iter([0.0217, 0.0413, 0.0419])
+
+    def reading(spec, budget_s, cancel, max_steps=None):
+        return {"faults_per_step": 5_000.0, "mean_faults_per_step": 5_000.0, "steps": 12,
+                "samples_s": [next(medians)] * 12}  # fmt: skip
+
+    monkeypatch.setattr(measure, "plain_loop", reading)
+    monkeypatch.setattr(measure, "modes_differ", lambda probe, faults, median: True)
+    monkeypatch.setattr(measure, "fresh_mode", lambda plain, faults, median: "cold")
+    folder = tiny_scenarios(tmp_path / "sc")
+    (folder / "elementwise.toml").write_text(
+        'name = "elementwise"\ntitle = "elementwise"\nworkload = "elementwise"\n'
+        "[params]\nn = 2000000\n[presets.quick]\nn = 2000000\n[presets.published]\nn = 2000000\n"
+    )
+    app = GpuPlayApp([folder], export_dir=tmp_path, budget_s=0.1, telemetry=False)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await wait_until(pilot, lambda: app.session.live_result is not None)
+        app.choose_scenario("elementwise")
+        await wait_until(
+            pilot,
+            lambda: (
+                app.session.live_result is not None and app.session.live_result.spec.workload == "elementwise"
+            ),
+        )
+        await pilot.pause()
+        live = app.session.live_result
+        assert live.status == "ok" and live.fresh_spread is not None, live.conditions
+        text = stats_text(app)
+        assert re.search(r"median 41\.3 ms", text), text
+        assert "21.7 ms–41.9 ms in 3 fresh processes" in text, text

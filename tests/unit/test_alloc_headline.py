@@ -36,19 +36,26 @@ def faulting_child(monkeypatch):
     monkeypatch.setattr(measure, "modes_differ", lambda probe, f, m: True)  # the modes differ here
 
 
-def _fresh_loops_reading(monkeypatch, faults: list[float], step_s: float) -> list[float]:
-    """Fresh plain loops that read `faults` per step in turn, each 12 steps of `step_s` (the child
-    is real elsewhere); the modes differ. Returns the counts handed out, as they are asked for."""
+def _fresh_loops_reading(
+    monkeypatch, faults: list[float], step_s: float | list[float], bound: bool = False
+) -> list[float]:
+    """Fresh plain loops that read `faults` per step in turn, each 12 steps of `step_s` (one for
+    all, or one a loop; the child is real elsewhere); the modes differ; `bound`: the engine's own
+    steps fault enough to matter. Returns the counts handed out, as they are asked for."""
     readings = iter(faults)
+    steps = iter(step_s if isinstance(step_s, list) else [step_s] * len(faults))
     asked: list[float] = []
 
     def reading(spec, budget_s, cancel, max_steps=None):
         asked.append(next(readings))
         return {"faults_per_step": asked[-1], "mean_faults_per_step": asked[-1], "steps": 12,
-                "samples_s": [step_s] * 12}  # fmt: skip
+                "samples_s": [next(steps)] * 12}  # fmt: skip
 
     monkeypatch.setattr(measure, "plain_loop", reading)
     monkeypatch.setattr(measure, "modes_differ", lambda probe, f, m: True)  # the modes differ here
+    # Whatever this process's allocator did before (the engine's steps faulted 1,320 pages a step
+    # here after other tests, none alone).
+    monkeypatch.setattr(measure, "allocation_bound", lambda f, m: bound)
     return asked
 
 
@@ -206,3 +213,66 @@ def test_the_mode_most_fresh_loops_met_is_the_headlines():
     assert fresh_majority([(a, "cold"), (b, "same"), (c, "warm")]) == ("cold", a, 1), "the median count"
     assert fresh_majority([(None, None), (b, "same")]) == ("same", b, 1), "a loop not run does not vote"
     assert fresh_majority([(None, None)]) == (None, None, 0)
+
+
+@needs_glibc
+@pytest.mark.parametrize(
+    ("read", "step_s", "bound", "asked", "median"),
+    [
+        # heat torch 512²: three fresh processes of one script, 21.7, 41.3 and 41.9 ms
+        ((5_000.0, 17_000.0, 18_000.0), [0.0217, 0.0413, 0.0419], False, 3, 0.0413),
+        # two agree on the mode and not on the figure: a third decides, the middle is the headline
+        ((5_000.0, 5_000.0, 5_000.0), [0.030, 0.020, 0.025], False, 3, 0.025),
+        # the engine's steps fault themselves and the first loop faulted like them: a second is
+        # asked; they disagree, so a third
+        ((0.0, 5_000.0, 5_000.0), [0.018, 0.030, 0.040], True, 3, 0.030),
+        # ... and where the second agrees with the first, two are enough and nothing is spread
+        ((0.0, 0.0), [0.018, 0.019], True, 2, None),
+    ],
+)
+def test_fresh_processes_that_disagree_give_the_middle_one_and_their_range(
+    monkeypatch, read, step_s, bound, asked, median
+):
+    calls = _fresh_loops_reading(monkeypatch, list(read), step_s, bound=bound)
+    monkeypatch.setattr(
+        measure, "fresh_mode", lambda plain, f, m: "cold" if plain["faults_per_step"] else "same"
+    )
+    r = run(RunSpec.make("elementwise", SPEC["params"], dtype="float64", budget_s=0.1, warmup=2))
+    assert r.status == "ok", r.message
+    assert len(calls) == asked
+    spread = r.fresh_spread
+    if median is None:
+        assert spread is None and r.conditions["alloc"] == "warm"
+        return
+    assert r.median == pytest.approx(median), "the middle fresh loop's times are the headline"
+    assert (spread["loops"], spread["min_s"], spread["max_s"]) == (3, min(step_s), max(step_s))
+    assert r.conditions["alloc_timed_in"] == "a fresh process's plain loop"
+    words = r.conditions["alloc_headline"]
+    assert "the middle of 3" in words and "3 fresh processes of the same loop read" in words
+    assert [x["median_s"] for x in r.conditions["alloc_fresh_loops"]] == pytest.approx(step_s)
+    lo, hi = (f"{t * 1e3:.3g} ms" for t in (min(step_s), max(step_s)))
+    assert f"({lo}–{hi} in 3 fresh processes)" in headline_time(r)
+    header, row = list(csv.reader(io.StringIO(to_csv([Row(r)]))))[:2]
+    cells = dict(zip(header, row, strict=True))
+    assert float(cells["fresh_min_s"]) == pytest.approx(min(step_s))
+    assert float(cells["fresh_max_s"]) == pytest.approx(max(step_s))
+    from gpuplay.results import Result
+
+    api = Result(Row(r))
+    assert api.median == pytest.approx(median) and api.to_dict()["fresh_spread"] == spread
+    assert "in 3 fresh processes)" in api._cells()[3]
+
+
+def test_a_spread_is_read_from_the_loops_that_ran_and_only_past_ten_percent():
+    from gpuplay.core.runner.alloc import fresh_spread, middle_loop
+
+    def loop(t, f=0.0):
+        return {"samples_s": [t] * 5, "faults_per_step": f}
+
+    assert fresh_spread([(loop(0.010), "same"), (loop(0.0109), "same")]) is None, "within 10 %"
+    assert fresh_spread([(loop(0.010), "same"), (None, None)]) is None, "one loop ran"
+    got = fresh_spread([(loop(0.010, 1.0), "same"), (None, None), (loop(0.0111, 9.0), "cold")])
+    assert got == {"loops": 2, "min_s": 0.010, "max_s": 0.0111, "faults_min": 1.0, "faults_max": 9.0}
+    a, b, c = loop(0.03), loop(0.01), loop(0.02)
+    assert middle_loop([(a, "cold"), (b, "same"), (c, "warm")]) == (c, "warm")
+    assert middle_loop([(a, "cold"), (None, None), (b, "same")]) == (a, "cold"), "of two, the first asked"

@@ -76,6 +76,18 @@ class RunResult:
         return other
 
     @property
+    def fresh_spread(self) -> dict[str, Any] | None:
+        """Where fresh processes' plain loops of this step disagree by more than 10 %: {"loops",
+        "min_s", "max_s", "faults_min", "faults_max"}; the headline is then the middle loop's."""
+        spread = self.conditions.get("alloc_fresh_spread")
+        if not isinstance(spread, dict):
+            return None
+        ends = [spread.get(k) for k in ("min_s", "max_s", "loops")]
+        if not all(isinstance(v, int | float) and 0 < v < 1e6 for v in ends):
+            return None
+        return spread if float(ends[0] or 0) <= float(ends[1] or 0) else None
+
+    @property
     def gflops(self) -> float | None:
         m = self.median
         return self.flops / m / 1e9 if m and self.flops else None
@@ -153,6 +165,7 @@ class RunResult:
         d.update(
             summary=s.to_dict() if s else None,
             other_mode=self.other_mode,
+            fresh_spread=self.fresh_spread,
             gflops=self.gflops,
             gbps=self.gbps,
             check_ok=self.check_ok,
@@ -231,7 +244,7 @@ class RunResult:
 # The keys of a full to_dict, in the order files have always had them.
 _KEY_ORDER = (
     "scenario", "workload", "size", "label", "spec", "status", "message", "detail", "failure", "summary",
-    "other_mode",
+    "other_mode", "fresh_spread",
     "samples_s", "warmup_s", "setup_s", "compile_s", "build_s", "split", "estimate_s", "flops", "bytes",
     "gflops", "gbps", "error", "tolerance", "check_ok", "compute_dtype", "conditions", "notes", "telemetry",
     "roof", "unstable", "noise_warnings", "speedup", "peak_memory", "started", "finished",

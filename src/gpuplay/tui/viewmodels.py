@@ -150,6 +150,7 @@ def stats_info(session: LiveSession) -> dict[str, Any]:
             roof=r.roof_fields(),
             noise=r.noise_warnings,
             other_mode=r.other_mode if r.spec == spec else None,
+            fresh_spread=r.fresh_spread if r.spec == spec else None,
         )
         info["speedup_reason"] = speedup_view(session).reason
         e = energy_of(r.telemetry)

@@ -216,6 +216,12 @@ class StatsPanel(Static):
         if summary is not None:
             spread = f"±{100 * summary.rel_iqr / 2:.1f}%" if math.isfinite(summary.rel_iqr) else ""
             t.add_row("median", f"{fmt_time(summary.median)} {spread}  (n={summary.n})")
+            fresh = info.get("fresh_spread")
+            if fresh:  # fresh processes disagree: the median is the middle one's
+                t.add_row(
+                    "",
+                    f"{fmt_time(fresh['min_s'])}–{fmt_time(fresh['max_s'])} in {fresh['loops']} fresh processes",
+                )
             other = info.get("other_mode")
             if other:  # the allocation mode a plain loop does not get, by name
                 t.add_row("", f"{fmt_time(other['median_s'])} with {escape(str(other['name']))}")

@@ -42,6 +42,12 @@ FAULTS_NOTE_THRESHOLD = 1000
 # note's 1,000.
 FAULTS_DIFFER_PAGES = 256
 FLIP_RATIO = 1.2  # a cold mode this much slower is worth saying
+# Two fresh processes' plain loops whose medians are farther apart than this are not one figure:
+# the headline is then the middle of FRESH_VOTES loops, their range beside it. Heat torch 512² ×
+# 100 read 18-65 ms in 20 fresh processes of the same script on the 2-core machine (0 to 37,000
+# pages faulted per step: glibc's heap state, seeded by the hash seed, ASLR and the thread pool's
+# timing, drifts within a process too); elementwise torch 4M, 4.6-5.9 ms with no faults at all.
+SPREAD_RATIO = 1.10
 # Fresh loops asked at most before a fresh loop replaces the engine's as the headline: two that
 # agree, or a third to decide (runner/measure.py).
 FRESH_VOTES = 3
@@ -215,17 +221,65 @@ def fresh_majority(
     return best, plain, modes.count(best)
 
 
+def loop_median(plain: dict[str, Any]) -> float:
+    """A fresh loop's median step (the mean of the middle two for an even count)."""
+    ordered = sorted(plain["samples_s"])
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def fresh_spread(loops: list[tuple[dict[str, Any] | None, str | None]]) -> dict[str, Any] | None:
+    """Where the fresh loops that ran read medians more than SPREAD_RATIO apart: their range and
+    their page faults' range (the `alloc_fresh_spread` condition); None where they agree."""
+    ran = [p for p, _ in loops if p is not None and p.get("samples_s")]
+    if len(ran) < 2:
+        return None
+    medians = [loop_median(p) for p in ran]
+    if max(medians) <= SPREAD_RATIO * min(medians):
+        return None
+    faults = [float(p["faults_per_step"]) for p in ran]
+    return {"loops": len(ran), "min_s": min(medians), "max_s": max(medians),
+            "faults_min": min(faults), "faults_max": max(faults)}  # fmt: skip
+
+
+def middle_loop(
+    loops: list[tuple[dict[str, Any] | None, str | None]],
+) -> tuple[dict[str, Any], str | None]:
+    """The fresh loop whose median is the middle one (of two, the first asked): the headline
+    where the loops do not agree on one figure."""
+    ran = [(p, m) for p, m in loops if p is not None and p.get("samples_s")]
+    ranked = sorted(ran, key=lambda pm: loop_median(pm[0]))
+    return ranked[(len(ranked) - 1) // 2] if len(ranked) != 2 else ran[0]
+
+
+def spread_words(spread: dict[str, Any]) -> str:
+    """The fresh processes' range, in words beside the headline."""
+    faults = f"{spread['faults_min']:,.0f}–{spread['faults_max']:,.0f} pages faulted per step"
+    return (
+        f"{spread['loops']} fresh processes of the same loop read {_ms(spread['min_s'])}–"
+        f"{_ms(spread['max_s'])} a step ({faults}: the heap's state differs from one process to the next)"
+    )
+
+
 def headline_words(
     fresh: str | None,
     plain: dict[str, Any] | None,
     faults_per_step: float,
     switched: bool,
     votes: tuple[int, int] = (1, 1),
+    spread: dict[str, Any] | None = None,
 ) -> str:
     """Why the headline is the figure it is, in words (the `alloc_headline` condition); `votes`:
-    how many of the fresh loops asked met that mode."""
+    how many of the fresh loops asked met that mode; `spread`: the fresh loops' range where they
+    disagree, the headline then the middle one."""
     if fresh is None or plain is None:
         return "pages reused: a fresh process's plain loop could not be run to say which mode it gets"
+    if spread is not None and switched:
+        return (
+            f"timed in a fresh process's plain loop, the middle of {spread['loops']} ({plain['steps']} steps, "
+            f"its median step faulted {plain['faults_per_step']:,.0f} pages; the engine's loop "
+            f"{faults_per_step:,.0f}); {spread_words(spread)}"
+        )
     theirs = f"{plain['faults_per_step']:,.0f} pages per step"
     of = f"; {votes[0]} of {votes[1]} fresh processes met this mode" if votes[1] > 1 else ""
     if fresh == "same":

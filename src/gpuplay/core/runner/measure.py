@@ -30,8 +30,11 @@ from gpuplay.core.runner.alloc import (
     cold_probe,
     fresh_majority,
     fresh_mode,
+    fresh_spread,
     headline_note,
     headline_words,
+    loop_median,
+    middle_loop,
     modes_differ,
     other_mode,
 )
@@ -446,10 +449,53 @@ class _Measurement:
 
     def headline_mode(self, probe: dict[str, Any], faults: float, switch: bool) -> None:
         """A fresh process's plain loop: its times the headline where its steps fault unlike the
-        engine's, the engine's loop beside them by name; otherwise the engine's loop, the cold
-        probe beside it where the modes differ."""
-        plan, result = self.plan, self.result
-        spec, median = plan.spec, result.median or 0.0
+        engine's (or where fresh loops disagree among themselves: the middle one's), the engine's
+        loop beside them by name; otherwise the engine's loop, the cold probe beside it where the
+        modes differ."""
+        result, median = self.result, self.result.median or 0.0
+        loops, spread = self.fresh_loops(faults, median, switch, allocation_bound(faults, median))
+        fresh, plain, agree = fresh_majority(loops)
+        if spread is not None and switch:
+            plain, fresh = middle_loop(loops)
+            result.conditions["alloc_fresh_spread"] = spread
+        if plain is not None:
+            result.conditions["alloc_plain_loop"] = {k: v for k, v in plain.items() if k != "samples_s"}
+        if len(loops) > 1:
+            result.conditions["alloc_fresh_loops"] = [
+                {
+                    "mode": m,
+                    "faults_per_step": p["faults_per_step"] if p else None,
+                    "median_s": loop_median(p) if p else None,
+                }  # fmt: skip
+                for p, m in loops
+            ]
+        if plain is not None and switch and (spread is not None or fresh in ("cold", "warm")):
+            engine_samples, result.samples = result.samples, plain["samples_s"]
+            result.conditions["alloc_timed_in"] = "a fresh process's plain loop"
+            result.conditions["page_faults_per_step"] = plain["faults_per_step"]
+            if fresh in ("cold", "warm"):  # the engine's loop beside it, by the mode it was in
+                result.conditions["alloc"] = fresh
+                result.conditions["alloc_other"] = other_mode(
+                    "warm" if fresh == "cold" else "cold", engine_samples, faults
+                )
+        elif modes_differ(probe, faults, median):
+            result.conditions["alloc_other"] = other_mode("cold", None, probe["cold_faults_per_step"],
+                                                          probe["cold_median_s"], probe["steps"])  # fmt: skip
+        result.conditions["alloc_headline"] = headline_words(
+            fresh, plain, faults, switch, (agree, len(loops)), spread if switch else None
+        )
+        result.notes.append(headline_note(result.conditions))
+
+    def fresh_loops(
+        self, faults: float, median: float, switch: bool, bound: bool
+    ) -> tuple[list[tuple[dict[str, Any] | None, str | None]], dict[str, Any] | None]:
+        """Fresh processes' plain loops, each with its mode beside the engine's, and their range
+        where they disagree. A loop that would replace the engine's is asked again (FRESH_VOTES at
+        most): a fresh process is not always in one mode (fft2d torch 1024²: 2 of 8 fresh loops
+        stayed in the pages-returned mode for all their steps, the others for 1-3 steps). Two that
+        agree on the mode but not on the figure (SPREAD_RATIO) are not enough: a third decides.
+        `bound`: the engine's own steps fault enough to matter (allocation-bound)."""
+        spec = self.plan.spec
         # The run's own budget (at least 10 steps): the headline loop is as long as the engine's was.
         budget = spec.budget_s if spec.repeat is None else 1e9
         loops: list[tuple[dict[str, Any] | None, str | None]] = []
@@ -458,33 +504,18 @@ class _Measurement:
             if self.cancel.is_set():
                 raise Cancelled
             loops.append((plain, fresh_mode(plain, faults, median)))
-            fresh, plain, agree = fresh_majority(loops)
-            # A loop that would replace the engine's is asked again (FRESH_VOTES at most): a fresh
-            # process is not always in one mode (fft2d torch 1024²: 2 of 8 fresh loops stayed in the
-            # pages-returned mode for all their steps, the others for 1-3 steps).
-            if not switch or loops[0][1] not in ("cold", "warm") or agree >= 2 or len(loops) >= FRESH_VOTES:
-                break
-        if plain is not None:
-            result.conditions["alloc_plain_loop"] = {k: v for k, v in plain.items() if k != "samples_s"}
-        if len(loops) > 1:
-            result.conditions["alloc_fresh_loops"] = [
-                {"mode": m, "faults_per_step": p["faults_per_step"] if p else None} for p, m in loops
-            ]
-        if plain is not None and fresh in ("cold", "warm") and switch:
-            engine_samples, result.samples = result.samples, plain["samples_s"]
-            result.conditions["alloc"] = fresh
-            result.conditions["alloc_timed_in"] = "a fresh process's plain loop"
-            result.conditions["page_faults_per_step"] = plain["faults_per_step"]
-            result.conditions["alloc_other"] = other_mode(
-                "warm" if fresh == "cold" else "cold", engine_samples, faults
-            )
-        elif modes_differ(probe, faults, median):
-            result.conditions["alloc_other"] = other_mode("cold", None, probe["cold_faults_per_step"],
-                                                          probe["cold_median_s"], probe["steps"])  # fmt: skip
-        result.conditions["alloc_headline"] = headline_words(
-            fresh, plain, faults, switch, (agree, len(loops))
-        )
-        result.notes.append(headline_note(result.conditions))
+            agree = fresh_majority(loops)[2]
+            spread = fresh_spread(loops)
+            if not switch or len(loops) >= FRESH_VOTES:
+                return loops, spread
+            if spread is not None:
+                continue
+            # A step that faults inside itself meets its process's heap state: a second fresh
+            # loop says whether processes agree even where the first faulted like the engine.
+            if loops[0][1] not in ("cold", "warm") and not (bound and len(loops) < 2):
+                return loops, spread
+            if agree >= 2:
+                return loops, spread
 
     def keep_for_check(self, out: Any) -> None:
         """Keep a probe step's output for the check (`energy` drops it if it calls the step again)."""
