@@ -249,6 +249,8 @@ def test_fresh_processes_that_disagree_give_the_middle_one_and_their_range(
     assert r.conditions["alloc_timed_in"] == "a fresh process's plain loop"
     words = r.conditions["alloc_headline"]
     assert "the middle of 3" in words and "3 fresh processes of the same loop read" in words
+    assert words.startswith("pages returned, ") == (r.conditions["alloc"] == "cold")
+    assert ("the heap's state differs" in words) == (spread["faults_max"] - spread["faults_min"] >= 5_000)
     assert [x["median_s"] for x in r.conditions["alloc_fresh_loops"]] == pytest.approx(step_s)
     lo, hi = (f"{t * 1e3:.3g} ms" for t in (min(step_s), max(step_s)))
     assert f"({lo}–{hi} in 3 fresh processes)" in headline_time(r)

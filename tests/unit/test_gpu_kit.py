@@ -621,6 +621,7 @@ def test_the_cuda_probe_names_what_is_not_installed():
     assert doc["mapping"]["function"]  # gpuplay's CUDA→NVML mapping was found by its name
 
 
+@pytest.mark.slow  # 6 s: a probe process that imports torch and runs gpuplay's runner
 def test_the_parity_probe_times_gpuplays_own_step_on_the_cpu():
     doc = _probe("parity", "torch", "float32", "quick", "20", "cpu", "elementwise")
     (row,) = doc["rows"]
@@ -651,6 +652,7 @@ def _empty_step() -> str:
     return EMPTY_STEP
 
 
+@pytest.mark.slow  # 4-5 s: five probe processes, each importing torch
 @pytest.mark.skipif(_cuda(), reason="checks the refusals of the CPU machine")
 def test_gpu_only_probes_refuse_in_words_here(tmp_path):
     for args in (("rawkernel",), ("rawkernel", "cpu"), ("compile",), ("compile", "cuda:0")):

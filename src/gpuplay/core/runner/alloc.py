@@ -254,10 +254,16 @@ def middle_loop(
 
 def spread_words(spread: dict[str, Any]) -> str:
     """The fresh processes' range, in words beside the headline."""
-    faults = f"{spread['faults_min']:,.0f}–{spread['faults_max']:,.0f} pages faulted per step"
+    lo, hi = spread["faults_min"], spread["faults_max"]
+    faults = f"{lo:,.0f}–{hi:,.0f} pages faulted per step"
+    why = (
+        "the heap's state differs from one process to the next"
+        if faults_differ(lo, hi, spread["min_s"])
+        else "alike in page faults: the machine's load, or where each process's memory landed"
+    )
     return (
         f"{spread['loops']} fresh processes of the same loop read {_ms(spread['min_s'])}–"
-        f"{_ms(spread['max_s'])} a step ({faults}: the heap's state differs from one process to the next)"
+        f"{_ms(spread['max_s'])} a step ({faults}: {why})"
     )
 
 
@@ -275,8 +281,9 @@ def headline_words(
     if fresh is None or plain is None:
         return "pages reused: a fresh process's plain loop could not be run to say which mode it gets"
     if spread is not None and switched:
+        mode = f"{MODE_NAMES[fresh]}, " if fresh in MODE_NAMES else ""
         return (
-            f"timed in a fresh process's plain loop, the middle of {spread['loops']} ({plain['steps']} steps, "
+            f"{mode}timed in a fresh process's plain loop, the middle of {spread['loops']} ({plain['steps']} steps, "
             f"its median step faulted {plain['faults_per_step']:,.0f} pages; the engine's loop "
             f"{faults_per_step:,.0f}); {spread_words(spread)}"
         )
