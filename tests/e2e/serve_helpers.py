@@ -61,14 +61,16 @@ def start_server(port: int, *args: str, env: dict[str, str] | None = None) -> su
 
 def app_processes(server_pid: int) -> list[psutil.Process]:
     """gpuplay app processes the server started (each leads its own process group); not their
-    engine processes, which are the apps' own children."""
+    engine processes, which are the apps' own children, nor the fresh plain loops an engine
+    starts to time a step as a user's script would (core/runner/plainloop.py)."""
     try:
         kids = psutil.Process(server_pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
     return [
         p for p in kids
-        if "gpuplay" in (cmd := " ".join(_cmdline(p))) and "gpuplay.core.engine.server" not in cmd
+        if "gpuplay" in (cmd := " ".join(_cmdline(p)))
+        and not any(m in cmd for m in ("gpuplay.core.engine.server", "gpuplay.core.workloads.plainloop"))
     ]  # fmt: skip
 
 

@@ -86,13 +86,14 @@ async def test_the_live_median_is_the_headline_mode_with_the_other_beside_it(tmp
 async def test_fresh_processes_that_disagree_show_the_middle_one_and_their_range(tmp_path, monkeypatch):
     from gpuplay.core.runner import measure
 
-    # Three fresh processes' plain loops that read 21.7, 41.3 and 41.9 ms a step (heat torch 512²
-    # on the 2-core machine); the engine's steps fault enough to ask them.
-    medians = iter([0.0217, 0.0413, 0.0419])
+    # Three fresh processes' plain loops that read 21.7, 41.3 and 41.9 ms a step, 4,224 to 18,000
+    # pages faulted (heat torch 512² on the 2-core machine); the modes differ, so they are asked.
+    loops = iter([(0.0217, 4_224.0), (0.0413, 17_408.0), (0.0419, 18_000.0)])
 
     def reading(spec, budget_s, cancel, max_steps=None):
-        return {"faults_per_step": 5_000.0, "mean_faults_per_step": 5_000.0, "steps": 12,
-                "samples_s": [next(medians)] * 12}  # fmt: skip
+        median, faults = next(loops)
+        return {"faults_per_step": faults, "mean_faults_per_step": faults, "steps": 12,
+                "samples_s": [median] * 12}  # fmt: skip
 
     monkeypatch.setattr(measure, "plain_loop", reading)
     monkeypatch.setattr(measure, "modes_differ", lambda probe, faults, median: True)

@@ -222,7 +222,7 @@ def test_the_mode_most_fresh_loops_met_is_the_headlines():
         # heat torch 512²: three fresh processes of one script, 21.7, 41.3 and 41.9 ms
         ((5_000.0, 17_000.0, 18_000.0), [0.0217, 0.0413, 0.0419], False, 3, 0.0413),
         # two agree on the mode and not on the figure: a third decides, the middle is the headline
-        ((5_000.0, 5_000.0, 5_000.0), [0.030, 0.020, 0.025], False, 3, 0.025),
+        ((5_000.0, 9_000.0, 7_000.0), [0.030, 0.020, 0.025], False, 3, 0.025),
         # the engine's steps fault themselves and the first loop faulted like them: a second is
         # asked; they disagree, so a third
         ((0.0, 5_000.0, 5_000.0), [0.018, 0.030, 0.040], True, 3, 0.030),
@@ -250,7 +250,7 @@ def test_fresh_processes_that_disagree_give_the_middle_one_and_their_range(
     words = r.conditions["alloc_headline"]
     assert "the middle of 3" in words and "3 fresh processes of the same loop read" in words
     assert words.startswith("pages returned, ") == (r.conditions["alloc"] == "cold")
-    assert ("the heap's state differs" in words) == (spread["faults_max"] - spread["faults_min"] >= 5_000)
+    assert "the heap's state differs from one process to the next" in words
     assert [x["median_s"] for x in r.conditions["alloc_fresh_loops"]] == pytest.approx(step_s)
     lo, hi = (f"{t * 1e3:.3g} ms" for t in (min(step_s), max(step_s)))
     assert f"({lo}–{hi} in 3 fresh processes)" in headline_time(r)
@@ -271,10 +271,12 @@ def test_a_spread_is_read_from_the_loops_that_ran_and_only_past_ten_percent():
     def loop(t, f=0.0):
         return {"samples_s": [t] * 5, "faults_per_step": f}
 
-    assert fresh_spread([(loop(0.010), "same"), (loop(0.0109), "same")]) is None, "within 10 %"
+    assert fresh_spread([(loop(0.010), "same"), (loop(0.0109, 9e3), "cold")]) is None, "within 10 %"
     assert fresh_spread([(loop(0.010), "same"), (None, None)]) is None, "one loop ran"
-    got = fresh_spread([(loop(0.010, 1.0), "same"), (None, None), (loop(0.0111, 9.0), "cold")])
-    assert got == {"loops": 2, "min_s": 0.010, "max_s": 0.0111, "faults_min": 1.0, "faults_max": 9.0}
+    # 20 % apart with the same page faults: the machine's noise, not two heaps
+    assert fresh_spread([(loop(0.010, 5e3), "cold"), (loop(0.012, 5.1e3), "cold")]) is None
+    got = fresh_spread([(loop(0.010, 1.0), "same"), (None, None), (loop(0.0111, 900.0), "cold")])
+    assert got == {"loops": 2, "min_s": 0.010, "max_s": 0.0111, "faults_min": 1.0, "faults_max": 900.0}
     a, b, c = loop(0.03), loop(0.01), loop(0.02)
     assert middle_loop([(a, "cold"), (b, "same"), (c, "warm")]) == (c, "warm")
     assert middle_loop([(a, "cold"), (None, None), (b, "same")]) == (a, "cold"), "of two, the first asked"
