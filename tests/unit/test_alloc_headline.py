@@ -48,7 +48,9 @@ def _fresh_loops_reading(
 
     def reading(spec, budget_s, cancel, max_steps=None):
         asked.append(next(readings))
-        return {"faults_per_step": asked[-1], "mean_faults_per_step": asked[-1], "steps": 12,
+        # With `bound`, the loop's faults moved from step to step (its mean far from its median).
+        mean = asked[-1] + (10_000.0 if bound else 0.0)
+        return {"faults_per_step": asked[-1], "mean_faults_per_step": mean, "steps": 12,
                 "samples_s": [next(steps)] * 12}  # fmt: skip
 
     monkeypatch.setattr(measure, "plain_loop", reading)
@@ -223,8 +225,8 @@ def test_the_mode_most_fresh_loops_met_is_the_headlines():
         ((5_000.0, 17_000.0, 18_000.0), [0.0217, 0.0413, 0.0419], False, 3, 0.0413),
         # two agree on the mode and not on the figure: a third decides, the middle is the headline
         ((5_000.0, 9_000.0, 7_000.0), [0.030, 0.020, 0.025], False, 3, 0.025),
-        # the engine's steps fault themselves and the first loop faulted like them: a second is
-        # asked; they disagree, so a third
+        # the engine's steps fault themselves and the first loop faulted like them, its count
+        # moving from step to step: a second is asked; they disagree, so a third
         ((0.0, 5_000.0, 5_000.0), [0.018, 0.030, 0.040], True, 3, 0.030),
         # ... and where the second agrees with the first, two are enough and nothing is spread
         ((0.0, 0.0), [0.018, 0.019], True, 2, None),
@@ -280,3 +282,14 @@ def test_a_spread_is_read_from_the_loops_that_ran_and_only_past_ten_percent():
     a, b, c = loop(0.03), loop(0.01), loop(0.02)
     assert middle_loop([(a, "cold"), (b, "same"), (c, "warm")]) == (c, "warm")
     assert middle_loop([(a, "cold"), (None, None), (b, "same")]) == (a, "cold"), "of two, the first asked"
+
+
+def test_a_fresh_loop_whose_faults_moved_from_step_to_step_is_unsettled():
+    from gpuplay.core.runner.alloc import unsettled
+
+    def loop(median_faults, mean_faults, t=0.020):
+        return {"samples_s": [t] * 5, "faults_per_step": median_faults, "mean_faults_per_step": mean_faults}
+
+    assert unsettled(loop(1_984, 5_835)), "heat torch 512²'s first fresh loop"
+    assert not unsettled(loop(1_000, 1_010, 0.025)), "matmul NumPy 1024²: a steady count"
+    assert not unsettled(None)

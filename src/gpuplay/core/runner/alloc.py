@@ -247,6 +247,15 @@ def fresh_spread(loops: list[tuple[dict[str, Any] | None, str | None]]) -> dict[
             "faults_min": min(faults), "faults_max": max(faults)}  # fmt: skip
 
 
+def unsettled(plain: dict[str, Any] | None) -> bool:
+    """Whether a fresh loop's page faults moved from step to step: its mean and median step differ
+    by as much as two modes must (faults_differ)."""
+    if plain is None or not plain.get("samples_s"):
+        return False
+    mean = float(plain.get("mean_faults_per_step") or 0.0)
+    return faults_differ(mean, float(plain["faults_per_step"]), loop_median(plain))
+
+
 def middle_loop(
     loops: list[tuple[dict[str, Any] | None, str | None]],
 ) -> tuple[dict[str, Any], str | None]:
