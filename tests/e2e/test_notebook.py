@@ -20,8 +20,8 @@ def _require(name: str):
     return pytest.importorskip(name)
 
 
-@pytest.mark.long(30)
-@pytest.mark.slow  # a real Jupyter kernel runs every cell: ~27 s on two cores
+@pytest.mark.long(18)
+@pytest.mark.slow  # a real Jupyter kernel runs every cell: ~18 s on two cores
 def test_example_notebook_runs_in_a_kernel_with_its_figure(tmp_path):
     nbformat = _require("nbformat")
     nbclient = _require("nbclient")
