@@ -44,7 +44,7 @@ FAULTS_DIFFER_PAGES = 256
 FLIP_RATIO = 1.2  # a cold mode this much slower is worth saying
 # Two fresh processes' plain loops whose medians are farther apart than this are not one figure:
 # the headline is then the middle of FRESH_VOTES loops, their range beside it. Heat torch 512² ×
-# 100 read 18-65 ms in 20 fresh processes of the same script on the 2-core machine (0 to 37,000
+# 100 read 19.5-74 ms in 32 fresh processes of the same script on the 2-core machine (0 to 37,000
 # pages faulted per step: glibc's heap state, seeded by the hash seed, ASLR and the thread pool's
 # timing, drifts within a process too); elementwise torch 4M, 4.6-5.9 ms with no faults at all.
 SPREAD_RATIO = 1.10

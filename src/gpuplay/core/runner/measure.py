@@ -467,7 +467,7 @@ class _Measurement:
                     "mode": m,
                     "faults_per_step": p["faults_per_step"] if p else None,
                     "median_s": loop_median(p) if p else None,
-                }  # fmt: skip
+                }
                 for p, m in loops
             ]
         if plain is not None and switch and (spread is not None or fresh in ("cold", "warm")):
