@@ -20,6 +20,28 @@ def stats_text(app) -> str:
     return " ".join(console.export_text().split())
 
 
+def elementwise_app(tmp_path) -> GpuPlayApp:
+    """The app with an 8 MB element-wise scenario (past the allocation probe's 4 MiB)."""
+    folder = tiny_scenarios(tmp_path / "sc")
+    (folder / "elementwise.toml").write_text(
+        'name = "elementwise"\ntitle = "elementwise"\nworkload = "elementwise"\n'
+        "[params]\nn = 2000000\n[presets.quick]\nn = 2000000\n[presets.published]\nn = 2000000\n"
+    )
+    return GpuPlayApp([folder], export_dir=tmp_path, budget_s=0.1, telemetry=False)
+
+
+async def run_elementwise(pilot, app) -> None:
+    """Measure the element-wise scenario after the first run, until its result is in."""
+    await wait_until(pilot, lambda: app.session.live_result is not None)
+    app.choose_scenario("elementwise")
+    await wait_until(
+        pilot,
+        lambda: (
+            app.session.live_result is not None and app.session.live_result.spec.workload == "elementwise"
+        ),
+    )
+
+
 async def test_the_speedup_the_pairs_medians_and_the_runs_median_are_read_against_each_other(tmp_path):
     app = GpuPlayApp([tiny_scenarios(tmp_path / "sc")], export_dir=tmp_path, budget_s=0.1, telemetry=False)
     async with app.run_test(size=(140, 40)) as pilot:
@@ -58,22 +80,9 @@ async def test_the_live_median_is_the_headline_mode_with_the_other_beside_it(tmp
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
     monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "0")
     monkeypatch.setattr(measure, "modes_differ", lambda probe, faults, median: True)
-    folder = tiny_scenarios(tmp_path / "sc")
-    # An 8 MB element-wise step (past the probe's 4 MiB).
-    (folder / "elementwise.toml").write_text(
-        'name = "elementwise"\ntitle = "elementwise"\nworkload = "elementwise"\n'
-        "[params]\nn = 2000000\n[presets.quick]\nn = 2000000\n[presets.published]\nn = 2000000\n"
-    )
-    app = GpuPlayApp([folder], export_dir=tmp_path, budget_s=0.1, telemetry=False)
+    app = elementwise_app(tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
-        await wait_until(pilot, lambda: app.session.live_result is not None)
-        app.choose_scenario("elementwise")
-        await wait_until(
-            pilot,
-            lambda: (
-                app.session.live_result is not None and app.session.live_result.spec.workload == "elementwise"
-            ),
-        )
+        await run_elementwise(pilot, app)
         live = app.session.live_result
         assert live.spec.workload == "elementwise"
         assert live.status == "ok" and live.other_mode is not None, live.conditions
@@ -98,21 +107,9 @@ async def test_fresh_processes_that_disagree_show_the_middle_one_and_their_range
     monkeypatch.setattr(measure, "plain_loop", reading)
     monkeypatch.setattr(measure, "modes_differ", lambda probe, faults, median: True)
     monkeypatch.setattr(measure, "fresh_mode", lambda plain, faults, median: "cold")
-    folder = tiny_scenarios(tmp_path / "sc")
-    (folder / "elementwise.toml").write_text(
-        'name = "elementwise"\ntitle = "elementwise"\nworkload = "elementwise"\n'
-        "[params]\nn = 2000000\n[presets.quick]\nn = 2000000\n[presets.published]\nn = 2000000\n"
-    )
-    app = GpuPlayApp([folder], export_dir=tmp_path, budget_s=0.1, telemetry=False)
+    app = elementwise_app(tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
-        await wait_until(pilot, lambda: app.session.live_result is not None)
-        app.choose_scenario("elementwise")
-        await wait_until(
-            pilot,
-            lambda: (
-                app.session.live_result is not None and app.session.live_result.spec.workload == "elementwise"
-            ),
-        )
+        await run_elementwise(pilot, app)
         await pilot.pause()
         live = app.session.live_result
         assert live.status == "ok" and live.fresh_spread is not None, live.conditions
