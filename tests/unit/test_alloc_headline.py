@@ -37,11 +37,13 @@ def faulting_child(monkeypatch):
 
 
 def _fresh_loops_reading(
-    monkeypatch, faults: list[float], step_s: float | list[float], bound: bool = False
+    monkeypatch, faults: list[float], step_s: float | list[float], bound: bool = False, far: bool = False
 ) -> list[float]:
     """Fresh plain loops that read `faults` per step in turn, each 12 steps of `step_s` (one for
     all, or one a loop; the child is real elsewhere); the modes differ; `bound`: the engine's own
-    steps fault enough to matter. Returns the counts handed out, as they are asked for."""
+    steps fault enough to matter; `far`: the cold probe read the other mode FLIP_RATIO slower and
+    the first loop spent a step in it.
+    Returns the counts handed out, as they are asked for."""
     readings = iter(faults)
     steps = iter(step_s if isinstance(step_s, list) else [step_s] * len(faults))
     asked: list[float] = []
@@ -58,6 +60,8 @@ def _fresh_loops_reading(
     # Whatever this process's allocator did before (the engine's steps faulted 1,320 pages a step
     # here after other tests, none alone).
     monkeypatch.setattr(measure, "allocation_bound", lambda f, m: bound)
+    monkeypatch.setattr(measure, "modes_far_apart", lambda probe: far)
+    monkeypatch.setattr(measure, "met_both_modes", lambda plain, probe, f: far)  # tested on its own below
     return asked
 
 
@@ -162,7 +166,13 @@ def test_the_api_result_names_the_other_mode_beside_its_median(faulting_child, m
 
 
 def test_the_modes_differ_by_their_page_faults_and_a_fresh_loops_median_step_says_which():
-    from gpuplay.core.runner.alloc import allocation_bound, fresh_mode, modes_differ
+    from gpuplay.core.runner.alloc import (
+        allocation_bound,
+        fresh_mode,
+        met_both_modes,
+        modes_differ,
+        modes_far_apart,
+    )
 
     # elementwise 4M torch: 11,718 more faults per step than a 40 ms loop; a 1024² matmul: ~1,000
     assert modes_differ({"cold_faults_per_step": 11_718, "ratio": 1.03}, 0, 0.040)
@@ -178,6 +188,17 @@ def test_the_modes_differ_by_their_page_faults_and_a_fresh_loops_median_step_say
     # heat NumPy 512² × 100: 992 pages a step in the engine, none in fresh plain loops, 1.06-1.10× slower
     assert allocation_bound(992, 0.028) and fresh_mode({"faults_per_step": 0}, 992, 0.028) == "warm"
     assert fresh_mode(None, 0, 0.040) is None
+    # fft2d torch 1024²: 2.0 ms a step reusing pages, 5.3 returning them; matmul torch 1024², 1.07×
+    assert modes_far_apart({"cold_faults_per_step": 4_064, "ratio": 2.65})
+    assert not modes_far_apart({"cold_faults_per_step": 1_024, "ratio": 1.07})
+    assert not modes_far_apart(None) and not modes_far_apart({"ratio": None})
+    # A fresh loop that settled in the engine's mode after steps in the other could have gone
+    # either way: fft2d torch, 12,267 pages over 470 steps; elementwise NumPy 4M, 333 over 128
+    cold = {"cold_faults_per_step": 4_064, "ratio": 2.65}
+    assert met_both_modes({"faults_per_step": 0, "mean_faults_per_step": 26.1, "steps": 470}, cold, 0)
+    assert not met_both_modes({"faults_per_step": 0, "mean_faults_per_step": 2.6, "steps": 128}, cold, 0)
+    assert not met_both_modes({"faults_per_step": 0, "mean_faults_per_step": 26.1, "steps": 470}, cold, 4_064)
+    assert not met_both_modes(None, cold, 0)
 
 
 @needs_glibc
@@ -219,23 +240,28 @@ def test_the_mode_most_fresh_loops_met_is_the_headlines():
 
 @needs_glibc
 @pytest.mark.parametrize(
-    ("read", "step_s", "bound", "asked", "median"),
+    ("read", "step_s", "bound", "asked", "median", "far"),
     [
         # heat torch 512²: three fresh processes of one script, 21.7, 41.3 and 41.9 ms
-        ((5_000.0, 17_000.0, 18_000.0), [0.0217, 0.0413, 0.0419], False, 3, 0.0413),
+        ((5_000.0, 17_000.0, 18_000.0), [0.0217, 0.0413, 0.0419], False, 3, 0.0413, False),
         # two agree on the mode and not on the figure: a third decides, the middle is the headline
-        ((5_000.0, 9_000.0, 7_000.0), [0.030, 0.020, 0.025], False, 3, 0.025),
+        ((5_000.0, 9_000.0, 7_000.0), [0.030, 0.020, 0.025], False, 3, 0.025, False),
         # the engine's steps fault themselves and the first loop faulted like them, its count
         # moving from step to step: a second is asked; they disagree, so a third
-        ((0.0, 5_000.0, 5_000.0), [0.018, 0.030, 0.040], True, 3, 0.030),
+        ((0.0, 5_000.0, 5_000.0), [0.018, 0.030, 0.040], True, 3, 0.030, False),
         # ... and where the second agrees with the first, two are enough and nothing is spread
-        ((0.0, 0.0), [0.018, 0.019], True, 2, None),
+        ((0.0, 0.0), [0.018, 0.019], True, 2, None, False),
+        # fft2d torch 1024²: the modes read 2 and 6.6 ms; the first fresh loop met the engine's,
+        # which is one draw: a second met the other, so a third, and the middle is the headline
+        ((0.0, 4_064.0, 4_064.0), [0.0020, 0.0066, 0.0065], False, 3, 0.0065, True),
+        # ... and where the second met the engine's mode too, two agree and the engine's loop stays
+        ((0.0, 0.0), [0.0020, 0.0021], False, 2, None, True),
     ],
 )
 def test_fresh_processes_that_disagree_give_the_middle_one_and_their_range(
-    monkeypatch, read, step_s, bound, asked, median
+    monkeypatch, read, step_s, bound, asked, median, far
 ):
-    calls = _fresh_loops_reading(monkeypatch, list(read), step_s, bound=bound)
+    calls = _fresh_loops_reading(monkeypatch, list(read), step_s, bound=bound, far=far)
     monkeypatch.setattr(
         measure, "fresh_mode", lambda plain, f, m: "cold" if plain["faults_per_step"] else "same"
     )

@@ -171,6 +171,27 @@ def modes_differ(probe: dict[str, Any], faults_per_step: float, median_s: float)
     return cold > faults_per_step and faults_differ(cold, faults_per_step, median_s)
 
 
+def modes_far_apart(probe: dict[str, Any] | None) -> bool:
+    """Whether the cold probe read FLIP_RATIO or more slower than the timed loop: the two modes are
+    then two figures, and which one a fresh process settles in is a draw. fft2d torch 1024² read
+    1.9-2.1 ms or 6.1-6.9 ms a step in fresh processes of one 14-line script (numpy and torch
+    imported, nothing else): 22 of 38 of them in the slower mode; gpuplay's own child met it in 5
+    of 16 interleaved with them."""
+    return probe is not None and float(probe.get("ratio") or 0.0) >= FLIP_RATIO
+
+
+def met_both_modes(plain: dict[str, Any] | None, probe: dict[str, Any], faults_per_step: float) -> bool:
+    """Whether a fresh loop whose median step met the engine's mode spent a step in the other: its
+    steps faulted, in all, at least half a cold step's extra pages. Such a process could have
+    settled either way (fft2d torch 1024²: 8,190-12,267 pages over ~470 steps, 2-3 of them cold,
+    4,064 a cold step; elementwise NumPy 4M: 333 pages over 128 steps, matmul NumPy 1024²: none)."""
+    if plain is None or not plain.get("steps"):
+        return False
+    extra = float(probe.get("cold_faults_per_step") or 0.0) - faults_per_step
+    total = float(plain.get("mean_faults_per_step") or 0.0) * int(plain["steps"])
+    return extra > 0 and total >= extra / 2
+
+
 def allocation_bound(faults_per_step: float, median_s: float) -> bool:
     """Whether the timed steps themselves fault enough pages to matter: a step that allocates
     inside itself (heat: 100 stencil iterations, each with its temporaries) meets the process's
