@@ -3,8 +3,10 @@
 For each of 9 workloads (matmul, batched matmul, SVD, eigh, element-wise, reductions, FFT 1D/2D,
 heat; the scenarios' quick sizes) and NumPy and torch on the CPU: `gpuplay run … --format json`
 in a fresh process (the CLI, its engine included) against a plain script in a fresh process
-(the same kernel code on inputs made from the seed in float64 and converted, three warm-up
-calls, `time.perf_counter()` around each call for --budget seconds, the median). Rounds
+(numpy and torch imported, nothing of gpuplay; the kernel's own source pasted in; inputs made
+from the seed in float64, read from .npy files and converted; three warm-up calls,
+`time.perf_counter()` around each call for --budget seconds, the median; `--plain harness`
+builds the inputs through gpuplay's catalogue instead). Rounds
 alternate which side goes first. Each line prints the ratio gpuplay median ÷ plain-loop median
 per round, the page faults per step of both sides, and, where gpuplay timed two allocation
 modes, both by name. A second plain loop in a fresh process of its own runs each round too
@@ -15,7 +17,7 @@ line says whether the plain loop fell inside the range gpuplay gave. `--plain-ru
 plain side the middle of K fresh processes each round, the statistic gpuplay's headline is then.
 
     python benchmarks/fidelity_plain.py [--quick] [--rounds 3] [--budget 1.5] [--only heat fft2d]
-        [--backends numpy torch] [--threads 1] [--no-control] [--plain-runs 3]
+        [--backends numpy torch] [--threads 1] [--no-control] [--plain-runs 3] [--plain harness]
 
 With torch's default threads on a 2-core machine that 8 other processes load, an OpenMP barrier
 per operation made heat torch 512² read seconds per step on both sides: --threads 1 there.
@@ -27,14 +29,25 @@ any figure.
 from __future__ import annotations
 
 import argparse
+import functools
+import inspect
 import json
 import os
 import subprocess
 import sys
+import tempfile
+import textwrap
+from pathlib import Path
 from typing import Any
 
 WORKLOADS = ("matmul", "batched_matmul", "svd", "eigh", "elementwise", "reductions", "fft1d", "fft2d", "heat")
 
+# The plain side's script (--plain): "literal" is what a user writes, numpy and torch imported and
+# nothing else, the kernel's own source pasted in, the inputs read from .npy files this script
+# wrote with the workload's generator; "harness" builds them through gpuplay's catalogue in the
+# timed process. Which allocation mode a fresh process meets depends on what it allocated before:
+# fft2d torch 1024² met the pages-returned mode (6.1-6.9 ms a step, against 1.9-2.1 ms) in 0 of
+# 30 fresh processes of the harness script and 22 of 38 of a 14-line literal one, interleaved.
 PLAIN = r"""
 import json, resource, statistics, sys, time
 import numpy as np
@@ -83,8 +96,66 @@ def environment() -> dict[str, str]:
     return env
 
 
+LITERAL_LOOP = r"""
+for _ in range(3):
+    KERNEL(XP, *args, **KW)
+times = []
+f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+end = time.perf_counter() + BUDGET
+while time.perf_counter() < end or len(times) < 5:
+    t0 = time.perf_counter()
+    KERNEL(XP, *args, **KW)
+    times.append(time.perf_counter() - t0)
+faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / len(times)
+print(json.dumps({"median": statistics.median(times), "faults": faults, "n": len(times)}))
+"""
+
+PLAIN_KIND = "literal"  # --plain
+DATA = Path(tempfile.gettempdir())  # main() sets a folder of its own for the literal scripts' inputs
+
+
+@functools.cache
+def literal_script(scenario: str, backend: str, budget: float) -> str:
+    """The plain loop a user writes for this pair, as text: imports, the kernel's source, the
+    inputs (saved here as float64 .npy, converted there one by one), three warm-up calls, the loop."""
+    import numpy as np
+
+    from gpuplay.core.catalogue.scenarios import load_scenarios
+    from gpuplay.core.workloads import get_workload
+    from gpuplay.core.workloads.base import Workload
+
+    sc = load_scenarios().scenarios[scenario]
+    w = get_workload(sc.workload)
+    p = w.effective(w.resolve(sc.preset_params("quick")), backend, "float32")
+    paths = []
+    for i, host in enumerate(w.inputs(p, np.random.default_rng(0))):
+        paths.append(str(DATA / f"{scenario}-{i}.npy"))
+        np.save(paths[-1], host)
+    kernel = w.kernel(backend, np, p)
+    if not isinstance(kernel, functools.partial) or type(w).prepare is not Workload.prepare:
+        raise SystemExit(f"{scenario}: its kernel is not one function over the inputs; use --plain harness")
+    xp = "torch" if backend == "torch" else "np"
+    convert = (
+        "torch.from_numpy(hosts.pop(0)).to(torch.float32)"
+        if xp == "torch"
+        else "hosts.pop(0).astype(np.float32)"
+    )
+    head = (
+        "from __future__ import annotations\n"
+        "import json, resource, statistics, time\nimport numpy as np\n"
+        + ("import torch\n" if xp == "torch" else "")
+        + "\n" + textwrap.dedent(inspect.getsource(kernel.func)) + "\n"
+        + f"hosts = [np.load(path) for path in {paths!r}]\nargs = []\nwhile hosts:\n    args.append({convert})\n"
+    )  # fmt: skip
+    loop = LITERAL_LOOP.replace("KERNEL", kernel.func.__name__).replace("XP", xp)
+    return head + loop.replace("KW", repr(dict(kernel.keywords))).replace("BUDGET", repr(budget))
+
+
 def plain(scenario: str, backend: str, budget: float) -> dict[str, Any]:
-    cmd = [sys.executable, "-c", PLAIN, scenario, backend, str(budget)]
+    if PLAIN_KIND == "literal":
+        cmd = [sys.executable, "-c", literal_script(scenario, backend, budget)]
+    else:
+        cmd = [sys.executable, "-c", PLAIN, scenario, backend, str(budget)]
     # Each side in a session of its own, as a command typed in its own terminal: with the kernel's
     # autogroup scheduling a session is one share of a loaded CPU, and a plain loop sharing this
     # script's busy session read 44–48 ms for elementwise torch 4M against 34–39 ms in its own.
@@ -126,15 +197,21 @@ def main() -> None:
     )
     ap.add_argument("--plain-runs", type=int, default=1,
                     help="the plain side is the middle of this many fresh processes (default 1)")  # fmt: skip
+    ap.add_argument("--plain", choices=("literal", "harness"), default="literal",
+                    help="the plain side's script: what a user writes (numpy/torch only, the default), "
+                    "or one that builds the inputs through gpuplay's catalogue")  # fmt: skip
     ap.add_argument("--no-control", dest="control", action="store_false",
                     help="leave out the second plain loop each round (plain÷plain)")  # fmt: skip
     args = ap.parse_args()
-    global THREADS
-    THREADS = args.threads
+    global THREADS, PLAIN_KIND, DATA
+    THREADS, PLAIN_KIND = args.threads, args.plain
+    data = tempfile.TemporaryDirectory(prefix="fidelity-plain-")
+    DATA = Path(data.name)
     rounds, budget = (1, 0.5) if args.quick else (args.rounds, args.budget)
     print(
         f"# gpuplay median ÷ plain-loop median, fresh processes, {rounds} alternating round(s) of {budget} s"
     )
+    print(f"# the plain side's script: {args.plain}")
     runs = max(1, args.plain_runs)
     if runs > 1:
         print(f"# the plain side: the middle of {runs} fresh processes each round")
