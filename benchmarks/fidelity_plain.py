@@ -47,7 +47,8 @@ WORKLOADS = ("matmul", "batched_matmul", "svd", "eigh", "elementwise", "reductio
 # wrote with the workload's generator; "harness" builds them through gpuplay's catalogue in the
 # timed process. Which allocation mode a fresh process meets depends on what it allocated before:
 # fft2d torch 1024² met the pages-returned mode (6.1-6.9 ms a step, against 1.9-2.1 ms) in 0 of
-# 30 fresh processes of the harness script and 22 of 38 of a 14-line literal one, interleaved.
+# 18 fresh processes of the harness script, 0 of 15 of the literal one and 22 of 38 of a 14-line
+# script that makes its input inline (rng.standard_normal): no one script stands for every user's.
 PLAIN = r"""
 import json, resource, statistics, sys, time
 import numpy as np
