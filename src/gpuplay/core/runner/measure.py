@@ -456,8 +456,8 @@ class _Measurement:
         loop beside them by name; otherwise the engine's loop, the cold probe beside it where the
         modes differ."""
         result, median = self.result, self.result.median or 0.0
-        far = probe if modes_far_apart(probe) else None
-        loops, spread = self.fresh_loops(faults, median, switch, allocation_bound(faults, median), far)
+        far_probe = probe if modes_far_apart(probe) else None
+        loops, spread = self.fresh_loops(faults, median, switch, allocation_bound(faults, median), far_probe)
         fresh, plain, agree = fresh_majority(loops)
         if spread is not None and switch:
             plain, fresh = middle_loop(loops)
@@ -491,17 +491,17 @@ class _Measurement:
         result.notes.append(headline_note(result.conditions))
 
     def fresh_loops(
-        self, faults: float, median: float, switch: bool, bound: bool, far: dict[str, Any] | None
+        self, faults: float, median: float, switch: bool, bound: bool, far_probe: dict[str, Any] | None
     ) -> tuple[list[tuple[dict[str, Any] | None, str | None]], dict[str, Any] | None]:
         """Fresh processes' plain loops, each with its mode beside the engine's, and their range
         where they disagree. A loop that would replace the engine's is asked again (FRESH_VOTES at
         most): a fresh process is not always in one mode (fft2d torch 1024²: 2 of 8 fresh loops
         stayed in the pages-returned mode for all their steps, the others for 1-3 steps). Two that
         agree on the mode but not on the figure (SPREAD_RATIO) are not enough: a third decides.
-        `bound`: the engine's own steps fault enough to matter (allocation-bound); `far`: the cold
-        probe, where the two modes' figures are FLIP_RATIO or more apart: a first loop that settled
-        in the engine's mode after a step in the other was one draw, and a second says whether
-        fresh processes agree on it."""
+        `bound`: the engine's own steps fault enough to matter (allocation-bound); `far_probe`:
+        the cold probe, where the two modes' figures are FLIP_RATIO or more apart: a first loop
+        that settled in the engine's mode after a step in the other was one draw, and a second
+        says whether fresh processes agree on it."""
         spec = self.plan.spec
         # The run's own budget (at least 10 steps): the headline loop is as long as the engine's was.
         budget = spec.budget_s if spec.repeat is None else 1e9
@@ -524,7 +524,7 @@ class _Measurement:
             # Where the modes' figures are far apart and the first loop met both, its mode is one
             # draw: a second.
             first = loops[0][0]
-            drawn = far is not None and met_both_modes(first, far, faults)
+            drawn = far_probe is not None and met_both_modes(first, far_probe, faults)
             if loops[0][1] not in ("cold", "warm") and not (
                 len(loops) < 2 and (drawn or (bound and unsettled(first)))
             ):
