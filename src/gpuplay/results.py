@@ -171,12 +171,11 @@ class Result:
         check = {True: "ok", False: "FAILED", None: "—"}[self.check_ok]
         if self.error is not None and math.isfinite(self.error):
             check += f" ({self.error:.1e})"
-        median = _fmt_time(self.median) if self.median is not None else self.status
-        if self.median is not None and self.fresh_spread:
-            lo, hi, n = (self.fresh_spread[k] for k in ("min_s", "max_s", "loops"))
-            median += f" ({_fmt_time(lo)}–{_fmt_time(hi)} in {n} fresh processes)"
-        if self.median is not None and self.other_mode:
-            median += f" · {_fmt_time(self.other_mode['median_s'])} with {self.other_mode['name']}"
+        median = self.status
+        if self.median is not None:
+            from gpuplay.core.reports.report import median_words
+
+            median = median_words(self.median, self.fresh_spread or None, self.other_mode or None)
         return [
             self.scenario,
             self.size,

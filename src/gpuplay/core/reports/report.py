@@ -241,19 +241,20 @@ def row_cells(row: Row, noise: bool = True) -> list[str]:
 
 
 def headline_time(r: RunResult) -> str:
-    """The median, the fresh processes' range where they disagree, and the other allocation
-    mode's beside it by name where the two differ: '11.4 ms · 6.4 ms with pages reused',
-    '21.1 ms (20.4 ms–40.3 ms in 3 fresh processes) · 39.3 ms with pages returned'."""
+    """The run's median as a table shows it (`median_words`); "—" where it has none."""
     s = r.summary
-    if not s:
-        return "—"
-    text = fmt_time(s.median)
-    spread = r.fresh_spread
+    return median_words(s.median, r.fresh_spread, r.other_mode) if s else "—"
+
+
+def median_words(median_s: float, spread: dict[str, Any] | None, other: dict[str, Any] | None) -> str:
+    """A median, the fresh processes' range where they disagree, and the other allocation mode's
+    beside it by name where the two differ: '11.4 ms · 6.4 ms with pages reused',
+    '21.1 ms (20.4 ms–40.3 ms in 3 fresh processes) · 39.3 ms with pages returned'."""
+    text = fmt_time(median_s)
     if spread is not None:  # no one figure: the middle of the fresh processes, their range beside it
         text += (
             f" ({fmt_time(spread['min_s'])}–{fmt_time(spread['max_s'])} in {spread['loops']} fresh processes)"
         )
-    other = r.other_mode
     if other is None:
         return text
     return f"{text} · {fmt_time(other['median_s'])} with {other['name']}"
