@@ -319,3 +319,35 @@ def test_a_fresh_loop_whose_faults_moved_from_step_to_step_is_unsettled():
     assert unsettled(loop(1_984, 5_835)), "heat torch 512²'s first fresh loop"
     assert not unsettled(loop(1_000, 1_010, 0.025)), "matmul NumPy 1024²: a steady count"
     assert not unsettled(None)
+
+
+@pytest.mark.parametrize(
+    "spread",
+    [
+        {"loops": 3, "min_s": float("nan"), "max_s": 0.04},
+        {"loops": 3, "min_s": 0.02, "max_s": float("inf")},
+        {"loops": "[/]\x1b[31m", "min_s": 0.02, "max_s": 0.04},
+        {"loops": 3, "min_s": 0.05, "max_s": 0.04},  # a range that runs backwards
+        {"loops": 3, "min_s": 0.02, "max_s": 1e300},
+        {"loops": 3, "min_s": 0.02},
+        {"loops": True, "min_s": 0.02, "max_s": 0.04},  # a range is of two processes at least
+        {"loops": 1.5, "min_s": 0.02, "max_s": 0.04},
+        "[bold]3 fresh processes[/]",
+        [[[[0.02]]]],
+    ],
+)
+def test_a_files_fresh_spread_that_is_not_a_finite_range_is_dropped_not_shown(spread):
+    from gpuplay.core.result import RunResult
+    from gpuplay.results import Result
+
+    r = run(RunSpec.make("elementwise", {"n": 1000}, budget_s=0.05, warmup=1, repeat=5))
+    d = r.to_dict()
+    d["conditions"]["alloc_fresh_spread"] = spread
+    loaded = RunResult.from_dict(d)
+    assert loaded.fresh_spread is None and loaded.to_dict()["fresh_spread"] is None
+    assert "fresh processes" not in headline_time(loaded)
+    api = Result(Row(loaded))
+    assert api.fresh_spread is None and "fresh processes" not in api._cells()[3]
+    header, row = list(csv.reader(io.StringIO(to_csv([Row(loaded)]))))[:2]
+    cells = dict(zip(header, row, strict=True))
+    assert cells["fresh_min_s"] == cells["fresh_max_s"] == ""

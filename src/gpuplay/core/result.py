@@ -82,10 +82,11 @@ class RunResult:
         spread = self.conditions.get("alloc_fresh_spread")
         if not isinstance(spread, dict):
             return None
-        ends = [spread.get(k) for k in ("min_s", "max_s", "loops")]
-        if not all(isinstance(v, int | float) and 0 < v < 1e6 for v in ends):
-            return None
-        return spread if float(ends[0] or 0) <= float(ends[1] or 0) else None
+        lo, hi = (_seconds_of(spread.get(k)) for k in ("min_s", "max_s"))
+        loops = spread.get("loops")
+        if not isinstance(loops, int) or isinstance(loops, bool) or not 2 <= loops <= 1000:
+            return None  # a range is of two fresh processes at least
+        return spread if lo and hi and lo <= hi else None  # a step of 0 s is no time read
 
     @property
     def gflops(self) -> float | None:
