@@ -231,6 +231,16 @@ async def test_quit_confirmed_with_y(scenarios):
         assert not app.is_running
 
 
+async def test_the_clock_tick_that_lands_while_the_talk_closes_is_dropped(scenarios):
+    # The talk's clock ticks each second from an interval; one tick landed after the screen's
+    # widgets were gone (NoMatches '#deck-bar' in the whole suite's run), failing the app's exit.
+    app = PresenterApp(deck_of(scenarios), autostart=False, remember=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("t")
+        await app.query_one("#deck-bar").remove()
+        app.tick_clock()  # as the interval does, with the bar already unmounted
+
+
 async def test_blank_screen_big_number_and_timer(scenarios):
     app = PresenterApp(deck_of(scenarios), autostart=False, remember=False)
     async with app.run_test(size=(120, 36)) as pilot:

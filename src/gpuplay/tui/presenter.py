@@ -24,6 +24,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Footer, Static
@@ -661,8 +662,12 @@ class PresenterApp(TextNotifications):  # a deck's and a result's text shown as 
         self.query_one("#deck-bar", Static).update(bar)
 
     def tick_clock(self) -> None:
-        if self.timer_started is not None:  # the talk's clock (t) in the top bar
+        if self.timer_started is None:  # the talk's clock (t) in the top bar
+            return
+        try:
             self.draw_bar()
+        except NoMatches:  # the interval's last tick can land while the app closes, its bar gone
+            pass
 
     def draw_prompt(self) -> None:
         prompt = self.query_one("#prompt", Static)
