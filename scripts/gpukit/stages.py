@@ -750,9 +750,12 @@ def stage_app(
         lambda: proc.python([APP_DRIVE, str(shots), str(drive_s)], st.deadline.give(drive_s + 90), keep=0),
         need=drive_s + 20,
     )
-    drive = last_json((r or {}).get("stdout", "")) or {"error": _brief(r or {})}
+    # None: the step did not run (its row says why) or the kit failed (its row says how)
+    drive = None if r is None else last_json(r.get("stdout", "")) or {"error": _brief(r)}
     st.data["drive"] = drive
-    if "error" in drive:
+    if drive is None:
+        pass
+    elif "error" in drive:
         st.check("app driven", False, drive["error"])
     else:
         ff = drive.get("first_frame_s")

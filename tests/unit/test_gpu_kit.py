@@ -587,6 +587,16 @@ def test_a_stage_cut_short_names_its_parts_that_did_not_run(tmp_path, pretend_gp
     assert "Not run (out of time): " in (tmp_path / "REPORT.md").read_text()
 
 
+def test_an_app_stage_out_of_time_lists_its_parts_and_invents_no_failed_drive(tmp_path, pretend_gpu_box):
+    out = outdir.OutDir(tmp_path)
+    # 12 s: under what the install (30 s) and the Pilot drive (drive_s + 20 s) need
+    assert stages.stage_app(out, tmp_path, seconds=12) == stages.EXIT_FAILED
+    doc = json.loads((tmp_path / "app.json").read_text())
+    assert doc["not_run"] == ["install", "drive the app (Pilot, 120×36)", "gpuplay monitor 10 s"]
+    assert [c["check"] for c in doc["checks"]] == doc["not_run"]  # each part once, as not run
+    assert "exit None" not in (tmp_path / "REPORT.md").read_text()
+
+
 def test_the_dry_run_of_all_prints_one_line_per_stage_in_run_order_with_its_share(capsys):
     _verify_module().main(["--dry-run", "all", "--seconds", "540"])
     lines = [x for x in capsys.readouterr().out.splitlines() if x.split(":")[0] in stages.ALL_ORDER]
