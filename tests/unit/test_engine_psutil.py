@@ -33,7 +33,9 @@ def test_a_numpy_run_in_the_engine_imports_no_psutil_and_still_measures_the_host
         server.warm_numpy_probe(); server.warm_runner(); server.prime_first_run()
         from gpuplay.core.runner import run
         from gpuplay.core.spec import RunSpec
-        spec = RunSpec.make("matmul", {"n": 64}, budget_s=0.03, warmup=1)
+        # 0.3 s of steps: the process's CPU is counted in clock ticks (10 ms), and a 30 ms window
+        # on a loaded 2-core machine once read no tick of its own (own_cores 0)
+        spec = RunSpec.make("matmul", {"n": 64}, budget_s=0.3, warmup=1)
         r = measure_exclusively(spec, lambda: run(spec, telemetry=server._run_telemetry()), None,
                                 lambda *a: None)
         print("psutil" in sys.modules)
