@@ -27,5 +27,11 @@ def test_a_gpu_run_asks_no_fresh_plain_loop_and_keeps_its_own_samples(tmp_path):
     c = r["conditions"]
     assert SIM_NAME_MARK in c["device_name"]
     assert c["alloc"] == "warm" and r["other_mode"] is None
-    for key in ("alloc_cold_probe", "alloc_plain_loop", "alloc_fresh_loops", "alloc_timed_in"):
+    for key in (
+        "alloc_cold_probe",
+        "alloc_plain_loop",
+        "alloc_fresh_loops",
+        "alloc_fresh_spread",
+        "alloc_timed_in",
+    ):
         assert key not in c, key
