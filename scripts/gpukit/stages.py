@@ -753,11 +753,9 @@ def stage_app(
     # None: the step did not run (its row says why) or the kit failed (its row says how)
     drive = None if r is None else last_json(r.get("stdout", "")) or {"error": _brief(r)}
     st.data["drive"] = drive
-    if drive is None:
-        pass
-    elif "error" in drive:
+    if drive is not None and "error" in drive:
         st.check("app driven", False, drive["error"])
-    else:
+    elif drive is not None:
         ff = drive.get("first_frame_s")
         st.check(
             f"first frame ≤ {GOALS['first_frame_s']} s",
